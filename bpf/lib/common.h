@@ -1,0 +1,69 @@
+/* common.h: includes, addresses and small helpers shared by every cube.
+ *
+ * Addresses are stored in one 16-byte form for both families: IPv6 as is,
+ * IPv4 as an IPv4-mapped IPv6 address (::ffff:a.b.c.d). One map layout and
+ * one Go writer then serve both families; the per-family code is limited to
+ * header parsing and checksum arithmetic, where the families really differ.
+ */
+#pragma once
+
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/tcp.h>
+#include <linux/udp.h>
+#include <linux/icmpv6.h>
+#include <linux/pkt_cls.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#ifndef ECONNREFUSED
+#define ECONNREFUSED 111
+#endif
+
+/* linux/icmp.h drags in glibc's socket headers; ICMPv4 needs only this. */
+struct icmphdr {
+	__u8 type;
+	__u8 code;
+	__sum16 checksum;
+	__be32 rest;
+};
+#define ICMP_DEST_UNREACH 3
+#define ICMP_PORT_UNREACH 3
+
+#define always_inline inline __attribute__((always_inline))
+
+struct nc_addr {
+	__u32 w[4]; /* network byte order; w[3] holds the IPv4 address */
+};
+
+static always_inline void addr_from_v4(struct nc_addr *a, __u32 ip4)
+{
+	a->w[0] = 0;
+	a->w[1] = 0;
+	a->w[2] = bpf_htonl(0x0000ffff);
+	a->w[3] = ip4;
+}
+
+static always_inline void addr_from_v6(struct nc_addr *a, const __u32 *ip6)
+{
+	a->w[0] = ip6[0];
+	a->w[1] = ip6[1];
+	a->w[2] = ip6[2];
+	a->w[3] = ip6[3];
+}
+
+static always_inline int addr_is_v4(const struct nc_addr *a)
+{
+	return a->w[0] == 0 && a->w[1] == 0 && a->w[2] == bpf_htonl(0x0000ffff);
+}
+
+/* csum_fold folds a 32-bit one's complement sum into the 16-bit checksum. */
+static always_inline __u16 csum_fold(__u32 sum)
+{
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return (__u16)~sum;
+}

@@ -1,0 +1,93 @@
+/* ct.h: the conntrack cube. Pins each per-packet-translated flow to its
+ * backend and remembers how to reverse-translate its replies.
+ *
+ * Two entries per flow in one LRU map:
+ *   CT_SERVICE {client -> frontend}  : backend id, revNAT id
+ *   CT_REPLY   {backend -> client}   : revNAT id (rewrite source to frontend)
+ * LRU eviction bounds the table; a flow whose entry was evicted is simply
+ * load-balanced again on its next packet.
+ */
+#pragma once
+#include "common.h"
+#include "parse.h"
+
+#ifndef CT_MAX
+#define CT_MAX 65536
+#endif
+
+enum ct_dir {
+	CT_SERVICE = 1,
+	CT_REPLY = 2,
+};
+
+struct ct_key {
+	struct nc_addr saddr;
+	struct nc_addr daddr;
+	__be16 sport;
+	__be16 dport;
+	__u8 proto;
+	__u8 dir;    /* enum ct_dir */
+	__u16 pad;
+};
+
+struct ct_entry {
+	__u32 backend_id; /* CT_SERVICE: the backend this flow is pinned to */
+	__u32 rev_nat_id;
+	__u64 created_ns;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct ct_key);
+	__type(value, struct ct_entry);
+	__uint(max_entries, CT_MAX);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} ct_flows SEC(".maps");
+
+static always_inline void ct_key_from_flow(struct ct_key *k, const struct flow *f, __u8 dir)
+{
+	k->saddr = f->saddr;
+	k->daddr = f->daddr;
+	k->sport = f->sport;
+	k->dport = f->dport;
+	k->proto = f->proto;
+	k->dir = dir;
+	k->pad = 0;
+}
+
+static always_inline struct ct_entry *ct_lookup(const struct flow *f, __u8 dir)
+{
+	struct ct_key k;
+
+	ct_key_from_flow(&k, f, dir);
+	return bpf_map_lookup_elem(&ct_flows, &k);
+}
+
+/* ct_create records a new service flow from f (still addressed to the
+ * frontend) to backend b. The reply entry is written first so a reply can
+ * never arrive before the entry that reverse-translates it. */
+static always_inline int ct_create(const struct flow *f, __u32 backend_id,
+				   const struct nc_addr *baddr, __be16 bport,
+				   __u32 rev_nat_id)
+{
+	struct ct_entry e = {
+		.backend_id = backend_id,
+		.rev_nat_id = rev_nat_id,
+		.created_ns = bpf_ktime_get_ns(),
+	};
+	struct ct_key k = {
+		.saddr = *baddr,
+		.daddr = f->saddr,
+		.sport = bport,
+		.dport = f->sport,
+		.proto = f->proto,
+		.dir = CT_REPLY,
+	};
+	int err;
+
+	err = bpf_map_update_elem(&ct_flows, &k, &e, BPF_ANY);
+	if (err)
+		return err;
+	ct_key_from_flow(&k, f, CT_SERVICE);
+	return bpf_map_update_elem(&ct_flows, &k, &e, BPF_ANY);
+}

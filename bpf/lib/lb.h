@@ -1,0 +1,117 @@
+/* lb.h: the load-balancer cube. Owns the Service maps and backend selection.
+ *
+ * Layout (after Cilium's lb4_services_v2 / lb4_backends / lb4_reverse_nat):
+ *   lb_services  {frontend, slot 0}      -> master: backend count, revNAT id
+ *                {frontend, slot 1..N}   -> backend id
+ *   lb_backends  backend id              -> backend address and port
+ *   lb_revnat    revNAT id               -> frontend address and port
+ * The agent writes backends, then slots, then the master entry, and shrinks
+ * in the reverse order, so a reader never follows a slot beyond `count` or
+ * a slot to a missing backend.
+ */
+#pragma once
+#include "common.h"
+
+#ifndef LB_SERVICES_MAX
+#define LB_SERVICES_MAX 65536 /* the agent resizes every map before load */
+#endif
+
+struct lb_svc_key {
+	struct nc_addr addr; /* frontend (ClusterIP) */
+	__be16 port;
+	__u8 proto;          /* IPPROTO_TCP or IPPROTO_UDP */
+	__u8 pad;
+	__u16 slot;          /* 0 = master entry, 1..count = backend slots */
+	__u16 pad2;
+};
+
+struct lb_svc_val {
+	__u32 backend_id;    /* slot entries */
+	__u32 rev_nat_id;    /* master entry */
+	__u16 count;         /* master entry: number of backend slots */
+	__u16 flags;
+};
+
+struct lb_backend {
+	struct nc_addr addr;
+	__be16 port;
+	__u8 proto;
+	__u8 flags;
+};
+
+struct lb_frontend {
+	struct nc_addr addr; /* frontend the client believes it talks to */
+	__be16 port;
+	__u16 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct lb_svc_key);
+	__type(value, struct lb_svc_val);
+	__uint(max_entries, LB_SERVICES_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} lb_services SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32);
+	__type(value, struct lb_backend);
+	__uint(max_entries, LB_SERVICES_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} lb_backends SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32);
+	__type(value, struct lb_frontend);
+	__uint(max_entries, LB_SERVICES_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} lb_revnat SEC(".maps");
+
+/* lb_lookup_service returns the master entry of a frontend, or NULL when the
+ * address and port are not a Service. */
+static always_inline struct lb_svc_val *
+lb_lookup_service(const struct nc_addr *addr, __be16 port, __u8 proto)
+{
+	struct lb_svc_key key = {
+		.addr = *addr,
+		.port = port,
+		.proto = proto,
+	};
+
+	return bpf_map_lookup_elem(&lb_services, &key);
+}
+
+static always_inline struct lb_backend *lb_lookup_backend(__u32 backend_id)
+{
+	return bpf_map_lookup_elem(&lb_backends, &backend_id);
+}
+
+/* lb_select_backend picks a random slot among the Service's ready backends.
+ * Returns the backend id, or 0 when the Service has none. */
+static always_inline __u32
+lb_select_backend(const struct nc_addr *addr, __be16 port, __u8 proto,
+		  const struct lb_svc_val *svc)
+{
+	struct lb_svc_key key = {
+		.addr = *addr,
+		.port = port,
+		.proto = proto,
+	};
+	struct lb_svc_val *slot;
+
+	if (svc->count == 0)
+		return 0;
+	key.slot = (bpf_get_prandom_u32() % svc->count) + 1;
+	slot = bpf_map_lookup_elem(&lb_services, &key);
+	return slot ? slot->backend_id : 0;
+}
+
+static always_inline struct lb_frontend *lb_lookup_revnat(__u32 rev_nat_id)
+{
+	return bpf_map_lookup_elem(&lb_revnat, &rev_nat_id);
+}

@@ -1,0 +1,66 @@
+/* parse.h: turns a packet into a flow (addresses, ports, protocol, offsets).
+ * Only TCP and UDP over IPv4 (no fragments) and IPv6 (no extension headers)
+ * become flows; everything else is passed through untouched by the caller.
+ */
+#pragma once
+#include "common.h"
+
+struct flow {
+	struct nc_addr saddr;
+	struct nc_addr daddr;
+	__be16 sport;
+	__be16 dport;
+	__u8 proto;
+	__u8 family; /* 4 or 6 */
+	__u16 l4_off;
+};
+
+#define L3_OFF ((__u16)sizeof(struct ethhdr))
+
+/* parse_flow returns 0 and fills f for a TCP/UDP packet, -1 otherwise. */
+static always_inline int parse_flow(struct __sk_buff *skb, struct flow *f)
+{
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+
+	if ((void *)(eth + 1) > end)
+		return -1;
+
+	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = (void *)(eth + 1);
+
+		if ((void *)(ip + 1) > end || ip->ihl < 5)
+			return -1;
+		if (ip->frag_off & bpf_htons(0x1fff)) /* non-first fragment: no ports */
+			return -1;
+		f->family = 4;
+		f->proto = ip->protocol;
+		f->l4_off = L3_OFF + ip->ihl * 4;
+		addr_from_v4(&f->saddr, ip->saddr);
+		addr_from_v4(&f->daddr, ip->daddr);
+	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
+
+		if ((void *)(ip6 + 1) > end)
+			return -1;
+		f->family = 6;
+		f->proto = ip6->nexthdr;
+		f->l4_off = L3_OFF + sizeof(*ip6);
+		addr_from_v6(&f->saddr, ip6->saddr.in6_u.u6_addr32);
+		addr_from_v6(&f->daddr, ip6->daddr.in6_u.u6_addr32);
+	} else {
+		return -1;
+	}
+
+	if (f->proto != IPPROTO_TCP && f->proto != IPPROTO_UDP)
+		return -1;
+
+	/* TCP and UDP both start with the two ports. */
+	__be16 *ports = data + f->l4_off;
+	if ((void *)(ports + 2) > end)
+		return -1;
+	f->sport = ports[0];
+	f->dport = ports[1];
+	return 0;
+}

@@ -1,0 +1,110 @@
+/* sock.h: the socket-LB cube. Translates a Service address to a backend once,
+ * when a pod's socket connects (or sends an unconnected datagram), so the
+ * packets of that flow are never touched again. It remembers, per socket,
+ * which backend stands for which frontend so that getpeername() and
+ * recvmsg() report the Service address the application asked for. */
+#pragma once
+#include "common.h"
+#include "lb.h"
+
+#ifndef SOCK_MAX
+#define SOCK_MAX 65536
+#endif
+
+struct sock_key {
+	__u64 cookie;        /* bpf_get_socket_cookie() */
+	struct nc_addr addr; /* backend (revnat map) or frontend (udp map) */
+	__be16 port;
+	__u16 pad;
+	__u32 pad2;
+};
+
+struct sock_revnat_val {
+	__u32 rev_nat_id;
+	__u32 pad;
+};
+
+/* Backend -> frontend, per socket: for getpeername and recvmsg. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct sock_key);
+	__type(value, struct sock_revnat_val);
+	__uint(max_entries, SOCK_MAX);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} sock_revnat SEC(".maps");
+
+/* Frontend -> backend id, per unconnected UDP socket: keeps a socket's
+ * datagrams to one Service on one backend, as conntrack does for a 5-tuple. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct sock_key);
+	__type(value, __u32);
+	__uint(max_entries, SOCK_MAX);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} sock_udp_backend SEC(".maps");
+
+/* sock_translate maps *addr:*port (a frontend) to a backend in place.
+ * Returns 1 to let the syscall go on, 0 to fail it with ECONNREFUSED. */
+static always_inline int sock_translate(void *ctx, struct nc_addr *addr, __be16 *port,
+					__u8 proto, int sticky)
+{
+	struct lb_svc_val *svc = lb_lookup_service(addr, *port, proto);
+	struct sock_key key = {
+		.cookie = bpf_get_socket_cookie(ctx),
+		.addr = *addr,
+		.port = *port,
+	};
+	struct lb_backend *backend = NULL;
+	__u32 backend_id = 0, *pinned;
+
+	if (!svc)
+		return 1; /* not a Service */
+
+	if (sticky) {
+		pinned = bpf_map_lookup_elem(&sock_udp_backend, &key);
+		if (pinned) {
+			backend_id = *pinned;
+			backend = lb_lookup_backend(backend_id);
+		}
+	}
+	if (!backend) {
+		backend_id = lb_select_backend(addr, *port, proto, svc);
+		backend = backend_id ? lb_lookup_backend(backend_id) : NULL;
+	}
+	if (!backend) {
+		bpf_set_retval(-ECONNREFUSED);
+		return 0;
+	}
+	if (sticky)
+		bpf_map_update_elem(&sock_udp_backend, &key, &backend_id, BPF_ANY);
+
+	struct sock_revnat_val rn = { .rev_nat_id = svc->rev_nat_id };
+	key.addr = backend->addr;
+	key.port = backend->port;
+	bpf_map_update_elem(&sock_revnat, &key, &rn, BPF_ANY);
+
+	*addr = backend->addr;
+	*port = backend->port;
+	return 1;
+}
+
+/* sock_reverse maps a backend address seen by the socket back to the
+ * frontend the application addressed. */
+static always_inline void sock_reverse(void *ctx, struct nc_addr *addr, __be16 *port)
+{
+	struct sock_key key = {
+		.cookie = bpf_get_socket_cookie(ctx),
+		.addr = *addr,
+		.port = *port,
+	};
+	struct sock_revnat_val *rn = bpf_map_lookup_elem(&sock_revnat, &key);
+	struct lb_frontend *fe;
+
+	if (!rn)
+		return;
+	fe = lb_lookup_revnat(rn->rev_nat_id);
+	if (!fe)
+		return;
+	*addr = fe->addr;
+	*port = fe->port;
+}

@@ -1,0 +1,7 @@
+/* netcube.c: the one BPF object of the datapath. It only gathers the entry
+ * programs, so every map (and its generated Go type) is defined exactly once
+ * and all programs share the same maps. */
+#include "sock_lb.c"
+#include "tc_pod.c"
+
+char __license[] SEC("license") = "Dual BSD/GPL";

@@ -1,0 +1,101 @@
+/* sock_lb.c: socket-level load balancing, attached to the pods' cgroup.
+ * Thin entry points: each converts the hook's address to the common form,
+ * calls the socket cube (lib/sock.h) and writes the result back. */
+#include "lib/sock.h"
+
+static always_inline int ctx_proto(struct bpf_sock_addr *ctx)
+{
+	return ctx->protocol == IPPROTO_TCP || ctx->protocol == IPPROTO_UDP ? ctx->protocol : 0;
+}
+
+static always_inline int translate4(struct bpf_sock_addr *ctx, int sticky)
+{
+	struct nc_addr addr;
+	__be16 port = (__be16)ctx->user_port;
+	__u8 proto = ctx_proto(ctx);
+	int ret;
+
+	if (!proto)
+		return 1;
+	addr_from_v4(&addr, ctx->user_ip4);
+	ret = sock_translate(ctx, &addr, &port, proto, sticky);
+	ctx->user_ip4 = addr.w[3];
+	ctx->user_port = port;
+	return ret;
+}
+
+static always_inline int translate6(struct bpf_sock_addr *ctx, int sticky)
+{
+	struct nc_addr addr;
+	__be16 port = (__be16)ctx->user_port;
+	__u8 proto = ctx_proto(ctx);
+	int ret;
+
+	if (!proto)
+		return 1;
+	addr.w[0] = ctx->user_ip6[0];
+	addr.w[1] = ctx->user_ip6[1];
+	addr.w[2] = ctx->user_ip6[2];
+	addr.w[3] = ctx->user_ip6[3];
+	ret = sock_translate(ctx, &addr, &port, proto, sticky);
+	ctx->user_ip6[0] = addr.w[0];
+	ctx->user_ip6[1] = addr.w[1];
+	ctx->user_ip6[2] = addr.w[2];
+	ctx->user_ip6[3] = addr.w[3];
+	ctx->user_port = port;
+	return ret;
+}
+
+static always_inline int reverse4(struct bpf_sock_addr *ctx)
+{
+	struct nc_addr addr;
+	__be16 port = (__be16)ctx->user_port;
+
+	addr_from_v4(&addr, ctx->user_ip4);
+	sock_reverse(ctx, &addr, &port);
+	ctx->user_ip4 = addr.w[3];
+	ctx->user_port = port;
+	return 1;
+}
+
+static always_inline int reverse6(struct bpf_sock_addr *ctx)
+{
+	struct nc_addr addr;
+	__be16 port = (__be16)ctx->user_port;
+
+	addr.w[0] = ctx->user_ip6[0];
+	addr.w[1] = ctx->user_ip6[1];
+	addr.w[2] = ctx->user_ip6[2];
+	addr.w[3] = ctx->user_ip6[3];
+	sock_reverse(ctx, &addr, &port);
+	ctx->user_ip6[0] = addr.w[0];
+	ctx->user_ip6[1] = addr.w[1];
+	ctx->user_ip6[2] = addr.w[2];
+	ctx->user_ip6[3] = addr.w[3];
+	ctx->user_port = port;
+	return 1;
+}
+
+SEC("cgroup/connect4")
+int sock_connect4(struct bpf_sock_addr *ctx) { return translate4(ctx, 0); }
+
+SEC("cgroup/connect6")
+int sock_connect6(struct bpf_sock_addr *ctx) { return translate6(ctx, 0); }
+
+SEC("cgroup/sendmsg4")
+int sock_sendmsg4(struct bpf_sock_addr *ctx) { return translate4(ctx, 1); }
+
+SEC("cgroup/sendmsg6")
+int sock_sendmsg6(struct bpf_sock_addr *ctx) { return translate6(ctx, 1); }
+
+SEC("cgroup/recvmsg4")
+int sock_recvmsg4(struct bpf_sock_addr *ctx) { return reverse4(ctx); }
+
+SEC("cgroup/recvmsg6")
+int sock_recvmsg6(struct bpf_sock_addr *ctx) { return reverse6(ctx); }
+
+SEC("cgroup/getpeername4")
+int sock_getpeername4(struct bpf_sock_addr *ctx) { return reverse4(ctx); }
+
+SEC("cgroup/getpeername6")
+int sock_getpeername6(struct bpf_sock_addr *ctx) { return reverse6(ctx); }

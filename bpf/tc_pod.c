@@ -1,0 +1,63 @@
+/* tc_pod.c: per-packet Service load balancing on a pod's host-side veth
+ * (tcx), for the traffic the socket hooks do not translate.
+ *   from_pod (ingress of the host veth): conntrack -> LB -> DNAT, or reject
+ *   to_pod   (egress of the host veth):  conntrack -> reverse NAT
+ */
+#include "lib/parse.h"
+#include "lib/lb.h"
+#include "lib/ct.h"
+#include "lib/nat.h"
+#include "lib/reject.h"
+
+SEC("tcx/ingress")
+int from_pod(struct __sk_buff *skb)
+{
+	struct flow f = {};
+	struct lb_svc_val *svc;
+	struct lb_backend *backend = NULL;
+	struct ct_entry *ct;
+	__u32 backend_id;
+
+	if (parse_flow(skb, &f))
+		return TC_ACT_OK;
+	svc = lb_lookup_service(&f.daddr, f.dport, f.proto);
+	if (!svc)
+		return TC_ACT_OK; /* not addressed to a Service */
+
+	/* An established flow stays on its backend while that backend exists. */
+	ct = ct_lookup(&f, CT_SERVICE);
+	if (ct)
+		backend = lb_lookup_backend(ct->backend_id);
+	if (!backend) {
+		backend_id = lb_select_backend(&f.daddr, f.dport, f.proto, svc);
+		backend = backend_id ? lb_lookup_backend(backend_id) : NULL;
+		if (!backend)
+			return reject(skb, &f);
+		if (ct_create(&f, backend_id, &backend->addr, backend->port, svc->rev_nat_id))
+			return TC_ACT_SHOT;
+	}
+
+	if (nat_rewrite(skb, &f, NAT_DST, &backend->addr, backend->port))
+		return TC_ACT_SHOT;
+	return TC_ACT_OK;
+}
+
+SEC("tcx/egress")
+int to_pod(struct __sk_buff *skb)
+{
+	struct flow f = {};
+	struct ct_entry *ct;
+	struct lb_frontend *fe;
+
+	if (parse_flow(skb, &f))
+		return TC_ACT_OK;
+	ct = ct_lookup(&f, CT_REPLY);
+	if (!ct)
+		return TC_ACT_OK; /* not a reply of a translated flow */
+	fe = lb_lookup_revnat(ct->rev_nat_id);
+	if (!fe)
+		return TC_ACT_OK;
+	if (nat_rewrite(skb, &f, NAT_SRC, &fe->addr, fe->port))
+		return TC_ACT_SHOT;
+	return TC_ACT_OK;
+}

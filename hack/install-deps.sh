@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs every system dependency netcube needs on a fresh Debian 12 machine.
+# Idempotent: packages already present are skipped; safe to run on every CI run.
+set -euo pipefail
+
+packages=(
+  clang llvm            # BPF compiler (-target bpf) and llvm-strip used by bpf2go
+  libbpf-dev            # bpf_helpers.h, bpf_endian.h
+  linux-libc-dev        # uapi headers: linux/bpf.h, linux/if_ether.h, ...
+  bpftool               # inspecting loaded programs and pinned maps
+  iproute2              # ip netns, veth, tc
+  iperf3                # throughput measurements in the sandbox
+  util-linux            # taskset for pinning benchmark processes
+  procps                # pkill/pgrep used by sandbox cleanup
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  # iperf3 asks whether to start a daemon; answer no.
+  echo "iperf3 iperf3/start_daemon boolean false" | $sudo_cmd debconf-set-selections
+  $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  echo "install-deps: all system packages present"
+fi
+
+# bpffs is where the agent pins maps and links; mount it if the host has not.
+if ! mountpoint -q /sys/fs/bpf; then
+  mount -t bpf bpf /sys/fs/bpf
+fi
+
+go version >/dev/null 2>&1 || { echo "install-deps: Go 1.26 is required (https://go.dev/dl)"; exit 1; }

@@ -1,0 +1,29 @@
+// Package testenv holds what the privileged tests share: the root check and
+// helpers for names that cannot collide with a user's running sandbox.
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"testing"
+)
+
+// RequireRoot skips a test that needs root (BPF, namespaces) when run
+// unprivileged on a laptop, but fails it in CI, where skipping would hide
+// that nothing was tested.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("this test needs root, and CI runs as root: refusing to skip")
+	}
+	t.Skip("needs root (BPF, network namespaces)")
+}
+
+// Name returns a short name unique to this test process, for namespaces,
+// interfaces, cgroups and pins.
+func Name(prefix string) string {
+	return fmt.Sprintf("%s%d", prefix, os.Getpid()%100000)
+}

@@ -1,0 +1,158 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+)
+
+// Links are pinned under <PinDir>/links with these name prefixes.
+const (
+	podLinkPrefix    = "pod-"
+	cgroupLinkPrefix = "cgroup-"
+)
+
+// AttachPod attaches from_pod (tcx ingress) and to_pod (tcx egress) to a pod's
+// host-side veth. If links from an earlier agent are pinned for this
+// interface, their programs are replaced atomically instead: packets never
+// see the interface without a program.
+func (d *Datapath) AttachPod(ifname string, ifindex int) error {
+	hooks := []struct {
+		dir    string
+		prog   *ebpf.Program
+		attach ebpf.AttachType
+	}{
+		{"ingress", d.objs.FromPod, ebpf.AttachTCXIngress},
+		{"egress", d.objs.ToPod, ebpf.AttachTCXEgress},
+	}
+	for _, h := range hooks {
+		pin := d.linkPin(podLinkPrefix + ifname + "-" + h.dir)
+		err := d.attachOrUpdate(pin, h.prog, func() (link.Link, error) {
+			return link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: h.prog, Attach: h.attach})
+		}, func(l link.Link) bool { return tcxIfindex(l) == ifindex })
+		if err != nil {
+			return fmt.Errorf("attach %s to %s (%s): %w", h.prog.String(), ifname, h.dir, err)
+		}
+	}
+	return nil
+}
+
+// PrunePods removes the pinned links of pod interfaces not in keep (their
+// veth is gone, and the kernel has already detached them).
+func (d *Datapath) PrunePods(keep map[string]bool) error {
+	entries, err := os.ReadDir(filepath.Join(d.pinDir, "links"))
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		name, ok := strings.CutPrefix(e.Name(), podLinkPrefix)
+		if !ok {
+			continue
+		}
+		name = strings.TrimSuffix(strings.TrimSuffix(name, "-ingress"), "-egress")
+		if !keep[name] {
+			if err := os.Remove(filepath.Join(d.pinDir, "links", e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// sockHooks are the socket-LB programs and where they attach.
+func (d *Datapath) sockHooks() map[string]struct {
+	prog   *ebpf.Program
+	attach ebpf.AttachType
+} {
+	p := d.objs.bpfPrograms
+	type hook = struct {
+		prog   *ebpf.Program
+		attach ebpf.AttachType
+	}
+	return map[string]hook{
+		"connect4":     {p.SockConnect4, ebpf.AttachCGroupInet4Connect},
+		"connect6":     {p.SockConnect6, ebpf.AttachCGroupInet6Connect},
+		"sendmsg4":     {p.SockSendmsg4, ebpf.AttachCGroupUDP4Sendmsg},
+		"sendmsg6":     {p.SockSendmsg6, ebpf.AttachCGroupUDP6Sendmsg},
+		"recvmsg4":     {p.SockRecvmsg4, ebpf.AttachCGroupUDP4Recvmsg},
+		"recvmsg6":     {p.SockRecvmsg6, ebpf.AttachCGroupUDP6Recvmsg},
+		"getpeername4": {p.SockGetpeername4, ebpf.AttachCgroupInet4GetPeername},
+		"getpeername6": {p.SockGetpeername6, ebpf.AttachCgroupInet6GetPeername},
+	}
+}
+
+// AttachCgroup attaches the socket-LB programs to the cgroup at path (the
+// parent of the pods' cgroups; children inherit the programs).
+func (d *Datapath) AttachCgroup(path string) error {
+	for name, h := range d.sockHooks() {
+		pin := d.linkPin(cgroupLinkPrefix + name)
+		err := d.attachOrUpdate(pin, h.prog, func() (link.Link, error) {
+			return link.AttachCgroup(link.CgroupOptions{Path: path, Attach: h.attach, Program: h.prog})
+		}, func(link.Link) bool { return true })
+		if err != nil {
+			return fmt.Errorf("attach socket-LB %s to cgroup %s: %w", name, path, err)
+		}
+	}
+	return nil
+}
+
+// DetachCgroup removes the socket-LB programs (socket-LB turned off).
+func (d *Datapath) DetachCgroup() error {
+	for name := range d.sockHooks() {
+		err := os.Remove(d.linkPin(cgroupLinkPrefix + name))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *Datapath) linkPin(name string) string {
+	if d.pinDir == "" {
+		return ""
+	}
+	return filepath.Join(d.pinDir, "links", name)
+}
+
+// attachOrUpdate reuses the link pinned at pin (if any, and still valid) by
+// swapping in prog; otherwise it attaches a new link and pins it.
+func (d *Datapath) attachOrUpdate(pin string, prog *ebpf.Program, attach func() (link.Link, error), valid func(link.Link) bool) error {
+	if pin != "" {
+		if l, err := link.LoadPinnedLink(pin, nil); err == nil {
+			defer l.Close()
+			if valid(l) && l.Update(prog) == nil {
+				return nil
+			}
+			// Stale: the interface or cgroup it pointed at is gone.
+			if err := l.Unpin(); err != nil {
+				return err
+			}
+		}
+	}
+	l, err := attach()
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	if pin == "" {
+		return errors.New("attaching needs a pin directory")
+	}
+	return l.Pin(pin)
+}
+
+func tcxIfindex(l link.Link) int {
+	info, err := l.Info()
+	if err != nil {
+		return -1
+	}
+	tcx := info.TCX()
+	if tcx == nil {
+		return -1
+	}
+	return int(tcx.Ifindex)
+}

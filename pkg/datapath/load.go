@@ -1,0 +1,150 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+)
+
+// Datapath is the loaded BPF object: programs and (pinned) maps.
+type Datapath struct {
+	objs   bpfObjects
+	pinDir string
+	sizes  map[string]uint32
+}
+
+// Load loads the BPF object. With cfg.PinDir set, maps are pinned there and
+// maps already pinned (by an earlier agent) are reused, so the state of
+// established flows survives a restart. Without it (tests), maps are private.
+func Load(cfg Config) (*Datapath, error) {
+	spec, err := loadBpf()
+	if err != nil {
+		return nil, fmt.Errorf("parse BPF object: %w", err)
+	}
+	sizes := map[string]uint32{}
+	for name, ms := range spec.Maps {
+		size, ok := cfg.MapSizes[name]
+		if !ok || size == 0 {
+			size = DefaultMapSizes[name]
+		}
+		if size != 0 {
+			ms.MaxEntries = size
+		}
+		sizes[name] = ms.MaxEntries
+	}
+
+	opts := &ebpf.CollectionOptions{}
+	if cfg.PinDir != "" {
+		if err := os.MkdirAll(filepath.Join(cfg.PinDir, "links"), 0o700); err != nil {
+			return nil, fmt.Errorf("create pin directory: %w (is bpffs mounted at /sys/fs/bpf?)", err)
+		}
+		opts.Maps.PinPath = cfg.PinDir
+	} else {
+		for _, ms := range spec.Maps {
+			ms.Pinning = ebpf.PinNone
+		}
+	}
+
+	d := &Datapath{pinDir: cfg.PinDir, sizes: sizes}
+	if err := spec.LoadAndAssign(&d.objs, opts); err != nil {
+		if errors.Is(err, ebpf.ErrMapIncompatible) {
+			return nil, fmt.Errorf("%w: a map pinned under %s has another size or layout than this agent's; "+
+				"restore the old size flags, or remove the pins with `netcube-agent --cleanup` (drops established flows)",
+				err, cfg.PinDir)
+		}
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("load BPF programs: %+v", ve)
+		}
+		return nil, fmt.Errorf("load BPF programs: %w", err)
+	}
+	return d, nil
+}
+
+// Close releases this process's handles. Pinned maps and links stay: the
+// datapath keeps forwarding without the agent.
+func (d *Datapath) Close() error { return d.objs.Close() }
+
+// Maps exposes the maps to the cubes that own their contents.
+func (d *Datapath) Maps() *Maps {
+	o := d.objs.bpfMaps
+	return &Maps{sizes: d.sizes, byName: map[string]*ebpf.Map{
+		MapServices: o.LbServices, MapBackends: o.LbBackends, MapRevNAT: o.LbRevnat,
+		MapCT: o.CtFlows, MapSockRevNAT: o.SockRevnat, MapSockUDP: o.SockUdpBackend,
+	}}
+}
+
+// Programs exposes the programs, for tests that run them with BPF_PROG_RUN.
+func (d *Datapath) Programs() Programs {
+	p := d.objs.bpfPrograms
+	return Programs{
+		FromPod: p.FromPod, ToPod: p.ToPod,
+		Connect4: p.SockConnect4, Connect6: p.SockConnect6,
+		Sendmsg4: p.SockSendmsg4, Sendmsg6: p.SockSendmsg6,
+		Recvmsg4: p.SockRecvmsg4, Recvmsg6: p.SockRecvmsg6,
+		Getpeername4: p.SockGetpeername4, Getpeername6: p.SockGetpeername6,
+	}
+}
+
+// Programs are the entry programs of the object.
+type Programs struct {
+	FromPod, ToPod                                  *ebpf.Program
+	Connect4, Connect6, Sendmsg4, Sendmsg6          *ebpf.Program
+	Recvmsg4, Recvmsg6, Getpeername4, Getpeername6 *ebpf.Program
+}
+
+// Map names, as in bpf/lib/*.h. Each map is written by exactly one cube.
+const (
+	MapServices   = "lb_services"      // lb cube (agent)
+	MapBackends   = "lb_backends"      // lb cube (agent)
+	MapRevNAT     = "lb_revnat"        // lb cube (agent)
+	MapCT         = "ct_flows"         // conntrack (datapath)
+	MapSockRevNAT = "sock_revnat"      // socket-LB (datapath)
+	MapSockUDP    = "sock_udp_backend" // socket-LB (datapath)
+)
+
+// Maps are the datapath's maps, by name.
+type Maps struct {
+	byName map[string]*ebpf.Map
+	sizes  map[string]uint32
+}
+
+// Map returns the named map.
+func (m *Maps) Map(name string) *ebpf.Map { return m.byName[name] }
+
+// Size returns the configured number of entries of a map.
+func (m *Maps) Size(name string) uint32 { return m.sizes[name] }
+
+// Update writes key=value into the named map, turning "map full" into a
+// MapFullError that names the size flag.
+func (m *Maps) Update(name string, key, value any) error {
+	err := m.byName[name].Update(key, value, ebpf.UpdateAny)
+	if errors.Is(err, unix.E2BIG) || errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.ENOSPC) {
+		return &MapFullError{Map: name, Size: m.sizes[name], Err: err}
+	}
+	if err != nil {
+		return fmt.Errorf("update map %s: %w", name, err)
+	}
+	return nil
+}
+
+// Delete removes key from the named map; a missing key is not an error.
+func (m *Maps) Delete(name string, key any) error {
+	if err := m.byName[name].Delete(key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("delete from map %s: %w", name, err)
+	}
+	return nil
+}
+
+// Unpin removes every pin under dir: maps, and links (which detaches the
+// programs). Used by `netcube-agent --cleanup` and `netcube sandbox down`.
+func Unpin(dir string) error {
+	if err := os.RemoveAll(dir); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("remove pins under %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,258 @@
+package datapath_test
+
+import (
+	"bytes"
+	"encoding/hex"
+	"net/netip"
+	"testing"
+
+	"github.com/netcube/netcube/internal/pkt"
+	"github.com/netcube/netcube/internal/testenv"
+	"github.com/netcube/netcube/pkg/datapath"
+	"github.com/netcube/netcube/pkg/lb"
+	"github.com/netcube/netcube/pkg/model"
+)
+
+// tc verdicts
+const (
+	actOK       = 0
+	actShot     = 2
+	actRedirect = 7
+)
+
+var (
+	client4 = netip.MustParseAddrPort("10.244.1.11:40000")
+	vip4    = netip.MustParseAddrPort("10.96.0.10:80")
+	be4     = netip.MustParseAddrPort("10.244.2.21:8080")
+	be4b    = netip.MustParseAddrPort("10.244.1.12:8080")
+	pod4    = netip.MustParseAddrPort("10.244.2.22:9000")
+
+	client6 = netip.MustParseAddrPort("[fd00:10:244:1::11]:40000")
+	vip6    = netip.MustParseAddrPort("[fd00:10:96::10]:80")
+	be6     = netip.MustParseAddrPort("[fd00:10:244:2::21]:8080")
+)
+
+var syn = pkt.TCPOpts{SYN: true, Seq: 1000, Window: 64240}
+var synAck = pkt.TCPOpts{SYN: true, ACK: true, Seq: 5000, Ack: 1001, Window: 64240}
+
+func frontend(vip netip.AddrPort, p model.Proto) model.Frontend {
+	return model.Frontend{Addr: vip.Addr(), Port: vip.Port(), Proto: p}
+}
+
+func backends(aps ...netip.AddrPort) []model.Backend {
+	var out []model.Backend
+	for _, ap := range aps {
+		out = append(out, model.Backend{Addr: ap.Addr(), Port: ap.Port()})
+	}
+	return out
+}
+
+func load(t *testing.T) (*datapath.Datapath, *lb.Cube) {
+	t.Helper()
+	testenv.RequireRoot(t)
+	dp, err := datapath.Load(datapath.Config{MapSizes: map[string]uint32{
+		"lb_services": 1024, "lb_backends": 1024, "lb_revnat": 1024, "ct_flows": 1024,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dp.Close() })
+	return dp, lb.New(dp.Maps())
+}
+
+// step runs one packet through one program and checks verdict and bytes.
+type step struct {
+	name    string
+	toPod   bool // run to_pod (replies) instead of from_pod
+	in      []byte
+	verdict uint32
+	out     []byte // expected output; nil means "unchanged"
+}
+
+func run(t *testing.T, dp *datapath.Datapath, s step) {
+	t.Helper()
+	prog := dp.Programs().FromPod
+	if s.toPod {
+		prog = dp.Programs().ToPod
+	}
+	out := make([]byte, 1600)
+	opts := runOpts(s.in, out)
+	verdict, err := prog.Run(opts)
+	if err != nil {
+		t.Fatalf("%s: run: %v", s.name, err)
+	}
+	if verdict != s.verdict {
+		t.Errorf("%s: verdict %d, want %d", s.name, verdict, s.verdict)
+	}
+	want := s.out
+	if want == nil {
+		want = s.in
+	}
+	if !bytes.Equal(opts.DataOut, want) {
+		t.Errorf("%s: output packet differs\n got: %s\nwant: %s", s.name,
+			hex.EncodeToString(opts.DataOut), hex.EncodeToString(want))
+	}
+}
+
+func TestPacketFlows(t *testing.T) {
+	tcp4SYN := pkt.TCP(client4, vip4, syn, nil)
+	tcp6SYN := pkt.TCP(client6, vip6, syn, nil)
+	udp4 := pkt.UDP(client4, vip4, []byte("query"))
+	udp6 := pkt.UDP(client6, vip6, []byte("query"))
+	data4 := pkt.TCP(client4, vip4, pkt.TCPOpts{ACK: true, Seq: 1001, Ack: 5001, Window: 502}, []byte("GET / HTTP/1.1\r\n\r\n"))
+
+	cases := []struct {
+		name     string
+		services map[model.Frontend][]model.Backend
+		steps    []step
+	}{
+		{
+			name:     "TCPv4 DNAT to the only backend, reply reverse-NATed to the ClusterIP",
+			services: map[model.Frontend][]model.Backend{frontend(vip4, model.TCP): backends(be4)},
+			steps: []step{
+				{name: "SYN", in: tcp4SYN, verdict: actOK, out: pkt.Rewrite(tcp4SYN, client4, be4)},
+				{name: "SYN-ACK from backend", toPod: true, in: pkt.TCP(be4, client4, synAck, nil), verdict: actOK,
+					out: pkt.Rewrite(pkt.TCP(be4, client4, synAck, nil), vip4, client4)},
+				{name: "data with payload", in: data4, verdict: actOK, out: pkt.Rewrite(data4, client4, be4)},
+			},
+		},
+		{
+			name:     "TCPv6 DNAT and reverse NAT",
+			services: map[model.Frontend][]model.Backend{frontend(vip6, model.TCP): backends(be6)},
+			steps: []step{
+				{name: "SYN", in: tcp6SYN, verdict: actOK, out: pkt.Rewrite(tcp6SYN, client6, be6)},
+				{name: "SYN-ACK", toPod: true, in: pkt.TCP(be6, client6, synAck, nil), verdict: actOK,
+					out: pkt.Rewrite(pkt.TCP(be6, client6, synAck, nil), vip6, client6)},
+			},
+		},
+		{
+			name:     "UDPv4 and UDPv6 DNAT and reverse NAT",
+			services: map[model.Frontend][]model.Backend{frontend(vip4, model.UDP): backends(be4), frontend(vip6, model.UDP): backends(be6)},
+			steps: []step{
+				{name: "v4 query", in: udp4, verdict: actOK, out: pkt.Rewrite(udp4, client4, be4)},
+				{name: "v4 answer", toPod: true, in: pkt.UDP(be4, client4, []byte("answer")), verdict: actOK,
+					out: pkt.UDP(vip4, client4, []byte("answer"))},
+				{name: "v6 query", in: udp6, verdict: actOK, out: pkt.Rewrite(udp6, client6, be6)},
+				{name: "v6 answer", toPod: true, in: pkt.UDP(be6, client6, []byte("answer")), verdict: actOK,
+					out: pkt.UDP(vip6, client6, []byte("answer"))},
+			},
+		},
+		{
+			name:     "traffic that is not for a Service passes untouched",
+			services: map[model.Frontend][]model.Backend{frontend(vip4, model.TCP): backends(be4)},
+			steps: []step{
+				{name: "pod to pod", in: pkt.TCP(client4, pod4, syn, nil), verdict: actOK},
+				{name: "ClusterIP, other port", in: pkt.TCP(client4, netip.AddrPortFrom(vip4.Addr(), 81), syn, nil), verdict: actOK},
+				{name: "ClusterIP, other protocol", in: udp4, verdict: actOK},
+				{name: "reply of no translated flow", toPod: true, in: pkt.TCP(pod4, client4, synAck, nil), verdict: actOK},
+			},
+		},
+		{
+			name: "a Service without endpoints refuses at once: RST for TCP, ICMP port unreachable for UDP",
+			services: map[model.Frontend][]model.Backend{
+				frontend(vip4, model.TCP): nil, frontend(vip6, model.TCP): nil,
+				frontend(vip4, model.UDP): nil, frontend(vip6, model.UDP): nil,
+			},
+			steps: []step{
+				{name: "TCPv4 SYN", in: tcp4SYN, verdict: actRedirect, out: pkt.RST(tcp4SYN)},
+				{name: "TCPv6 SYN", in: tcp6SYN, verdict: actRedirect, out: pkt.RST(tcp6SYN)},
+				{name: "UDPv4", in: udp4, verdict: actRedirect, out: pkt.PortUnreachable(udp4)},
+				{name: "UDPv6", in: udp6, verdict: actRedirect, out: pkt.PortUnreachable(udp6)},
+				{name: "a RST is never answered", in: pkt.TCP(client4, vip4, pkt.TCPOpts{RST: true, Seq: 1}, nil), verdict: actShot,
+					out: pkt.TCP(client4, vip4, pkt.TCPOpts{RST: true, Seq: 1}, nil)},
+			},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dp, cube := load(t)
+			for fe, bs := range c.services {
+				if err := cube.Upsert(fe, bs); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, s := range c.steps {
+				run(t, dp, s)
+			}
+		})
+	}
+}
+
+// backendOf runs a SYN from client through from_pod and says which backend
+// it was sent to.
+func backendOf(t *testing.T, dp *datapath.Datapath, client, vip netip.AddrPort, candidates ...netip.AddrPort) netip.AddrPort {
+	t.Helper()
+	in := pkt.TCP(client, vip, syn, nil)
+	out := make([]byte, 1600)
+	opts := runOpts(in, out)
+	if v, err := dp.Programs().FromPod.Run(opts); err != nil || v != actOK {
+		t.Fatalf("run: verdict %d, %v", v, err)
+	}
+	for _, b := range candidates {
+		if bytes.Equal(opts.DataOut, pkt.Rewrite(in, client, b)) {
+			return b
+		}
+	}
+	t.Fatalf("packet sent to none of %v: %x", candidates, opts.DataOut)
+	return netip.AddrPort{}
+}
+
+func TestConntrackPinsFlowToBackend(t *testing.T) {
+	dp, cube := load(t)
+	fe := frontend(vip4, model.TCP)
+	if err := cube.Upsert(fe, backends(be4, be4b)); err != nil {
+		t.Fatal(err)
+	}
+
+	// New flows spread over both backends (random selection).
+	seen := map[netip.AddrPort]int{}
+	for port := uint16(1000); port < 1064; port++ {
+		seen[backendOf(t, dp, netip.AddrPortFrom(client4.Addr(), port), vip4, be4, be4b)]++
+	}
+	if len(seen) != 2 {
+		t.Fatalf("64 new flows all went to %v; want both backends", seen)
+	}
+
+	// One flow keeps its backend, also when another backend joins.
+	first := backendOf(t, dp, client4, vip4, be4, be4b)
+	for range 20 {
+		if got := backendOf(t, dp, client4, vip4, be4, be4b); got != first {
+			t.Fatalf("flow moved from %v to %v", first, got)
+		}
+	}
+	extra := netip.MustParseAddrPort("10.244.2.99:8080")
+	if err := cube.Upsert(fe, backends(be4, be4b, extra)); err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		if got := backendOf(t, dp, client4, vip4, be4, be4b, extra); got != first {
+			t.Fatalf("after scale-up, flow moved from %v to %v", first, got)
+		}
+	}
+
+	// When its backend goes away, the flow is balanced again onto a live one.
+	var rest []netip.AddrPort
+	for _, b := range []netip.AddrPort{be4, be4b, extra} {
+		if b != first {
+			rest = append(rest, b)
+		}
+	}
+	if err := cube.Upsert(fe, backends(rest...)); err != nil {
+		t.Fatal(err)
+	}
+	if got := backendOf(t, dp, client4, vip4, be4, be4b, extra); got == first {
+		t.Fatalf("flow still sent to removed backend %v", first)
+	}
+}
+
+func TestUDPv4ZeroChecksumStaysZero(t *testing.T) {
+	dp, cube := load(t)
+	if err := cube.Upsert(frontend(vip4, model.UDP), backends(be4)); err != nil {
+		t.Fatal(err)
+	}
+	in := pkt.UDP(client4, vip4, []byte("no checksum"))
+	in[14+20+6], in[14+20+7] = 0, 0 // UDP over IPv4 may omit its checksum
+	want := pkt.Rewrite(in, client4, be4)
+	want[14+20+6], want[14+20+7] = 0, 0
+	run(t, dp, step{name: "zero checksum", in: in, verdict: actOK, out: want})
+}

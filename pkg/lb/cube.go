@@ -1,0 +1,242 @@
+package lb
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/netcube/netcube/pkg/datapath"
+	"github.com/netcube/netcube/pkg/model"
+)
+
+// Cube holds what has been written to the LB maps.
+type Cube struct {
+	maps      *datapath.Maps
+	frontends map[model.Frontend]*frontend
+	backends  map[backendKey]*backend
+	byID      map[uint32]backendKey
+	// IDs only grow: a conntrack entry naming a freed id must never find a
+	// different backend or frontend under it.
+	nextBackendID, nextRevNATID uint32
+	ops                          Ops
+}
+
+type frontend struct {
+	revNATID uint32
+	slots    []uint32 // backend id of slot i+1
+}
+
+type backendKey struct {
+	model.Backend
+	proto model.Proto
+}
+
+type backend struct {
+	id   uint32
+	refs int
+}
+
+// Ops counts map writes and deletes, for tests, benchmarks and metrics.
+type Ops struct{ Updates, Deletes int }
+
+// New returns a cube writing to maps, assumed empty; call Restore instead
+// when the maps may hold an earlier agent's state.
+func New(maps *datapath.Maps) *Cube {
+	return &Cube{
+		maps:          maps,
+		frontends:     map[model.Frontend]*frontend{},
+		backends:      map[backendKey]*backend{},
+		byID:          map[uint32]backendKey{},
+		nextBackendID: 1,
+		nextRevNATID:  1,
+	}
+}
+
+// Ops returns the map operations done so far.
+func (c *Cube) Ops() Ops { return c.ops }
+
+// Frontends lists the frontends present in the maps.
+func (c *Cube) Frontends() []model.Frontend {
+	out := make([]model.Frontend, 0, len(c.frontends))
+	for fe := range c.frontends {
+		out = append(out, fe)
+	}
+	return out
+}
+
+// Backends returns the backends of an applied frontend, in slot order.
+func (c *Cube) Backends(fe model.Frontend) []model.Backend {
+	f := c.frontends[fe]
+	if f == nil {
+		return nil
+	}
+	out := make([]model.Backend, len(f.slots))
+	for i, id := range f.slots {
+		out[i] = c.byID[id].Backend
+	}
+	return out
+}
+
+// Upsert makes fe load-balance over backends (none: fe rejects). Only the
+// slots that change are written: adding or removing one backend costs O(1)
+// map operations whatever the size of the Service or of the cluster.
+func (c *Cube) Upsert(fe model.Frontend, backends []model.Backend) error {
+	if !fe.Addr.IsValid() || fe.Port == 0 {
+		return fmt.Errorf("invalid frontend %s", fe)
+	}
+	f, exists := c.frontends[fe]
+	if !exists {
+		f = &frontend{}
+	}
+
+	// 1. Backends first: every slot written below must point at one.
+	want, acquired, err := c.acquireAll(fe.Proto, backends, f.slots)
+	if err != nil {
+		return fmt.Errorf("frontend %s: %w", fe, err)
+	}
+	if !exists {
+		f.revNATID = c.nextRevNATID
+		rn := datapath.Frontend{Addr: datapath.AddrFrom(fe.Addr), Port: datapath.Port(fe.Port)}
+		if err := c.update(datapath.MapRevNAT, f.revNATID, rn); err != nil {
+			c.releaseAll(acquired)
+			return fmt.Errorf("frontend %s: %w", fe, err)
+		}
+		c.nextRevNATID++
+	}
+
+	// 2. The new slot list: kept backends stay where they are; a new backend
+	// takes the place of a removed one, else goes to the end; a hole left by
+	// a removed backend is filled with the last slot.
+	next, removed := nextSlots(f.slots, want)
+	old := f.slots
+
+	// 3. Slots beyond the old count first (the only writes that can hit a
+	// full map), then in-place changes, then the master entry, then the
+	// slots no longer counted. Readers holding the old count see valid
+	// backends throughout: removed backends are released only at the end.
+	for i := len(old); i < len(next); i++ {
+		if err := c.writeSlot(fe, i, next[i]); err != nil {
+			for j := len(old); j < i; j++ {
+				_ = c.deleteSlot(fe, j)
+			}
+			c.releaseAll(acquired)
+			if !exists {
+				_ = c.delete(datapath.MapRevNAT, f.revNATID)
+			}
+			return fmt.Errorf("frontend %s: %w", fe, err)
+		}
+	}
+	for i := 0; i < min(len(old), len(next)); i++ {
+		if old[i] != next[i] {
+			if err := c.writeSlot(fe, i, next[i]); err != nil {
+				return fmt.Errorf("frontend %s: %w", fe, err)
+			}
+		}
+	}
+	if !exists || len(old) != len(next) {
+		master := datapath.ServiceValue{Count: uint16(len(next)), RevNatId: f.revNATID}
+		if err := c.update(datapath.MapServices, serviceKey(fe, 0), master); err != nil {
+			if !exists {
+				for j := range next {
+					_ = c.deleteSlot(fe, j)
+				}
+				c.releaseAll(acquired)
+				_ = c.delete(datapath.MapRevNAT, f.revNATID)
+			}
+			return fmt.Errorf("frontend %s: %w", fe, err)
+		}
+	}
+	f.slots = next
+	c.frontends[fe] = f
+	for i := len(next); i < len(old); i++ {
+		if err := c.deleteSlot(fe, i); err != nil {
+			return err
+		}
+	}
+	c.releaseAll(removed)
+	return nil
+}
+
+// Delete removes fe: master entry first, so packets stop matching at once.
+func (c *Cube) Delete(fe model.Frontend) error {
+	f := c.frontends[fe]
+	if f == nil {
+		return nil
+	}
+	if err := c.delete(datapath.MapServices, serviceKey(fe, 0)); err != nil {
+		return err
+	}
+	for i := range f.slots {
+		if err := c.deleteSlot(fe, i); err != nil {
+			return err
+		}
+	}
+	if err := c.delete(datapath.MapRevNAT, f.revNATID); err != nil {
+		return err
+	}
+	delete(c.frontends, fe)
+	c.releaseAll(f.slots)
+	return nil
+}
+
+// nextSlots computes the slot list for the wanted backend ids, moving as few
+// slots as possible. It returns the ids that leave the frontend.
+func nextSlots(old []uint32, want []uint32) (next, removed []uint32) {
+	wanted := make(map[uint32]bool, len(want))
+	for _, id := range want {
+		wanted[id] = true
+	}
+	have := make(map[uint32]bool, len(old))
+	for _, id := range old {
+		have[id] = true
+	}
+	var added []uint32
+	for _, id := range want {
+		if !have[id] {
+			added = append(added, id)
+		}
+	}
+	next = slices.Clone(old)
+	for i := 0; i < len(next); {
+		if wanted[next[i]] {
+			i++
+			continue
+		}
+		removed = append(removed, next[i])
+		if len(added) > 0 {
+			next[i], added = added[0], added[1:]
+			i++
+			continue
+		}
+		last := len(next) - 1
+		next[i] = next[last]
+		next = next[:last]
+	}
+	return append(next, added...), removed
+}
+
+func serviceKey(fe model.Frontend, slot int) datapath.ServiceKey {
+	return datapath.ServiceKey{
+		Addr:  datapath.AddrFrom(fe.Addr),
+		Port:  datapath.Port(fe.Port),
+		Proto: uint8(fe.Proto),
+		Slot:  uint16(slot),
+	}
+}
+
+func (c *Cube) writeSlot(fe model.Frontend, i int, id uint32) error {
+	return c.update(datapath.MapServices, serviceKey(fe, i+1), datapath.ServiceValue{BackendId: id})
+}
+
+func (c *Cube) deleteSlot(fe model.Frontend, i int) error {
+	return c.delete(datapath.MapServices, serviceKey(fe, i+1))
+}
+
+func (c *Cube) update(m string, k, v any) error {
+	c.ops.Updates++
+	return c.maps.Update(m, k, v)
+}
+
+func (c *Cube) delete(m string, k any) error {
+	c.ops.Deletes++
+	return c.maps.Delete(m, k)
+}

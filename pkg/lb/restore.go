@@ -1,0 +1,97 @@
+package lb
+
+import (
+	"fmt"
+
+	"github.com/netcube/netcube/pkg/datapath"
+	"github.com/netcube/netcube/pkg/model"
+)
+
+// Restore returns a cube whose view is rebuilt from maps that an earlier
+// agent left pinned, so that reconciling the desired state afterwards writes
+// only the differences and established flows keep their backends. Leftovers
+// of an update interrupted mid-way (slots beyond a master's count, backends
+// no slot uses) are removed.
+func Restore(maps *datapath.Maps) (*Cube, error) {
+	c := New(maps)
+
+	backends := map[uint32]datapath.Backend{}
+	var id uint32
+	var b datapath.Backend
+	it := maps.Map(datapath.MapBackends).Iterate()
+	for it.Next(&id, &b) {
+		backends[id] = b
+		c.nextBackendID = max(c.nextBackendID, id+1)
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", datapath.MapBackends, err)
+	}
+
+	type slotEntry struct {
+		key datapath.ServiceKey
+		id  uint32
+	}
+	masters := map[model.Frontend]datapath.ServiceValue{}
+	var slots []slotEntry
+	var key datapath.ServiceKey
+	var val datapath.ServiceValue
+	it = maps.Map(datapath.MapServices).Iterate()
+	for it.Next(&key, &val) {
+		if key.Slot == 0 {
+			masters[frontendOf(key)] = val
+			c.nextRevNATID = max(c.nextRevNATID, val.RevNatId+1)
+		} else {
+			slots = append(slots, slotEntry{key, val.BackendId})
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", datapath.MapServices, err)
+	}
+
+	for fe, m := range masters {
+		c.frontends[fe] = &frontend{revNATID: m.RevNatId, slots: make([]uint32, m.Count)}
+	}
+	for _, s := range slots {
+		fe := frontendOf(s.key)
+		f := c.frontends[fe]
+		_, known := backends[s.id]
+		if f == nil || int(s.key.Slot) > len(f.slots) || !known {
+			if err := c.delete(datapath.MapServices, s.key); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		f.slots[s.key.Slot-1] = s.id
+	}
+	for fe, f := range c.frontends {
+		for i, id := range f.slots {
+			if id == 0 { // master counted a slot that was never written
+				f.slots = f.slots[:i]
+				master := datapath.ServiceValue{Count: uint16(i), RevNatId: f.revNATID}
+				if err := c.update(datapath.MapServices, serviceKey(fe, 0), master); err != nil {
+					return nil, err
+				}
+				break
+			}
+			b := backends[id]
+			k := backendKey{model.Backend{Addr: b.Addr.IP(), Port: datapath.HostPort(b.Port)}, model.Proto(b.Proto)}
+			if c.backends[k] == nil {
+				c.backends[k] = &backend{id: id}
+				c.byID[id] = k
+			}
+			c.backends[k].refs++
+		}
+	}
+	for id := range backends {
+		if _, used := c.byID[id]; !used {
+			if err := c.delete(datapath.MapBackends, id); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return c, nil
+}
+
+func frontendOf(k datapath.ServiceKey) model.Frontend {
+	return model.Frontend{Addr: k.Addr.IP(), Port: datapath.HostPort(k.Port), Proto: model.Proto(k.Proto)}
+}

@@ -1,0 +1,54 @@
+package model
+
+import (
+	"fmt"
+	"net/netip"
+)
+
+// Proto is an IP protocol number.
+type Proto uint8
+
+const (
+	TCP Proto = 6
+	UDP Proto = 17
+)
+
+func (p Proto) String() string {
+	switch p {
+	case TCP:
+		return "TCP"
+	case UDP:
+		return "UDP"
+	}
+	return fmt.Sprintf("proto-%d", uint8(p))
+}
+
+// Frontend is an address the clients use: a ClusterIP, port and protocol.
+type Frontend struct {
+	Addr  netip.Addr
+	Port  uint16
+	Proto Proto
+}
+
+func (f Frontend) String() string {
+	return fmt.Sprintf("%s/%s", netip.AddrPortFrom(f.Addr, f.Port), f.Proto)
+}
+
+// Backend is an endpoint address and port serving a frontend.
+type Backend struct {
+	Addr netip.Addr
+	Port uint16
+}
+
+func (b Backend) String() string { return netip.AddrPortFrom(b.Addr, b.Port).String() }
+
+// ServiceID names a Service.
+type ServiceID struct {
+	Namespace, Name string
+}
+
+func (s ServiceID) String() string { return s.Namespace + "/" + s.Name }
+
+// Frontends is the desired state of one Service: each of its frontends with
+// the ready backends behind it (possibly none: the frontend then rejects).
+type Frontends map[Frontend][]Backend
