@@ -4,6 +4,8 @@ package testenv
 
 import (
 	"fmt"
+
+	"github.com/netcube/netcube/pkg/datapath"
 	"os"
 	"testing"
 )
@@ -26,4 +28,12 @@ func RequireRoot(t testing.TB) {
 // interfaces, cgroups and pins.
 func Name(prefix string) string {
 	return fmt.Sprintf("%s%d", prefix, os.Getpid()%100000)
+}
+
+// EnsureBPFFS mounts bpffs at /sys/fs/bpf if it is not mounted yet.
+func EnsureBPFFS(t testing.TB) {
+	t.Helper()
+	if err := datapath.EnsureBPFFS(); err != nil {
+		t.Fatal(err)
+	}
 }
