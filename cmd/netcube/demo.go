@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/netcube/netcube/pkg/sandbox"
+	"github.com/netcube/netcube/pkg/traffic"
+)
+
+// demoCmd (re)starts the sandbox with the example Services and sends real
+// requests from a pod to each frontend, printing who answered.
+func demoCmd(args []string) error {
+	fs := flag.NewFlagSet("demo", flag.ExitOnError)
+	name := fs.String("name", "nc", "sandbox name")
+	socketLB := fs.Bool("socket-lb", true, "socket-level LB (off: per-packet tc path only)")
+	requests := fs.Int("requests", 12, "requests per frontend")
+	_ = fs.Parse(args)
+
+	_ = sandbox.Down(*name, &bytes.Buffer{}) // a demo always starts clean
+	sb, err := sandbox.Up(sandbox.Config{Name: *name, SocketLB: *socketLB}, os.Stdout)
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	client := sb.Topology.ClientPod()
+	fmt.Printf("\nrequests from pod %s (%s, %s):\n", client.Name, client.IP4, client.IP6)
+	type target struct{ service, ip, proto string; port int }
+	var targets []target
+	for _, ip := range sandbox.EchoIPs {
+		for _, p := range sandbox.EchoPorts {
+			targets = append(targets, target{"echo", ip, strings.ToLower(p.Protocol), p.Port})
+		}
+	}
+	for _, ip := range sandbox.EmptyIPs {
+		targets = append(targets, target{"empty", ip, "tcp", 80}, target{"empty", ip, "udp", sandbox.PodPort})
+	}
+	failed := 0
+	for _, tg := range targets {
+		addr := net.JoinHostPort(tg.ip, strconv.Itoa(tg.port))
+		out, err := sb.Output(client.Name, self, "pod", "request", "--proto", tg.proto,
+			"--count", strconv.Itoa(*requests), addr)
+		if err != nil {
+			return err
+		}
+		answered, errs := map[string]int{}, map[string]int{}
+		var worst float64
+		sc := bufio.NewScanner(bytes.NewReader(out))
+		for sc.Scan() {
+			var r traffic.Result
+			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+				return fmt.Errorf("request output %q: %w", sc.Text(), err)
+			}
+			if r.Err != "" {
+				errs[shortErr(r.Err)]++
+			} else {
+				answered[r.Backend]++
+			}
+			worst = max(worst, r.Micros)
+		}
+		fmt.Printf("  %-6s %-4s %-24s ", tg.service, strings.ToUpper(tg.proto), addr)
+		if tg.service == "empty" {
+			fmt.Printf("refused: %s (slowest %.1f ms)\n", formatCounts(errs), worst/1000)
+			if len(answered) > 0 {
+				failed++
+			}
+			continue
+		}
+		fmt.Printf("answered by %s\n", formatCounts(answered))
+		if len(errs) > 0 {
+			fmt.Printf("         errors: %s\n", formatCounts(errs))
+			failed++
+		}
+	}
+	fmt.Printf("\nthe sandbox stays up: netcube sandbox status; netcube sandbox down\n")
+	if failed > 0 {
+		return fmt.Errorf("%d frontends did not behave as expected", failed)
+	}
+	return nil
+}
+
+func shortErr(e string) string {
+	if i := strings.LastIndex(e, ": "); i >= 0 {
+		return e[i+2:]
+	}
+	return e
+}
+
+func formatCounts(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s x%d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}

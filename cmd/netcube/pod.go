@@ -1,0 +1,55 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/netcube/netcube/pkg/traffic"
+)
+
+// podCmd holds the tools that run inside sandbox pods.
+func podCmd(args []string) error {
+	if len(args) == 0 {
+		return errors.New("usage: netcube pod serve|request|load")
+	}
+	fs := flag.NewFlagSet("pod "+args[0], flag.ExitOnError)
+	switch args[0] {
+	case "serve":
+		name := fs.String("name", "", "name to answer with")
+		port := fs.Int("port", 8080, "TCP and UDP port")
+		_ = fs.Parse(args[1:])
+		return traffic.Serve(*name, *port)
+	case "request", "load":
+		c := &traffic.Client{}
+		fs.StringVar(&c.Proto, "proto", "tcp", "tcp or udp")
+		fs.BoolVar(&c.Persistent, "persistent", false, "one connection for all requests (default: a new one each)")
+		fs.DurationVar(&c.Timeout, "timeout", 2*time.Second, "per-request timeout")
+		count := fs.Int("count", 1, "requests to send (request; 0 = until killed)")
+		interval := fs.Duration("interval", 0, "pause between requests (request)")
+		duration := fs.Duration("duration", 5*time.Second, "how long to run (load)")
+		_ = fs.Parse(args[1:])
+		if fs.NArg() != 1 {
+			return fmt.Errorf("usage: netcube pod %s [flags] HOST:PORT", args[0])
+		}
+		c.Addr = fs.Arg(0)
+		enc := json.NewEncoder(os.Stdout)
+		if args[0] == "load" {
+			return enc.Encode(traffic.Load(c, *duration))
+		}
+		// One JSON line per request, flushed at once, so a watcher sees
+		// each result as it happens.
+		for i := 0; *count == 0 || i < *count; i++ {
+			if err := enc.Encode(c.Do(i)); err != nil {
+				return err
+			}
+			time.Sleep(*interval)
+		}
+		c.Close()
+		return nil
+	}
+	return fmt.Errorf("unknown pod command %q", args[0])
+}

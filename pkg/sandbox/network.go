@@ -1,0 +1,95 @@
+package sandbox
+
+import (
+	"fmt"
+)
+
+// buildNetwork creates the underlay, the nodes and the pods with their
+// addresses and routes. Pods reach their node through a static next hop
+// (169.254.1.1 / fe80::1 resolved to the host veth's MAC), as Calico and
+// Cilium do; nodes route each other's pod CIDRs over the underlay.
+func buildNetwork(t Topology) error {
+	if err := steps(
+		func() error { return ip("", "netns", "add", t.Underlay) },
+		func() error { return ip(t.Underlay, "link", "set", "lo", "up") },
+		func() error { return ip(t.Underlay, "link", "add", "br0", "type", "bridge") },
+		func() error { return ip(t.Underlay, "link", "set", "br0", "up") },
+	); err != nil {
+		return err
+	}
+	for i, n := range t.Nodes {
+		uplink := fmt.Sprintf("n%d", i+1)
+		if err := steps(
+			func() error { return ip("", "netns", "add", n.Netns) },
+			func() error {
+				return sysctl(n.Netns, "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1",
+					"net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0",
+					"net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0")
+			},
+			func() error { return ip(n.Netns, "link", "set", "lo", "up") },
+			func() error {
+				return ip(t.Underlay, "link", "add", uplink, "type", "veth", "peer", "name", "eth0", "netns", n.Netns)
+			},
+			func() error { return ip(t.Underlay, "link", "set", uplink, "master", "br0", "up") },
+			func() error { return ip(n.Netns, "addr", "add", n.IP4.String()+"/24", "dev", "eth0") },
+			func() error { return ip(n.Netns, "-6", "addr", "add", n.IP6.String()+"/64", "dev", "eth0", "nodad") },
+			func() error { return ip(n.Netns, "link", "set", "eth0", "up") },
+		); err != nil {
+			return fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		for _, p := range n.Pods {
+			if err := buildPod(n, p); err != nil {
+				return fmt.Errorf("pod %s: %w", p.Name, err)
+			}
+		}
+	}
+	for _, n := range t.Nodes {
+		for _, peer := range t.Nodes {
+			if peer.Name == n.Name {
+				continue
+			}
+			if err := steps(
+				func() error { return ip(n.Netns, "route", "add", peer.PodNet.String(), "via", peer.IP4.String()) },
+				func() error { return ip(n.Netns, "-6", "route", "add", peer.PodNet6.String(), "via", peer.IP6.String()) },
+			); err != nil {
+				return fmt.Errorf("node %s: route to %s: %w", n.Name, peer.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+func buildPod(n Node, p Pod) error {
+	return steps(
+		func() error { return ip("", "netns", "add", p.Netns) },
+		func() error {
+			return sysctl(p.Netns, "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0")
+		},
+		func() error { return ip(p.Netns, "link", "set", "lo", "up") },
+		func() error {
+			return ip(n.Netns, "link", "add", p.HostIf, "address", p.HostMAC, "type", "veth",
+				"peer", "name", "eth0", "address", p.PodMAC, "netns", p.Netns)
+		},
+		func() error { return ip(n.Netns, "link", "set", p.HostIf, "up") },
+		func() error { return ip(p.Netns, "link", "set", "eth0", "up") },
+		func() error { return ip(p.Netns, "addr", "add", p.IP4.String()+"/32", "dev", "eth0") },
+		func() error { return ip(p.Netns, "-6", "addr", "add", p.IP6.String()+"/128", "dev", "eth0", "nodad") },
+		func() error { return ip(p.Netns, "route", "add", gateway4, "dev", "eth0", "scope", "link") },
+		func() error { return ip(p.Netns, "route", "add", "default", "via", gateway4, "dev", "eth0") },
+		func() error {
+			return ip(p.Netns, "neigh", "replace", gateway4, "lladdr", p.HostMAC, "dev", "eth0", "nud", "permanent")
+		},
+		func() error { return ip(p.Netns, "-6", "route", "add", "default", "via", gateway6, "dev", "eth0") },
+		func() error {
+			return ip(p.Netns, "-6", "neigh", "replace", gateway6, "lladdr", p.HostMAC, "dev", "eth0", "nud", "permanent")
+		},
+		func() error { return ip(n.Netns, "route", "add", p.IP4.String()+"/32", "dev", p.HostIf) },
+		func() error { return ip(n.Netns, "-6", "route", "add", p.IP6.String()+"/128", "dev", p.HostIf) },
+		func() error {
+			return ip(n.Netns, "neigh", "replace", p.IP4.String(), "lladdr", p.PodMAC, "dev", p.HostIf, "nud", "permanent")
+		},
+		func() error {
+			return ip(n.Netns, "-6", "neigh", "replace", p.IP6.String(), "lladdr", p.PodMAC, "dev", p.HostIf, "nud", "permanent")
+		},
+	)
+}

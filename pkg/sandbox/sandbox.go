@@ -1,0 +1,312 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/netcube/netcube/internal/cgroup"
+	"github.com/netcube/netcube/pkg/datapath"
+)
+
+// Sandbox is a running sandbox.
+type Sandbox struct {
+	Config   Config
+	Topology Topology
+}
+
+const readyTimeout = 30 * time.Second
+
+func layout(cfg Config) (Topology, error) {
+	cg, err := cgroup.Root()
+	if err != nil {
+		return Topology{}, err
+	}
+	return Layout(cfg, cg), nil
+}
+
+// Up builds the sandbox and starts its pods' servers and agents, reporting
+// progress to log. On failure everything created is removed again.
+func Up(cfg Config, log io.Writer) (sb *Sandbox, err error) {
+	cfg.defaults()
+	t, err := layout(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat("/run/netns/" + t.Underlay); err == nil {
+		return nil, fmt.Errorf("sandbox %q is already up (netcube sandbox down --name %s)", cfg.Name, cfg.Name)
+	}
+	if cfg.BinDir == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		cfg.BinDir = filepath.Dir(exe)
+	}
+	for _, bin := range []string{"netcube", "netcube-agent"} {
+		if _, err := os.Stat(filepath.Join(cfg.BinDir, bin)); err != nil {
+			return nil, fmt.Errorf("%s not found in %s: run `make build`", bin, cfg.BinDir)
+		}
+	}
+	defer func() {
+		if err != nil {
+			fmt.Fprintf(log, "sandbox %s: failed, cleaning up: %v\n", cfg.Name, err)
+			_ = Down(cfg.Name, io.Discard)
+		}
+	}()
+
+	sb = &Sandbox{Config: cfg, Topology: t}
+	for _, d := range []string{t.ManifestDir(), t.LogDir(), filepath.Join(t.StateDir, "pids")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	state, _ := json.MarshalIndent(cfg, "", "  ")
+	if err := os.WriteFile(filepath.Join(t.StateDir, "sandbox.json"), state, 0o644); err != nil {
+		return nil, err
+	}
+	if err := datapath.EnsureBPFFS(); err != nil {
+		return nil, err
+	}
+
+	fmt.Fprintf(log, "sandbox %s: %d nodes x %d pods, socket-LB %v\n", cfg.Name, cfg.Nodes, cfg.PodsPerNode, cfg.SocketLB)
+	fmt.Fprintf(log, "  network: underlay bridge, nodes, pods, routes\n")
+	if err := buildNetwork(t); err != nil {
+		return nil, err
+	}
+	for _, p := range t.Pods() {
+		if err := cgroup.Create(p.Cgroup); err != nil {
+			return nil, err
+		}
+	}
+	fmt.Fprintf(log, "  manifests: %s\n", t.ManifestDir())
+	if err := writeManifests(cfg, t); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(log, "  pods: starting servers on TCP and UDP %d\n", PodPort)
+	for _, p := range t.Pods() {
+		err := spawn(t, "pod-"+p.Name, p.Netns, p.Cgroup,
+			filepath.Join(cfg.BinDir, "netcube"), "pod", "serve", "--name", p.Name, "--port", strconv.Itoa(PodPort))
+		if err != nil {
+			return nil, err
+		}
+	}
+	for _, n := range t.Nodes {
+		fmt.Fprintf(log, "  agent %s: starting\n", n.Name)
+		if err := sb.StartAgent(n.Name); err != nil {
+			return nil, err
+		}
+	}
+	fmt.Fprintf(log, "sandbox %s is up (state and logs in %s)\n", cfg.Name, t.StateDir)
+	return sb, nil
+}
+
+func writeManifests(cfg Config, t Topology) error {
+	if cfg.Manifests == "" {
+		for file, content := range t.ExampleManifests() {
+			if err := t.WriteManifest(file, content); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	entries, err := os.ReadDir(cfg.Manifests)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(cfg.Manifests, e.Name()))
+		if err != nil {
+			return err
+		}
+		if err := t.WriteManifest(e.Name(), string(b)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func agentName(node string) string { return "agent-" + node }
+
+func (sb *Sandbox) node(name string) (Node, error) {
+	for _, n := range sb.Topology.Nodes {
+		if n.Name == name {
+			return n, nil
+		}
+	}
+	return Node{}, fmt.Errorf("no node %q in sandbox %s", name, sb.Config.Name)
+}
+
+// StartAgent starts a node's agent and waits until it has applied the state.
+func (sb *Sandbox) StartAgent(node string) error {
+	n, err := sb.node(node)
+	if err != nil {
+		return err
+	}
+	t := sb.Topology
+	ready := filepath.Join(t.StateDir, agentName(node)+".ready")
+	_ = os.Remove(ready)
+	err = spawn(t, agentName(node), n.Netns, "",
+		filepath.Join(sb.Config.BinDir, "netcube-agent"),
+		"--bpf-root", n.PinDir, "--manifests", t.ManifestDir(), "--cgroup", n.Cgroup,
+		"--socket-lb="+strconv.FormatBool(sb.Config.SocketLB), "--pod-iface-prefix", podIfPrefix,
+		"--ready-file", ready)
+	if err != nil {
+		return err
+	}
+	if err := waitFile(t, ready, agentName(node), readyTimeout); err != nil {
+		return err
+	}
+	return sb.waitPodsAttached(n)
+}
+
+// waitPodsAttached waits until the agent has attached to every pod veth
+// (the agent scans for them right after its first sync).
+func (sb *Sandbox) waitPodsAttached(n Node) error {
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		missing := ""
+		for _, p := range n.Pods {
+			pin := filepath.Join(n.PinDir, "links", "pod-"+p.HostIf+"-egress")
+			if _, err := os.Stat(pin); err != nil {
+				missing = p.HostIf
+			}
+		}
+		if missing == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("agent on %s did not attach to %s", n.Name, missing)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// StopAgent stops a node's agent: gracefully (SIGTERM), or as a crash
+// (SIGKILL). Either way the datapath keeps running from its pins.
+func (sb *Sandbox) StopAgent(node string, crash bool) error {
+	sig := syscall.SIGTERM
+	if crash {
+		sig = syscall.SIGKILL
+	}
+	return stop(sb.Topology, agentName(node), sig, 10*time.Second)
+}
+
+// AgentAlive reports whether a node's agent is running.
+func (sb *Sandbox) AgentAlive(node string) bool {
+	_, alive := pidOf(sb.Topology, agentName(node))
+	return alive
+}
+
+// Open returns the running sandbox called name.
+func Open(name string) (*Sandbox, error) {
+	cfg := Config{Name: name}
+	cfg.defaults()
+	t, err := layout(cfg)
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(filepath.Join(t.StateDir, "sandbox.json"))
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %q is not up (%w)", name, err)
+	}
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return nil, err
+	}
+	t, err = layout(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Sandbox{Config: cfg, Topology: t}, nil
+}
+
+// Start starts a command in a pod (its network namespace and cgroup, so
+// socket-LB applies), as `netcube sandbox exec` does.
+func (sb *Sandbox) Start(pod string, cmd *exec.Cmd) error {
+	p, ok := sb.Topology.Pod(pod)
+	if !ok {
+		return fmt.Errorf("no pod %q in sandbox %s", pod, sb.Config.Name)
+	}
+	dir, err := os.Open(p.Cgroup)
+	if err != nil {
+		return err
+	}
+	defer dir.Close() // the child is placed in the cgroup at clone time
+	cmd.Args = append([]string{"nsenter", "--net=/run/netns/" + p.Netns, "--"}, cmd.Args...)
+	cmd.Path = "/usr/bin/nsenter"
+	cmd.Err = nil
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(dir.Fd())
+	return cmd.Start()
+}
+
+// Output runs a command in a pod and returns its standard output.
+func (sb *Sandbox) Output(pod string, name string, args ...string) ([]byte, error) {
+	cmd := exec.Command(name, args...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := sb.Start(pod, cmd); err != nil {
+		return nil, err
+	}
+	if err := cmd.Wait(); err != nil {
+		return []byte(stdout.String()), fmt.Errorf("%s in %s: %w: %s", name, pod, err, strings.TrimSpace(stderr.String()))
+	}
+	return []byte(stdout.String()), nil
+}
+
+// Down removes everything sandbox name created: processes, namespaces (and
+// with them every veth and route), pins and cgroups. It works from names
+// alone, so it also cleans up after a crash.
+func Down(name string, log io.Writer) error {
+	cfg := Config{Name: name}
+	cfg.defaults()
+	t, err := layout(cfg)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	// Processes: the recorded ones, then anything left in our namespaces.
+	if entries, err := os.ReadDir(filepath.Join(t.StateDir, "pids")); err == nil {
+		for _, e := range entries {
+			_ = stop(t, strings.TrimSuffix(e.Name(), ".pid"), syscall.SIGTERM, 5*time.Second)
+		}
+	}
+	namespaces, _ := filepath.Glob("/run/netns/" + name + "-*")
+	for _, ns := range namespaces {
+		out, _ := exec.Command("ip", "netns", "pids", filepath.Base(ns)).Output()
+		for _, f := range strings.Fields(string(out)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	}
+	for _, ns := range namespaces {
+		if err := ip("", "netns", "delete", filepath.Base(ns)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := datapath.Unpin(t.PinRoot); err != nil {
+		errs = append(errs, err)
+	}
+	if root, err := cgroup.Root(); err == nil {
+		if err := cgroup.Remove(root, t.CgroupRoot); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := os.RemoveAll(t.StateDir); err != nil {
+		errs = append(errs, err)
+	}
+	fmt.Fprintf(log, "sandbox %s: removed %d namespaces, pins under %s, cgroup %s\n",
+		name, len(namespaces), t.PinRoot, t.CgroupRoot)
+	return errors.Join(errs...)
+}

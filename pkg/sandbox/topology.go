@@ -1,0 +1,149 @@
+package sandbox
+
+import (
+	"fmt"
+	"net/netip"
+	"path/filepath"
+)
+
+// Config describes a sandbox.
+type Config struct {
+	Name        string // prefix of everything created; default "nc"
+	Nodes       int    // default 2
+	PodsPerNode int    // default 2
+	SocketLB    bool   // the agents' --socket-lb
+	BinDir      string // directory holding netcube and netcube-agent
+	// Manifests, if set, is copied into the agents' manifest directory
+	// instead of the built-in example Services.
+	Manifests string
+}
+
+func (c *Config) defaults() {
+	if c.Name == "" {
+		c.Name = "nc"
+	}
+	if c.Nodes == 0 {
+		c.Nodes = 2
+	}
+	if c.PodsPerNode == 0 {
+		c.PodsPerNode = 2
+	}
+}
+
+// Node is one sandbox node.
+type Node struct {
+	Name    string     // node1, node2, ...
+	Netns   string     // <sandbox>-node1
+	IP4     netip.Addr // underlay address
+	IP6     netip.Addr
+	Pods    []Pod
+	PodNet  netip.Prefix // this node's IPv4 pod CIDR
+	PodNet6 netip.Prefix
+	Cgroup  string // the pods' parent cgroup (socket-LB attach point)
+	PinDir  string
+}
+
+// Pod is one sandbox pod.
+type Pod struct {
+	Name    string // n1p1: node 1, pod 1
+	Node    string
+	Netns   string
+	HostIf  string // host-side veth, in the node's namespace
+	IP4     netip.Addr
+	IP6     netip.Addr
+	HostMAC string
+	PodMAC  string
+	Cgroup  string
+}
+
+// Topology is the whole sandbox, derived from its Config alone.
+type Topology struct {
+	Name       string
+	StateDir   string // /run/netcube/<name>: manifests, logs, pid files
+	Underlay   string // netns of the underlay bridge
+	CgroupRoot string // netcube-<name> under the cgroup2 mount
+	PinRoot    string // /sys/fs/bpf/netcube/<name>
+	Nodes      []Node
+}
+
+// Addresses inside the sandbox (only ever used within its namespaces).
+const (
+	underlay4   = "172.30.0.%d"
+	underlay6   = "fd00:172:30::%d"
+	podNet4     = "10.244.%d.0/24"
+	podNet6     = "fd00:10:244:%d::/64"
+	podIP4      = "10.244.%d.%d"
+	podIP6      = "fd00:10:244:%d::%d"
+	gateway4    = "169.254.1.1" // pods' next hop: the host-side veth
+	gateway6    = "fe80::1"
+	podIfPrefix = "ncp"
+	nodeOffset  = 10
+	podOffset   = 10
+)
+
+// Layout computes the topology of cfg. cgroupMount is the cgroup2 mount.
+func Layout(cfg Config, cgroupMount string) Topology {
+	cfg.defaults()
+	t := Topology{
+		Name:       cfg.Name,
+		StateDir:   filepath.Join("/run/netcube", cfg.Name),
+		Underlay:   cfg.Name + "-underlay",
+		CgroupRoot: filepath.Join(cgroupMount, "netcube-"+cfg.Name),
+		PinRoot:    filepath.Join("/sys/fs/bpf/netcube", cfg.Name),
+	}
+	for i := 1; i <= cfg.Nodes; i++ {
+		n := Node{
+			Name:    fmt.Sprintf("node%d", i),
+			Netns:   fmt.Sprintf("%s-node%d", cfg.Name, i),
+			IP4:     netip.MustParseAddr(fmt.Sprintf(underlay4, nodeOffset+i)),
+			IP6:     netip.MustParseAddr(fmt.Sprintf(underlay6, nodeOffset+i)),
+			PodNet:  netip.MustParsePrefix(fmt.Sprintf(podNet4, i)),
+			PodNet6: netip.MustParsePrefix(fmt.Sprintf(podNet6, i)),
+			Cgroup:  filepath.Join(t.CgroupRoot, fmt.Sprintf("node%d", i)),
+			PinDir:  filepath.Join(t.PinRoot, fmt.Sprintf("node%d", i)),
+		}
+		for k := 1; k <= cfg.PodsPerNode; k++ {
+			name := fmt.Sprintf("n%dp%d", i, k)
+			n.Pods = append(n.Pods, Pod{
+				Name:    name,
+				Node:    n.Name,
+				Netns:   cfg.Name + "-" + name,
+				HostIf:  fmt.Sprintf("%s%d", podIfPrefix, k),
+				IP4:     netip.MustParseAddr(fmt.Sprintf(podIP4, i, podOffset+k)),
+				IP6:     netip.MustParseAddr(fmt.Sprintf(podIP6, i, podOffset+k)),
+				HostMAC: fmt.Sprintf("02:00:00:%02x:%02x:01", i, k),
+				PodMAC:  fmt.Sprintf("02:00:00:%02x:%02x:02", i, k),
+				Cgroup:  filepath.Join(n.Cgroup, name),
+			})
+		}
+		t.Nodes = append(t.Nodes, n)
+	}
+	return t
+}
+
+// Pod finds a pod by name.
+func (t Topology) Pod(name string) (Pod, bool) {
+	for _, n := range t.Nodes {
+		for _, p := range n.Pods {
+			if p.Name == name {
+				return p, true
+			}
+		}
+	}
+	return Pod{}, false
+}
+
+// Pods lists every pod.
+func (t Topology) Pods() []Pod {
+	var out []Pod
+	for _, n := range t.Nodes {
+		out = append(out, n.Pods...)
+	}
+	return out
+}
+
+// ManifestDir is the directory the agents watch.
+func (t Topology) ManifestDir() string { return filepath.Join(t.StateDir, "manifests") }
+
+// LogDir holds the agents' and pods' logs.
+func (t Topology) LogDir() string { return filepath.Join(t.StateDir, "logs") }

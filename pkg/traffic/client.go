@@ -1,0 +1,80 @@
+package traffic
+
+import (
+	"bufio"
+	"net"
+	"strings"
+	"time"
+)
+
+// Result is one request: who answered, or why nobody did.
+type Result struct {
+	Seq     int     `json:"seq"`
+	Backend string  `json:"backend,omitempty"`
+	Err     string  `json:"err,omitempty"`
+	Micros  float64 `json:"us"`
+}
+
+// Client sends requests to a Service address.
+type Client struct {
+	Proto   string        // "tcp" or "udp"
+	Addr    string        // host:port
+	Timeout time.Duration // per request
+	// Persistent keeps one connection (one socket, for UDP) for all
+	// requests; otherwise each request opens a new one.
+	Persistent bool
+
+	conn net.Conn
+	r    *bufio.Reader
+}
+
+// Do sends one request and reads the answer.
+func (c *Client) Do(seq int) Result {
+	start := time.Now()
+	backend, err := c.do()
+	res := Result{Seq: seq, Backend: backend, Micros: float64(time.Since(start).Nanoseconds()) / 1e3}
+	if err != nil {
+		res.Err = err.Error()
+		c.Close()
+	}
+	return res
+}
+
+func (c *Client) do() (string, error) {
+	if c.Timeout == 0 {
+		c.Timeout = 2 * time.Second
+	}
+	if c.conn == nil {
+		conn, err := net.DialTimeout(c.Proto, c.Addr, c.Timeout)
+		if err != nil {
+			return "", err
+		}
+		c.conn, c.r = conn, bufio.NewReader(conn)
+	}
+	if !c.Persistent {
+		defer c.Close()
+	}
+	_ = c.conn.SetDeadline(time.Now().Add(c.Timeout))
+	if _, err := c.conn.Write([]byte("?\n")); err != nil {
+		return "", err
+	}
+	line, err := c.r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(line), nil
+}
+
+// Close drops the connection; the next request opens a new one. A TCP
+// connection is reset rather than closed, so that a client opening many
+// connections never runs out of ports to TIME_WAIT.
+func (c *Client) Close() {
+	if c.conn == nil {
+		return
+	}
+	if tcp, ok := c.conn.(*net.TCPConn); ok {
+		_ = tcp.SetLinger(0)
+	}
+	_ = c.conn.Close()
+	c.conn, c.r = nil, nil
+}
