@@ -36,7 +36,10 @@ func demoCmd(args []string) error {
 	}
 	client := sb.Topology.ClientPod()
 	fmt.Printf("\nrequests from pod %s (%s, %s):\n", client.Name, client.IP4, client.IP6)
-	type target struct{ service, ip, proto string; port int }
+	type target struct {
+		service, ip, proto string
+		port               int
+	}
 	var targets []target
 	for _, ip := range sandbox.EchoIPs {
 		for _, p := range sandbox.EchoPorts {

@@ -95,7 +95,6 @@ func PortUnreachable(udp []byte) []byte {
 	return buildFrom(dst, src, HostMAC, PodMAC, layers.IPProtocolICMPv6, icmp, quote)
 }
 
-
 func flowOf(packet []byte) (src, dst netip.Addr, tcp *layers.TCP) {
 	p := gopacket.NewPacket(packet, layers.LayerTypeEthernet, gopacket.Default)
 	if ip4, ok := p.NetworkLayer().(*layers.IPv4); ok {

@@ -92,8 +92,8 @@ func (d *Datapath) Programs() Programs {
 
 // Programs are the entry programs of the object.
 type Programs struct {
-	FromPod, ToPod                                  *ebpf.Program
-	Connect4, Connect6, Sendmsg4, Sendmsg6          *ebpf.Program
+	FromPod, ToPod                                 *ebpf.Program
+	Connect4, Connect6, Sendmsg4, Sendmsg6         *ebpf.Program
 	Recvmsg4, Recvmsg6, Getpeername4, Getpeername6 *ebpf.Program
 }
 

@@ -17,7 +17,7 @@ type Cube struct {
 	// IDs only grow: a conntrack entry naming a freed id must never find a
 	// different backend or frontend under it.
 	nextBackendID, nextRevNATID uint32
-	ops                          Ops
+	ops                         Ops
 }
 
 type frontend struct {

@@ -40,7 +40,7 @@ type Reconciler struct {
 	sourceDone bool // the source delivered its initial state
 
 	applied  map[model.ServiceID]model.Frontends // only touched by Sync
-	synced   chan struct{}                        // closed after the first full sync
+	synced   chan struct{}                       // closed after the first full sync
 	kick     chan struct{}
 	failures map[model.ServiceID]error
 }

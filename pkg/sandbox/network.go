@@ -50,7 +50,9 @@ func buildNetwork(t Topology) error {
 			}
 			if err := steps(
 				func() error { return ip(n.Netns, "route", "add", peer.PodNet.String(), "via", peer.IP4.String()) },
-				func() error { return ip(n.Netns, "-6", "route", "add", peer.PodNet6.String(), "via", peer.IP6.String()) },
+				func() error {
+					return ip(n.Netns, "-6", "route", "add", peer.PodNet6.String(), "via", peer.IP6.String())
+				},
 			); err != nil {
 				return fmt.Errorf("node %s: route to %s: %w", n.Name, peer.Name, err)
 			}

@@ -1,0 +1,40 @@
+# netcube: every target runs as root (BPF, network namespaces, cgroups).
+GO      ?= go
+BIN     := bin
+# Tests share the machine's namespaces, cgroups and bpffs: run packages one at a time.
+TESTFLAGS ?= -p 1 -count=1 -timeout 20m
+
+.PHONY: all deps generate build test test-unit demo sandbox sandbox-down bench lint clean
+
+all: build
+
+deps:            ## install system packages (idempotent)
+	bash hack/install-deps.sh
+
+generate:        ## regenerate BPF objects and their Go bindings from bpf/
+	$(GO) generate ./pkg/datapath/
+
+build:
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+test: deps build ## every test: unit, datapath (BPF_PROG_RUN), socket-LB, sandbox integration
+	$(GO) test $(TESTFLAGS) ./...
+
+demo: deps build ## start the sandbox with the example Services and send requests to each
+	$(BIN)/netcube demo
+
+sandbox: deps build
+	$(BIN)/netcube sandbox up
+
+sandbox-down:
+	$(BIN)/netcube sandbox down
+
+bench: deps build ## pod->Service vs pod->pod, socket-LB on and off
+	$(BIN)/netcube bench datapath
+
+lint:
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l cmd internal pkg)" || (gofmt -l cmd internal pkg; exit 1)
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,164 @@
+// Package integration runs netcube in the sandbox: real agents programming
+// the real datapath, real TCP and UDP between pod network namespaces.
+package integration
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/netcube/netcube/internal/testenv"
+	"github.com/netcube/netcube/pkg/sandbox"
+	"github.com/netcube/netcube/pkg/traffic"
+)
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "netcube-bin-")
+	if err != nil {
+		panic(err)
+	}
+	out, err := exec.Command("go", "build", "-o", dir+"/", "github.com/netcube/netcube/cmd/...").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// up starts a sandbox private to this test and removes it afterwards, even
+// if the test fails.
+func up(t *testing.T, socketLB bool) *sandbox.Sandbox {
+	t.Helper()
+	testenv.RequireRoot(t)
+	name := testenv.Name("t")
+	if socketLB {
+		name += "s"
+	}
+	_ = sandbox.Down(name, io.Discard)
+	var log strings.Builder
+	sb, err := sandbox.Up(sandbox.Config{Name: name, SocketLB: socketLB, BinDir: binDir}, &log)
+	if err != nil {
+		t.Fatalf("sandbox up: %v\n%s", err, log.String())
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range sb.Topology.Nodes {
+				b, _ := os.ReadFile(filepath.Join(sb.Topology.LogDir(), "agent-"+n.Name+".log"))
+				t.Logf("agent %s log:\n%s", n.Name, b)
+			}
+		}
+		if err := sandbox.Down(name, io.Discard); err != nil {
+			t.Errorf("sandbox down: %v", err)
+		}
+	})
+	return sb
+}
+
+// requests sends count requests from the client pod and returns the results.
+func requests(t *testing.T, sb *sandbox.Sandbox, proto, addr string, count int, extra ...string) []traffic.Result {
+	t.Helper()
+	args := append([]string{"pod", "request", "--proto", proto, "--count", fmt.Sprint(count)}, extra...)
+	out, err := sb.Output(sb.Topology.ClientPod().Name, filepath.Join(binDir, "netcube"), append(args, addr)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rs []traffic.Result
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var r traffic.Result
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("bad output line %q: %v", line, err)
+		}
+		rs = append(rs, r)
+	}
+	return rs
+}
+
+// stream is a client running in the client pod, one request at a time until
+// stopped; each result is kept with the time it arrived.
+type stream struct {
+	cmd     *exec.Cmd
+	mu      sync.Mutex
+	results []timed
+	done    chan struct{}
+}
+
+type timed struct {
+	at time.Time
+	traffic.Result
+}
+
+func startStream(t *testing.T, sb *sandbox.Sandbox, proto, addr string, extra ...string) *stream {
+	t.Helper()
+	args := append([]string{"pod", "request", "--proto", proto, "--count", "0", "--interval", "10ms"}, extra...)
+	cmd := exec.Command(filepath.Join(binDir, "netcube"), append(args, addr)...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &stream{cmd: cmd, done: make(chan struct{})}
+	if err := sb.Start(sb.Topology.ClientPod().Name, cmd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.stop() })
+	go func() {
+		defer close(s.done)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var r traffic.Result
+			if json.Unmarshal(sc.Bytes(), &r) == nil {
+				s.mu.Lock()
+				s.results = append(s.results, timed{time.Now(), r})
+				s.mu.Unlock()
+			}
+		}
+	}()
+	return s
+}
+
+func (s *stream) stop() {
+	if s.cmd.Process != nil {
+		_ = s.cmd.Process.Kill()
+		<-s.done
+		_ = s.cmd.Wait()
+	}
+}
+
+// since returns the results that arrived after t0.
+func (s *stream) since(t0 time.Time) []timed {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []timed
+	for _, r := range s.results {
+		if r.at.After(t0) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// waitFor polls cond until it holds or the timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for time.Since(start) < timeout {
+		if cond() {
+			return time.Since(start)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within %s", what, timeout)
+	return 0
+}

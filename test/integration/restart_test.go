@@ -1,0 +1,79 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+	"time"
+)
+
+// TestAgentRestartKeepsConnections: established TCP and UDP flows through a
+// Service keep working, on the same backend, while the node's agent is
+// killed (as in a crash), stays down, and starts again; the restarted agent
+// finds the state in the pinned maps and writes nothing to them.
+func TestAgentRestartKeepsConnections(t *testing.T) {
+	for _, path := range paths {
+		t.Run(path.name, func(t *testing.T) {
+			sb := up(t, path.socketLB)
+			node := sb.Topology.ClientPod().Node
+			tcp := startStream(t, sb, "tcp", "10.96.0.10:80", "--persistent")
+			udp := startStream(t, sb, "udp", "[fd00:10:96::10]:8080", "--persistent")
+			start := time.Now()
+			for _, s := range []*stream{tcp, udp} {
+				waitFor(t, 5*time.Second, "first answers", func() bool { return len(s.since(start)) >= 10 })
+			}
+
+			if err := sb.StopAgent(node, true); err != nil {
+				t.Fatal(err)
+			}
+			down := time.Now()
+			time.Sleep(500 * time.Millisecond)
+			for name, s := range map[string]*stream{"tcp": tcp, "udp": udp} {
+				if n := len(s.since(down)); n < 10 {
+					t.Fatalf("%s: only %d answers while the agent was down", name, n)
+				}
+			}
+			if err := sb.StartAgent(node); err != nil {
+				t.Fatal(err)
+			}
+			restarted := time.Now()
+			for _, s := range []*stream{tcp, udp} {
+				waitFor(t, 5*time.Second, "answers after restart", func() bool { return len(s.since(restarted)) >= 10 })
+			}
+			tcp.stop()
+			udp.stop()
+
+			for name, s := range map[string]*stream{"tcp": tcp, "udp": udp} {
+				rs := s.since(start)
+				for _, r := range rs {
+					if r.Err != "" {
+						t.Fatalf("%s: request %d failed: %s", name, r.Seq, r.Err)
+					}
+					if r.Backend != rs[0].Backend {
+						t.Fatalf("%s: flow moved from %s to %s", name, rs[0].Backend, r.Backend)
+					}
+				}
+				t.Logf("%s: %d answers, all from %s", name, len(rs), rs[0].Backend)
+			}
+
+			// The restarted agent reconciled against the pinned maps: the state
+			// was already there, so its first sync wrote nothing.
+			log, _ := os.ReadFile(filepath.Join(sb.Topology.LogDir(), "agent-"+node+".log"))
+			syncs := regexp.MustCompile(`initial sync applied.*map_ops="\{Updates:(\d+) Deletes:(\d+)\}"`).FindAllSubmatch(log, -1)
+			if len(syncs) != 2 {
+				t.Fatalf("want 2 initial syncs in the agent log, got %d", len(syncs))
+			}
+			if u, d := string(syncs[1][1]), string(syncs[1][2]); u != "0" || d != "0" {
+				t.Errorf("restarted agent wrote %s and deleted %s map entries; want none", u, d)
+			}
+
+			// And it still serves changes and new connections.
+			for _, r := range requests(t, sb, "tcp", "10.96.0.10:80", 10) {
+				if r.Err != "" {
+					t.Fatalf("new connection after restart: %s", r.Err)
+				}
+			}
+		})
+	}
+}

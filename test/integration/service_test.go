@@ -1,0 +1,171 @@
+package integration
+
+import (
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/netcube/netcube/pkg/sandbox"
+	"github.com/netcube/netcube/pkg/traffic"
+)
+
+// paths: every behaviour holds with socket-LB and with the tc path alone.
+var paths = []struct {
+	name     string
+	socketLB bool
+}{{"socket-LB", true}, {"tc-only", false}}
+
+type frontendCase struct {
+	name, proto, addr string
+}
+
+func echoFrontends() []frontendCase {
+	var out []frontendCase
+	for _, ip := range sandbox.EchoIPs {
+		for _, p := range sandbox.EchoPorts {
+			proto := strings.ToLower(p.Protocol)
+			addr := net.JoinHostPort(ip, strconv.Itoa(p.Port))
+			out = append(out, frontendCase{proto + " " + addr, proto, addr})
+		}
+	}
+	return out
+}
+
+func backendNames(sb *sandbox.Sandbox) []string {
+	var names []string
+	for _, p := range sb.Topology.EchoBackends() {
+		names = append(names, p.Name)
+	}
+	return names
+}
+
+// TestClusterIP: from a pod, every frontend of a dual-stack, multi-port
+// Service reaches all its ready endpoints, on this node and across nodes;
+// a Service without endpoints refuses at once.
+func TestClusterIP(t *testing.T) {
+	for _, path := range paths {
+		t.Run(path.name, func(t *testing.T) {
+			sb := up(t, path.socketLB)
+			want := backendNames(sb)
+			for _, fe := range echoFrontends() {
+				t.Run(fe.name, func(t *testing.T) {
+					seen := map[string]int{}
+					for _, r := range requests(t, sb, fe.proto, fe.addr, 40) {
+						if r.Err != "" {
+							t.Fatalf("request %d failed: %s", r.Seq, r.Err)
+						}
+						seen[r.Backend]++
+					}
+					for _, b := range want {
+						if seen[b] == 0 {
+							t.Errorf("backend %s never answered (answers: %v)", b, seen)
+						}
+					}
+					if len(seen) != len(want) {
+						t.Errorf("answers from %v, want only %v", seen, want)
+					}
+				})
+			}
+			for _, ip := range sandbox.EmptyIPs {
+				for _, proto := range []string{"tcp", "udp"} {
+					port := 80
+					if proto == "udp" {
+						port = sandbox.PodPort
+					}
+					addr := net.JoinHostPort(ip, strconv.Itoa(port))
+					t.Run("no endpoints "+proto+" "+addr, func(t *testing.T) {
+						for _, r := range requests(t, sb, proto, addr, 5) {
+							refusedFast(t, r)
+						}
+					})
+				}
+			}
+		})
+	}
+}
+
+// refusedFast: kube-proxy REJECTs; a client must learn at once, not time out.
+func refusedFast(t *testing.T, r traffic.Result) {
+	t.Helper()
+	if !strings.Contains(r.Err, "connection refused") {
+		t.Fatalf("got %+v, want connection refused", r)
+	}
+	if r.Micros > float64(500*time.Millisecond/time.Microsecond) {
+		t.Fatalf("refused after %.0f µs; want at once", r.Micros)
+	}
+}
+
+// TestEndpointChurnUnderTraffic: a client keeps opening connections while an
+// endpoint is removed from and re-added to the EndpointSlices. The removed
+// endpoint stops getting new connections promptly, it comes back when
+// re-added, and no request fails at any point.
+func TestEndpointChurnUnderTraffic(t *testing.T) {
+	for _, path := range paths {
+		t.Run(path.name, func(t *testing.T) {
+			sb := up(t, path.socketLB)
+			all := sb.Topology.EchoBackends()
+			leaving := all[len(all)-1] // a pod on the other node
+			for _, fe := range []frontendCase{{"tcp", "tcp", "10.96.0.10:80"}, {"udp v6", "udp", "[fd00:10:96::10]:8080"}} {
+				t.Run(fe.name, func(t *testing.T) {
+					s := startStream(t, sb, fe.proto, fe.addr)
+					answers := func(from time.Time, pod string) int {
+						n := 0
+						for _, r := range s.since(from) {
+							if r.Backend == pod {
+								n++
+							}
+						}
+						return n
+					}
+					start := time.Now()
+					waitFor(t, 5*time.Second, leaving.Name+" answering", func() bool { return answers(start, leaving.Name) > 0 })
+
+					writeEcho(t, sb, all[:len(all)-1])
+					removed := time.Now()
+					// Converged once the last answer from the removed endpoint is
+					// followed by 100 answers from the others.
+					var lastAnswer time.Time
+					waitFor(t, 3*time.Second, leaving.Name+" drained", func() bool {
+						rs := s.since(removed)
+						i := len(rs) - 1
+						for ; i >= 0 && rs[i].Backend != leaving.Name; i-- {
+						}
+						if i >= 0 {
+							lastAnswer = rs[i].at
+						}
+						return len(rs)-1-i >= 100
+					})
+					lag := max(0, lastAnswer.Sub(removed))
+					t.Logf("removed endpoint's last answer %s after the change", lag)
+					if lag > time.Second {
+						t.Errorf("removed endpoint kept answering for %s", lag)
+					}
+
+					writeEcho(t, sb, all)
+					added := time.Now()
+					lag = waitFor(t, 3*time.Second, leaving.Name+" back", func() bool { return answers(added, leaving.Name) > 0 })
+					t.Logf("re-added endpoint answering within %s", lag)
+
+					s.stop()
+					for _, r := range s.since(start) {
+						if r.Err != "" {
+							t.Fatalf("request %d failed during churn: %s", r.Seq, r.Err)
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
+func writeEcho(t *testing.T, sb *sandbox.Sandbox, pods []sandbox.Pod) {
+	t.Helper()
+	content := sandbox.ServiceYAML("echo", sandbox.EchoIPs, sandbox.EchoPorts) + "---\n" +
+		sandbox.SliceYAML("echo", false, sandbox.EndpointPorts, pods) + "---\n" +
+		sandbox.SliceYAML("echo", true, sandbox.EndpointPorts, pods)
+	if err := sb.Topology.WriteManifest("echo.yaml", content); err != nil {
+		t.Fatal(err)
+	}
+}
