@@ -89,7 +89,35 @@ func Restore(maps *datapath.Maps) (*Cube, error) {
 			}
 		}
 	}
-	return c, nil
+	return c, c.removeOrphanRevNAT()
+}
+
+// removeOrphanRevNAT deletes revNAT entries no master refers to (a frontend
+// whose creation or deletion was interrupted).
+func (c *Cube) removeOrphanRevNAT() error {
+	used := map[uint32]bool{}
+	for _, f := range c.frontends {
+		used[f.revNATID] = true
+	}
+	var orphans []uint32
+	var id uint32
+	var fe datapath.Frontend
+	it := c.maps.Map(datapath.MapRevNAT).Iterate()
+	for it.Next(&id, &fe) {
+		c.nextRevNATID = max(c.nextRevNATID, id+1)
+		if !used[id] {
+			orphans = append(orphans, id)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("read %s: %w", datapath.MapRevNAT, err)
+	}
+	for _, id := range orphans {
+		if err := c.delete(datapath.MapRevNAT, id); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func frontendOf(k datapath.ServiceKey) model.Frontend {

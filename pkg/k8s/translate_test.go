@@ -1,0 +1,154 @@
+package k8s
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/netcube/netcube/pkg/model"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func service(ips []string, ports ...corev1.ServicePort) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+		Spec:       corev1.ServiceSpec{ClusterIP: ips[0], ClusterIPs: ips, Ports: ports},
+	}
+}
+
+type ep struct {
+	addr  string
+	ready *bool
+}
+
+func slice(family discoveryv1.AddressType, ports []discoveryv1.EndpointPort, eps ...ep) *discoveryv1.EndpointSlice {
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "web-" + strings.ToLower(string(family)), Namespace: "default", Labels: map[string]string{ServiceNameLabel: "web"}},
+		AddressType: family,
+		Ports:       ports,
+	}
+	for _, e := range eps {
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{e.addr}, Conditions: discoveryv1.EndpointConditions{Ready: e.ready}})
+	}
+	return s
+}
+
+func fe(addr string, port uint16, p model.Proto) model.Frontend {
+	return model.Frontend{Addr: netip.MustParseAddr(addr), Port: port, Proto: p}
+}
+
+func be(addrPort string) model.Backend {
+	ap := netip.MustParseAddrPort(addrPort)
+	return model.Backend{Addr: ap.Addr(), Port: ap.Port()}
+}
+
+func TestFrontends(t *testing.T) {
+	http := corev1.ServicePort{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromString("web")}
+	dns := corev1.ServicePort{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromInt32(5353)}
+	slicePorts := []discoveryv1.EndpointPort{
+		{Name: ptr("http"), Port: ptr[int32](8080), Protocol: ptr(corev1.ProtocolTCP)},
+		{Name: ptr("dns"), Port: ptr[int32](5353), Protocol: ptr(corev1.ProtocolUDP)},
+	}
+	cases := []struct {
+		name   string
+		svc    *corev1.Service
+		slices []*discoveryv1.EndpointSlice
+		want   model.Frontends
+	}{
+		{
+			name:   "multi-port: each port's backends use the slice port of the same name",
+			svc:    service([]string{"10.96.0.1"}, http, dns),
+			slices: []*discoveryv1.EndpointSlice{slice(discoveryv1.AddressTypeIPv4, slicePorts, ep{addr: "10.0.0.1"})},
+			want: model.Frontends{
+				fe("10.96.0.1", 80, model.TCP): {be("10.0.0.1:8080")},
+				fe("10.96.0.1", 53, model.UDP): {be("10.0.0.1:5353")},
+			},
+		},
+		{
+			name: "dual stack: each ClusterIP gets the endpoints of its own family",
+			svc:  service([]string{"10.96.0.1", "fd00::1"}, http),
+			slices: []*discoveryv1.EndpointSlice{
+				slice(discoveryv1.AddressTypeIPv4, slicePorts, ep{addr: "10.0.0.1"}),
+				slice(discoveryv1.AddressTypeIPv6, slicePorts, ep{addr: "fd00:1::1"}),
+			},
+			want: model.Frontends{
+				fe("10.96.0.1", 80, model.TCP): {be("10.0.0.1:8080")},
+				fe("fd00::1", 80, model.TCP):   {be("[fd00:1::1]:8080")},
+			},
+		},
+		{
+			name: "not-ready endpoints get nothing; unset readiness counts as ready",
+			svc:  service([]string{"10.96.0.1"}, http),
+			slices: []*discoveryv1.EndpointSlice{slice(discoveryv1.AddressTypeIPv4, slicePorts,
+				ep{addr: "10.0.0.1", ready: ptr(false)}, ep{addr: "10.0.0.2", ready: ptr(true)}, ep{addr: "10.0.0.3"})},
+			want: model.Frontends{fe("10.96.0.1", 80, model.TCP): {be("10.0.0.2:8080"), be("10.0.0.3:8080")}},
+		},
+		{
+			name:   "no endpoints: the frontend exists, with no backends (it rejects)",
+			svc:    service([]string{"10.96.0.1"}, http),
+			slices: nil,
+			want:   model.Frontends{fe("10.96.0.1", 80, model.TCP): nil},
+		},
+		{
+			name: "endpoints from several slices are merged, duplicates once",
+			svc:  service([]string{"10.96.0.1"}, http),
+			slices: []*discoveryv1.EndpointSlice{
+				slice(discoveryv1.AddressTypeIPv4, slicePorts, ep{addr: "10.0.0.1"}),
+				slice(discoveryv1.AddressTypeIPv4, slicePorts, ep{addr: "10.0.0.2"}, ep{addr: "10.0.0.1"}),
+			},
+			want: model.Frontends{fe("10.96.0.1", 80, model.TCP): {be("10.0.0.1:8080"), be("10.0.0.2:8080")}},
+		},
+		{
+			name: "headless Service: nothing to program",
+			svc:  service([]string{"None"}, http),
+			want: model.Frontends{},
+		},
+		{
+			name: "ExternalName Service: nothing to program",
+			svc: func() *corev1.Service {
+				s := service([]string{"10.96.0.1"}, http)
+				s.Spec.Type = corev1.ServiceTypeExternalName
+				return s
+			}(),
+			want: model.Frontends{},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := Frontends(c.svc, c.slices)
+			if len(got) != len(c.want) {
+				t.Fatalf("got %v, want %v", got, c.want)
+			}
+			for f, bs := range c.want {
+				g, ok := got[f]
+				if !ok || !slices.Equal(g, bs) {
+					t.Errorf("%s: got %v, want %v", f, g, bs)
+				}
+			}
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	bad := service([]string{"10.96.0.300"}, corev1.ServicePort{Name: "a", Port: 0}, corev1.ServicePort{Port: 80, Protocol: "SCTP"})
+	err := ValidateService(bad)
+	for _, want := range []string{`"10.96.0.300" is not an IP`, "spec.ports[0].port: 0", `spec.ports[1].protocol: "SCTP"`, "spec.ports[1].name: required"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not say %q", err, want)
+		}
+	}
+	if err := ValidateService(service([]string{"10.96.0.1"}, corev1.ServicePort{Port: 80})); err != nil {
+		t.Errorf("valid Service rejected: %v", err)
+	}
+	s := slice(discoveryv1.AddressTypeIPv4, nil, ep{addr: "fd00::1"})
+	if err := ValidateEndpointSlice(s); err == nil || !strings.Contains(err.Error(), `"fd00::1" is not an IPv4 address`) {
+		t.Errorf("IPv6 address in IPv4 slice: %v", err)
+	}
+}

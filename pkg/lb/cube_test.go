@@ -1,0 +1,272 @@
+package lb
+
+import (
+	"errors"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/netcube/netcube/internal/testenv"
+	"github.com/netcube/netcube/pkg/datapath"
+	"github.com/netcube/netcube/pkg/model"
+)
+
+func newMaps(t *testing.T, sizes map[string]uint32) *datapath.Maps {
+	t.Helper()
+	testenv.RequireRoot(t)
+	dp, err := datapath.Load(datapath.Config{MapSizes: sizes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dp.Close() })
+	return dp.Maps()
+}
+
+func testFrontend(i int) model.Frontend {
+	return model.Frontend{Addr: netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), Port: 80, Proto: model.TCP}
+}
+
+func backendsN(n, offset int) []model.Backend {
+	var out []model.Backend
+	for i := range n {
+		out = append(out, model.Backend{Addr: netip.AddrFrom4([4]byte{10, 244, byte((i + offset) >> 8), byte(i + offset)}), Port: 8080})
+	}
+	return out
+}
+
+// checkMaps asserts what the datapath relies on, reading the maps directly:
+// every master's slots 1..count exist and name an existing backend, no slot
+// lies beyond count, the revNAT entry names the frontend, no backend is
+// orphaned, and the maps hold exactly what the cube believes.
+func checkMaps(t *testing.T, c *Cube) {
+	t.Helper()
+	m := c.maps
+	services := map[datapath.ServiceKey]datapath.ServiceValue{}
+	var k datapath.ServiceKey
+	var v datapath.ServiceValue
+	for it := m.Map(datapath.MapServices).Iterate(); it.Next(&k, &v); {
+		services[k] = v
+	}
+	backends := map[uint32]datapath.Backend{}
+	var id uint32
+	var b datapath.Backend
+	for it := m.Map(datapath.MapBackends).Iterate(); it.Next(&id, &b); {
+		backends[id] = b
+	}
+	used := map[uint32]bool{}
+	masters := 0
+	for key, val := range services {
+		master := key
+		master.Slot = 0
+		mv, ok := services[master]
+		if !ok {
+			t.Fatalf("slot %d of %v has no master", key.Slot, frontendOf(key))
+		}
+		if key.Slot == 0 {
+			masters++
+			var rn datapath.Frontend
+			if err := m.Map(datapath.MapRevNAT).Lookup(val.RevNatId, &rn); err != nil || rn.Addr != key.Addr || rn.Port != key.Port {
+				t.Fatalf("revNAT %d of %v: %+v, %v", val.RevNatId, frontendOf(key), rn, err)
+			}
+			for s := uint16(1); s <= val.Count; s++ {
+				slot := key
+				slot.Slot = s
+				if _, ok := services[slot]; !ok {
+					t.Fatalf("%v: slot %d of %d missing", frontendOf(key), s, val.Count)
+				}
+			}
+			continue
+		}
+		if key.Slot > mv.Count {
+			t.Fatalf("%v: slot %d beyond count %d", frontendOf(key), key.Slot, mv.Count)
+		}
+		if _, ok := backends[val.BackendId]; !ok {
+			t.Fatalf("%v slot %d: backend %d missing", frontendOf(key), key.Slot, val.BackendId)
+		}
+		used[val.BackendId] = true
+	}
+	for id := range backends {
+		if !used[id] {
+			t.Fatalf("backend %d is not used by any slot", id)
+		}
+	}
+	revnat := 0
+	var rid uint32
+	var rfe datapath.Frontend
+	for it := m.Map(datapath.MapRevNAT).Iterate(); it.Next(&rid, &rfe); {
+		revnat++
+	}
+	if revnat != masters {
+		t.Fatalf("%d revNAT entries for %d frontends", revnat, masters)
+	}
+	if masters != len(c.frontends) {
+		t.Fatalf("%d frontends in the map, cube knows %d", masters, len(c.frontends))
+	}
+}
+
+func sameSet(a, b []model.Backend) bool {
+	key := func(x model.Backend) string { return x.String() }
+	as, bs := make([]string, len(a)), make([]string, len(b))
+	for i := range a {
+		as[i] = key(a[i])
+	}
+	for i := range b {
+		bs[i] = key(b[i])
+	}
+	slices.Sort(as)
+	slices.Sort(bs)
+	return slices.Equal(as, bs)
+}
+
+func TestUpsertIsIncremental(t *testing.T) {
+	c := New(newMaps(t, nil))
+	fe := testFrontend(1)
+	bs := backendsN(100, 0)
+	if err := c.Upsert(fe, bs); err != nil {
+		t.Fatal(err)
+	}
+	checkMaps(t, c)
+
+	steps := []struct {
+		name   string
+		next   func(prev []model.Backend) []model.Backend
+		maxOps int // map updates + deletes
+	}{
+		// backend, slot, master
+		{"add one backend", func(p []model.Backend) []model.Backend { return append(p, backendsN(1, 200)...) }, 3},
+		// move last slot into the hole, master, delete last slot, delete backend
+		{"remove one from the middle", func(p []model.Backend) []model.Backend { return slices.Delete(p, 50, 51) }, 4},
+		// new backend, its slot, old backend
+		{"replace one", func(p []model.Backend) []model.Backend { return append(slices.Delete(p, 10, 11), backendsN(1, 300)...) }, 3},
+		{"same set, other order", reversed, 0},
+		{"to none (rejects)", func([]model.Backend) []model.Backend { return nil }, 201},
+		{"back to three", func([]model.Backend) []model.Backend { return backendsN(3, 0) }, 7},
+	}
+	for _, s := range steps {
+		next := s.next(slices.Clone(bs))
+		before := c.Ops()
+		if err := c.Upsert(fe, next); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		checkMaps(t, c)
+		if !sameSet(c.Backends(fe), next) {
+			t.Fatalf("%s: backends %v, want %v", s.name, c.Backends(fe), next)
+		}
+		ops := c.Ops().Updates + c.Ops().Deletes - before.Updates - before.Deletes
+		if ops > s.maxOps {
+			t.Errorf("%s: %d map operations, want at most %d", s.name, ops, s.maxOps)
+		}
+		bs = next
+	}
+	if err := c.Delete(fe); err != nil {
+		t.Fatal(err)
+	}
+	checkMaps(t, c)
+}
+
+func TestBackendsSharedBetweenFrontends(t *testing.T) {
+	c := New(newMaps(t, nil))
+	shared := backendsN(2, 0)
+	if err := c.Upsert(testFrontend(1), shared); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Upsert(testFrontend(2), shared); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.backends) != 2 {
+		t.Fatalf("%d backend entries for 2 shared backends", len(c.backends))
+	}
+	// Removing one frontend must not remove backends the other still uses.
+	if err := c.Delete(testFrontend(1)); err != nil {
+		t.Fatal(err)
+	}
+	checkMaps(t, c)
+	if !sameSet(c.Backends(testFrontend(2)), shared) {
+		t.Fatal("frontend 2 lost its backends")
+	}
+}
+
+func TestRestoreRebuildsFromMaps(t *testing.T) {
+	maps := newMaps(t, nil)
+	c := New(maps)
+	for i := range 20 {
+		if err := c.Upsert(testFrontend(i), backendsN(i%4, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Leftovers of an agent that died mid-update: a slot beyond the count
+	// and a backend no slot uses.
+	fe := testFrontend(3)
+	if err := maps.Update(datapath.MapServices, serviceKey(fe, 9), datapath.ServiceValue{BackendId: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := maps.Update(datapath.MapBackends, uint32(999), datapath.Backend{Port: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := maps.Update(datapath.MapRevNAT, uint32(999), datapath.Frontend{Port: 1}); err != nil {
+		t.Fatal(err)
+	}
+
+	r, err := Restore(maps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkMaps(t, r)
+	for i := range 20 {
+		if !sameSet(r.Backends(testFrontend(i)), c.Backends(testFrontend(i))) {
+			t.Fatalf("frontend %d: restored %v, had %v", i, r.Backends(testFrontend(i)), c.Backends(testFrontend(i)))
+		}
+	}
+	// Re-applying the same state after a restart writes nothing.
+	before := r.Ops()
+	for i := range 20 {
+		if err := r.Upsert(testFrontend(i), backendsN(i%4, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r.Ops() != before {
+		t.Errorf("re-applying unchanged state did %+v map operations", r.Ops())
+	}
+	// New ids never reuse old ones.
+	if err := r.Upsert(testFrontend(100), backendsN(1, 500)); err != nil {
+		t.Fatal(err)
+	}
+	checkMaps(t, r)
+}
+
+func TestFullMapIsAClearErrorAndChangesNothing(t *testing.T) {
+	c := New(newMaps(t, map[string]uint32{"lb_services": 8, "lb_backends": 8}))
+	if err := c.Upsert(testFrontend(1), backendsN(3, 0)); err != nil { // 4 entries
+		t.Fatal(err)
+	}
+	err := c.Upsert(testFrontend(2), backendsN(5, 10)) // would need 6 more entries in lb_services
+	var full *datapath.MapFullError
+	if !errors.As(err, &full) {
+		t.Fatalf("got %v, want a MapFullError", err)
+	}
+	for _, want := range []string{"lb_services", "(8 entries)", "--lb-service-map-size", testFrontend(2).String()} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	checkMaps(t, c)
+	if _, ok := c.frontends[testFrontend(2)]; ok {
+		t.Error("the frontend that did not fit is half-applied")
+	}
+	if !sameSet(c.Backends(testFrontend(1)), backendsN(3, 0)) {
+		t.Error("the existing frontend was disturbed")
+	}
+	// Growing an existing frontend past the limit fails the same way.
+	err = c.Upsert(testFrontend(1), backendsN(8, 0))
+	if !errors.As(err, &full) {
+		t.Fatalf("got %v, want a MapFullError", err)
+	}
+	checkMaps(t, c)
+}
+
+func reversed(bs []model.Backend) []model.Backend {
+	out := slices.Clone(bs)
+	slices.Reverse(out)
+	return out
+}

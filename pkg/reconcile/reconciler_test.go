@@ -1,0 +1,150 @@
+package reconcile
+
+import (
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/netcube/netcube/internal/testenv"
+	"github.com/netcube/netcube/pkg/datapath"
+	"github.com/netcube/netcube/pkg/k8s"
+	"github.com/netcube/netcube/pkg/lb"
+	"github.com/netcube/netcube/pkg/model"
+)
+
+func svc(i int) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s%d", i), Namespace: "default"},
+		Spec: corev1.ServiceSpec{
+			ClusterIP: fmt.Sprintf("10.96.%d.%d", i/250, i%250+1),
+			Ports:     []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP}},
+		},
+	}
+}
+
+func slice(i int, endpoints ...string) *discoveryv1.EndpointSlice {
+	port, proto, name := int32(8080), corev1.ProtocolTCP, ""
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: fmt.Sprintf("s%d-abc", i), Namespace: "default",
+			Labels: map[string]string{discoveryv1.LabelServiceName: fmt.Sprintf("s%d", i)},
+		},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: &name, Port: &port, Protocol: &proto}},
+	}
+	for _, e := range endpoints {
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{e}})
+	}
+	return s
+}
+
+func key(o metav1.Object) types.NamespacedName {
+	return types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}
+}
+
+func ep(i, j int) string { return fmt.Sprintf("10.%d.%d.%d", 100+j, i/250, i%250+1) }
+
+func opsOf(c *lb.Cube) int { return c.Ops().Updates + c.Ops().Deletes }
+
+// TestOneChangeAmongManyServices: with 10,000 Services programmed, one
+// endpoint change costs a handful of map operations, not a rebuild.
+func TestOneChangeAmongManyServices(t *testing.T) {
+	testenv.RequireRoot(t)
+	dp, err := datapath.Load(datapath.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dp.Close()
+	cube := lb.New(dp.Maps())
+	r := New(cube)
+
+	const n = 10000
+	for i := range n {
+		r.OnService(key(svc(i)), svc(i))
+		r.OnEndpointSlice(key(slice(i)), slice(i, ep(i, 0), ep(i, 1)))
+	}
+	r.OnSynced()
+	if err := r.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(cube.Frontends()); got != n {
+		t.Fatalf("%d frontends programmed, want %d", got, n)
+	}
+
+	cases := []struct {
+		name   string
+		change func()
+		maxOps int
+	}{
+		{"endpoint added", func() { r.OnEndpointSlice(key(slice(7)), slice(7, ep(7, 0), ep(7, 1), ep(7, 2))) }, 3},
+		{"endpoint removed", func() { r.OnEndpointSlice(key(slice(7)), slice(7, ep(7, 0), ep(7, 2))) }, 4},
+		{"slice deleted (no endpoints: rejects)", func() { r.OnEndpointSlice(key(slice(7)), nil) }, 5},
+		{"Service deleted", func() { r.OnService(key(svc(8)), nil) }, 6},
+		{"Service added", func() { r.OnService(key(svc(8)), svc(8)) }, 6},
+		{"unrelated no-op update", func() { r.OnService(key(svc(9)), svc(9)) }, 0},
+	}
+	for _, c := range cases {
+		before := opsOf(cube)
+		c.change()
+		if err := r.Sync(); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if ops := opsOf(cube) - before; ops > c.maxOps {
+			t.Errorf("%s: %d map operations among %d Services, want at most %d", c.name, ops, n, c.maxOps)
+		}
+	}
+	if got := len(cube.Backends(svcFrontend(7))); got != 0 {
+		t.Errorf("service 7 has %d backends after its slice was deleted", got)
+	}
+}
+
+// TestFirstSyncRemovesStale: frontends left in the maps by an earlier agent
+// for Services that are gone are removed by the first sync, and not before
+// the source has delivered its whole initial state.
+func TestFirstSyncRemovesStale(t *testing.T) {
+	testenv.RequireRoot(t)
+	dp, err := datapath.Load(datapath.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dp.Close()
+	old := New(lb.New(dp.Maps()))
+	for i := range 3 {
+		old.OnService(key(svc(i)), svc(i))
+	}
+	old.OnSynced()
+	if err := old.Sync(); err != nil {
+		t.Fatal(err)
+	}
+
+	cube, err := lb.Restore(dp.Maps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := New(cube)
+	r.OnService(key(svc(0)), svc(0)) // service 1 and 2 were deleted meanwhile
+	if err := r.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(cube.Frontends()); got != 3 {
+		t.Fatalf("before the source synced, %d frontends left; want all 3 kept", got)
+	}
+	r.OnSynced()
+	if err := r.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := cube.Frontends(); len(got) != 1 || got[0] != svcFrontend(0) {
+		t.Fatalf("after the first sync: %v, want only service 0", got)
+	}
+}
+
+func svcFrontend(i int) model.Frontend {
+	for fe := range k8s.Frontends(svc(i), nil) {
+		return fe
+	}
+	return model.Frontend{}
+}

@@ -1,0 +1,176 @@
+package yamldir
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// recorder is a source.Handler keeping every event in order.
+type recorder struct {
+	mu     sync.Mutex
+	events []string
+	synced bool
+}
+
+func (r *recorder) add(e string) {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+}
+
+func (r *recorder) OnService(k types.NamespacedName, s *corev1.Service) {
+	if s == nil {
+		r.add("delete Service " + k.String())
+		return
+	}
+	r.add("Service " + k.String() + " " + s.Spec.ClusterIP)
+}
+
+func (r *recorder) OnEndpointSlice(k types.NamespacedName, s *discoveryv1.EndpointSlice) {
+	if s == nil {
+		r.add("delete EndpointSlice " + k.String())
+		return
+	}
+	r.add("EndpointSlice " + k.String())
+}
+
+func (r *recorder) OnSynced() { r.add("synced") }
+
+func (r *recorder) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.events
+	r.events = nil
+	return out
+}
+
+func svcYAML(name, ip string) string {
+	return "apiVersion: v1\nkind: Service\nmetadata: {name: " + name + "}\nspec:\n  clusterIP: " + ip + "\n  ports: [{port: 80}]\n"
+}
+
+const sliceYAML = `apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: a-1, labels: {kubernetes.io/service-name: a}}
+addressType: IPv4
+endpoints: [{addresses: ["10.0.0.1"]}]
+`
+
+type harness struct {
+	t      *testing.T
+	dir    string
+	rec    *recorder
+	errs   chan error
+	cancel context.CancelFunc
+}
+
+func start(t *testing.T, files map[string]string) *harness {
+	h := &harness{t: t, dir: t.TempDir(), rec: &recorder{}, errs: make(chan error, 100)}
+	for f, c := range files {
+		h.write(f, c)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	src := &Source{Dir: h.dir, OnError: func(err error) { h.errs <- err }}
+	done := make(chan struct{})
+	go func() { _ = src.Run(ctx, h.rec); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return h
+}
+
+func (h *harness) write(file, content string) {
+	tmp := filepath.Join(h.dir, ".tmp")
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(h.dir, file)); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// expect waits for exactly these events (in any order) and no others.
+func (h *harness) expect(want ...string) {
+	h.t.Helper()
+	var got []string
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) && len(got) < len(want) {
+		got = append(got, h.rec.take()...)
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(4 * settle) // anything extra would have arrived by now
+	got = append(got, h.rec.take()...)
+	if strings.Join(sorted(got), "\n") != strings.Join(sorted(want), "\n") {
+		h.t.Fatalf("events:\n  got  %q\n  want %q", got, want)
+	}
+}
+
+func sorted(s []string) []string { return slices.Sorted(slices.Values(s)) }
+
+func (h *harness) expectError(parts ...string) {
+	h.t.Helper()
+	select {
+	case err := <-h.errs:
+		for _, p := range parts {
+			if !strings.Contains(err.Error(), p) {
+				h.t.Fatalf("error %q does not mention %q", err, p)
+			}
+		}
+	case <-time.After(2 * time.Second):
+		h.t.Fatalf("no error reported (want one mentioning %q)", parts)
+	}
+}
+
+func TestDeliversOnlyWhatChanged(t *testing.T) {
+	h := start(t, map[string]string{"svc.yaml": svcYAML("a", "10.96.0.1") + "---\n" + svcYAML("b", "10.96.0.2") + "---\n" + sliceYAML})
+	h.expect("Service default/a 10.96.0.1", "Service default/b 10.96.0.2", "EndpointSlice default/a-1", "synced")
+
+	// Editing one object of a multi-document file delivers just that object.
+	h.write("svc.yaml", svcYAML("a", "10.96.0.1")+"---\n"+svcYAML("b", "10.96.0.9")+"---\n"+sliceYAML)
+	h.expect("Service default/b 10.96.0.9")
+
+	// Dropping an object from a file deletes it; removing the file deletes the rest.
+	h.write("svc.yaml", svcYAML("a", "10.96.0.1")+"---\n"+sliceYAML)
+	h.expect("delete Service default/b")
+	if err := os.Remove(filepath.Join(h.dir, "svc.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	h.expect("delete Service default/a", "delete EndpointSlice default/a-1")
+}
+
+func TestBadInputIsNamedAndLosesNothing(t *testing.T) {
+	h := start(t, map[string]string{
+		"good.yaml": svcYAML("a", "10.96.0.1"),
+		"mixed.yaml": svcYAML("b", "10.96.0.2") + "---\n" + svcYAML("c", "10.96.0.3"),
+	})
+	h.expect("Service default/a 10.96.0.1", "Service default/b 10.96.0.2", "Service default/c 10.96.0.3", "synced")
+
+	// A file that does not parse: named, and its objects stay as they were.
+	h.write("mixed.yaml", "apiVersion: v1\nkind: Service\nmetadata: {name: b\n")
+	h.expectError("mixed.yaml", "keeping its previous objects")
+	h.expect()
+
+	// An invalid object: named with its file; the others in the file apply,
+	// and the invalid one keeps its last valid version.
+	h.write("mixed.yaml", svcYAML("b", "10.96.0.300")+"---\n"+svcYAML("c", "10.96.0.33"))
+	h.expectError("mixed.yaml", "Service default/b", `"10.96.0.300" is not an IP address`)
+	h.expect("Service default/c 10.96.0.33")
+
+	// An unknown field is an error too (a typo must not be silently ignored).
+	h.write("good.yaml", strings.Replace(svcYAML("a", "10.96.0.1"), "ports:", "portz:", 1))
+	h.expectError("good.yaml", "Service default/a", "portz")
+	h.expect()
+
+	// A new file with an invalid object adds nothing but the error.
+	h.write("new.yaml", "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: x}\naddressType: IPv5\n")
+	h.expectError("new.yaml", "EndpointSlice default/x", "IPv5")
+	h.expect()
+}
