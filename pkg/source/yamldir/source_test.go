@@ -148,7 +148,7 @@ func TestDeliversOnlyWhatChanged(t *testing.T) {
 
 func TestBadInputIsNamedAndLosesNothing(t *testing.T) {
 	h := start(t, map[string]string{
-		"good.yaml": svcYAML("a", "10.96.0.1"),
+		"good.yaml":  svcYAML("a", "10.96.0.1"),
 		"mixed.yaml": svcYAML("b", "10.96.0.2") + "---\n" + svcYAML("c", "10.96.0.3"),
 	})
 	h.expect("Service default/a 10.96.0.1", "Service default/b 10.96.0.2", "Service default/c 10.96.0.3", "synced")
