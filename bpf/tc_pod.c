@@ -21,8 +21,11 @@ int from_pod(struct __sk_buff *skb)
 	if (parse_flow(skb, &f))
 		return TC_ACT_OK;
 	svc = lb_lookup_service(&f.daddr, f.dport, f.proto);
-	if (!svc)
-		return TC_ACT_OK; /* not addressed to a Service */
+	if (!svc) { /* not addressed to a Service */
+		if (flow_is_new(&f))
+			ct_forget_reply(&f);
+		return TC_ACT_OK;
+	}
 
 	/* An established flow stays on its backend while that backend exists. */
 	ct = ct_lookup(&f, CT_SERVICE);

@@ -63,6 +63,23 @@ static always_inline struct ct_entry *ct_lookup(const struct flow *f, __u8 dir)
 	return bpf_map_lookup_elem(&ct_flows, &k);
 }
 
+/* ct_forget_reply drops the reply entry a new flow f could be mistaken for:
+ * a direct connection that reuses the client port of an ended Service flow
+ * to the same backend must not have its replies reverse-NATed. */
+static always_inline void ct_forget_reply(const struct flow *f)
+{
+	struct ct_key k = {
+		.saddr = f->daddr,
+		.daddr = f->saddr,
+		.sport = f->dport,
+		.dport = f->sport,
+		.proto = f->proto,
+		.dir = CT_REPLY,
+	};
+
+	bpf_map_delete_elem(&ct_flows, &k);
+}
+
 /* ct_create records a new service flow from f (still addressed to the
  * frontend) to backend b. The reply entry is written first so a reply can
  * never arrive before the entry that reverse-translates it. */

@@ -11,9 +11,22 @@ struct flow {
 	__be16 sport;
 	__be16 dport;
 	__u8 proto;
-	__u8 family; /* 4 or 6 */
+	__u8 family;    /* 4 or 6 */
 	__u16 l4_off;
+	__u8 tcp_flags; /* TCP: the flags byte (FIN 0x01, SYN 0x02, RST 0x04, ACK 0x10) */
 };
+
+#define TCP_FLAG_SYN 0x02
+#define TCP_FLAG_ACK 0x10
+
+/* flow_is_new says whether f opens a connection: a TCP SYN, or any UDP
+ * datagram (UDP has no handshake to tell). */
+static always_inline int flow_is_new(const struct flow *f)
+{
+	if (f->proto == IPPROTO_UDP)
+		return 1;
+	return (f->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN;
+}
 
 #define L3_OFF ((__u16)sizeof(struct ethhdr))
 
@@ -62,5 +75,12 @@ static always_inline int parse_flow(struct __sk_buff *skb, struct flow *f)
 		return -1;
 	f->sport = ports[0];
 	f->dport = ports[1];
+	if (f->proto == IPPROTO_TCP) {
+		struct tcphdr *tcp = data + f->l4_off;
+
+		if ((void *)(tcp + 1) > end)
+			return -1;
+		f->tcp_flags = ((__u8 *)tcp)[13];
+	}
 	return 0;
 }

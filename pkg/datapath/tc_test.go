@@ -148,6 +148,15 @@ func TestPacketFlows(t *testing.T) {
 			},
 		},
 		{
+			name:     "a direct connection reusing the client port of an ended Service flow is not reverse-NATed",
+			services: map[model.Frontend][]model.Backend{frontend(vip4, model.TCP): backends(be4)},
+			steps: []step{
+				{name: "Service flow SYN", in: tcp4SYN, verdict: actOK, out: pkt.Rewrite(tcp4SYN, client4, be4)},
+				{name: "direct SYN, same client port, to the backend", in: pkt.TCP(client4, be4, syn, nil), verdict: actOK},
+				{name: "its SYN-ACK reaches the client untouched", toPod: true, in: pkt.TCP(be4, client4, synAck, nil), verdict: actOK},
+			},
+		},
+		{
 			name: "a Service without endpoints refuses at once: RST for TCP, ICMP port unreachable for UDP",
 			services: map[model.Frontend][]model.Backend{
 				frontend(vip4, model.TCP): nil, frontend(vip6, model.TCP): nil,

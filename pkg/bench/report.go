@@ -1,0 +1,78 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+type metric struct {
+	name         string
+	get          func(Measurement) float64
+	higherBetter bool
+	format       string
+}
+
+var metrics = []metric{
+	{"TCP throughput (Gbit/s, iperf3)", func(m Measurement) float64 { return m.TCPGbps }, true, "%.2f"},
+	{"request/response (trans/s)", func(m Measurement) float64 { return m.RRPerSec }, true, "%.0f"},
+	{"request/response p50 (µs)", func(m Measurement) float64 { return m.RRP50 }, false, "%.1f"},
+	{"request/response p99 (µs)", func(m Measurement) float64 { return m.RRP99 }, false, "%.1f"},
+	{"new connections/s", func(m Measurement) float64 { return m.CRRPerS }, true, "%.0f"},
+}
+
+// Markdown renders the results as a report: medians, and the Service path
+// relative to pod->pod (a cost: positive is worse).
+func Markdown(cfg DatapathConfig, results []Result) string {
+	var b strings.Builder
+	var uts unix.Utsname
+	_ = unix.Uname(&uts)
+	fmt.Fprintf(&b, "# netcube datapath: pod→Service vs pod→pod\n\n")
+	fmt.Fprintf(&b, "Measured %s on %s (kernel %s, %d CPUs); %d runs of %s per figure, medians; ",
+		time.Now().UTC().Format("2006-01-02 15:04 UTC"), unix.ByteSliceToString(uts.Nodename[:]),
+		unix.ByteSliceToString(uts.Release[:]), runtime.NumCPU(), cfg.Runs, cfg.Duration)
+	fmt.Fprintf(&b, "pod→pod and pod→Service alternate back to back. Backend on the client's node; ")
+	fmt.Fprintf(&b, "request/response client and server pinned to CPU 1, iperf3 client CPU 0 / server CPU 1.\n")
+	fmt.Fprintf(&b, "Cost = how much worse pod→Service is than pod→pod (targets: ≤ 2%% with socket-LB, ≤ 5%% tc path only).\n\n")
+	for _, r := range results {
+		path := "socket-LB on"
+		if !r.SocketLB {
+			path = "socket-LB off (tc path only)"
+		}
+		fmt.Fprintf(&b, "## %s, %s\n\n| metric | pod→pod | pod→Service | cost |\n|---|---:|---:|---:|\n", path, r.Family)
+		for _, m := range metrics {
+			d, s := median(r.Direct, m.get), median(r.Service, m.get)
+			cost := 0.0
+			if d != 0 {
+				if m.higherBetter {
+					cost = (d - s) / d * 100
+				} else {
+					cost = (s - d) / d * 100
+				}
+			}
+			fmt.Fprintf(&b, "| %s | "+m.format+" | "+m.format+" | %+.1f%% |\n", m.name, d, s, cost)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("Reproduce: `make bench` (or `bin/netcube bench datapath --duration 5s --runs 3`).\n")
+	return b.String()
+}
+
+func writeReport(cfg DatapathConfig, results []Result) error {
+	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
+		return err
+	}
+	j, _ := json.MarshalIndent(map[string]any{
+		"duration_s": cfg.Duration.Seconds(), "runs": cfg.Runs, "results": results,
+	}, "", "  ")
+	if err := os.WriteFile(filepath.Join(cfg.OutDir, "datapath.json"), j, 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(cfg.OutDir, "datapath.md"), []byte(Markdown(cfg, results)), 0o644)
+}
