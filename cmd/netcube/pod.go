@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/netip"
 	"os"
 	"time"
 
@@ -21,7 +22,11 @@ func podCmd(args []string) error {
 	case "serve":
 		name := fs.String("name", "", "name to answer with")
 		port := fs.Int("port", 8080, "TCP and UDP port")
+		sequential := fs.Bool("sequential", false, "TCP only, one connection at a time from one thread (benchmark server)")
 		_ = fs.Parse(args[1:])
+		if *sequential {
+			return traffic.ServeSequential(*name, *port)
+		}
 		return traffic.Serve(*name, *port)
 	case "request", "load":
 		c := &traffic.Client{}
@@ -31,7 +36,15 @@ func podCmd(args []string) error {
 		count := fs.Int("count", 1, "requests to send (request; 0 = until killed)")
 		interval := fs.Duration("interval", 0, "pause between requests (request)")
 		duration := fs.Duration("duration", 5*time.Second, "how long to run (load)")
+		source := fs.String("source", "", "local address to send from (load)")
 		_ = fs.Parse(args[1:])
+		if *source != "" {
+			ip, err := netip.ParseAddr(*source)
+			if err != nil {
+				return fmt.Errorf("--source: %w", err)
+			}
+			c.Source = ip
+		}
 		if fs.NArg() != 1 {
 			return fmt.Errorf("usage: netcube pod %s [flags] HOST:PORT", args[0])
 		}

@@ -25,6 +25,7 @@ var metrics = []metric{
 	{"request/response p50 (µs)", func(m Measurement) float64 { return m.RRP50 }, false, "%.1f"},
 	{"request/response p99 (µs)", func(m Measurement) float64 { return m.RRP99 }, false, "%.1f"},
 	{"new connections/s", func(m Measurement) float64 { return m.CRRPerS }, true, "%.0f"},
+	{"failed requests (sum of runs)", nil, false, "%.0f"},
 }
 
 // Markdown renders the results as a report: medians, and the Service path
@@ -47,6 +48,10 @@ func Markdown(cfg DatapathConfig, results []Result) string {
 		}
 		fmt.Fprintf(&b, "## %s, %s\n\n| metric | pod→pod | pod→Service | cost |\n|---|---:|---:|---:|\n", path, r.Family)
 		for _, m := range metrics {
+			if m.get == nil {
+				fmt.Fprintf(&b, "| %s | %d | %d | |\n", m.name, errorsOf(r.Direct), errorsOf(r.Service))
+				continue
+			}
 			d, s := median(r.Direct, m.get), median(r.Service, m.get)
 			cost := 0.0
 			if d != 0 {
@@ -75,4 +80,12 @@ func writeReport(cfg DatapathConfig, results []Result) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(cfg.OutDir, "datapath.md"), []byte(Markdown(cfg, results)), 0o644)
+}
+
+func errorsOf(ms []Measurement) int {
+	n := 0
+	for _, m := range ms {
+		n += m.Errors
+	}
+	return n
 }

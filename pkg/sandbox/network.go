@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"fmt"
+	"net/netip"
 )
 
 // buildNetwork creates the underlay, the nodes and the pods with their
@@ -92,6 +93,34 @@ func buildPod(n Node, p Pod) error {
 		},
 		func() error {
 			return ip(n.Netns, "-6", "neigh", "replace", p.IP6.String(), "lladdr", p.PodMAC, "dev", p.HostIf, "nud", "permanent")
+		},
+	)
+}
+
+// AddPodAddress gives a pod another IPv4 and IPv6 address, routed like its
+// first (the benchmarks use it so that direct and Service flows from one
+// client never share a tuple).
+func (t Topology) AddPodAddress(pod string, ip4, ip6 netip.Addr) error {
+	p, ok := t.Pod(pod)
+	if !ok {
+		return fmt.Errorf("no pod %q", pod)
+	}
+	node := t.Nodes[0]
+	for _, n := range t.Nodes {
+		if n.Name == p.Node {
+			node = n
+		}
+	}
+	return steps(
+		func() error { return ip(p.Netns, "addr", "add", ip4.String()+"/32", "dev", "eth0") },
+		func() error { return ip(p.Netns, "-6", "addr", "add", ip6.String()+"/128", "dev", "eth0", "nodad") },
+		func() error { return ip(node.Netns, "route", "add", ip4.String()+"/32", "dev", p.HostIf) },
+		func() error { return ip(node.Netns, "-6", "route", "add", ip6.String()+"/128", "dev", p.HostIf) },
+		func() error {
+			return ip(node.Netns, "neigh", "replace", ip4.String(), "lladdr", p.PodMAC, "dev", p.HostIf, "nud", "permanent")
+		},
+		func() error {
+			return ip(node.Netns, "-6", "neigh", "replace", ip6.String(), "lladdr", p.PodMAC, "dev", p.HostIf, "nud", "permanent")
 		},
 	)
 }

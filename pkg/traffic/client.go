@@ -3,6 +3,7 @@ package traffic
 import (
 	"bufio"
 	"net"
+	"net/netip"
 	"strings"
 	"time"
 )
@@ -20,6 +21,8 @@ type Client struct {
 	Proto   string        // "tcp" or "udp"
 	Addr    string        // host:port
 	Timeout time.Duration // per request
+	// Source, if valid, is the local address to send from.
+	Source netip.Addr
 	// Persistent keeps one connection (one socket, for UDP) for all
 	// requests; otherwise each request opens a new one.
 	Persistent bool

@@ -27,6 +27,9 @@ type Summary struct {
 // summarizes their latency. With c.Persistent this is request/response on
 // one connection; without, one new connection per request (connection rate).
 func Load(c *Client, d time.Duration) Summary {
+	if c.Proto == "tcp" {
+		return loadTCP(c, d)
+	}
 	var lat []float64
 	var s Summary
 	start := time.Now()

@@ -1,7 +1,6 @@
 package traffic
 
 import (
-	"bufio"
 	"fmt"
 	"net"
 )
@@ -9,12 +8,7 @@ import (
 // Serve answers, on TCP and UDP port port (all addresses, both families),
 // every line or datagram with "<name>\n", until an error.
 func Serve(name string, port int) error {
-	addr := fmt.Sprintf(":%d", port)
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	pc, err := net.ListenPacket("udp", addr)
+	pc, err := net.ListenPacket("udp", fmt.Sprintf(":%d", port))
 	if err != nil {
 		return err
 	}
@@ -31,26 +25,6 @@ func Serve(name string, port int) error {
 			_, _ = pc.WriteTo(reply, from)
 		}
 	}()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				errc <- err
-				return
-			}
-			go func() {
-				defer c.Close()
-				r := bufio.NewReader(c)
-				for {
-					if _, err := r.ReadSlice('\n'); err != nil {
-						return
-					}
-					if _, err := c.Write(reply); err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
+	go func() { errc <- serveTCP(port, reply) }()
 	return <-errc
 }

@@ -1,0 +1,271 @@
+package traffic
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The load generators and the TCP servers use blocking system calls on plain
+// file descriptors, not Go's netpoller: one request/response then costs two
+// syscalls per side, as with netperf, so the datapath's cost is not hidden
+// behind the runtime's scheduling (~25 µs per transaction with net.Conn).
+// The single-threaded paths (load client, sequential server) go further and
+// use raw syscalls, which keep the Go scheduler out entirely; the concurrent
+// server must not (a raw blocking call holds one of the few Ps).
+
+func sockaddr(ap netip.AddrPort) (unix.Sockaddr, int) {
+	if ap.Addr().Is4() {
+		return &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}, unix.AF_INET
+	}
+	return &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()}, unix.AF_INET6
+}
+
+// dialTCP connects a blocking TCP socket, with timeout on connect, reads
+// and writes.
+func dialTCP(src netip.Addr, ap netip.AddrPort, timeout time.Duration) (int, error) {
+	sa, family := sockaddr(ap)
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	if src.IsValid() {
+		local, _ := sockaddr(netip.AddrPortFrom(src, 0))
+		if err := unix.Bind(fd, local); err != nil {
+			unix.Close(fd)
+			return -1, fmt.Errorf("bind %s: %w", src, err)
+		}
+	}
+	tv := unix.NsecToTimeval(timeout.Nanoseconds())
+	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv) // also bounds connect()
+	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	if err := connect(fd, sa); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("connect %s: %w", ap, err)
+	}
+	return fd, nil
+}
+
+// connect is a blocking connect that survives signals: an interrupted
+// connect goes on in the kernel, and calling it again waits for it
+// (EALREADY while in progress, EISCONN once established).
+func connect(fd int, sa unix.Sockaddr) error {
+	err := unix.Connect(fd, sa)
+	for errors.Is(err, unix.EINTR) || errors.Is(err, unix.EALREADY) {
+		err = unix.Connect(fd, sa)
+		if errors.Is(err, unix.EISCONN) {
+			return nil
+		}
+	}
+	return err
+}
+
+// rawRead and rawWrite are read and write that bypass the Go scheduler.
+func rawRead(fd int, b []byte) (int, error) {
+	for {
+		n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		if e == unix.EINTR {
+			continue
+		}
+		if e != 0 {
+			return 0, e
+		}
+		return int(n), nil
+	}
+}
+
+func rawWrite(fd int, b []byte) (int, error) {
+	for {
+		n, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		if e == unix.EINTR {
+			continue
+		}
+		if e != 0 {
+			return 0, e
+		}
+		return int(n), nil
+	}
+}
+
+// read and write retry when a signal interrupts them.
+func read(fd int, b []byte) (int, error) {
+	for {
+		n, err := unix.Read(fd, b)
+		if !errors.Is(err, unix.EINTR) {
+			return n, err
+		}
+	}
+}
+
+func write(fd int, b []byte) (int, error) {
+	for {
+		n, err := unix.Write(fd, b)
+		if !errors.Is(err, unix.EINTR) {
+			return n, err
+		}
+	}
+}
+
+// resetClose closes with a RST (SO_LINGER 0): a client opening thousands of
+// connections a second must not run out of ports to TIME_WAIT.
+func resetClose(fd int) {
+	_ = unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
+	unix.Close(fd)
+}
+
+var request = []byte("?\n")
+
+// transact sends one request and reads one answer line.
+func transact(fd int, buf []byte) error {
+	if _, err := rawWrite(fd, request); err != nil {
+		return err
+	}
+	for n := 0; ; {
+		m, err := rawRead(fd, buf[n:])
+		if err != nil {
+			return err
+		}
+		if m == 0 {
+			return errors.New("connection closed")
+		}
+		n += m
+		if bytes.IndexByte(buf[:n], '\n') >= 0 {
+			return nil
+		}
+		if n == len(buf) {
+			return errors.New("answer too long")
+		}
+	}
+}
+
+// loadTCP is Load for TCP.
+func loadTCP(c *Client, d time.Duration) Summary {
+	var s Summary
+	var lat []float64
+	ap, err := netip.ParseAddrPort(c.Addr)
+	if err != nil {
+		return Summary{Errors: 1, FirstErr: err.Error()}
+	}
+	timeout := c.Timeout
+	if timeout == 0 {
+		timeout = 2 * time.Second
+	}
+	buf := make([]byte, 256)
+	fd := -1
+	fail := func(err error) {
+		s.Errors++
+		if s.FirstErr == "" {
+			s.FirstErr = err.Error()
+		}
+		if fd >= 0 {
+			resetClose(fd)
+			fd = -1
+		}
+	}
+	start := time.Now()
+	for time.Since(start) < d {
+		t0 := time.Now()
+		s.Requests++
+		if fd < 0 {
+			if fd, err = dialTCP(c.Source, ap, timeout); err != nil {
+				fail(err)
+				continue
+			}
+		}
+		if err := transact(fd, buf); err != nil {
+			fail(err)
+			continue
+		}
+		if !c.Persistent {
+			resetClose(fd)
+			fd = -1
+		}
+		lat = append(lat, float64(time.Since(t0).Nanoseconds())/1e3)
+	}
+	if fd >= 0 {
+		unix.Close(fd)
+	}
+	s.Seconds = time.Since(start).Seconds()
+	s.PerSec = float64(s.Requests-s.Errors) / s.Seconds
+	summarize(&s, lat)
+	return s
+}
+
+// listenTCP listens on [::]:port, for both families.
+func listenTCP(port int) (int, error) {
+	fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 0)
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
+	if err := unix.Bind(fd, &unix.SockaddrInet6{Port: port}); err != nil {
+		return -1, fmt.Errorf("bind TCP port %d: %w", port, err)
+	}
+	return fd, unix.Listen(fd, 4096)
+}
+
+// serveTCP answers every line on every connection with reply, one
+// goroutine per connection.
+func serveTCP(port int, reply []byte) error {
+	fd, err := listenTCP(port)
+	if err != nil {
+		return err
+	}
+	for {
+		conn, _, err := unix.Accept4(fd, unix.SOCK_CLOEXEC)
+		if err != nil {
+			if errors.Is(err, unix.EINTR) || errors.Is(err, unix.ECONNABORTED) {
+				continue
+			}
+			return err
+		}
+		_ = unix.SetsockoptInt(conn, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+		go answerLines(conn, reply)
+	}
+}
+
+// ServeSequential answers TCP connections one at a time from this one
+// thread, with raw syscalls: the benchmark's request/response server.
+func ServeSequential(name string, port int) error {
+	fd, err := listenTCP(port)
+	if err != nil {
+		return err
+	}
+	reply := []byte(name + "\n")
+	for {
+		conn, _, e := unix.RawSyscall6(unix.SYS_ACCEPT4, uintptr(fd), 0, 0, unix.SOCK_CLOEXEC, 0, 0)
+		if e != 0 {
+			if e == unix.EINTR || e == unix.ECONNABORTED {
+				continue
+			}
+			return e
+		}
+		_ = unix.SetsockoptInt(int(conn), unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+		answerLinesWith(int(conn), reply, rawRead, rawWrite)
+	}
+}
+
+func answerLines(fd int, reply []byte) { answerLinesWith(fd, reply, read, write) }
+
+func answerLinesWith(fd int, reply []byte, read, write func(int, []byte) (int, error)) {
+	defer unix.Close(fd)
+	buf := make([]byte, 4096)
+	for {
+		n, err := read(fd, buf)
+		if err != nil || n == 0 {
+			return
+		}
+		for range bytes.Count(buf[:n], []byte{'\n'}) {
+			if _, err := write(fd, reply); err != nil {
+				return
+			}
+		}
+	}
+}
