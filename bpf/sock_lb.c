@@ -8,6 +8,24 @@ static always_inline int ctx_proto(struct bpf_sock_addr *ctx)
 	return ctx->protocol == IPPROTO_TCP || ctx->protocol == IPPROTO_UDP ? ctx->protocol : 0;
 }
 
+/* The IPv6 address fields of the context must be read and written as
+ * 32-bit words. */
+static always_inline void ctx_get6(const struct bpf_sock_addr *ctx, struct nc_addr *a)
+{
+	a->w[0] = ctx->user_ip6[0];
+	a->w[1] = ctx->user_ip6[1];
+	a->w[2] = ctx->user_ip6[2];
+	a->w[3] = ctx->user_ip6[3];
+}
+
+static always_inline void ctx_set6(struct bpf_sock_addr *ctx, const struct nc_addr *a)
+{
+	ctx->user_ip6[0] = a->w[0];
+	ctx->user_ip6[1] = a->w[1];
+	ctx->user_ip6[2] = a->w[2];
+	ctx->user_ip6[3] = a->w[3];
+}
+
 static always_inline int translate4(struct bpf_sock_addr *ctx, int sticky)
 {
 	struct nc_addr addr;
@@ -33,15 +51,9 @@ static always_inline int translate6(struct bpf_sock_addr *ctx, int sticky)
 
 	if (!proto)
 		return 1;
-	addr.w[0] = ctx->user_ip6[0];
-	addr.w[1] = ctx->user_ip6[1];
-	addr.w[2] = ctx->user_ip6[2];
-	addr.w[3] = ctx->user_ip6[3];
+	ctx_get6(ctx, &addr);
 	ret = sock_translate(ctx, &addr, &port, proto, sticky);
-	ctx->user_ip6[0] = addr.w[0];
-	ctx->user_ip6[1] = addr.w[1];
-	ctx->user_ip6[2] = addr.w[2];
-	ctx->user_ip6[3] = addr.w[3];
+	ctx_set6(ctx, &addr);
 	ctx->user_port = port;
 	return ret;
 }
@@ -63,15 +75,9 @@ static always_inline int reverse6(struct bpf_sock_addr *ctx)
 	struct nc_addr addr;
 	__be16 port = (__be16)ctx->user_port;
 
-	addr.w[0] = ctx->user_ip6[0];
-	addr.w[1] = ctx->user_ip6[1];
-	addr.w[2] = ctx->user_ip6[2];
-	addr.w[3] = ctx->user_ip6[3];
+	ctx_get6(ctx, &addr);
 	sock_reverse(ctx, &addr, &port);
-	ctx->user_ip6[0] = addr.w[0];
-	ctx->user_ip6[1] = addr.w[1];
-	ctx->user_ip6[2] = addr.w[2];
-	ctx->user_ip6[3] = addr.w[3];
+	ctx_set6(ctx, &addr);
 	ctx->user_port = port;
 	return 1;
 }

@@ -33,7 +33,7 @@ struct ct_key {
 struct ct_entry {
 	__u32 backend_id; /* CT_SERVICE: the backend this flow is pinned to */
 	__u32 rev_nat_id;
-	__u64 created_ns;
+	__u64 created_ns; /* when the flow was first balanced (flow age) */
 };
 
 struct {

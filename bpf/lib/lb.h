@@ -29,14 +29,14 @@ struct lb_svc_val {
 	__u32 backend_id;    /* slot entries */
 	__u32 rev_nat_id;    /* master entry */
 	__u16 count;         /* master entry: number of backend slots */
-	__u16 flags;
+	__u16 flags;         /* master entry: per-Service options; none yet, 0 */
 };
 
 struct lb_backend {
 	struct nc_addr addr;
 	__be16 port;
 	__u8 proto;
-	__u8 flags;
+	__u8 flags;          /* endpoint state (ready/terminating); none yet, 0 */
 };
 
 struct lb_frontend {

@@ -162,33 +162,3 @@ func serialize(ls ...gopacket.SerializableLayer) []byte {
 	}
 	return withoutPadding(buf.Bytes())
 }
-
-// recompute re-serializes a parsed packet with fresh checksums.
-func recompute(p gopacket.Packet) []byte {
-	var ls []gopacket.SerializableLayer
-	var network gopacket.NetworkLayer
-	for _, l := range p.Layers() {
-		switch l := l.(type) {
-		case *layers.Ethernet:
-			ls = append(ls, l)
-		case *layers.IPv4:
-			network = l
-			ls = append(ls, l)
-		case *layers.IPv6:
-			network = l
-			ls = append(ls, l)
-		case *layers.TCP:
-			_ = l.SetNetworkLayerForChecksum(network)
-			ls = append(ls, l, gopacket.Payload(l.Payload))
-		case *layers.UDP:
-			_ = l.SetNetworkLayerForChecksum(network)
-			ls = append(ls, l, gopacket.Payload(l.Payload))
-		case *layers.ICMPv4:
-			ls = append(ls, l, gopacket.Payload(l.Payload))
-		case *layers.ICMPv6:
-			_ = l.SetNetworkLayerForChecksum(network)
-			ls = append(ls, l, gopacket.Payload(l.Payload))
-		}
-	}
-	return serialize(ls...)
-}

@@ -25,6 +25,8 @@ type DatapathConfig struct {
 	BinDir   string
 	OutDir   string // where datapath.{json,md} go; "" = don't write
 	Log      io.Writer
+	// MeasuredAt is set when the measurement starts.
+	MeasuredAt time.Time
 }
 
 // Ports of the benchmark's own servers in the backend pod.
@@ -61,17 +63,18 @@ type Result struct {
 
 // Datapath runs the benchmark: for socket-LB on and off, pod->pod and
 // pod->ClusterIP to a backend on the same node, alternating, Runs times.
-func Datapath(cfg DatapathConfig) ([]Result, error) {
+func Datapath(cfg *DatapathConfig) ([]Result, error) {
+	cfg.MeasuredAt = time.Now()
 	var results []Result
 	for _, socketLB := range []bool{true, false} {
-		rs, err := datapathMode(cfg, socketLB)
+		rs, err := datapathMode(*cfg, socketLB)
 		if err != nil {
 			return nil, err
 		}
 		results = append(results, rs...)
 	}
 	if cfg.OutDir != "" {
-		if err := writeReport(cfg, results); err != nil {
+		if err := writeReport(*cfg, results); err != nil {
 			return nil, err
 		}
 	}

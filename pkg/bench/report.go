@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -36,7 +35,7 @@ func Markdown(cfg DatapathConfig, results []Result) string {
 	_ = unix.Uname(&uts)
 	fmt.Fprintf(&b, "# netcube datapath: pod→Service vs pod→pod\n\n")
 	fmt.Fprintf(&b, "Measured %s on %s (kernel %s, %d CPUs); %d runs of %s per figure, medians; ",
-		time.Now().UTC().Format("2006-01-02 15:04 UTC"), unix.ByteSliceToString(uts.Nodename[:]),
+		cfg.MeasuredAt.UTC().Format("2006-01-02 15:04 UTC"), unix.ByteSliceToString(uts.Nodename[:]),
 		unix.ByteSliceToString(uts.Release[:]), runtime.NumCPU(), cfg.Runs, cfg.Duration)
 	fmt.Fprintf(&b, "pod→pod and pod→Service alternate back to back. Backend on the client's node; ")
 	fmt.Fprintf(&b, "request/response client and server pinned to CPU 1, iperf3 client CPU 0 / server CPU 1.\n")
@@ -46,7 +45,7 @@ func Markdown(cfg DatapathConfig, results []Result) string {
 		if !r.SocketLB {
 			path = "socket-LB off (tc path only)"
 		}
-		fmt.Fprintf(&b, "## %s, %s\n\n| metric | pod→pod | pod→Service | cost |\n|---|---:|---:|---:|\n", path, r.Family)
+		fmt.Fprintf(&b, "## %s, %s\n\n| metric | pod→pod median [min–max] | pod→Service median [min–max] | cost of medians |\n|---|---:|---:|---:|\n", path, r.Family)
 		for _, m := range metrics {
 			if m.get == nil {
 				fmt.Fprintf(&b, "| %s | %d | %d | |\n", m.name, errorsOf(r.Direct), errorsOf(r.Service))
@@ -61,11 +60,11 @@ func Markdown(cfg DatapathConfig, results []Result) string {
 					cost = (s - d) / d * 100
 				}
 			}
-			fmt.Fprintf(&b, "| %s | "+m.format+" | "+m.format+" | %+.1f%% |\n", m.name, d, s, cost)
+			fmt.Fprintf(&b, "| %s | %s | %s | %+.1f%% |\n", m.name, spread(r.Direct, m), spread(r.Service, m), cost)
 		}
 		b.WriteString("\n")
 	}
-	b.WriteString("Reproduce: `make bench` (or `bin/netcube bench datapath --duration 5s --runs 3`).\n")
+	fmt.Fprintf(&b, "Reproduce: `make bench` (`bin/netcube bench datapath --duration %s --runs %d`).\n", cfg.Duration, cfg.Runs)
 	return b.String()
 }
 
@@ -74,7 +73,7 @@ func writeReport(cfg DatapathConfig, results []Result) error {
 		return err
 	}
 	j, _ := json.MarshalIndent(map[string]any{
-		"duration_s": cfg.Duration.Seconds(), "runs": cfg.Runs, "results": results,
+		"measured_at": cfg.MeasuredAt.UTC(), "duration_s": cfg.Duration.Seconds(), "runs": cfg.Runs, "results": results,
 	}, "", "  ")
 	if err := os.WriteFile(filepath.Join(cfg.OutDir, "datapath.json"), j, 0o644); err != nil {
 		return err
@@ -88,4 +87,15 @@ func errorsOf(ms []Measurement) int {
 		n += m.Errors
 	}
 	return n
+}
+
+// spread renders a metric's median with the range of the runs: on a shared
+// machine the range says how much of a difference is noise.
+func spread(ms []Measurement, m metric) string {
+	lo, hi := m.get(ms[0]), m.get(ms[0])
+	for _, x := range ms {
+		lo, hi = min(lo, m.get(x)), max(hi, m.get(x))
+	}
+	f := m.format
+	return fmt.Sprintf(f+" ["+f+"–"+f+"]", median(ms, m.get), lo, hi)
 }

@@ -63,8 +63,24 @@ func up(t *testing.T, socketLB bool) *sandbox.Sandbox {
 		if err := sandbox.Down(name, io.Discard); err != nil {
 			t.Errorf("sandbox down: %v", err)
 		}
+		assertGone(t, sb.Topology)
 	})
 	return sb
+}
+
+// assertGone checks that nothing of a sandbox is left: namespaces (and so
+// their links), pins, cgroups, state.
+func assertGone(t *testing.T, top sandbox.Topology) {
+	t.Helper()
+	left, _ := filepath.Glob("/run/netns/" + top.Name + "-*")
+	for _, p := range []string{top.PinRoot, top.CgroupRoot, top.StateDir} {
+		if _, err := os.Stat(p); err == nil {
+			left = append(left, p)
+		}
+	}
+	if len(left) > 0 {
+		t.Errorf("sandbox %s left behind: %v", top.Name, left)
+	}
 }
 
 // requests sends count requests from the client pod and returns the results.
