@@ -4,12 +4,15 @@ BIN     := bin
 # Tests share the machine's namespaces, cgroups and bpffs: run packages one at a time.
 TESTFLAGS ?= -p 1 -count=1 -timeout 20m
 
-.PHONY: all deps generate build test test-unit demo sandbox sandbox-down bench lint clean
+.PHONY: all deps tools generate build test demo sandbox sandbox-down bench lint clean
 
 all: build
 
 deps:            ## install system packages (idempotent)
 	bash hack/install-deps.sh
+
+tools:           ## build (or reuse cached) kube-apiserver and etcd from the Go module proxy
+	bash hack/build-tools.sh >/dev/null
 
 generate:        ## regenerate BPF objects and their Go bindings from bpf/
 	$(GO) generate ./pkg/datapath/
@@ -17,8 +20,8 @@ generate:        ## regenerate BPF objects and their Go bindings from bpf/
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-test: deps build ## every test: unit, datapath (BPF_PROG_RUN), socket-LB, sandbox integration
-	$(GO) test $(TESTFLAGS) ./...
+test: deps build tools ## every test: unit, datapath (BPF_PROG_RUN), socket-LB, control plane (real kube-apiserver), sandbox
+	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(GO) test $(TESTFLAGS) ./...
 
 demo: deps build ## start the sandbox with the example Services and send requests to each
 	$(BIN)/netcube demo

@@ -1,67 +1,76 @@
 // Package agent wires one node's netcube together: it loads the datapath
 // (reusing pinned maps and links), restores the lb cube from the maps,
-// attaches the programs to the pods' interfaces and cgroup, and runs a state
-// source into the reconciler. It owns no logic of its own beyond that wiring.
+// attaches the programs to the pods' interfaces and cgroup, runs a state
+// source (Kubernetes API or YAML directory) into the reconciler, and serves
+// metrics and health. It owns no logic of its own beyond that wiring.
 package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/netcube/netcube/pkg/datapath"
 	"github.com/netcube/netcube/pkg/lb"
 	"github.com/netcube/netcube/pkg/reconcile"
 	"github.com/netcube/netcube/pkg/source"
+	"github.com/netcube/netcube/pkg/source/kube"
+	"github.com/netcube/netcube/pkg/source/yamldir"
 )
-
-// Config is the agent's configuration.
-type Config struct {
-	PinDir         string            // bpffs directory of this node's maps and links
-	MapSizes       map[string]uint32 // per map name; 0 = default
-	SocketLB       bool              // attach the socket-level LB programs
-	CgroupPath     string            // cgroup v2 of the pods (socket-LB attach point)
-	PodIfacePrefix string            // host-side pod veths are named <prefix>*
-	ReadyFile      string            // written once the first sync is applied
-	Source         source.Source
-}
 
 // Run runs the agent until ctx ends. The datapath is left in place on exit.
 func Run(ctx context.Context, cfg Config) error {
+	src, err := newSource(cfg)
+	if err != nil {
+		return err
+	}
 	if err := datapath.EnsureBPFFS(); err != nil {
 		return err
 	}
-	dp, err := datapath.Load(datapath.Config{PinDir: cfg.PinDir, MapSizes: cfg.MapSizes})
+	dp, err := datapath.Load(datapath.Config{PinDir: cfg.BPFRoot, MapSizes: cfg.MapSizes})
 	if err != nil {
 		return err
 	}
 	defer dp.Close()
 
-	cube, err := lb.Restore(dp.Maps())
+	maps := dp.Maps()
+	cube, err := lb.Restore(maps)
 	if err != nil {
-		return fmt.Errorf("restore load-balancer state from %s: %w", cfg.PinDir, err)
+		return fmt.Errorf("restore load-balancer state from %s: %w", cfg.BPFRoot, err)
 	}
-	slog.Info("datapath loaded", "pins", cfg.PinDir, "restored_frontends", len(cube.Frontends()))
+	slog.Info("datapath loaded", "pins", cfg.BPFRoot, "restored_frontends", len(cube.Frontends()))
 
 	if cfg.SocketLB {
-		if cfg.CgroupPath == "" {
-			return fmt.Errorf("socket-LB needs --cgroup (the pods' parent cgroup)")
+		if cfg.Cgroup == "" {
+			return errors.New("socket-LB needs --cgroup (the pods' parent cgroup v2)")
 		}
-		if err := dp.AttachCgroup(cfg.CgroupPath); err != nil {
+		if err := dp.AttachCgroup(cfg.Cgroup); err != nil {
 			return err
 		}
 	} else if err := dp.DetachCgroup(); err != nil {
 		return err
 	}
-	slog.Info("socket-LB", "enabled", cfg.SocketLB, "cgroup", cfg.CgroupPath)
+	slog.Info("socket-LB", "enabled", cfg.SocketLB, "cgroup", cfg.Cgroup)
 
-	rec := reconcile.New(cube)
+	var rec *reconcile.Reconciler
+	m := newMetrics(cube, maps, func() int { return rec.Pending() })
+	rec = reconcile.New(cube, m)
+	if err := serve(ctx, cfg, m, rec); err != nil {
+		return err
+	}
+
 	errc := make(chan error, 1)
-	go func() { errc <- cfg.Source.Run(ctx, rec) }()
+	go func() { errc <- src.Run(ctx, rec) }()
 	go rec.Run(ctx)
 	go watchPods(ctx, dp, cfg.PodIfacePrefix)
 
@@ -87,6 +96,74 @@ func Run(ctx context.Context, cfg Config) error {
 	case <-ctx.Done():
 	}
 	slog.Info("agent stopping; the datapath stays in place")
+	return nil
+}
+
+// newSource picks the state source: a YAML directory, or the Kubernetes API
+// (kubeconfig, or in-cluster config).
+func newSource(cfg Config) (source.Source, error) {
+	if cfg.Manifests != "" {
+		return &yamldir.Source{Dir: cfg.Manifests}, nil
+	}
+	var rc *rest.Config
+	var err error
+	if cfg.Kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("Kubernetes API config (give --kubeconfig, or --manifests for a YAML directory): %w", err)
+	}
+	rc.UserAgent = "netcube-agent"
+	rc.QPS, rc.Burst = 50, 100
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	return &kube.Source{Client: client, ProxyName: cfg.ProxyName, NodeName: cfg.NodeName}, nil
+}
+
+// serve starts the metrics and health endpoints. /healthz says the agent is
+// alive; /readyz that its first sync is applied and no Service is failing.
+func serve(ctx context.Context, cfg Config, m *metrics, rec *reconcile.Reconciler) error {
+	health := http.NewServeMux()
+	health.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	health.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		select {
+		case <-rec.Synced():
+		default:
+			http.Error(w, "initial sync not applied yet", http.StatusServiceUnavailable)
+			return
+		}
+		if f := rec.Failures(); len(f) > 0 {
+			var b strings.Builder
+			for id, err := range f {
+				fmt.Fprintf(&b, "%s: %v\n", id, err)
+			}
+			http.Error(w, b.String(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	metricsMux := http.NewServeMux()
+	metricsMux.Handle("/metrics", m.handler())
+	for _, s := range []struct {
+		addr string
+		h    http.Handler
+	}{{cfg.HealthzBindAddress, health}, {cfg.MetricsBindAddress, metricsMux}} {
+		if s.addr == "" {
+			continue
+		}
+		l, err := net.Listen("tcp", s.addr)
+		if err != nil {
+			return fmt.Errorf("listen %s: %w", s.addr, err)
+		}
+		srv := &http.Server{Handler: s.h, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(l) }()
+		go func() { <-ctx.Done(); _ = srv.Close() }()
+		slog.Info("serving", "addr", l.Addr().String())
+	}
 	return nil
 }
 

@@ -111,6 +111,8 @@ const (
 type Maps struct {
 	byName map[string]*ebpf.Map
 	sizes  map[string]uint32
+	// Observe, if set, is told about every update and delete (metrics).
+	Observe func(mapName, op string, err error)
 }
 
 // Map returns the named map.
@@ -123,18 +125,28 @@ func (m *Maps) Size(name string) uint32 { return m.sizes[name] }
 // MapFullError that names the size flag.
 func (m *Maps) Update(name string, key, value any) error {
 	err := m.byName[name].Update(key, value, ebpf.UpdateAny)
-	if errors.Is(err, unix.E2BIG) || errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.ENOSPC) {
-		return &MapFullError{Map: name, Size: m.sizes[name], Err: err}
+	switch {
+	case errors.Is(err, unix.E2BIG) || errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.ENOSPC):
+		err = &MapFullError{Map: name, Size: m.sizes[name], Err: err}
+	case err != nil:
+		err = fmt.Errorf("update map %s: %w", name, err)
 	}
-	if err != nil {
-		return fmt.Errorf("update map %s: %w", name, err)
+	if m.Observe != nil {
+		m.Observe(name, "update", err)
 	}
-	return nil
+	return err
 }
 
 // Delete removes key from the named map; a missing key is not an error.
 func (m *Maps) Delete(name string, key any) error {
-	if err := m.byName[name].Delete(key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+	err := m.byName[name].Delete(key)
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		err = nil
+	}
+	if m.Observe != nil {
+		m.Observe(name, "delete", err)
+	}
+	if err != nil {
 		return fmt.Errorf("delete from map %s: %w", name, err)
 	}
 	return nil
@@ -147,4 +159,24 @@ func Unpin(dir string) error {
 		return fmt.Errorf("remove pins under %s: %w", dir, err)
 	}
 	return nil
+}
+
+// OpenPinned opens the maps pinned under dir by a running agent, for
+// inspection (tests, CLI). The caller must not write to them.
+func OpenPinned(dir string) (*Maps, func(), error) {
+	m := &Maps{byName: map[string]*ebpf.Map{}, sizes: map[string]uint32{}}
+	closeAll := func() {
+		for _, mp := range m.byName {
+			mp.Close()
+		}
+	}
+	for name := range MapSizeFlags {
+		mp, err := ebpf.LoadPinnedMap(filepath.Join(dir, name), &ebpf.LoadPinOptions{ReadOnly: true})
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("open pinned map %s: %w", name, err)
+		}
+		m.byName[name], m.sizes[name] = mp, mp.MaxEntries()
+	}
+	return m, closeAll, nil
 }

@@ -88,10 +88,12 @@ func ValidateEndpointSlice(s *discoveryv1.EndpointSlice) error {
 }
 
 // Frontends computes a Service's frontends (each ClusterIP x port) and the
-// ready backends of each from the Service's EndpointSlices, as kube-proxy
-// does: slices of the frontend's address family only; endpoint ports matched
-// by the Service port's name (which also resolves named targetPorts); an
-// endpoint whose `ready` condition is unset counts as ready.
+// backends of each from the Service's EndpointSlices, as kube-proxy does:
+// slices of the frontend's address family only; endpoint ports matched by
+// the Service port's name (which also resolves named targetPorts); the ready
+// endpoints, or, when none is ready, the serving ones that are terminating
+// (so a Service being rolled keeps answering). Unset conditions mean ready,
+// serving = ready, not terminating.
 func Frontends(svc *corev1.Service, slices []*discoveryv1.EndpointSlice) model.Frontends {
 	out := model.Frontends{}
 	if !Proxied(svc) {
@@ -115,6 +117,24 @@ func Frontends(svc *corev1.Service, slices []*discoveryv1.EndpointSlice) model.F
 }
 
 func readyBackends(v4 bool, sp corev1.ServicePort, slices []*discoveryv1.EndpointSlice) []model.Backend {
+	if bs := backendsWhere(v4, sp, slices, isReady); len(bs) > 0 {
+		return bs
+	}
+	return backendsWhere(v4, sp, slices, isServingTerminating)
+}
+
+func isReady(c discoveryv1.EndpointConditions) bool { return c.Ready == nil || *c.Ready }
+
+func isServingTerminating(c discoveryv1.EndpointConditions) bool {
+	serving := isReady(c)
+	if c.Serving != nil {
+		serving = *c.Serving
+	}
+	return serving && c.Terminating != nil && *c.Terminating
+}
+
+func backendsWhere(v4 bool, sp corev1.ServicePort, slices []*discoveryv1.EndpointSlice,
+	usable func(discoveryv1.EndpointConditions) bool) []model.Backend {
 	family := discoveryv1.AddressTypeIPv6
 	if v4 {
 		family = discoveryv1.AddressTypeIPv4
@@ -130,7 +150,7 @@ func readyBackends(v4 bool, sp corev1.ServicePort, slices []*discoveryv1.Endpoin
 			continue
 		}
 		for _, ep := range s.Endpoints {
-			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
+			if !usable(ep.Conditions) {
 				continue
 			}
 			for _, a := range ep.Addresses {

@@ -24,8 +24,8 @@ func service(ips []string, ports ...corev1.ServicePort) *corev1.Service {
 }
 
 type ep struct {
-	addr  string
-	ready *bool
+	addr                        string
+	ready, serving, terminating *bool
 }
 
 func slice(family discoveryv1.AddressType, ports []discoveryv1.EndpointPort, eps ...ep) *discoveryv1.EndpointSlice {
@@ -35,7 +35,8 @@ func slice(family discoveryv1.AddressType, ports []discoveryv1.EndpointPort, eps
 		Ports:       ports,
 	}
 	for _, e := range eps {
-		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{e.addr}, Conditions: discoveryv1.EndpointConditions{Ready: e.ready}})
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{e.addr},
+			Conditions: discoveryv1.EndpointConditions{Ready: e.ready, Serving: e.serving, Terminating: e.terminating}})
 	}
 	return s
 }
@@ -89,6 +90,23 @@ func TestFrontends(t *testing.T) {
 			slices: []*discoveryv1.EndpointSlice{slice(discoveryv1.AddressTypeIPv4, slicePorts,
 				ep{addr: "10.0.0.1", ready: ptr(false)}, ep{addr: "10.0.0.2", ready: ptr(true)}, ep{addr: "10.0.0.3"})},
 			want: model.Frontends{fe("10.96.0.1", 80, model.TCP): {be("10.0.0.2:8080"), be("10.0.0.3:8080")}},
+		},
+		{
+			name: "terminating endpoints are not used while a ready one exists",
+			svc:  service([]string{"10.96.0.1"}, http),
+			slices: []*discoveryv1.EndpointSlice{slice(discoveryv1.AddressTypeIPv4, slicePorts,
+				ep{addr: "10.0.0.1", ready: ptr(false), serving: ptr(true), terminating: ptr(true)},
+				ep{addr: "10.0.0.2", ready: ptr(true)})},
+			want: model.Frontends{fe("10.96.0.1", 80, model.TCP): {be("10.0.0.2:8080")}},
+		},
+		{
+			name: "no ready endpoint: the serving terminating ones take traffic (not the non-serving)",
+			svc:  service([]string{"10.96.0.1"}, http),
+			slices: []*discoveryv1.EndpointSlice{slice(discoveryv1.AddressTypeIPv4, slicePorts,
+				ep{addr: "10.0.0.1", ready: ptr(false), serving: ptr(true), terminating: ptr(true)},
+				ep{addr: "10.0.0.2", ready: ptr(false), serving: ptr(false), terminating: ptr(true)},
+				ep{addr: "10.0.0.3", ready: ptr(false)})},
+			want: model.Frontends{fe("10.96.0.1", 80, model.TCP): {be("10.0.0.1:8080")}},
 		},
 		{
 			name:   "no endpoints: the frontend exists, with no backends (it rejects)",

@@ -3,13 +3,16 @@ package lb
 import (
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/netcube/netcube/pkg/datapath"
 	"github.com/netcube/netcube/pkg/model"
 )
 
-// Cube holds what has been written to the LB maps.
+// Cube holds what has been written to the LB maps. Its methods are safe for
+// concurrent use (the reconciler writes, metrics read).
 type Cube struct {
+	mu        sync.Mutex
 	maps      *datapath.Maps
 	frontends map[model.Frontend]*frontend
 	backends  map[backendKey]*backend
@@ -52,10 +55,31 @@ func New(maps *datapath.Maps) *Cube {
 }
 
 // Ops returns the map operations done so far.
-func (c *Cube) Ops() Ops { return c.ops }
+func (c *Cube) Ops() Ops {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ops
+}
+
+// Entries returns how many entries the cube keeps in each of its maps.
+func (c *Cube) Entries() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	services := 0
+	for _, f := range c.frontends {
+		services += 1 + len(f.slots)
+	}
+	return map[string]int{
+		datapath.MapServices: services,
+		datapath.MapBackends: len(c.backends),
+		datapath.MapRevNAT:   len(c.frontends),
+	}
+}
 
 // Frontends lists the frontends present in the maps.
 func (c *Cube) Frontends() []model.Frontend {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	out := make([]model.Frontend, 0, len(c.frontends))
 	for fe := range c.frontends {
 		out = append(out, fe)
@@ -65,6 +89,8 @@ func (c *Cube) Frontends() []model.Frontend {
 
 // Backends returns the backends of an applied frontend, in slot order.
 func (c *Cube) Backends(fe model.Frontend) []model.Backend {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	f := c.frontends[fe]
 	if f == nil {
 		return nil
@@ -80,6 +106,8 @@ func (c *Cube) Backends(fe model.Frontend) []model.Backend {
 // slots that change are written: adding or removing one backend costs O(1)
 // map operations whatever the size of the Service or of the cluster.
 func (c *Cube) Upsert(fe model.Frontend, backends []model.Backend) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if !fe.Addr.IsValid() || fe.Port == 0 {
 		return fmt.Errorf("invalid frontend %s", fe)
 	}
@@ -158,6 +186,8 @@ func (c *Cube) Upsert(fe model.Frontend, backends []model.Backend) error {
 
 // Delete removes fe: master entry first, so packets stop matching at once.
 func (c *Cube) Delete(fe model.Frontend) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	f := c.frontends[fe]
 	if f == nil {
 		return nil

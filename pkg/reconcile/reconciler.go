@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/netcube/netcube/pkg/k8s"
 	"github.com/netcube/netcube/pkg/model"
@@ -25,40 +26,52 @@ type LoadBalancer interface {
 	Frontends() []model.Frontend
 }
 
-// retryAfter is how long a Service whose update failed waits to be retried.
-const retryAfter = time.Second
+// Observer is told about every Service sync (metrics); optional.
+type Observer interface {
+	ServiceSynced(d time.Duration, err error)
+}
 
-// Reconciler implements source.Handler.
+// allSynced is queued once the source has delivered its initial state: when
+// the worker reaches it, every Service delivered before it has been applied.
+var allSynced = model.ServiceID{Namespace: "\x00initial-sync"}
+
+// Reconciler implements source.Handler. Changes mark their Service in a
+// rate-limited workqueue (deduplicated: a Service changed ten times before
+// the worker gets to it is synced once); the worker syncs one Service at a
+// time, and a Service whose sync fails is retried with exponential backoff
+// without holding up the others.
 type Reconciler struct {
-	lb LoadBalancer
+	lb       LoadBalancer
+	observer Observer
+	queue    workqueue.TypedRateLimitingInterface[model.ServiceID]
 
-	mu         sync.Mutex
+	mu         sync.Mutex // guards the cluster view, written by the source
 	services   map[model.ServiceID]*corev1.Service
 	slices     map[model.ServiceID]map[string]*discoveryv1.EndpointSlice
 	sliceOwner map[types.NamespacedName]model.ServiceID
-	dirty      map[model.ServiceID]bool
-	sourceDone bool // the source delivered its initial state
+	failures   map[model.ServiceID]error
+	node       *corev1.Node
 
-	applied  map[model.ServiceID]model.Frontends // only touched by Sync
-	synced   chan struct{}                       // closed after the first full sync
-	kick     chan struct{}
-	failures map[model.ServiceID]error
+	applied map[model.ServiceID]model.Frontends // only touched by the worker
+	synced  chan struct{}                        // closed after the first full sync
 }
 
 var _ source.Handler = (*Reconciler)(nil)
 
-// New returns a reconciler programming lb.
-func New(lb LoadBalancer) *Reconciler {
+// New returns a reconciler programming lb; observer may be nil.
+func New(lb LoadBalancer, observer Observer) *Reconciler {
 	return &Reconciler{
-		lb:         lb,
+		lb:       lb,
+		observer: observer,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[model.ServiceID](100*time.Millisecond, 30*time.Second),
+			workqueue.TypedRateLimitingQueueConfig[model.ServiceID]{Name: "services"}),
 		services:   map[model.ServiceID]*corev1.Service{},
 		slices:     map[model.ServiceID]map[string]*discoveryv1.EndpointSlice{},
 		sliceOwner: map[types.NamespacedName]model.ServiceID{},
-		dirty:      map[model.ServiceID]bool{},
+		failures:   map[model.ServiceID]error{},
 		applied:    map[model.ServiceID]model.Frontends{},
 		synced:     make(chan struct{}),
-		kick:       make(chan struct{}, 1),
-		failures:   map[model.ServiceID]error{},
 	}
 }
 
@@ -71,14 +84,14 @@ func (r *Reconciler) OnService(key types.NamespacedName, svc *corev1.Service) {
 	} else {
 		r.services[id] = svc
 	}
-	r.dirty[id] = true
 	r.mu.Unlock()
-	r.wake()
+	r.queue.Add(id)
 }
 
-// OnEndpointSlice records an EndpointSlice change and marks its Service (and
-// the Service it belonged to before, if the label moved) dirty.
+// OnEndpointSlice records an EndpointSlice change and queues its Service
+// (and the Service it belonged to before, if its label changed).
 func (r *Reconciler) OnEndpointSlice(key types.NamespacedName, slice *discoveryv1.EndpointSlice) {
+	var dirty []model.ServiceID
 	r.mu.Lock()
 	if prev, ok := r.sliceOwner[key]; ok {
 		delete(r.slices[prev], key.Name)
@@ -86,7 +99,7 @@ func (r *Reconciler) OnEndpointSlice(key types.NamespacedName, slice *discoveryv
 			delete(r.slices, prev)
 		}
 		delete(r.sliceOwner, key)
-		r.dirty[prev] = true
+		dirty = append(dirty, prev)
 	}
 	if slice != nil {
 		if id, ok := k8s.ServiceOf(slice); ok {
@@ -95,114 +108,131 @@ func (r *Reconciler) OnEndpointSlice(key types.NamespacedName, slice *discoveryv
 			}
 			r.slices[id][key.Name] = slice
 			r.sliceOwner[key] = id
-			r.dirty[id] = true
+			dirty = append(dirty, id)
 		}
 	}
 	r.mu.Unlock()
-	r.wake()
-}
-
-// OnSynced allows the first full sync.
-func (r *Reconciler) OnSynced() {
-	r.mu.Lock()
-	r.sourceDone = true
-	r.mu.Unlock()
-	r.wake()
-}
-
-func (r *Reconciler) wake() {
-	select {
-	case r.kick <- struct{}{}:
-	default:
+	for _, id := range dirty {
+		r.queue.Add(id)
 	}
 }
+
+// OnNode records this node's Node object. Nothing is programmed from it yet:
+// its addresses are what NodePort Services will listen on.
+func (r *Reconciler) OnNode(name string, node *corev1.Node) {
+	r.mu.Lock()
+	r.node = node
+	r.mu.Unlock()
+	if node != nil {
+		slog.Info("node", "name", name, "addresses", node.Status.Addresses)
+	}
+}
+
+// OnSynced marks the end of the source's initial state.
+func (r *Reconciler) OnSynced() { r.queue.Add(allSynced) }
 
 // Synced is closed once the first full sync has been applied.
 func (r *Reconciler) Synced() <-chan struct{} { return r.synced }
 
-// Run syncs whenever something changed, until ctx ends.
+// Run works the queue until ctx ends.
 func (r *Reconciler) Run(ctx context.Context) {
-	retry := time.NewTimer(time.Hour)
-	retry.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-r.kick:
-		case <-retry.C:
-		}
-		if err := r.Sync(); err != nil {
-			slog.Error("sync incomplete, retrying", "in", retryAfter, "err", err)
-			retry.Reset(retryAfter)
-		}
+	go func() { <-ctx.Done(); r.queue.ShutDown() }()
+	for r.processNext() {
 	}
 }
 
-// Sync applies every dirty Service. The first call after the source's
-// initial state also removes frontends that no Service wants any more
-// (left in the pinned maps by an earlier agent).
+// Sync works the queue until it is empty (for tests and benchmarks, which
+// drive the reconciler without Run). Items waiting for a retry are not
+// waited for.
 func (r *Reconciler) Sync() error {
-	r.mu.Lock()
-	if !r.sourceDone {
-		r.mu.Unlock()
+	var first error
+	for r.queue.Len() > 0 {
+		id, _ := r.queue.Get()
+		if err := r.handle(id); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func (r *Reconciler) processNext() bool {
+	id, shutdown := r.queue.Get()
+	if shutdown {
+		return false
+	}
+	if err := r.handle(id); err != nil {
+		slog.Error("service not applied, retrying", "service", id, "in", r.queue.NumRequeues(id), "err", err)
+	}
+	return true
+}
+
+// handle syncs one queue item; Done/Forget/AddRateLimited as in
+// sample-controller.
+func (r *Reconciler) handle(id model.ServiceID) error {
+	defer r.queue.Done(id)
+	if id == allSynced {
+		r.finishInitialSync()
+		r.queue.Forget(id)
 		return nil
 	}
-	type work struct {
-		id     model.ServiceID
-		wanted model.Frontends
+	start := time.Now()
+	err := r.syncService(id)
+	if r.observer != nil {
+		r.observer.ServiceSynced(time.Since(start), err)
 	}
-	var todo []work
-	for id := range r.dirty {
-		wanted := model.Frontends{}
-		if svc := r.services[id]; svc != nil {
-			wanted = k8s.Frontends(svc, slices.Collect(maps.Values(r.slices[id])))
-		}
-		todo = append(todo, work{id, wanted})
+	r.mu.Lock()
+	if err != nil {
+		r.failures[id] = err
+	} else {
+		delete(r.failures, id)
 	}
-	clear(r.dirty)
-	first := !r.isSynced()
 	r.mu.Unlock()
-
-	var failed []error
-	for _, w := range todo {
-		if err := r.apply(w.id, w.wanted); err != nil {
-			failed = append(failed, err)
-			r.mu.Lock()
-			r.dirty[w.id] = true
-			r.failures[w.id] = err
-			r.mu.Unlock()
-		} else {
-			r.mu.Lock()
-			delete(r.failures, w.id)
-			r.mu.Unlock()
-		}
+	if err != nil {
+		r.queue.AddRateLimited(id)
+		return err
 	}
-	if first {
-		if err := r.removeStale(); err != nil {
-			failed = append(failed, err)
-		}
-		if len(failed) == 0 {
-			close(r.synced)
-		}
-	}
-	if len(failed) > 0 {
-		return fmt.Errorf("%d services not applied, first: %w", len(failed), failed[0])
-	}
+	r.queue.Forget(id)
 	return nil
 }
 
-func (r *Reconciler) isSynced() bool {
+// finishInitialSync runs when everything the source delivered at start has
+// been through the queue: only now can frontends that no Service wants (left
+// in the pinned maps by an earlier agent) be told from ones not yet seen.
+func (r *Reconciler) finishInitialSync() {
 	select {
 	case <-r.synced:
-		return true
+		return
 	default:
-		return false
 	}
+	if err := r.removeStale(); err != nil {
+		slog.Error("removing stale frontends", "err", err)
+		r.queue.AddRateLimited(allSynced)
+		return
+	}
+	close(r.synced)
 }
 
-// apply makes one Service's frontends match wanted.
-func (r *Reconciler) apply(id model.ServiceID, wanted model.Frontends) error {
+// syncService makes one Service's frontends in the datapath match the
+// cluster's view of it.
+func (r *Reconciler) syncService(id model.ServiceID) error {
+	r.mu.Lock()
+	wanted := model.Frontends{}
+	if svc := r.services[id]; svc != nil {
+		wanted = k8s.Frontends(svc, slices.Collect(maps.Values(r.slices[id])))
+	}
+	r.mu.Unlock()
+
 	have := r.applied[id]
+	if have == nil {
+		have = model.Frontends{}
+	}
+	defer func() {
+		if len(have) == 0 {
+			delete(r.applied, id)
+		} else {
+			r.applied[id] = have
+		}
+	}()
 	for fe := range have {
 		if _, ok := wanted[fe]; !ok {
 			if err := r.lb.Delete(fe); err != nil {
@@ -211,23 +241,14 @@ func (r *Reconciler) apply(id model.ServiceID, wanted model.Frontends) error {
 			delete(have, fe)
 		}
 	}
-	if have == nil {
-		have = model.Frontends{}
-	}
 	for fe, bs := range wanted {
 		if cur, ok := have[fe]; ok && sameBackends(cur, bs) {
 			continue
 		}
 		if err := r.lb.Upsert(fe, bs); err != nil {
-			r.applied[id] = have
 			return fmt.Errorf("service %s: %w", id, err)
 		}
 		have[fe] = bs
-	}
-	if len(have) == 0 {
-		delete(r.applied, id)
-	} else {
-		r.applied[id] = have
 	}
 	return nil
 }
@@ -255,6 +276,9 @@ func (r *Reconciler) Failures() map[model.ServiceID]error {
 	defer r.mu.Unlock()
 	return maps.Clone(r.failures)
 }
+
+// Pending is the number of Services waiting to be synced.
+func (r *Reconciler) Pending() int { return r.queue.Len() }
 
 func sameBackends(a, b []model.Backend) bool {
 	if len(a) != len(b) {

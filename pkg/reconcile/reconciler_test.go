@@ -60,7 +60,7 @@ func TestOneChangeAmongManyServices(t *testing.T) {
 	}
 	defer dp.Close()
 	cube := lb.New(dp.Maps())
-	r := New(cube)
+	r := New(cube, nil)
 
 	const n = 10000
 	for i := range n {
@@ -112,7 +112,7 @@ func TestFirstSyncRemovesStale(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dp.Close()
-	old := New(lb.New(dp.Maps()))
+	old := New(lb.New(dp.Maps()), nil)
 	for i := range 3 {
 		old.OnService(key(svc(i)), svc(i))
 	}
@@ -125,7 +125,7 @@ func TestFirstSyncRemovesStale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := New(cube)
+	r := New(cube, nil)
 	r.OnService(key(svc(0)), svc(0)) // service 1 and 2 were deleted meanwhile
 	if err := r.Sync(); err != nil {
 		t.Fatal(err)

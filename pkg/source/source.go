@@ -13,10 +13,14 @@ import (
 )
 
 // Handler receives changes. A nil object means the object was deleted.
-// Calls are never concurrent.
+// Implementations must be safe for concurrent calls (informers for
+// different kinds deliver from different goroutines).
 type Handler interface {
 	OnService(key types.NamespacedName, svc *corev1.Service)
 	OnEndpointSlice(key types.NamespacedName, slice *discoveryv1.EndpointSlice)
+	// OnNode delivers this node's Node object (its addresses, for the
+	// node-facing Service types).
+	OnNode(name string, node *corev1.Node)
 	// OnSynced is called once, after the initial state has been delivered:
 	// only then may the agent remove what the state no longer contains.
 	OnSynced()

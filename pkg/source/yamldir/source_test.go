@@ -46,6 +46,8 @@ func (r *recorder) OnEndpointSlice(k types.NamespacedName, s *discoveryv1.Endpoi
 
 func (r *recorder) OnSynced() { r.add("synced") }
 
+func (r *recorder) OnNode(name string, n *corev1.Node) { r.add("Node " + name) }
+
 func (r *recorder) take() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()

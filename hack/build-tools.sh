@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Builds the real Kubernetes components netcube tests against (kube-apiserver,
+# etcd) from the Go module proxy, pinned by hack/tools/go.mod, into a cache
+# keyed by that pinning: a second run, or CI on the same machine, reuses them.
+# Prints the directory holding the binaries on its last line.
+set -euo pipefail
+cd "$(dirname "$0")/tools"
+
+key=$(cat go.mod go.sum | sha256sum | cut -c1-16)
+dir="${NETCUBE_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/netcube/tools}/$key"
+bins=(kube-apiserver etcd)
+
+missing=0
+for b in "${bins[@]}"; do [ -x "$dir/$b" ] || missing=1; done
+if [ "$missing" = 1 ]; then
+  mkdir -p "$dir.tmp"
+  echo "build-tools: building kube-apiserver and etcd into $dir (takes minutes the first time)" >&2
+  # Memory, not CPU, limits a kube-apiserver build on a small machine.
+  GOFLAGS=-trimpath go build -o "$dir.tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
+  echo "build-tools: kube-apiserver done" >&2
+  GOFLAGS=-trimpath go build -o "$dir.tmp/etcd" go.etcd.io/etcd/server/v3
+  echo "build-tools: etcd done" >&2
+  rm -rf "$dir" && mv "$dir.tmp" "$dir"
+else
+  echo "build-tools: cached in $dir" >&2
+fi
+echo "$dir"

@@ -1,0 +1,55 @@
+package agent
+
+import (
+	"fmt"
+	"os"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Config is the agent's configuration: flags, or a file of the same fields
+// (`--config`, in the spirit of KubeProxyConfiguration); flags given on the
+// command line override the file.
+type Config struct {
+	// Where the desired state comes from: a kubeconfig (or in-cluster
+	// config when empty and running in a Pod), or a directory of YAML.
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+	Manifests  string `json:"manifests,omitempty"`
+	// ProxyName: handle only Services labelled
+	// service.kubernetes.io/service-proxy-name=<it>; "" = unlabelled ones.
+	ProxyName string `json:"proxyName,omitempty"`
+	NodeName  string `json:"nodeName,omitempty"`
+
+	BPFRoot        string            `json:"bpfRoot,omitempty"`  // bpffs directory of this node's pins
+	MapSizes       map[string]uint32 `json:"mapSizes,omitempty"` // by map name; 0 = default
+	SocketLB       bool              `json:"socketLB"`
+	Cgroup         string            `json:"cgroup,omitempty"` // pods' cgroup v2 (socket-LB)
+	PodIfacePrefix string            `json:"podIfacePrefix,omitempty"`
+
+	MetricsBindAddress string `json:"metricsBindAddress,omitempty"` // /metrics; "" = off
+	HealthzBindAddress string `json:"healthzBindAddress,omitempty"` // /healthz, /readyz; "" = off
+	ReadyFile          string `json:"readyFile,omitempty"`
+}
+
+// Defaults are kube-proxy's ports for metrics and health.
+func Defaults() Config {
+	return Config{
+		BPFRoot:            "/sys/fs/bpf/netcube",
+		SocketLB:           true,
+		PodIfacePrefix:     "ncp",
+		MetricsBindAddress: "127.0.0.1:10249",
+		HealthzBindAddress: "0.0.0.0:10256",
+	}
+}
+
+// LoadFile reads a config file over cfg; unknown fields are errors.
+func LoadFile(path string, cfg *Config) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := yaml.UnmarshalStrict(b, cfg); err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	return nil
+}

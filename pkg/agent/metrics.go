@@ -1,0 +1,81 @@
+package agent
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/netcube/netcube/pkg/datapath"
+	"github.com/netcube/netcube/pkg/lb"
+)
+
+// metrics are the agent's Prometheus metrics.
+type metrics struct {
+	registry     *prometheus.Registry
+	syncDuration prometheus.Histogram
+	syncErrors   prometheus.Counter
+	lastSync     prometheus.Gauge
+	mapOps       *prometheus.CounterVec
+}
+
+func newMetrics(cube *lb.Cube, maps *datapath.Maps, pending func() int) *metrics {
+	m := &metrics{
+		registry: prometheus.NewRegistry(),
+		syncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "netcube_service_sync_duration_seconds",
+			Help:    "Time to apply one Service's change to the datapath.",
+			Buckets: prometheus.ExponentialBuckets(1e-6, 4, 12), // 1µs .. 4s
+		}),
+		syncErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "netcube_service_sync_errors_total", Help: "Service syncs that failed (and are retried).",
+		}),
+		lastSync: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "netcube_last_successful_sync_timestamp_seconds", Help: "When a Service sync last succeeded.",
+		}),
+		mapOps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "netcube_map_operations_total", Help: "BPF map writes by map, operation and result.",
+		}, []string{"map", "op", "result"}),
+	}
+	fill := prometheus.NewGaugeFunc // one gauge per map: entries / size
+	for _, name := range []string{datapath.MapServices, datapath.MapBackends, datapath.MapRevNAT} {
+		name := name
+		m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "netcube_map_fill_ratio", Help: "Entries in a map over its size.",
+			ConstLabels: prometheus.Labels{"map": name},
+		}, func() float64 { return float64(cube.Entries()[name]) / float64(maps.Size(name)) }))
+	}
+	m.registry.MustRegister(fill(prometheus.GaugeOpts{
+		Name: "netcube_services_pending", Help: "Services waiting to be synced (including retries).",
+	}, func() float64 { return float64(pending()) }))
+	m.registry.MustRegister(m.syncDuration, m.syncErrors, m.lastSync, m.mapOps,
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	maps.Observe = func(mapName, op string, err error) {
+		result := "ok"
+		var full *datapath.MapFullError
+		switch {
+		case errors.As(err, &full):
+			result = "full"
+		case err != nil:
+			result = "error"
+		}
+		m.mapOps.WithLabelValues(mapName, op, result).Inc()
+	}
+	return m
+}
+
+// ServiceSynced implements reconcile.Observer.
+func (m *metrics) ServiceSynced(d time.Duration, err error) {
+	m.syncDuration.Observe(d.Seconds())
+	if err != nil {
+		m.syncErrors.Inc()
+		return
+	}
+	m.lastSync.SetToCurrentTime()
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+}

@@ -1,0 +1,256 @@
+package kubeenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// Options say where the control plane runs.
+type Options struct {
+	ToolsDir string // holds kube-apiserver and etcd (ToolsDir() finds it)
+	Dir      string // state: certificates, etcd data, logs, kubeconfig
+	// Netns, if set, is a network namespace (name under /run/netns) to run
+	// in; Address is then an address of that namespace to serve on.
+	Netns   string
+	Address string // default 127.0.0.1
+	Port    int    // API server port; 0 = pick a free one
+	// ServiceCIDRs for ClusterIP allocation.
+	ServiceCIDRs string
+}
+
+// Env is a running control plane.
+type Env struct {
+	Options
+	URL        string
+	Kubeconfig string // admin kubeconfig file
+	Config     *rest.Config
+	Client     kubernetes.Interface
+	etcd, api  *exec.Cmd
+}
+
+// Start starts etcd and kube-apiserver and waits until the API server is
+// ready. Stop them with Stop, also on failure paths.
+func Start(opts Options) (env *Env, err error) {
+	if opts.Address == "" {
+		opts.Address = "127.0.0.1"
+	}
+	if opts.ServiceCIDRs == "" {
+		opts.ServiceCIDRs = "10.96.0.0/16,fd00:10:96::/112"
+	}
+	if opts.ToolsDir == "" {
+		if opts.ToolsDir, err = ToolsDir(); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	ip := net.ParseIP(opts.Address)
+	if err := writeCerts(opts.Dir, ip); err != nil {
+		return nil, fmt.Errorf("certificates: %w", err)
+	}
+	env = &Env{Options: opts}
+	defer func() {
+		if err != nil {
+			env.Stop()
+		}
+	}()
+
+	ports, err := env.freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	etcdURL := "http://127.0.0.1:" + strconv.Itoa(ports[0])
+	peerURL := "http://127.0.0.1:" + strconv.Itoa(ports[1])
+	if opts.Port == 0 {
+		opts.Port = ports[2]
+		env.Port = opts.Port
+	}
+	env.etcd, err = env.spawn("etcd", filepath.Join(opts.ToolsDir, "etcd"),
+		"--name", "netcube", "--data-dir", filepath.Join(opts.Dir, "etcd"),
+		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
+		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
+		"--initial-cluster", "netcube="+peerURL, "--log-level", "warn",
+		"--unsafe-no-fsync", "--quota-backend-bytes", strconv.Itoa(4<<30))
+	if err != nil {
+		return nil, err
+	}
+	d := opts.Dir
+	env.api, err = env.spawn("kube-apiserver", filepath.Join(opts.ToolsDir, "kube-apiserver"),
+		"--etcd-servers", etcdURL,
+		"--bind-address", opts.Address, "--advertise-address", opts.Address, "--secure-port", strconv.Itoa(opts.Port),
+		"--tls-cert-file", filepath.Join(d, "apiserver.crt"), "--tls-private-key-file", filepath.Join(d, "apiserver.key"),
+		"--client-ca-file", filepath.Join(d, "ca.crt"),
+		"--service-account-key-file", filepath.Join(d, "sa.key"),
+		"--service-account-signing-key-file", filepath.Join(d, "sa.key"),
+		"--service-account-issuer", "https://kubernetes.default.svc",
+		"--service-cluster-ip-range", opts.ServiceCIDRs,
+		"--authorization-mode", "Node,RBAC",
+		"--enable-priority-and-fairness=false", // a benchmark's bulk writes are not to be throttled
+		"--max-requests-inflight", "2000", "--max-mutating-requests-inflight", "1000",
+		"--profiling=false", "--cert-dir", d)
+	if err != nil {
+		return nil, err
+	}
+	env.URL = "https://" + net.JoinHostPort(opts.Address, strconv.Itoa(opts.Port))
+	if err := env.writeKubeconfig(); err != nil {
+		return nil, err
+	}
+	if env.Config, err = clientcmd.BuildConfigFromFlags("", env.Kubeconfig); err != nil {
+		return nil, err
+	}
+	env.Config.QPS, env.Config.Burst = 5000, 10000
+	if opts.Netns != "" {
+		env.Config.Dial = NetnsDialer(opts.Netns)
+	}
+	if env.Client, err = kubernetes.NewForConfig(env.Config); err != nil {
+		return nil, err
+	}
+	return env, env.waitReady(90 * time.Second)
+}
+
+// spawn starts a control-plane process (in the namespace, if any), logging
+// to <Dir>/<name>.log.
+func (e *Env) spawn(name, bin string, args ...string) (*exec.Cmd, error) {
+	logf, err := os.Create(filepath.Join(e.Dir, name+".log"))
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(bin, args...)
+	if e.Netns != "" {
+		cmd = exec.Command("nsenter", append([]string{"--net=/run/netns/" + e.Netns, "--", bin}, args...)...)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	return cmd, nil
+}
+
+func (e *Env) writeKubeconfig() error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["netcube"] = &clientcmdapi.Cluster{Server: e.URL, CertificateAuthority: filepath.Join(e.Dir, "ca.crt")}
+	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{
+		ClientCertificate: filepath.Join(e.Dir, "admin.crt"), ClientKey: filepath.Join(e.Dir, "admin.key"),
+	}
+	cfg.Contexts["netcube"] = &clientcmdapi.Context{Cluster: "netcube", AuthInfo: "admin"}
+	cfg.CurrentContext = "netcube"
+	e.Kubeconfig = filepath.Join(e.Dir, "kubeconfig")
+	return clientcmd.WriteToFile(*cfg, e.Kubeconfig)
+}
+
+func (e *Env) waitReady(timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var last error
+	for ctx.Err() == nil {
+		if e.api.ProcessState != nil || processGone(e.api) {
+			break
+		}
+		body, err := e.Client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		if err == nil && strings.TrimSpace(string(body)) == "ok" {
+			// The default namespace is created by a bootstrap controller
+			// shortly after /readyz.
+			if _, err := e.Client.CoreV1().Namespaces().Get(ctx, "default", metav1GetOptions); err == nil {
+				return nil
+			}
+		}
+		last = err
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("kube-apiserver not ready (%v); last lines of %s:\n%s", last,
+		filepath.Join(e.Dir, "kube-apiserver.log"), tail(filepath.Join(e.Dir, "kube-apiserver.log"), 20))
+}
+
+func processGone(c *exec.Cmd) bool {
+	return c.Process == nil || syscall.Kill(c.Process.Pid, 0) != nil
+}
+
+// Stop stops the API server and etcd.
+func (e *Env) Stop() {
+	for _, c := range []*exec.Cmd{e.api, e.etcd} {
+		if c == nil || c.Process == nil {
+			continue
+		}
+		_ = syscall.Kill(-c.Process.Pid, syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = c.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+	}
+}
+
+// freePorts finds n free TCP ports where the control plane will listen.
+func (e *Env) freePorts(n int) ([]int, error) {
+	var ports []int
+	err := InNetns(e.Netns, func() error {
+		var ls []net.Listener
+		defer func() {
+			for _, l := range ls {
+				l.Close()
+			}
+		}()
+		for range n {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return err
+			}
+			ls = append(ls, l)
+			ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		}
+		return nil
+	})
+	return ports, err
+}
+
+// ToolsDir builds (or finds cached) kube-apiserver and etcd and returns
+// their directory. NETCUBE_TOOLS_DIR overrides it.
+func ToolsDir() (string, error) {
+	if d := os.Getenv("NETCUBE_TOOLS_DIR"); d != "" {
+		return d, nil
+	}
+	_, file, _, _ := runtime.Caller(0)
+	script := filepath.Join(filepath.Dir(file), "..", "..", "hack", "build-tools.sh")
+	if _, err := os.Stat(script); err != nil {
+		return "", errors.New("set NETCUBE_TOOLS_DIR to a directory with kube-apiserver and etcd (hack/build-tools.sh builds them)")
+	}
+	cmd := exec.Command("bash", script)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("hack/build-tools.sh: %w", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return lines[len(lines)-1], nil
+}
+
+func tail(path string, n int) string {
+	b, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+

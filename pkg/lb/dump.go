@@ -1,0 +1,68 @@
+package lb
+
+import (
+	"fmt"
+
+	"github.com/netcube/netcube/pkg/datapath"
+	"github.com/netcube/netcube/pkg/model"
+)
+
+// Dump reads the frontends and their backends (in slot order) from the maps
+// without changing them: what a packet would see now. The two maps cannot be
+// read at one instant; a read that raced with the agent (a slot naming a
+// backend written after the backends were read) is retried.
+func Dump(maps *datapath.Maps) (model.Frontends, error) {
+	var err error
+	for range 20 {
+		var out model.Frontends
+		if out, err = dump(maps); err == nil {
+			return out, nil
+		}
+	}
+	return nil, err
+}
+
+func dump(maps *datapath.Maps) (model.Frontends, error) {
+	backends := map[uint32]model.Backend{}
+	var id uint32
+	var b datapath.Backend
+	it := maps.Map(datapath.MapBackends).Iterate()
+	for it.Next(&id, &b) {
+		backends[id] = model.Backend{Addr: b.Addr.IP(), Port: datapath.HostPort(b.Port)}
+	}
+	if err := it.Err(); err != nil {
+		return nil, err
+	}
+	masters := map[model.Frontend]uint16{}
+	slots := map[model.Frontend]map[uint16]uint32{}
+	var key datapath.ServiceKey
+	var val datapath.ServiceValue
+	it = maps.Map(datapath.MapServices).Iterate()
+	for it.Next(&key, &val) {
+		fe := frontendOf(key)
+		if key.Slot == 0 {
+			masters[fe] = val.Count
+			continue
+		}
+		if slots[fe] == nil {
+			slots[fe] = map[uint16]uint32{}
+		}
+		slots[fe][key.Slot] = val.BackendId
+	}
+	if err := it.Err(); err != nil {
+		return nil, err
+	}
+	out := model.Frontends{}
+	for fe, count := range masters {
+		var bs []model.Backend
+		for s := uint16(1); s <= count; s++ {
+			b, ok := backends[slots[fe][s]]
+			if !ok {
+				return nil, fmt.Errorf("%s: slot %d has no backend", fe, s)
+			}
+			bs = append(bs, b)
+		}
+		out[fe] = bs
+	}
+	return out, nil
+}
