@@ -253,4 +253,3 @@ func tail(path string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
-

@@ -53,7 +53,7 @@ type Reconciler struct {
 	node       *corev1.Node
 
 	applied map[model.ServiceID]model.Frontends // only touched by the worker
-	synced  chan struct{}                        // closed after the first full sync
+	synced  chan struct{}                       // closed after the first full sync
 }
 
 var _ source.Handler = (*Reconciler)(nil)
