@@ -24,6 +24,7 @@ func sandboxCmd(args []string) error {
 		fs.IntVar(&cfg.PodsPerNode, "pods", 2, "pods per node")
 		fs.BoolVar(&cfg.SocketLB, "socket-lb", true, "socket-level LB (off: per-packet tc path only)")
 		fs.StringVar(&cfg.Manifests, "manifests", "", "directory of Service/EndpointSlice YAML (default: the example Services)")
+		fs.BoolVar(&cfg.APIServer, "apiserver", false, "run a real kube-apiserver + etcd in the sandbox; agents watch it")
 		_ = fs.Parse(args[1:])
 		cfg.Name = *name
 		sb, err := sandbox.Up(cfg, os.Stdout)
@@ -89,7 +90,12 @@ func sandboxCmd(args []string) error {
 
 func printStatus(sb *sandbox.Sandbox) {
 	t := sb.Topology
-	fmt.Printf("sandbox %s (socket-LB %v), manifests in %s\n", t.Name, sb.Config.SocketLB, t.ManifestDir())
+	if sb.Config.APIServer {
+		fmt.Printf("sandbox %s (socket-LB %v), kube-apiserver: kubeconfig %s (reachable from the sandbox's namespaces)\n",
+			t.Name, sb.Config.SocketLB, t.Kubeconfig())
+	} else {
+		fmt.Printf("sandbox %s (socket-LB %v), manifests in %s\n", t.Name, sb.Config.SocketLB, t.ManifestDir())
+	}
 	for _, n := range t.Nodes {
 		state := "stopped"
 		if sb.AgentAlive(n.Name) {

@@ -31,6 +31,10 @@ type Options struct {
 	Port    int    // API server port; 0 = pick a free one
 	// ServiceCIDRs for ClusterIP allocation.
 	ServiceCIDRs string
+	// Detach leaves etcd and the API server running when this process
+	// exits (the sandbox CLI); Stop, or killing the namespace's processes,
+	// ends them.
+	Detach bool
 }
 
 // Env is a running control plane.
@@ -138,9 +142,13 @@ func (e *Env) spawn(name, bin string, args ...string) (*exec.Cmd, error) {
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if e.Detach {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
+	go func() { _ = cmd.Wait() }()
 	return cmd, nil
 }
 
@@ -161,7 +169,7 @@ func (e *Env) waitReady(timeout time.Duration) error {
 	defer cancel()
 	var last error
 	for ctx.Err() == nil {
-		if e.api.ProcessState != nil || processGone(e.api) {
+		if processGone(e.api) {
 			break
 		}
 		body, err := e.Client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
@@ -179,8 +187,26 @@ func (e *Env) waitReady(timeout time.Duration) error {
 		filepath.Join(e.Dir, "kube-apiserver.log"), tail(filepath.Join(e.Dir, "kube-apiserver.log"), 20))
 }
 
+// processGone: the process has exited (and been reaped by spawn's Wait).
 func processGone(c *exec.Cmd) bool {
 	return c.Process == nil || syscall.Kill(c.Process.Pid, 0) != nil
+}
+
+// Connect returns a client for a control plane started earlier (by another
+// process), from its state directory.
+func Connect(dir, netns string) (*Env, error) {
+	e := &Env{Options: Options{Dir: dir, Netns: netns}, Kubeconfig: filepath.Join(dir, "kubeconfig")}
+	var err error
+	if e.Config, err = clientcmd.BuildConfigFromFlags("", e.Kubeconfig); err != nil {
+		return nil, err
+	}
+	e.URL = e.Config.Host
+	e.Config.QPS, e.Config.Burst = 5000, 10000
+	if netns != "" {
+		e.Config.Dial = NetnsDialer(netns)
+	}
+	e.Client, err = kubernetes.NewForConfig(e.Config)
+	return e, err
 }
 
 // Stop stops the API server and etcd.
@@ -190,14 +216,11 @@ func (e *Env) Stop() {
 			continue
 		}
 		_ = syscall.Kill(-c.Process.Pid, syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = c.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
-			<-done
+		deadline := time.Now().Add(10 * time.Second)
+		for !processGone(c) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
 		}
+		_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
 	}
 }
 

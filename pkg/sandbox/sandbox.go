@@ -87,9 +87,16 @@ func Up(cfg Config, log io.Writer) (sb *Sandbox, err error) {
 			return nil, err
 		}
 	}
-	fmt.Fprintf(log, "  manifests: %s\n", t.ManifestDir())
-	if err := writeManifests(cfg, t); err != nil {
-		return nil, err
+	if cfg.APIServer {
+		fmt.Fprintf(log, "  kube-apiserver and etcd on %s:%d (kubeconfig %s)\n", apiServerIP4, apiServerPort, t.Kubeconfig())
+		if err := startAPIServer(cfg, t); err != nil {
+			return nil, err
+		}
+	} else {
+		fmt.Fprintf(log, "  manifests: %s\n", t.ManifestDir())
+		if err := writeManifests(cfg, t); err != nil {
+			return nil, err
+		}
 	}
 	fmt.Fprintf(log, "  pods: starting servers on TCP and UDP %d\n", PodPort)
 	for _, p := range t.Pods() {
@@ -154,11 +161,14 @@ func (sb *Sandbox) StartAgent(node string) error {
 	t := sb.Topology
 	ready := filepath.Join(t.StateDir, agentName(node)+".ready")
 	_ = os.Remove(ready)
-	err = spawn(t, agentName(node), n.Netns, "",
-		filepath.Join(sb.Config.BinDir, "netcube-agent"),
-		"--bpf-root", n.PinDir, "--manifests", t.ManifestDir(), "--cgroup", n.Cgroup,
-		"--socket-lb="+strconv.FormatBool(sb.Config.SocketLB), "--pod-iface-prefix", podIfPrefix,
-		"--ready-file", ready)
+	source := []string{"--manifests", t.ManifestDir()}
+	if sb.Config.APIServer {
+		source = []string{"--kubeconfig", t.Kubeconfig()}
+	}
+	err = spawn(t, agentName(node), n.Netns, "", append([]string{filepath.Join(sb.Config.BinDir, "netcube-agent")},
+		append(source, "--node-name", n.Name, "--bpf-root", n.PinDir, "--cgroup", n.Cgroup,
+			"--socket-lb="+strconv.FormatBool(sb.Config.SocketLB), "--pod-iface-prefix", podIfPrefix,
+			"--ready-file", ready)...)...)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,9 @@ type Config struct {
 	// Manifests, if set, is copied into the agents' manifest directory
 	// instead of the built-in example Services.
 	Manifests string
+	// APIServer runs a real kube-apiserver and etcd in the sandbox; the
+	// agents watch it instead of a manifest directory.
+	APIServer bool
 }
 
 func (c *Config) defaults() {

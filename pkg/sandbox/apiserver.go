@@ -1,0 +1,94 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/netcube/netcube/pkg/kubeenv"
+)
+
+// The API server lives on the underlay, as on a control-plane node.
+var (
+	apiServerIP4 = netip.MustParseAddr("172.30.0.2")
+	apiServerIP6 = netip.MustParseAddr("fd00:172:30::2")
+)
+
+const apiServerPort = 6443
+
+func (t Topology) kubeDir() string { return filepath.Join(t.StateDir, "kube") }
+
+// Kubeconfig is the admin kubeconfig of the sandbox's API server (the agents
+// use it too: its address is reachable from every node).
+func (t Topology) Kubeconfig() string { return filepath.Join(t.kubeDir(), "kubeconfig") }
+
+// startAPIServer runs etcd and kube-apiserver in the underlay namespace and
+// creates the example Services through the API.
+func startAPIServer(cfg Config, t Topology) error {
+	if err := steps(
+		func() error { return ip(t.Underlay, "addr", "add", apiServerIP4.String()+"/24", "dev", "br0") },
+		func() error { return ip(t.Underlay, "-6", "addr", "add", apiServerIP6.String()+"/64", "dev", "br0", "nodad") },
+	); err != nil {
+		return err
+	}
+	env, err := kubeenv.Start(kubeenv.Options{
+		Dir: t.kubeDir(), Netns: t.Underlay, Address: apiServerIP4.String(), Port: apiServerPort, Detach: true,
+	})
+	if err != nil {
+		return err
+	}
+	if cfg.Manifests != "" {
+		return fmt.Errorf("--manifests and --apiserver together are not supported: create objects with the API")
+	}
+	for _, content := range t.ExampleManifests() {
+		if err := createFromYAML(env.Client, content); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Client returns a client of the sandbox's API server (usable from the
+// host's namespace: it dials from inside the underlay namespace).
+func (sb *Sandbox) Client() (kubernetes.Interface, error) {
+	if !sb.Config.APIServer {
+		return nil, fmt.Errorf("sandbox %s runs without an API server (up --apiserver)", sb.Config.Name)
+	}
+	env, err := kubeenv.Connect(sb.Topology.kubeDir(), sb.Topology.Underlay)
+	if err != nil {
+		return nil, err
+	}
+	return env.Client, nil
+}
+
+// createFromYAML creates the Services and EndpointSlices of a multi-document
+// YAML string.
+func createFromYAML(c kubernetes.Interface, content string) error {
+	ctx := context.Background()
+	for _, doc := range strings.Split(content, "\n---\n") {
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
+		if err != nil {
+			return fmt.Errorf("decode example manifest: %w", err)
+		}
+		switch o := obj.(type) {
+		case *corev1.Service:
+			_, err = c.CoreV1().Services(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *discoveryv1.EndpointSlice:
+			_, err = c.DiscoveryV1().EndpointSlices(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		default:
+			err = fmt.Errorf("unexpected %T", obj)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

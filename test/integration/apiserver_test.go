@@ -1,0 +1,118 @@
+package integration
+
+import (
+	"context"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/netcube/netcube/internal/testenv"
+	"github.com/netcube/netcube/pkg/sandbox"
+)
+
+const apiBound = 2 * time.Second // API write -> traffic follows
+
+func ptr[T any](v T) *T { return &v }
+
+// TestTrafficFollowsTheAPI: in a sandbox whose agents watch a real
+// kube-apiserver, Services and EndpointSlices created, changed and deleted
+// with client-go take effect on real traffic from a pod within a bound.
+func TestTrafficFollowsTheAPI(t *testing.T) {
+	testenv.RequireRoot(t)
+	name := testenv.Name("a")
+	_ = sandbox.Down(name, io.Discard)
+	var log strings.Builder
+	sb, err := sandbox.Up(sandbox.Config{Name: name, SocketLB: true, APIServer: true, BinDir: binDir}, &log)
+	if err != nil {
+		t.Fatalf("sandbox up: %v\n%s", err, log.String())
+	}
+	t.Cleanup(func() {
+		if err := sandbox.Down(name, io.Discard); err != nil {
+			t.Error(err)
+		}
+		assertGone(t, sb.Topology)
+	})
+	c, err := sb.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	// The example Services were created through the API.
+	for _, r := range requests(t, sb, "tcp", "10.96.0.10:80", 10) {
+		if r.Err != "" {
+			t.Fatalf("echo Service: %s", r.Err)
+		}
+	}
+
+	svc, err := c.CoreV1().Services("default").Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "late"},
+		Spec: corev1.ServiceSpec{
+			IPFamilyPolicy: ptr(corev1.IPFamilyPolicyRequireDualStack),
+			Ports:          []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	backendSlice := func(p sandbox.Pod) *discoveryv1.EndpointSlice {
+		return &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Name: "late-1", Labels: map[string]string{discoveryv1.LabelServiceName: "late"}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr[int32](sandbox.PodPort)}},
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{p.IP4.String()}, NodeName: ptr(p.Node)}},
+		}
+	}
+	addr := net.JoinHostPort(svc.Spec.ClusterIPs[0], "80")
+	answeredBy := func(want string) func() bool {
+		return func() bool {
+			rs := requests(t, sb, "tcp", addr, 1, "--timeout", "300ms")
+			if want == "refused" {
+				return strings.Contains(rs[0].Err, "connection refused")
+			}
+			return rs[0].Backend == want
+		}
+	}
+
+	pods := sb.Topology.EchoBackends()
+	steps := []struct {
+		name  string
+		write func() error
+		want  string
+	}{
+		{"new Service without endpoints refuses", func() error { return nil }, "refused"},
+		{"EndpointSlice created", func() error {
+			_, err := c.DiscoveryV1().EndpointSlices("default").Create(ctx, backendSlice(pods[1]), metav1.CreateOptions{})
+			return err
+		}, pods[1].Name},
+		{"endpoint moved to another pod", func() error {
+			_, err := c.DiscoveryV1().EndpointSlices("default").Update(ctx, backendSlice(pods[0]), metav1.UpdateOptions{})
+			return err
+		}, pods[0].Name},
+		{"EndpointSlice deleted", func() error {
+			return c.DiscoveryV1().EndpointSlices("default").Delete(ctx, "late-1", metav1.DeleteOptions{})
+		}, "refused"},
+	}
+	for _, s := range steps {
+		if err := s.write(); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		took := waitFor(t, apiBound, s.name, answeredBy(s.want))
+		t.Logf("%s: traffic followed within %s", s.name, took.Round(time.Millisecond))
+	}
+	if err := c.CoreV1().Services("default").Delete(ctx, "late", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, apiBound, "deleted Service no longer refused by netcube", func() bool {
+		rs := requests(t, sb, "tcp", addr, 1, "--timeout", "200ms")
+		return !strings.Contains(rs[0].Err, "connection refused") && rs[0].Backend == ""
+	})
+}
