@@ -35,7 +35,9 @@ func (t Topology) Kubeconfig() string { return filepath.Join(t.kubeDir(), "kubec
 func startAPIServer(cfg Config, t Topology) error {
 	if err := steps(
 		func() error { return ip(t.Underlay, "addr", "add", apiServerIP4.String()+"/24", "dev", "br0") },
-		func() error { return ip(t.Underlay, "-6", "addr", "add", apiServerIP6.String()+"/64", "dev", "br0", "nodad") },
+		func() error {
+			return ip(t.Underlay, "-6", "addr", "add", apiServerIP6.String()+"/64", "dev", "br0", "nodad")
+		},
 	); err != nil {
 		return err
 	}
