@@ -4,15 +4,18 @@ BIN     := bin
 # Tests share the machine's namespaces, cgroups and bpffs: run packages one at a time.
 TESTFLAGS ?= -p 1 -count=1 -timeout 20m
 
-.PHONY: all deps tools generate build test demo sandbox sandbox-down bench lint clean
+.PHONY: all deps tools generate manifests build test demo sandbox sandbox-down bench bench-sync lint clean
 
 all: build
 
 deps:            ## install system packages (idempotent)
 	bash hack/install-deps.sh
 
-tools:           ## build (or reuse cached) kube-apiserver and etcd from the Go module proxy
+tools:           ## build (or reuse cached) kube-apiserver, etcd and helm from the Go module proxy
 	bash hack/build-tools.sh >/dev/null
+
+manifests:       ## render deploy/netcube.yaml from the Helm chart
+	$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1)/helm template netcube deploy/helm/netcube > deploy/netcube.yaml
 
 generate:        ## regenerate BPF objects and their Go bindings from bpf/
 	$(GO) generate ./pkg/datapath/

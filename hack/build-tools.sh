@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Builds the real Kubernetes components netcube tests against (kube-apiserver,
 # etcd) from the Go module proxy, pinned by hack/tools/go.mod, into a cache
-# keyed by that pinning: a second run, or CI on the same machine, reuses them.
-# Prints the directory holding the binaries on its last line.
+# keyed by that pinning, plus helm (to render and validate the chart): a
+# second run, or CI on the same machine, reuses them. Prints the directory
+# holding the binaries on its last line.
 set -euo pipefail
 cd "$(dirname "$0")/tools"
+HELM_VERSION=v3.22.0
 
 key=$(cat go.mod go.sum | sha256sum | cut -c1-16)
 dir="${NETCUBE_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/netcube/tools}/$key"
@@ -22,6 +24,13 @@ if [ "$missing" = 1 ]; then
   echo "build-tools: etcd done" >&2
   rm -rf "$dir" && mv "$dir.tmp" "$dir"
 else
-  echo "build-tools: cached in $dir" >&2
+  echo "build-tools: kube-apiserver and etcd cached in $dir" >&2
+fi
+# (helm built this way reports only its minor version: keep a marker.)
+if [ ! -x "$dir/helm" ] || [ "$(cat "$dir/helm.version" 2>/dev/null)" != "$HELM_VERSION" ]; then
+  echo "build-tools: building helm $HELM_VERSION" >&2
+  # go install pkg@version builds helm with its own go.mod, not ours.
+  GOBIN="$dir" GOFLAGS=-trimpath go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+  echo "$HELM_VERSION" > "$dir/helm.version"
 fi
 echo "$dir"

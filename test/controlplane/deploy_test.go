@@ -1,0 +1,166 @@
+package controlplane
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	agentcfg "github.com/netcube/netcube/pkg/agent"
+	"github.com/netcube/netcube/pkg/kubeenv"
+)
+
+const chart = "../../deploy/helm/netcube"
+
+// render runs the real helm on the chart with its default values.
+func render(t *testing.T) []byte {
+	t.Helper()
+	tools, err := kubeenv.ToolsDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(filepath.Join(tools, "helm"), "template", "netcube", chart).Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("helm template: %v\n%s", err, stderr)
+	}
+	return out
+}
+
+func decode(t *testing.T, manifest []byte) []runtime.Object {
+	t.Helper()
+	var objs []runtime.Object
+	for _, doc := range strings.Split(string(manifest), "\n---") {
+		if strings.TrimSpace(strings.TrimPrefix(doc, "\n")) == "" || !strings.Contains(doc, "kind:") {
+			continue
+		}
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
+		if err != nil {
+			t.Fatalf("decode %q: %v", doc, err)
+		}
+		objs = append(objs, obj)
+	}
+	return objs
+}
+
+// TestDeployManifests: the plain manifests are the chart rendered with its
+// defaults; every object passes the real API server's validation and
+// admission (server-side dry run); the agent's config parses.
+func TestDeployManifests(t *testing.T) {
+	rendered := render(t)
+	committed, err := os.ReadFile("../../deploy/netcube.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(bytes.TrimSpace(committed), bytes.TrimSpace(rendered)) {
+		t.Error("deploy/netcube.yaml differs from `helm template netcube deploy/helm/netcube`: run `make manifests`")
+	}
+	c := env.Client
+	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	kinds := map[string]bool{}
+	for _, obj := range decode(t, rendered) {
+		ctx := context.Background()
+		var err error
+		switch o := obj.(type) {
+		case *corev1.ServiceAccount:
+			_, err = c.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, dry)
+		case *corev1.ConfigMap:
+			cfg := agentcfg.Defaults()
+			if perr := yamlToConfig(o.Data["config.yaml"], &cfg); perr != nil {
+				t.Errorf("ConfigMap config.yaml: %v", perr)
+			}
+			_, err = c.CoreV1().ConfigMaps(o.Namespace).Create(ctx, o, dry)
+		case *rbacv1.ClusterRole:
+			_, err = c.RbacV1().ClusterRoles().Create(ctx, o, dry)
+		case *rbacv1.ClusterRoleBinding:
+			_, err = c.RbacV1().ClusterRoleBindings().Create(ctx, o, dry)
+		case *appsv1.DaemonSet:
+			_, err = c.AppsV1().DaemonSets(o.Namespace).Create(ctx, o, dry)
+		default:
+			t.Errorf("unexpected object %T in the chart", obj)
+			continue
+		}
+		kinds[obj.GetObjectKind().GroupVersionKind().Kind] = true
+		if err != nil {
+			t.Errorf("server-side dry run of %T: %v", obj, err)
+		}
+	}
+	for _, k := range []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet"} {
+		if !kinds[k] {
+			t.Errorf("the chart has no %s", k)
+		}
+	}
+}
+
+func yamlToConfig(s string, cfg *agentcfg.Config) error {
+	f := filepath.Join(os.TempDir(), "netcube-config-test.yaml")
+	if err := os.WriteFile(f, []byte(s), 0o644); err != nil {
+		return err
+	}
+	defer os.Remove(f)
+	return agentcfg.LoadFile(f, cfg)
+}
+
+// TestRBACIsEnough: with the chart's ServiceAccount, ClusterRole and
+// binding created for real, the agent authenticated as that ServiceAccount
+// syncs: the role grants what the agent needs.
+func TestRBACIsEnough(t *testing.T) {
+	c := env.Client
+	ctx := context.Background()
+	for _, obj := range decode(t, render(t)) {
+		var err error
+		switch o := obj.(type) {
+		case *corev1.ServiceAccount:
+			_, err = c.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.ClusterRole:
+			_, err = c.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.ClusterRoleBinding:
+			_, err = c.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	tok, err := c.CoreV1().ServiceAccounts("kube-system").CreateToken(ctx, "netcube-agent",
+		&authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: ptr[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: env.URL, CertificateAuthority: filepath.Join(env.Dir, "ca.crt")}
+	kc.AuthInfos["sa"] = &clientcmdapi.AuthInfo{Token: tok.Status.Token}
+	kc.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "sa"}
+	kc.CurrentContext = "c"
+	path := filepath.Join(t.TempDir(), "sa.kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+
+	a := startAgent(t, pinDir(t), "--kubeconfig", path) // waits for /readyz
+	svc, err := c.CoreV1().Services("default").Create(ctx, service("default", "rbac-probe", nil), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.CoreV1().Services("default").Delete(ctx, "rbac-probe", metav1.DeleteOptions{}) })
+	waitFor(t, bound, "Service seen with the ServiceAccount's rights", func() bool { return !absent(programmed(t, a.pins), svc) })
+	log, _ := os.ReadFile(a.log)
+	if bytes.Contains(log, []byte("forbidden")) {
+		t.Errorf("agent was denied something:\n%s", log)
+	}
+}
