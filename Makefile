@@ -38,6 +38,9 @@ sandbox-down:
 bench: deps build ## pod->Service vs pod->pod, socket-LB on and off
 	$(BIN)/netcube bench datapath
 
+bench-sync: deps build tools ## control plane: sync cost at 1k..100k Services against a real kube-apiserver
+	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube bench sync
+
 lint:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l cmd internal pkg)" || (gofmt -l cmd internal pkg; exit 1)

@@ -6,14 +6,19 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/netcube/netcube/pkg/bench"
 )
 
 func benchCmd(args []string) error {
+	if len(args) > 0 && args[0] == "sync" {
+		return benchSync(args[1:])
+	}
 	if len(args) == 0 || args[0] != "datapath" {
-		return errors.New("usage: netcube bench datapath [--duration 5s] [--runs 5] [--out docs/benchmarks]")
+		return errors.New("usage: netcube bench datapath|sync [flags]")
 	}
 	fs := flag.NewFlagSet("bench datapath", flag.ExitOnError)
 	cfg := bench.DatapathConfig{Log: os.Stdout}
@@ -33,4 +38,44 @@ func benchCmd(args []string) error {
 	fmt.Println()
 	fmt.Print(bench.Markdown(cfg, results))
 	return nil
+}
+
+func benchSync(args []string) error {
+	fs := flag.NewFlagSet("bench sync", flag.ExitOnError)
+	services := fs.String("services", "1000,10000,30000,100000", "cluster sizes (Services), ascending")
+	endpoints := fs.String("endpoints", "1,10", "endpoints per Service")
+	cfg := bench.SyncConfig{Log: os.Stdout}
+	fs.IntVar(&cfg.Changes, "changes", 100, "endpoint changes timed per size")
+	fs.StringVar(&cfg.OutDir, "out", "docs/benchmarks", "directory for sync.json and sync.md (\"\": none)")
+	_ = fs.Parse(args)
+	var err error
+	if cfg.Services, err = ints(*services); err != nil {
+		return err
+	}
+	if cfg.Endpoints, err = ints(*endpoints); err != nil {
+		return err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cfg.BinDir = filepath.Dir(exe)
+	results, err := bench.Sync(cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Print(bench.SyncMarkdown(cfg, results, time.Now()))
+	return nil
+}
+
+func ints(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", s, err)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }

@@ -76,7 +76,9 @@ func Run(ctx context.Context, cfg Config) error {
 
 	select {
 	case <-rec.Synced():
-		slog.Info("initial sync applied", "frontends", len(cube.Frontends()), "map_ops", cube.Ops())
+		is := rec.InitialSync()
+		slog.Info("initial sync applied", "frontends", len(cube.Frontends()), "map_ops", cube.Ops(),
+			"apply_seconds", is.Apply.Seconds(), "first_event_to_applied_seconds", is.Wall.Seconds())
 		if cfg.ReadyFile != "" {
 			if err := os.WriteFile(cfg.ReadyFile, []byte("ready\n"), 0o644); err != nil {
 				return err
@@ -117,6 +119,10 @@ func newSource(cfg Config) (source.Source, error) {
 	}
 	rc.UserAgent = "netcube-agent"
 	rc.QPS, rc.Burst = 50, 100
+	// Protobuf: a third of JSON's size on the wire and far less garbage
+	// when listing 100,000 objects.
+	rc.ContentType = "application/vnd.kubernetes.protobuf"
+	rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 type metrics struct {
 	registry     *prometheus.Registry
 	syncDuration prometheus.Histogram
+	eventToMap   prometheus.Histogram
 	syncErrors   prometheus.Counter
 	lastSync     prometheus.Gauge
 	mapOps       *prometheus.CounterVec
@@ -27,7 +28,12 @@ func newMetrics(cube *lb.Cube, maps *datapath.Maps, pending func() int) *metrics
 		syncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "netcube_service_sync_duration_seconds",
 			Help:    "Time to apply one Service's change to the datapath.",
-			Buckets: prometheus.ExponentialBuckets(1e-6, 4, 12), // 1µs .. 4s
+			Buckets: prometheus.ExponentialBuckets(1e-6, 2, 24), // 1µs .. 8s, factor 2
+		}),
+		eventToMap: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "netcube_event_to_programmed_seconds",
+			Help:    "From a change's arrival at the agent to its map writes being done.",
+			Buckets: prometheus.ExponentialBuckets(1e-6, 2, 24), // 1µs .. 8s, factor 2
 		}),
 		syncErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "netcube_service_sync_errors_total", Help: "Service syncs that failed (and are retried).",
@@ -50,7 +56,7 @@ func newMetrics(cube *lb.Cube, maps *datapath.Maps, pending func() int) *metrics
 	m.registry.MustRegister(fill(prometheus.GaugeOpts{
 		Name: "netcube_services_pending", Help: "Services waiting to be synced (including retries).",
 	}, func() float64 { return float64(pending()) }))
-	m.registry.MustRegister(m.syncDuration, m.syncErrors, m.lastSync, m.mapOps,
+	m.registry.MustRegister(m.syncDuration, m.eventToMap, m.syncErrors, m.lastSync, m.mapOps,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	maps.Observe = func(mapName, op string, err error) {
 		result := "ok"
@@ -67,12 +73,13 @@ func newMetrics(cube *lb.Cube, maps *datapath.Maps, pending func() int) *metrics
 }
 
 // ServiceSynced implements reconcile.Observer.
-func (m *metrics) ServiceSynced(d time.Duration, err error) {
-	m.syncDuration.Observe(d.Seconds())
+func (m *metrics) ServiceSynced(pending, took time.Duration, err error) {
+	m.syncDuration.Observe(took.Seconds())
 	if err != nil {
 		m.syncErrors.Inc()
 		return
 	}
+	m.eventToMap.Observe((pending + took).Seconds())
 	m.lastSync.SetToCurrentTime()
 }
 

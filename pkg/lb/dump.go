@@ -66,3 +66,25 @@ func dump(maps *datapath.Maps) (model.Frontends, error) {
 	}
 	return out, nil
 }
+
+// Lookup reads one frontend's backends as a packet would find them (master
+// entry, slots, backends), without changing anything. ok is false when the
+// frontend is not programmed.
+func Lookup(maps *datapath.Maps, fe model.Frontend) (bs []model.Backend, ok bool, err error) {
+	var master datapath.ServiceValue
+	if err := maps.Map(datapath.MapServices).Lookup(serviceKey(fe, 0), &master); err != nil {
+		return nil, false, nil
+	}
+	for s := 1; s <= int(master.Count); s++ {
+		var slot datapath.ServiceValue
+		var b datapath.Backend
+		if err := maps.Map(datapath.MapServices).Lookup(serviceKey(fe, s), &slot); err != nil {
+			return nil, true, fmt.Errorf("%s slot %d: %w", fe, s, err)
+		}
+		if err := maps.Map(datapath.MapBackends).Lookup(slot.BackendId, &b); err != nil {
+			return nil, true, fmt.Errorf("%s slot %d backend %d: %w", fe, s, slot.BackendId, err)
+		}
+		bs = append(bs, model.Backend{Addr: b.Addr.IP(), Port: datapath.HostPort(b.Port)})
+	}
+	return bs, true, nil
+}

@@ -26,9 +26,11 @@ type LoadBalancer interface {
 	Frontends() []model.Frontend
 }
 
-// Observer is told about every Service sync (metrics); optional.
+// Observer is told about every Service sync (metrics); optional. pending is
+// how long the Service waited since the first change that made it dirty
+// arrived; took is the sync itself.
 type Observer interface {
-	ServiceSynced(d time.Duration, err error)
+	ServiceSynced(pending, took time.Duration, err error)
 }
 
 // allSynced is queued once the source has delivered its initial state: when
@@ -50,10 +52,15 @@ type Reconciler struct {
 	slices     map[model.ServiceID]map[string]*discoveryv1.EndpointSlice
 	sliceOwner map[types.NamespacedName]model.ServiceID
 	failures   map[model.ServiceID]error
+	dirtySince map[model.ServiceID]time.Time
 	node       *corev1.Node
 
 	applied map[model.ServiceID]model.Frontends // only touched by the worker
 	synced  chan struct{}                       // closed after the first full sync
+	// The initial sync, measured: when the first change arrived, and the
+	// time spent applying Services until the first full sync was done.
+	firstEvent  time.Time
+	initialSync InitialSync
 }
 
 var _ source.Handler = (*Reconciler)(nil)
@@ -70,6 +77,7 @@ func New(lb LoadBalancer, observer Observer) *Reconciler {
 		slices:     map[model.ServiceID]map[string]*discoveryv1.EndpointSlice{},
 		sliceOwner: map[types.NamespacedName]model.ServiceID{},
 		failures:   map[model.ServiceID]error{},
+		dirtySince: map[model.ServiceID]time.Time{},
 		applied:    map[model.ServiceID]model.Frontends{},
 		synced:     make(chan struct{}),
 	}
@@ -84,8 +92,19 @@ func (r *Reconciler) OnService(key types.NamespacedName, svc *corev1.Service) {
 	} else {
 		r.services[id] = svc
 	}
+	r.markDirty(id)
 	r.mu.Unlock()
 	r.queue.Add(id)
+}
+
+// markDirty remembers when a Service first became dirty; r.mu is held.
+func (r *Reconciler) markDirty(id model.ServiceID) {
+	if _, ok := r.dirtySince[id]; !ok {
+		r.dirtySince[id] = time.Now()
+	}
+	if r.firstEvent.IsZero() {
+		r.firstEvent = time.Now()
+	}
 }
 
 // OnEndpointSlice records an EndpointSlice change and queues its Service
@@ -100,6 +119,7 @@ func (r *Reconciler) OnEndpointSlice(key types.NamespacedName, slice *discoveryv
 		}
 		delete(r.sliceOwner, key)
 		dirty = append(dirty, prev)
+		r.markDirty(prev)
 	}
 	if slice != nil {
 		if id, ok := k8s.ServiceOf(slice); ok {
@@ -109,6 +129,7 @@ func (r *Reconciler) OnEndpointSlice(key types.NamespacedName, slice *discoveryv
 			r.slices[id][key.Name] = slice
 			r.sliceOwner[key] = id
 			dirty = append(dirty, id)
+			r.markDirty(id)
 		}
 	}
 	r.mu.Unlock()
@@ -131,8 +152,33 @@ func (r *Reconciler) OnNode(name string, node *corev1.Node) {
 // OnSynced marks the end of the source's initial state.
 func (r *Reconciler) OnSynced() { r.queue.Add(allSynced) }
 
+// InitialSync describes the first full sync.
+type InitialSync struct {
+	// Apply is the time spent computing and writing Services (the
+	// reconciler applies them while the source is still delivering).
+	Apply time.Duration
+	// Wall is from the first change's arrival to every Service applied.
+	Wall time.Duration
+}
+
+// InitialSync is valid once Synced is closed.
+func (r *Reconciler) InitialSync() InitialSync {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.initialSync
+}
+
 // Synced is closed once the first full sync has been applied.
 func (r *Reconciler) Synced() <-chan struct{} { return r.synced }
+
+func (r *Reconciler) isSynced() bool {
+	select {
+	case <-r.synced:
+		return true
+	default:
+		return false
+	}
+}
 
 // Run works the queue until ctx ends.
 func (r *Reconciler) Run(ctx context.Context) {
@@ -175,14 +221,24 @@ func (r *Reconciler) handle(id model.ServiceID) error {
 		r.queue.Forget(id)
 		return nil
 	}
+	r.mu.Lock()
+	since, ok := r.dirtySince[id]
+	delete(r.dirtySince, id) // a change arriving from here on is a new one
+	r.mu.Unlock()
 	start := time.Now()
 	err := r.syncService(id)
-	if r.observer != nil {
-		r.observer.ServiceSynced(time.Since(start), err)
+	if !r.isSynced() {
+		r.mu.Lock()
+		r.initialSync.Apply += time.Since(start)
+		r.mu.Unlock()
+	}
+	if r.observer != nil && ok {
+		r.observer.ServiceSynced(start.Sub(since), time.Since(start), err)
 	}
 	r.mu.Lock()
 	if err != nil {
 		r.failures[id] = err
+		r.markDirty(id)
 	} else {
 		delete(r.failures, id)
 	}
@@ -199,16 +255,25 @@ func (r *Reconciler) handle(id model.ServiceID) error {
 // been through the queue: only now can frontends that no Service wants (left
 // in the pinned maps by an earlier agent) be told from ones not yet seen.
 func (r *Reconciler) finishInitialSync() {
-	select {
-	case <-r.synced:
+	if r.isSynced() {
 		return
-	default:
 	}
+	start := time.Now()
+	defer func() {
+		r.mu.Lock()
+		r.initialSync.Apply += time.Since(start)
+		r.mu.Unlock()
+	}()
 	if err := r.removeStale(); err != nil {
 		slog.Error("removing stale frontends", "err", err)
 		r.queue.AddRateLimited(allSynced)
 		return
 	}
+	r.mu.Lock()
+	if !r.firstEvent.IsZero() {
+		r.initialSync.Wall = time.Since(r.firstEvent)
+	}
+	r.mu.Unlock()
 	close(r.synced)
 }
 

@@ -1,0 +1,425 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/netcube/netcube/pkg/datapath"
+	"github.com/netcube/netcube/pkg/kubeenv"
+	"github.com/netcube/netcube/pkg/lb"
+	"github.com/netcube/netcube/pkg/model"
+)
+
+// SyncConfig configures `netcube bench sync`.
+type SyncConfig struct {
+	Services  []int // cluster sizes, ascending (Services are added between sizes)
+	Endpoints []int // endpoints per Service
+	Changes   int   // endpoint changes timed per size
+	BinDir    string
+	OutDir    string
+	Log       io.Writer
+}
+
+// SyncResult is one (Services, endpoints) point.
+type SyncResult struct {
+	Services  int `json:"services"`
+	Endpoints int `json:"endpoints_per_service"`
+	// API write (client returns) -> new backend visible in the maps.
+	WriteToMapP50 float64 `json:"write_to_map_p50_ms"`
+	WriteToMapP99 float64 `json:"write_to_map_p99_ms"`
+	// Change arrives at the agent -> its map writes are done (agent metric).
+	EventToMapP50 float64 `json:"event_to_map_p50_ms"`
+	EventToMapP99 float64 `json:"event_to_map_p99_ms"`
+	// Full sync, on a first start (empty maps) and on a restart (maps
+	// pinned, nothing to change): the agent's time spent applying Services,
+	// and the wall time from the first event to all applied (which includes
+	// waiting for the API server's list); and agent start -> ready.
+	FullSyncFirst              float64 `json:"full_sync_apply_first_ms"`
+	FullSyncRestart            float64 `json:"full_sync_apply_restart_ms"`
+	FirstEventToAppliedFirst   float64 `json:"first_event_to_applied_first_ms"`
+	FirstEventToAppliedRestart float64 `json:"first_event_to_applied_restart_ms"`
+	StartToReady               float64 `json:"start_to_ready_ms"`
+	RestartToReady             float64 `json:"restart_to_ready_ms"`
+	RestartMapUpdates          int     `json:"restart_map_updates"`
+	CPUSeconds                 float64 `json:"agent_cpu_seconds"`
+	PeakRSSMB                  float64 `json:"agent_peak_rss_mb"`
+}
+
+const benchNS = "default"
+
+// Sync runs the control-plane benchmark against a real API server.
+func Sync(cfg SyncConfig) ([]SyncResult, error) {
+	var results []SyncResult
+	for _, eps := range cfg.Endpoints {
+		dir, err := os.MkdirTemp("", "netcube-bench-sync-")
+		if err != nil {
+			return nil, err
+		}
+		env, err := kubeenv.Start(kubeenv.Options{Dir: dir, ServiceCIDRs: "10.96.0.0/12"})
+		if err != nil {
+			return nil, err
+		}
+		created := 0
+		for _, n := range cfg.Services {
+			fmt.Fprintf(cfg.Log, "== %d Services x %d endpoints: creating %d Services and EndpointSlices\n", n, eps, n-created)
+			start := time.Now()
+			if err := createServices(env.Client, created, n, eps, cfg.Log); err != nil {
+				env.Stop()
+				return nil, err
+			}
+			fmt.Fprintf(cfg.Log, "   created in %s\n", time.Since(start).Round(time.Second))
+			created = n
+			r, err := syncPoint(cfg, env, n, eps)
+			if err != nil {
+				env.Stop()
+				return nil, err
+			}
+			fmt.Fprintf(cfg.Log, "   %+v\n", r)
+			results = append(results, r)
+		}
+		env.Stop()
+		os.RemoveAll(dir)
+	}
+	if cfg.OutDir != "" {
+		if err := writeSyncReport(cfg, results); err != nil {
+			return nil, err
+		}
+	}
+	return results, nil
+}
+
+func serviceName(i int) string { return fmt.Sprintf("s%06d", i) }
+
+func createServices(c kubernetes.Interface, from, to, eps int, log io.Writer) error {
+	ctx := context.Background()
+	work := make(chan int)
+	errc := make(chan error, 1)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	done := 0
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				_, err := c.CoreV1().Services(benchNS).Create(ctx, benchService(i), metav1.CreateOptions{})
+				if err == nil {
+					_, err = c.DiscoveryV1().EndpointSlices(benchNS).Create(ctx, benchSlice(i, eps, 0), metav1.CreateOptions{})
+				}
+				if err != nil {
+					select {
+					case errc <- fmt.Errorf("create Service %d: %w", i, err):
+					default:
+					}
+					return
+				}
+				mu.Lock()
+				if done++; done%5000 == 0 {
+					fmt.Fprintf(log, "   %d/%d\n", done, to-from)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := from; i < to; i++ {
+		select {
+		case work <- i:
+		case err := <-errc:
+			close(work)
+			wg.Wait()
+			return err
+		}
+	}
+	close(work)
+	wg.Wait()
+	select {
+	case err := <-errc:
+		return err
+	default:
+		return nil
+	}
+}
+
+func benchService(i int) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: serviceName(i), Namespace: benchNS},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{
+			{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)},
+		}},
+	}
+}
+
+// benchSlice gives Service i eps endpoints; gen changes the first one.
+func benchSlice(i, eps, gen int) *discoveryv1.EndpointSlice {
+	port, name := int32(8080), "http"
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: serviceName(i), Namespace: benchNS,
+			Labels: map[string]string{discoveryv1.LabelServiceName: serviceName(i)}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: &name, Port: &port}},
+	}
+	for j := range eps {
+		g := 0
+		if j == 0 {
+			g = gen
+		}
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{backendIP(i, j, g).String()}})
+	}
+	return s
+}
+
+// backendIP is endpoint j of Service i in generation g: unique per (i, j, g).
+func backendIP(i, j, g int) netip.Addr {
+	return netip.AddrFrom4([4]byte{byte(64 + g%64), byte(j*16 + i>>16), byte(i >> 8), byte(i)})
+}
+
+// agentProc is a netcube-agent run by the benchmark.
+type agentProc struct {
+	cmd     *exec.Cmd
+	log     string
+	metrics string
+	started time.Time
+	ready   time.Duration
+}
+
+func startBenchAgent(cfg SyncConfig, env *kubeenv.Env, pins string) (*agentProc, error) {
+	state := filepath.Join(os.TempDir(), filepath.Base(pins))
+	a := &agentProc{log: state + ".log", metrics: "127.0.0.1:" + strconv.Itoa(20000+rand.IntN(20000))}
+	logf, err := os.Create(a.log)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	readyFile := state + ".ready"
+	_ = os.Remove(readyFile)
+	a.cmd = exec.Command(filepath.Join(cfg.BinDir, "netcube-agent"), "--kubeconfig", env.Kubeconfig,
+		"--bpf-root", pins, "--socket-lb=false", "--pod-iface-prefix", "none-", "--ready-file", readyFile,
+		"--metrics-bind-address", a.metrics, "--healthz-bind-address", "",
+		"--lb-service-map-size", "2500000", "--lb-backend-map-size", "1200000", "--lb-revnat-map-size", "200000")
+	a.cmd.Stdout, a.cmd.Stderr = logf, logf
+	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	a.started = time.Now()
+	if err := a.cmd.Start(); err != nil {
+		return nil, err
+	}
+	for {
+		if _, err := os.Stat(readyFile); err == nil {
+			a.ready = time.Since(a.started)
+			return a, nil
+		}
+		if syscall.Kill(a.cmd.Process.Pid, 0) != nil || time.Since(a.started) > 10*time.Minute {
+			b, _ := os.ReadFile(a.log)
+			return nil, fmt.Errorf("agent did not become ready:\n%s", b)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+var applyRe = regexp.MustCompile(`initial sync applied.*map_ops="\{Updates:(\d+) Deletes:(\d+)\}" apply_seconds=([0-9.e-]+) first_event_to_applied_seconds=([0-9.e-]+)`)
+
+// initialApply returns the agent's reported full sync: apply work, wall
+// time from the first event, and map updates.
+func (a *agentProc) initialApply() (apply, wall time.Duration, updates int, err error) {
+	b, _ := os.ReadFile(a.log)
+	m := applyRe.FindSubmatch(b)
+	if m == nil {
+		return 0, 0, 0, fmt.Errorf("no initial sync line in %s", a.log)
+	}
+	secs := func(s []byte) time.Duration {
+		v, _ := strconv.ParseFloat(string(s), 64)
+		return time.Duration(v * float64(time.Second))
+	}
+	updates, _ = strconv.Atoi(string(m[1]))
+	return secs(m[3]), secs(m[4]), updates, nil
+}
+
+// usage returns the agent's CPU seconds and peak RSS (MiB) so far.
+func (a *agentProc) usage() (cpu, rssMB float64) {
+	pid := a.cmd.Process.Pid
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+		ut, _ := strconv.ParseFloat(f[11], 64)
+		st, _ := strconv.ParseFloat(f[12], 64)
+		cpu = (ut + st) / 100 // USER_HZ
+	}
+	if f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if kb, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+				v, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(kb), "kB")), 64)
+				rssMB = v / 1024
+			}
+		}
+		f.Close()
+	}
+	return cpu, rssMB
+}
+
+func (a *agentProc) stop() {
+	_ = a.cmd.Process.Signal(syscall.SIGTERM)
+	_ = a.cmd.Wait()
+}
+
+func syncPoint(cfg SyncConfig, env *kubeenv.Env, n, eps int) (SyncResult, error) {
+	r := SyncResult{Services: n, Endpoints: eps}
+	pins := filepath.Join(datapath.BPFFS, fmt.Sprintf("netcube-bench-sync-%d", os.Getpid()))
+	_ = datapath.Unpin(pins)
+	defer datapath.Unpin(pins)
+
+	a, err := startBenchAgent(cfg, env, pins)
+	if err != nil {
+		return r, err
+	}
+	defer a.stop()
+	r.StartToReady = ms(a.ready)
+	apply, wall, _, err := a.initialApply()
+	if err != nil {
+		return r, err
+	}
+	r.FullSyncFirst, r.FirstEventToAppliedFirst = ms(apply), ms(wall)
+
+	maps, closeMaps, err := datapath.OpenPinned(pins)
+	if err != nil {
+		return r, err
+	}
+	defer closeMaps()
+	svcs, err := env.Client.CoreV1().Services(benchNS).List(context.Background(), metav1.ListOptions{Limit: 1})
+	if err != nil || len(svcs.Items) == 0 {
+		return r, fmt.Errorf("list a Service: %v", err)
+	}
+	// Endpoint changes: rewrite one Service's slice, wait for the new
+	// backend in the maps.
+	var lat []float64
+	before := scrapeHistogram(a.metrics, "netcube_event_to_programmed_seconds")
+	for k := range cfg.Changes {
+		i := rand.IntN(n)
+		svc, err := env.Client.CoreV1().Services(benchNS).Get(context.Background(), serviceName(i), metav1.GetOptions{})
+		if err != nil {
+			return r, err
+		}
+		fe := model.Frontend{Addr: netip.MustParseAddr(svc.Spec.ClusterIP), Port: 80, Proto: model.TCP}
+		gen := k + 1
+		want := model.Backend{Addr: backendIP(i, 0, gen), Port: 8080}
+		t0 := time.Now()
+		if _, err := env.Client.DiscoveryV1().EndpointSlices(benchNS).Update(context.Background(), benchSlice(i, eps, gen), metav1.UpdateOptions{}); err != nil {
+			return r, err
+		}
+		for {
+			bs, _, err := lb.Lookup(maps, fe)
+			if err == nil && slices.Contains(bs, want) {
+				break
+			}
+			if time.Since(t0) > 30*time.Second {
+				return r, fmt.Errorf("change to %s not programmed after 30s", fe)
+			}
+			time.Sleep(20 * time.Microsecond)
+		}
+		lat = append(lat, ms(time.Since(t0)))
+		// Put the endpoint back so each size starts from the same state.
+		if _, err := env.Client.DiscoveryV1().EndpointSlices(benchNS).Update(context.Background(), benchSlice(i, eps, 0), metav1.UpdateOptions{}); err != nil {
+			return r, err
+		}
+	}
+	slices.Sort(lat)
+	r.WriteToMapP50, r.WriteToMapP99 = quantile(lat, 0.5), quantile(lat, 0.99)
+	after := scrapeHistogram(a.metrics, "netcube_event_to_programmed_seconds")
+	r.EventToMapP50, r.EventToMapP99 = histQuantile(before, after, 0.5)*1e3, histQuantile(before, after, 0.99)*1e3
+	time.Sleep(200 * time.Millisecond) // the put-backs are applied
+	r.CPUSeconds, r.PeakRSSMB = a.usage()
+	a.stop()
+
+	// Restart against the pinned maps: nothing changed meanwhile.
+	a2, err := startBenchAgent(cfg, env, pins)
+	if err != nil {
+		return r, err
+	}
+	defer a2.stop()
+	r.RestartToReady = ms(a2.ready)
+	apply, wall, updates, err := a2.initialApply()
+	if err != nil {
+		return r, err
+	}
+	r.FullSyncRestart, r.FirstEventToAppliedRestart, r.RestartMapUpdates = ms(apply), ms(wall), updates
+	return r, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
+
+func quantile(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
+}
+
+// histogram is a scraped Prometheus histogram: upper bounds -> cumulative counts.
+type histogram map[float64]float64
+
+func scrapeHistogram(addr, name string) histogram {
+	h := histogram{}
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return h
+	}
+	defer resp.Body.Close()
+	re := regexp.MustCompile(`^` + name + `_bucket\{le="([^"]+)"\} ([0-9.e+]+)$`)
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			le, _ := strconv.ParseFloat(m[1], 64)
+			if m[1] == "+Inf" {
+				le = 1e9
+			}
+			v, _ := strconv.ParseFloat(m[2], 64)
+			h[le] = v
+		}
+	}
+	return h
+}
+
+// histQuantile estimates a quantile of the observations made between two
+// scrapes, interpolating linearly within a bucket (as histogram_quantile).
+func histQuantile(before, after histogram, q float64) float64 {
+	var bounds []float64
+	for le := range after {
+		bounds = append(bounds, le)
+	}
+	slices.Sort(bounds)
+	total := after[1e9] - before[1e9]
+	if total == 0 {
+		return 0
+	}
+	rank, prevLE, prevCount := q*total, 0.0, 0.0
+	for _, le := range bounds {
+		count := after[le] - before[le]
+		if count >= rank {
+			if count == prevCount {
+				return le
+			}
+			return prevLE + (le-prevLE)*(rank-prevCount)/(count-prevCount)
+		}
+		prevLE, prevCount = le, count
+	}
+	return bounds[len(bounds)-1]
+}
