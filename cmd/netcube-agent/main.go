@@ -36,6 +36,7 @@ func main() {
 	flag.StringVar(&cfg.MetricsBindAddress, "metrics-bind-address", cfg.MetricsBindAddress, "address of /metrics (\"\": off)")
 	flag.StringVar(&cfg.HealthzBindAddress, "healthz-bind-address", cfg.HealthzBindAddress, "address of /healthz and /readyz (\"\": off)")
 	flag.StringVar(&cfg.ReadyFile, "ready-file", cfg.ReadyFile, "file written once the first sync is applied")
+	flag.BoolVar(&cfg.Profiling, "profiling", cfg.Profiling, "serve /debug/pprof on the metrics address")
 	sizes := map[string]*uint{}
 	for m, f := range datapath.MapSizeFlags {
 		if _, ok := sizes[f]; !ok {
@@ -104,6 +105,8 @@ func applyFlag(cfg, flagged *agent.Config, name string) {
 		cfg.HealthzBindAddress = flagged.HealthzBindAddress
 	case "ready-file":
 		cfg.ReadyFile = flagged.ReadyFile
+	case "profiling":
+		cfg.Profiling = flagged.Profiling
 	}
 }
 

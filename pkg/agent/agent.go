@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"strings"
 	"time"
@@ -154,6 +155,10 @@ func serve(ctx context.Context, cfg Config, m *metrics, rec *reconcile.Reconcile
 	})
 	metricsMux := http.NewServeMux()
 	metricsMux.Handle("/metrics", m.handler())
+	if cfg.Profiling {
+		metricsMux.HandleFunc("/debug/pprof/", pprof.Index)
+		metricsMux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	}
 	for _, s := range []struct {
 		addr string
 		h    http.Handler

@@ -29,6 +29,7 @@ type Config struct {
 	MetricsBindAddress string `json:"metricsBindAddress,omitempty"` // /metrics; "" = off
 	HealthzBindAddress string `json:"healthzBindAddress,omitempty"` // /healthz, /readyz; "" = off
 	ReadyFile          string `json:"readyFile,omitempty"`
+	Profiling          bool   `json:"profiling,omitempty"` // /debug/pprof on the metrics address
 }
 
 // Defaults are kube-proxy's ports for metrics and health.

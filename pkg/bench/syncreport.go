@@ -23,7 +23,7 @@ func SyncMarkdown(cfg SyncConfig, results []SyncResult, at time.Time) string {
 	fmt.Fprintf(&b, "Each Service: one ClusterIP, one TCP port, one EndpointSlice. %d endpoint changes timed per point.\n\n", cfg.Changes)
 	b.WriteString("- **write → map**: the client's EndpointSlice update returns → the new backend is in the agent's BPF maps (includes the API server and the watch).\n")
 	b.WriteString("- **event → map**: the change reaches the agent → its map writes are done (agent histogram `netcube_event_to_programmed_seconds`, factor-2 buckets, interpolated).\n")
-	b.WriteString("- **full sync (apply)**: time the agent spends computing and writing every Service at start (it applies while the informers are still listing); *first* = empty maps, *restart* = pinned maps already right (map updates on restart shown).\n")
+	b.WriteString("- **full sync (apply)**: time the agent spends computing and writing every Service once the informers' initial lists are complete (it applies nothing before, so no Service is ever programmed without its endpoints); *first* = empty maps, *restart* = pinned maps already right (map updates on restart shown).\n")
 	b.WriteString("- **first event → applied**: wall time from the first object received to every Service in the maps (bounded by how fast the API server lists).\n")
 	b.WriteString("- **start → ready**: agent process start → ready, including listing every object from the API server.\n\n")
 	b.WriteString("| Services | endpoints each | write → map p50 / p99 (ms) | event → map p50 / p99 (ms) | full sync apply first / restart (ms) | first event → applied first / restart (ms) | restart map updates | start → ready first / restart (ms) | agent CPU (s) | agent peak RSS (MB) |\n")

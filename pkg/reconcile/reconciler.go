@@ -57,6 +57,11 @@ type Reconciler struct {
 
 	applied map[model.ServiceID]model.Frontends // only touched by the worker
 	synced  chan struct{}                       // closed after the first full sync
+	// sourceDone is closed when the source has delivered its initial state.
+	// No Service is applied before: a Service listed before its
+	// EndpointSlices would be programmed without backends for a moment,
+	// rejecting new connections and moving established ones.
+	sourceDone chan struct{}
 	// The initial sync, measured: when the first change arrived, and the
 	// time spent applying Services until the first full sync was done.
 	firstEvent  time.Time
@@ -80,6 +85,7 @@ func New(lb LoadBalancer, observer Observer) *Reconciler {
 		dirtySince: map[model.ServiceID]time.Time{},
 		applied:    map[model.ServiceID]model.Frontends{},
 		synced:     make(chan struct{}),
+		sourceDone: make(chan struct{}),
 	}
 }
 
@@ -150,12 +156,15 @@ func (r *Reconciler) OnNode(name string, node *corev1.Node) {
 }
 
 // OnSynced marks the end of the source's initial state.
-func (r *Reconciler) OnSynced() { r.queue.Add(allSynced) }
+func (r *Reconciler) OnSynced() {
+	r.queue.Add(allSynced)
+	close(r.sourceDone)
+}
 
 // InitialSync describes the first full sync.
 type InitialSync struct {
-	// Apply is the time spent computing and writing Services (the
-	// reconciler applies them while the source is still delivering).
+	// Apply is the time spent computing and writing every Service, once
+	// the source's initial state was complete.
 	Apply time.Duration
 	// Wall is from the first change's arrival to every Service applied.
 	Wall time.Duration
@@ -180,9 +189,15 @@ func (r *Reconciler) isSynced() bool {
 	}
 }
 
-// Run works the queue until ctx ends.
+// Run works the queue, once the source's initial state is complete, until
+// ctx ends.
 func (r *Reconciler) Run(ctx context.Context) {
 	go func() { <-ctx.Done(); r.queue.ShutDown() }()
+	select {
+	case <-r.sourceDone:
+	case <-ctx.Done():
+		return
+	}
 	for r.processNext() {
 	}
 }
@@ -191,6 +206,11 @@ func (r *Reconciler) Run(ctx context.Context) {
 // drive the reconciler without Run). Items waiting for a retry are not
 // waited for.
 func (r *Reconciler) Sync() error {
+	select {
+	case <-r.sourceDone:
+	default:
+		return nil // nothing is applied before the initial state is complete
+	}
 	var first error
 	for r.queue.Len() > 0 {
 		id, _ := r.queue.Get()

@@ -148,3 +148,38 @@ func svcFrontend(i int) model.Frontend {
 	}
 	return model.Frontend{}
 }
+
+// TestNothingAppliedBeforeInitialState: a Service delivered before its
+// EndpointSlices (informers deliver kinds independently) must never be
+// programmed without its endpoints: on a restart that would reject new
+// connections and move established ones. Nothing is applied until the
+// source's initial state is complete.
+func TestNothingAppliedBeforeInitialState(t *testing.T) {
+	testenv.RequireRoot(t)
+	dp, err := datapath.Load(datapath.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dp.Close()
+	cube := lb.New(dp.Maps())
+	r := New(cube, nil)
+	r.OnService(key(svc(1)), svc(1))
+	if err := r.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(cube.Frontends()); n != 0 {
+		t.Fatalf("%d frontends programmed before the initial state was complete", n)
+	}
+	r.OnEndpointSlice(key(slice(1)), slice(1, ep(1, 0)))
+	r.OnSynced()
+	if err := r.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if bs := cube.Backends(svcFrontend(1)); len(bs) != 1 {
+		t.Fatalf("backends %v, want the one endpoint", bs)
+	}
+	// Exactly one write per entry: revNAT, backend, slot, master.
+	if ops := cube.Ops(); ops.Updates != 4 || ops.Deletes != 0 {
+		t.Errorf("map operations %+v: the Service was programmed more than once", ops)
+	}
+}

@@ -75,13 +75,19 @@ func (s *Source) Run(ctx context.Context, h source.Handler) error {
 	services := factory.Core().V1().Services().Informer()
 	slices := factory.Discovery().V1().EndpointSlices().Informer()
 
-	if _, err := services.AddEventHandler(handlerFor(func(k types.NamespacedName, o *corev1.Service) { h.OnService(k, o) })); err != nil {
+	// Synced means "every object listed has been handed to h": that is the
+	// registrations' HasSynced, not the informers' (which only says the
+	// cache is filled). Declaring the initial state complete any earlier
+	// would let the agent delete, as stale, Services not delivered yet.
+	svcReg, err := services.AddEventHandler(handlerFor(func(k types.NamespacedName, o *corev1.Service) { h.OnService(k, o) }))
+	if err != nil {
 		return err
 	}
-	if _, err := slices.AddEventHandler(handlerFor(func(k types.NamespacedName, o *discoveryv1.EndpointSlice) { h.OnEndpointSlice(k, o) })); err != nil {
+	sliceReg, err := slices.AddEventHandler(handlerFor(func(k types.NamespacedName, o *discoveryv1.EndpointSlice) { h.OnEndpointSlice(k, o) }))
+	if err != nil {
 		return err
 	}
-	synced := []cache.InformerSynced{services.HasSynced, slices.HasSynced}
+	synced := []cache.InformerSynced{svcReg.HasSynced, sliceReg.HasSynced}
 
 	if s.NodeName != "" {
 		nodeFactory := informers.NewSharedInformerFactoryWithOptions(s.Client, s.Resync,
@@ -90,10 +96,11 @@ func (s *Source) Run(ctx context.Context, h source.Handler) error {
 			}),
 			informers.WithTransform(strip))
 		nodes := nodeFactory.Core().V1().Nodes().Informer()
-		if _, err := nodes.AddEventHandler(handlerFor(func(k types.NamespacedName, o *corev1.Node) { h.OnNode(k.Name, o) })); err != nil {
+		nodeReg, err := nodes.AddEventHandler(handlerFor(func(k types.NamespacedName, o *corev1.Node) { h.OnNode(k.Name, o) }))
+		if err != nil {
 			return err
 		}
-		synced = append(synced, nodes.HasSynced)
+		synced = append(synced, nodeReg.HasSynced)
 		nodeFactory.Start(ctx.Done())
 		defer nodeFactory.Shutdown()
 	}
@@ -141,18 +148,44 @@ func handlerFor[T metav1.Object](f func(types.NamespacedName, T)) cache.Resource
 	}
 }
 
-// strip drops what netcube never reads before an object is cached: managed
-// fields and the last-applied annotation are most of a typical object's
-// size, and at 100,000 Services the cache is most of the agent's memory.
+// strip keeps only what netcube reads before an object is cached: at
+// 100,000 Services the informer caches are most of the agent's memory, and
+// managed fields, annotations, status and topology details are most of an
+// object. (Fields that later Service features read must be kept here.)
 func strip(obj any) (any, error) {
-	if m, ok := obj.(metav1.Object); ok {
-		m.SetManagedFields(nil)
-		if a := m.GetAnnotations(); a != nil {
-			delete(a, corev1.LastAppliedConfigAnnotation)
+	switch o := obj.(type) {
+	case *corev1.Service:
+		return &corev1.Service{
+			ObjectMeta: minimalMeta(o.ObjectMeta),
+			Spec: corev1.ServiceSpec{
+				Type: o.Spec.Type, ClusterIP: o.Spec.ClusterIP, ClusterIPs: o.Spec.ClusterIPs,
+				Ports: o.Spec.Ports, IPFamilies: o.Spec.IPFamilies,
+			},
+		}, nil
+	case *discoveryv1.EndpointSlice:
+		out := &discoveryv1.EndpointSlice{
+			ObjectMeta:  minimalMeta(o.ObjectMeta),
+			AddressType: o.AddressType,
+			Ports:       o.Ports,
+			Endpoints:   make([]discoveryv1.Endpoint, len(o.Endpoints)),
 		}
-	}
-	if n, ok := obj.(*corev1.Node); ok {
-		n.Status.Images = nil
+		if name, ok := o.Labels[discoveryv1.LabelServiceName]; ok {
+			out.Labels = map[string]string{discoveryv1.LabelServiceName: name}
+		}
+		for i, ep := range o.Endpoints {
+			out.Endpoints[i] = discoveryv1.Endpoint{Addresses: ep.Addresses, Conditions: ep.Conditions, NodeName: ep.NodeName}
+		}
+		return out, nil
+	case *corev1.Node:
+		o.ManagedFields = nil
+		o.Status.Images = nil
+		return o, nil
 	}
 	return obj, nil
+}
+
+// minimalMeta keeps what the informer and netcube need to tell objects and
+// versions apart.
+func minimalMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion}
 }
