@@ -191,7 +191,7 @@ func benchSlice(i, eps, gen int) *discoveryv1.EndpointSlice {
 
 // backendIP is endpoint j of Service i in generation g: unique per (i, j, g).
 func backendIP(i, j, g int) netip.Addr {
-	return netip.AddrFrom4([4]byte{byte(64 + g%64), byte(j*16 + i>>16), byte(i >> 8), byte(i)})
+	return netip.AddrFrom4([4]byte{byte(20 + g%100), byte(j*16 + i>>16), byte(i >> 8), byte(i)}) // 20-119.x.x.x: never loopback or link-local
 }
 
 // agentProc is a netcube-agent run by the benchmark.
