@@ -8,6 +8,7 @@ import (
 	"github.com/netcube/netcube/pkg/datapath"
 	"os"
 	"testing"
+	"time"
 )
 
 // RequireRoot skips a test that needs root (BPF, namespaces) when run
@@ -36,4 +37,19 @@ func EnsureBPFFS(t testing.TB) {
 	if err := datapath.EnsureBPFFS(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// WaitFor polls cond until it holds, failing the test after timeout; it
+// returns how long it took.
+func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for time.Since(start) < timeout {
+		if cond() {
+			return time.Since(start)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within %s", what, timeout)
+	return 0
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,7 +45,7 @@ func SyncMarkdown(cfg SyncConfig, results []SyncResult, at time.Time) string {
 	for i, n := range cfg.Endpoints {
 		eps[i] = fmt.Sprint(n)
 	}
-	fmt.Fprintf(&b, "Reproduce: `make bench-sync` (`bin/netcube bench sync --services %s --endpoints %s --changes %d`).\n",
+	fmt.Fprintf(&b, "Reproduce: `make bench-sync` (`bin/netcube bench sync --services %s --endpoints %s --changes %d`; `--merge` adds to the points already in the report).\n",
 		strings.Join(sizes, ","), strings.Join(eps, ","), cfg.Changes)
 	return b.String()
 }
@@ -54,9 +55,40 @@ func writeSyncReport(cfg SyncConfig, results []SyncResult) error {
 	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
 		return err
 	}
+	if cfg.Merge {
+		results = mergeResults(filepath.Join(cfg.OutDir, "sync.json"), results)
+	}
 	j, _ := json.MarshalIndent(map[string]any{"measured_at": at.UTC(), "changes": cfg.Changes, "results": results}, "", "  ")
 	if err := os.WriteFile(filepath.Join(cfg.OutDir, "sync.json"), j, 0o644); err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(cfg.OutDir, "sync.md"), []byte(SyncMarkdown(cfg, results, at)), 0o644)
+}
+
+// mergeResults adds results to those already in path (a run in pieces: a
+// point measured again replaces the old one), ordered by endpoints, then
+// Services.
+func mergeResults(path string, results []SyncResult) []SyncResult {
+	var old struct {
+		Results []SyncResult `json:"results"`
+	}
+	if b, err := os.ReadFile(path); err == nil {
+		_ = json.Unmarshal(b, &old)
+	}
+	type key struct{ n, e int }
+	byKey := map[key]SyncResult{}
+	for _, r := range append(old.Results, results...) {
+		byKey[key{r.Services, r.Endpoints}] = r
+	}
+	out := make([]SyncResult, 0, len(byKey))
+	for _, r := range byKey {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b SyncResult) int {
+		if a.Endpoints != b.Endpoints {
+			return a.Endpoints - b.Endpoints
+		}
+		return a.Services - b.Services
+	})
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/netcube/netcube/internal/logs"
 	"net"
 	"os"
 	"os/exec"
@@ -184,7 +185,7 @@ func (e *Env) waitReady(timeout time.Duration) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return fmt.Errorf("kube-apiserver not ready (%v); last lines of %s:\n%s", last,
-		filepath.Join(e.Dir, "kube-apiserver.log"), tail(filepath.Join(e.Dir, "kube-apiserver.log"), 20))
+		filepath.Join(e.Dir, "kube-apiserver.log"), logs.Tail(filepath.Join(e.Dir, "kube-apiserver.log"), 20))
 }
 
 // processGone: the process has exited (and been reaped by spawn's Wait).
@@ -266,13 +267,4 @@ func ToolsDir() (string, error) {
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	return lines[len(lines)-1], nil
-}
-
-func tail(path string, n int) string {
-	b, _ := os.ReadFile(path)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/netcube/netcube/internal/testenv"
@@ -8,29 +9,57 @@ import (
 	"github.com/netcube/netcube/pkg/lb"
 )
 
-// BenchmarkInitialSync10k: applying 10,000 Services with one endpoint each
-// to empty maps (the first full sync), per op.
-func BenchmarkInitialSync10k(b *testing.B) {
+// BenchmarkInitialSync: the first full sync (empty maps) and a restart's
+// (maps already right) of n Services with one endpoint each, on real BPF
+// maps, without an API server in the way. `netcube bench sync` measures the
+// same through a real kube-apiserver where that is practical.
+func BenchmarkInitialSync(b *testing.B) {
 	testenv.RequireRoot(b)
-	const n = 10000
-	for b.Loop() {
-		b.StopTimer()
-		dp, err := datapath.Load(datapath.Config{})
-		if err != nil {
-			b.Fatal(err)
+	for _, n := range []int{10000, 100000} {
+		for _, restart := range []bool{false, true} {
+			name := fmt.Sprintf("services=%d/first", n)
+			if restart {
+				name = fmt.Sprintf("services=%d/restart", n)
+			}
+			b.Run(name, func(b *testing.B) {
+				sizes := map[string]uint32{"lb_services": 4 * uint32(n), "lb_backends": 2 * uint32(n), "lb_revnat": 2 * uint32(n)}
+				for b.Loop() {
+					b.StopTimer()
+					dp, err := datapath.Load(datapath.Config{MapSizes: sizes})
+					if err != nil {
+						b.Fatal(err)
+					}
+					feed := func(r *Reconciler) {
+						for i := range n {
+							r.OnService(key(svc(i)), svc(i))
+							r.OnEndpointSlice(key(slice(i)), slice(i, ep(i, 0)))
+						}
+						r.OnSynced()
+					}
+					if restart { // program once, then measure a second agent against the same maps
+						first := New(lb.New(dp.Maps()), nil)
+						feed(first)
+						if err := first.Sync(); err != nil {
+							b.Fatal(err)
+						}
+					}
+					cube := lb.New(dp.Maps())
+					if restart {
+						if cube, err = lb.Restore(dp.Maps()); err != nil {
+							b.Fatal(err)
+						}
+					}
+					r := New(cube, nil)
+					feed(r)
+					b.StartTimer()
+					if err := r.Sync(); err != nil {
+						b.Fatal(err)
+					}
+					b.StopTimer()
+					dp.Close()
+					b.StartTimer()
+				}
+			})
 		}
-		r := New(lb.New(dp.Maps()), nil)
-		for i := range n {
-			r.OnService(key(svc(i)), svc(i))
-			r.OnEndpointSlice(key(slice(i)), slice(i, ep(i, 0)))
-		}
-		r.OnSynced()
-		b.StartTimer()
-		if err := r.Sync(); err != nil {
-			b.Fatal(err)
-		}
-		b.StopTimer()
-		dp.Close()
-		b.StartTimer()
 	}
 }

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"fmt"
+	"net/netip"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,7 +21,7 @@ func svc(i int) *corev1.Service {
 	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s%d", i), Namespace: "default"},
 		Spec: corev1.ServiceSpec{
-			ClusterIP: fmt.Sprintf("10.96.%d.%d", i/250, i%250+1),
+			ClusterIP: netip.AddrFrom4([4]byte{10, byte(96 + i>>16), byte(i >> 8), byte(i)}).String(),
 			Ports:     []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP}},
 		},
 	}
@@ -46,19 +47,16 @@ func key(o metav1.Object) types.NamespacedName {
 	return types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}
 }
 
-func ep(i, j int) string { return fmt.Sprintf("10.%d.%d.%d", 100+j, i/250, i%250+1) }
+func ep(i, j int) string {
+	return netip.AddrFrom4([4]byte{10, byte(128 + 2*j + i>>16), byte(i >> 8), byte(i)}).String()
+}
 
 func opsOf(c *lb.Cube) int { return c.Ops().Updates + c.Ops().Deletes }
 
 // TestOneChangeAmongManyServices: with 10,000 Services programmed, one
 // endpoint change costs a handful of map operations, not a rebuild.
 func TestOneChangeAmongManyServices(t *testing.T) {
-	testenv.RequireRoot(t)
-	dp, err := datapath.Load(datapath.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dp.Close()
+	dp := loadDatapath(t)
 	cube := lb.New(dp.Maps())
 	r := New(cube, nil)
 
@@ -106,12 +104,7 @@ func TestOneChangeAmongManyServices(t *testing.T) {
 // for Services that are gone are removed by the first sync, and not before
 // the source has delivered its whole initial state.
 func TestFirstSyncRemovesStale(t *testing.T) {
-	testenv.RequireRoot(t)
-	dp, err := datapath.Load(datapath.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dp.Close()
+	dp := loadDatapath(t)
 	old := New(lb.New(dp.Maps()), nil)
 	for i := range 3 {
 		old.OnService(key(svc(i)), svc(i))
@@ -155,12 +148,7 @@ func svcFrontend(i int) model.Frontend {
 // connections and move established ones. Nothing is applied until the
 // source's initial state is complete.
 func TestNothingAppliedBeforeInitialState(t *testing.T) {
-	testenv.RequireRoot(t)
-	dp, err := datapath.Load(datapath.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dp.Close()
+	dp := loadDatapath(t)
 	cube := lb.New(dp.Maps())
 	r := New(cube, nil)
 	r.OnService(key(svc(1)), svc(1))
@@ -182,4 +170,16 @@ func TestNothingAppliedBeforeInitialState(t *testing.T) {
 	if ops := cube.Ops(); ops.Updates != 4 || ops.Deletes != 0 {
 		t.Errorf("map operations %+v: the Service was programmed more than once", ops)
 	}
+}
+
+// loadDatapath loads the datapath with private maps for one test.
+func loadDatapath(t *testing.T) *datapath.Datapath {
+	t.Helper()
+	testenv.RequireRoot(t)
+	dp, err := datapath.Load(datapath.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dp.Close() })
+	return dp
 }

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"github.com/netcube/netcube/internal/logs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -88,17 +89,8 @@ func waitFile(t Topology, path, name string, timeout time.Duration) error {
 		}
 		if _, alive := pidOf(t, name); !alive {
 			return fmt.Errorf("%s exited; last lines of %s:\n%s", name,
-				filepath.Join(t.LogDir(), name+".log"), tail(filepath.Join(t.LogDir(), name+".log"), 15))
+				filepath.Join(t.LogDir(), name+".log"), logs.Tail(filepath.Join(t.LogDir(), name+".log"), 15))
 		}
 	}
 	return fmt.Errorf("%s not ready after %s; see %s", name, timeout, filepath.Join(t.LogDir(), name+".log"))
-}
-
-func tail(path string, n int) string {
-	b, _ := os.ReadFile(path)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"github.com/netcube/netcube/internal/testenv"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +29,7 @@ func TestAgentFollowsTheAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, bound, "the kubernetes Service", func() bool { return !absent(programmed(t, a.pins), kubernetes) })
+	testenv.WaitFor(t, bound, "the kubernetes Service", func() bool { return !absent(programmed(t, a.pins), kubernetes) })
 
 	svc, err := c.CoreV1().Services(ns).Create(ctx(t), service(ns, "web", nil), metav1.CreateOptions{})
 	if err != nil {
@@ -74,14 +75,14 @@ func TestAgentFollowsTheAPI(t *testing.T) {
 			t.Fatalf("%s: %v", s.name, err)
 		}
 		want := expect(svc, s.v4, s.v6)
-		took := waitFor(t, bound, s.name, func() bool { return holds(programmed(t, a.pins), want) })
+		took := testenv.WaitFor(t, bound, s.name, func() bool { return holds(programmed(t, a.pins), want) })
 		t.Logf("%s: programmed %s after the write", s.name, took.Round(time.Millisecond))
 	}
 
 	if err := c.CoreV1().Services(ns).Delete(ctx(t), "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, bound, "deleted Service gone", func() bool { return absent(programmed(t, a.pins), svc) })
+	testenv.WaitFor(t, bound, "deleted Service gone", func() bool { return absent(programmed(t, a.pins), svc) })
 
 	// The agent reports what it did.
 	metrics := a.get("/metrics", a.metrics)
@@ -127,7 +128,7 @@ func TestServicesNotOurs(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.CoreV1().Services(ns).Delete(ctx(t), "mine", metav1.DeleteOptions{}) })
-	waitFor(t, bound, "marker Service", func() bool { return !absent(programmed(t, a.pins), mine) })
+	testenv.WaitFor(t, bound, "marker Service", func() bool { return !absent(programmed(t, a.pins), mine) })
 	got := programmed(t, a.pins)
 	if !absent(got, created[0]) {
 		t.Errorf("Service labelled for another proxy was programmed: %s", describe(got))
@@ -163,7 +164,7 @@ func TestRestartResyncs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, bound, "three Services", func() bool {
+	testenv.WaitFor(t, bound, "three Services", func() bool {
 		got := programmed(t, pins)
 		return holds(got, expect(keep, []string{"10.244.1.1"}, nil)) && holds(got, expect(gone, []string{"10.244.1.1"}, nil))
 	})

@@ -3,6 +3,7 @@ package controlplane
 import (
 	"bytes"
 	"context"
+	"github.com/netcube/netcube/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -158,7 +159,7 @@ func TestRBACIsEnough(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.CoreV1().Services("default").Delete(ctx, "rbac-probe", metav1.DeleteOptions{}) })
-	waitFor(t, bound, "Service seen with the ServiceAccount's rights", func() bool { return !absent(programmed(t, a.pins), svc) })
+	testenv.WaitFor(t, bound, "Service seen with the ServiceAccount's rights", func() bool { return !absent(programmed(t, a.pins), svc) })
 	log, _ := os.ReadFile(a.log)
 	if bytes.Contains(log, []byte("forbidden")) {
 		t.Errorf("agent was denied something:\n%s", log)

@@ -93,7 +93,7 @@ func startAgent(t *testing.T, pins string, extra ...string) *agent {
 			t.Logf("agent log:\n%s", b)
 		}
 	})
-	waitFor(t, 30*time.Second, "agent ready", func() bool { return a.get("/readyz", a.healthz) == "ok" })
+	testenv.WaitFor(t, 30*time.Second, "agent ready", func() bool { return a.get("/readyz", a.healthz) == "ok" })
 	return a
 }
 
@@ -145,19 +145,6 @@ func freeAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for time.Since(start) < timeout {
-		if cond() {
-			return time.Since(start)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %s", what, timeout)
-	return 0
 }
 
 func ctx(t *testing.T) context.Context {

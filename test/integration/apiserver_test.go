@@ -105,13 +105,13 @@ func TestTrafficFollowsTheAPI(t *testing.T) {
 		if err := s.write(); err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}
-		took := waitFor(t, apiBound, s.name, answeredBy(s.want))
+		took := testenv.WaitFor(t, apiBound, s.name, answeredBy(s.want))
 		t.Logf("%s: traffic followed within %s", s.name, took.Round(time.Millisecond))
 	}
 	if err := c.CoreV1().Services("default").Delete(ctx, "late", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, apiBound, "deleted Service no longer refused by netcube", func() bool {
+	testenv.WaitFor(t, apiBound, "deleted Service no longer refused by netcube", func() bool {
 		rs := requests(t, sb, "tcp", addr, 1, "--timeout", "200ms")
 		return !strings.Contains(rs[0].Err, "connection refused") && rs[0].Backend == ""
 	})

@@ -164,17 +164,3 @@ func (s *stream) since(t0 time.Time) []timed {
 	}
 	return out
 }
-
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for time.Since(start) < timeout {
-		if cond() {
-			return time.Since(start)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %s", what, timeout)
-	return 0
-}

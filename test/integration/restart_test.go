@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"github.com/netcube/netcube/internal/testenv"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -21,7 +22,7 @@ func TestAgentRestartKeepsConnections(t *testing.T) {
 			udp := startStream(t, sb, "udp", "[fd00:10:96::10]:8080", "--persistent")
 			start := time.Now()
 			for _, s := range []*stream{tcp, udp} {
-				waitFor(t, 5*time.Second, "first answers", func() bool { return len(s.since(start)) >= 10 })
+				testenv.WaitFor(t, 5*time.Second, "first answers", func() bool { return len(s.since(start)) >= 10 })
 			}
 
 			if err := sb.StopAgent(node, true); err != nil {
@@ -39,7 +40,7 @@ func TestAgentRestartKeepsConnections(t *testing.T) {
 			}
 			restarted := time.Now()
 			for _, s := range []*stream{tcp, udp} {
-				waitFor(t, 5*time.Second, "answers after restart", func() bool { return len(s.since(restarted)) >= 10 })
+				testenv.WaitFor(t, 5*time.Second, "answers after restart", func() bool { return len(s.since(restarted)) >= 10 })
 			}
 			tcp.stop()
 			udp.stop()

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"github.com/netcube/netcube/internal/testenv"
 	"net"
 	"strconv"
 	"strings"
@@ -120,14 +121,14 @@ func TestEndpointChurnUnderTraffic(t *testing.T) {
 						return n
 					}
 					start := time.Now()
-					waitFor(t, 5*time.Second, leaving.Name+" answering", func() bool { return answers(start, leaving.Name) > 0 })
+					testenv.WaitFor(t, 5*time.Second, leaving.Name+" answering", func() bool { return answers(start, leaving.Name) > 0 })
 
 					writeEcho(t, sb, all[:len(all)-1])
 					removed := time.Now()
 					// Converged once the last answer from the removed endpoint is
 					// followed by 100 answers from the others.
 					var lastAnswer time.Time
-					waitFor(t, 3*time.Second, leaving.Name+" drained", func() bool {
+					testenv.WaitFor(t, 3*time.Second, leaving.Name+" drained", func() bool {
 						rs := s.since(removed)
 						i := len(rs) - 1
 						for ; i >= 0 && rs[i].Backend != leaving.Name; i-- {
@@ -145,7 +146,7 @@ func TestEndpointChurnUnderTraffic(t *testing.T) {
 
 					writeEcho(t, sb, all)
 					added := time.Now()
-					lag = waitFor(t, 3*time.Second, leaving.Name+" back", func() bool { return answers(added, leaving.Name) > 0 })
+					lag = testenv.WaitFor(t, 3*time.Second, leaving.Name+" back", func() bool { return answers(added, leaving.Name) > 0 })
 					t.Logf("re-added endpoint answering within %s", lag)
 
 					s.stop()
