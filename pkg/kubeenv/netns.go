@@ -13,27 +13,42 @@ import (
 var metav1GetOptions = metav1.GetOptions{}
 
 // InNetns runs f on an OS thread switched into the named network namespace
-// (none: the current one). Sockets f creates stay in that namespace.
+// (none: the current one). Sockets f creates stay in that namespace. The
+// thread is switched back afterwards: it may be the process's main thread,
+// whose namespace is what /proc/<pid>/ns/net (and `ip netns pids`) report.
 func InNetns(name string, f func() error) error {
 	if name == "" {
 		return f()
 	}
 	errc := make(chan error, 1)
 	go func() {
-		// The thread is never unlocked: after setns it must not run other
-		// goroutines, so it exits with this one.
 		runtime.LockOSThread()
+		orig, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		defer unix.Close(orig)
 		target, err := unix.Open("/run/netns/"+name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
+			runtime.UnlockOSThread()
 			errc <- fmt.Errorf("open netns %s: %w", name, err)
 			return
 		}
 		defer unix.Close(target)
 		if err := unix.Setns(target, unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
 			errc <- fmt.Errorf("enter netns %s: %w", name, err)
 			return
 		}
-		errc <- f()
+		err = f()
+		// Back home, the thread can serve other goroutines again; if that
+		// fails it stays locked and exits with this goroutine.
+		if unix.Setns(orig, unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- err
 	}()
 	return <-errc
 }

@@ -295,7 +295,7 @@ func Down(name string, log io.Writer) error {
 	for _, ns := range namespaces {
 		out, _ := exec.Command("ip", "netns", "pids", filepath.Base(ns)).Output()
 		for _, f := range strings.Fields(string(out)) {
-			if pid, err := strconv.Atoi(f); err == nil {
+			if pid, err := strconv.Atoi(f); err == nil && pid != os.Getpid() {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
 		}
