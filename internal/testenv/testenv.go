@@ -4,6 +4,10 @@ package testenv
 
 import (
 	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
 
 	"github.com/netcube/netcube/pkg/datapath"
 	"os"
@@ -26,9 +30,33 @@ func RequireRoot(t testing.TB) {
 }
 
 // Name returns a short name unique to this test process, for namespaces,
-// interfaces, cgroups and pins.
+// interfaces, cgroups and pins: the prefix, then the process id.
 func Name(prefix string) string {
-	return fmt.Sprintf("%s%d", prefix, os.Getpid()%100000)
+	return fmt.Sprintf("%s%d", prefix, os.Getpid())
+}
+
+var testName = regexp.MustCompile(`^[a-z]([0-9]+)s?$`)
+
+// StaleSandboxes lists the sandboxes (by name) that test processes which no
+// longer exist left behind: a test killed outright cannot clean up, so the
+// next run does.
+func StaleSandboxes() []string {
+	var stale []string
+	entries, _ := os.ReadDir("/run/netns")
+	seen := map[string]bool{}
+	for _, e := range entries {
+		name, _, ok := strings.Cut(e.Name(), "-")
+		m := testName.FindStringSubmatch(name)
+		if !ok || m == nil || seen[name] {
+			continue
+		}
+		seen[name] = true
+		pid, _ := strconv.Atoi(m[1])
+		if pid != os.Getpid() && syscall.Kill(pid, 0) != nil {
+			stale = append(stale, name)
+		}
+	}
+	return stale
 }
 
 // EnsureBPFFS mounts bpffs at /sys/fs/bpf if it is not mounted yet.

@@ -33,6 +33,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
+	for _, name := range testenv.StaleSandboxes() {
+		fmt.Fprintf(os.Stderr, "removing sandbox %s left by a killed test run\n", name)
+		_ = sandbox.Down(name, io.Discard)
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
