@@ -43,7 +43,7 @@ func (c *Cube) acquire(k backendKey) (uint32, error) {
 	}
 	id := c.nextBackendID
 	v := datapath.Backend{Addr: datapath.AddrFrom(k.Addr), Port: datapath.Port(k.Port), Proto: uint8(k.proto)}
-	if err := c.update(datapath.MapBackends, id, v); err != nil {
+	if err := c.writeBackend(id, v); err != nil {
 		return 0, err
 	}
 	c.nextBackendID++
@@ -65,7 +65,7 @@ func (c *Cube) releaseAll(ids []uint32) {
 		}
 		// A failed delete leaves an unreferenced entry that the next restore
 		// removes; it cannot mislead the datapath (no slot points at it).
-		_ = c.delete(datapath.MapBackends, id)
+		_ = c.deleteID(datapath.MapBackends, id)
 		delete(c.backends, k)
 		delete(c.byID, id)
 	}

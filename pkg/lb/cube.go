@@ -124,7 +124,7 @@ func (c *Cube) Upsert(fe model.Frontend, backends []model.Backend) error {
 	if !exists {
 		f.revNATID = c.nextRevNATID
 		rn := datapath.Frontend{Addr: datapath.AddrFrom(fe.Addr), Port: datapath.Port(fe.Port)}
-		if err := c.update(datapath.MapRevNAT, f.revNATID, rn); err != nil {
+		if err := c.writeRevNAT(f.revNATID, rn); err != nil {
 			c.releaseAll(acquired)
 			return fmt.Errorf("frontend %s: %w", fe, err)
 		}
@@ -148,7 +148,7 @@ func (c *Cube) Upsert(fe model.Frontend, backends []model.Backend) error {
 			}
 			c.releaseAll(acquired)
 			if !exists {
-				_ = c.delete(datapath.MapRevNAT, f.revNATID)
+				_ = c.deleteID(datapath.MapRevNAT, f.revNATID)
 			}
 			return fmt.Errorf("frontend %s: %w", fe, err)
 		}
@@ -162,13 +162,13 @@ func (c *Cube) Upsert(fe model.Frontend, backends []model.Backend) error {
 	}
 	if !exists || len(old) != len(next) {
 		master := datapath.ServiceValue{Count: uint16(len(next)), RevNatId: f.revNATID}
-		if err := c.update(datapath.MapServices, serviceKey(fe, 0), master); err != nil {
+		if err := c.writeService(serviceKey(fe, 0), master); err != nil {
 			if !exists {
 				for j := range next {
 					_ = c.deleteSlot(fe, j)
 				}
 				c.releaseAll(acquired)
-				_ = c.delete(datapath.MapRevNAT, f.revNATID)
+				_ = c.deleteID(datapath.MapRevNAT, f.revNATID)
 			}
 			return fmt.Errorf("frontend %s: %w", fe, err)
 		}
@@ -192,7 +192,7 @@ func (c *Cube) Delete(fe model.Frontend) error {
 	if f == nil {
 		return nil
 	}
-	if err := c.delete(datapath.MapServices, serviceKey(fe, 0)); err != nil {
+	if err := c.deleteService(serviceKey(fe, 0)); err != nil {
 		return err
 	}
 	for i := range f.slots {
@@ -200,7 +200,7 @@ func (c *Cube) Delete(fe model.Frontend) error {
 			return err
 		}
 	}
-	if err := c.delete(datapath.MapRevNAT, f.revNATID); err != nil {
+	if err := c.deleteID(datapath.MapRevNAT, f.revNATID); err != nil {
 		return err
 	}
 	delete(c.frontends, fe)
@@ -254,19 +254,35 @@ func serviceKey(fe model.Frontend, slot int) datapath.ServiceKey {
 }
 
 func (c *Cube) writeSlot(fe model.Frontend, i int, id uint32) error {
-	return c.update(datapath.MapServices, serviceKey(fe, i+1), datapath.ServiceValue{BackendId: id})
+	return c.writeService(serviceKey(fe, i+1), datapath.ServiceValue{BackendId: id})
 }
 
 func (c *Cube) deleteSlot(fe model.Frontend, i int) error {
-	return c.delete(datapath.MapServices, serviceKey(fe, i+1))
+	return c.deleteService(serviceKey(fe, i+1))
 }
 
-func (c *Cube) update(m string, k, v any) error {
+func (c *Cube) writeService(k datapath.ServiceKey, v datapath.ServiceValue) error {
 	c.ops.Updates++
-	return c.maps.Update(m, k, v)
+	return datapath.Put(c.maps, datapath.MapServices, k, v)
 }
 
-func (c *Cube) delete(m string, k any) error {
+func (c *Cube) writeBackend(id uint32, b datapath.Backend) error {
+	c.ops.Updates++
+	return datapath.Put(c.maps, datapath.MapBackends, id, b)
+}
+
+func (c *Cube) writeRevNAT(id uint32, fe datapath.Frontend) error {
+	c.ops.Updates++
+	return datapath.Put(c.maps, datapath.MapRevNAT, id, fe)
+}
+
+func (c *Cube) deleteService(k datapath.ServiceKey) error {
 	c.ops.Deletes++
-	return c.maps.Delete(m, k)
+	return datapath.Remove(c.maps, datapath.MapServices, k)
+}
+
+// deleteID removes an id-keyed entry (lb_backends, lb_revnat).
+func (c *Cube) deleteID(m string, id uint32) error {
+	c.ops.Deletes++
+	return datapath.Remove(c.maps, m, id)
 }

@@ -56,7 +56,7 @@ func Restore(maps *datapath.Maps) (*Cube, error) {
 		f := c.frontends[fe]
 		_, known := backends[s.id]
 		if f == nil || int(s.key.Slot) > len(f.slots) || !known {
-			if err := c.delete(datapath.MapServices, s.key); err != nil {
+			if err := c.deleteService(s.key); err != nil {
 				return nil, err
 			}
 			continue
@@ -68,7 +68,7 @@ func Restore(maps *datapath.Maps) (*Cube, error) {
 			if id == 0 { // master counted a slot that was never written
 				f.slots = f.slots[:i]
 				master := datapath.ServiceValue{Count: uint16(i), RevNatId: f.revNATID}
-				if err := c.update(datapath.MapServices, serviceKey(fe, 0), master); err != nil {
+				if err := c.writeService(serviceKey(fe, 0), master); err != nil {
 					return nil, err
 				}
 				break
@@ -84,7 +84,7 @@ func Restore(maps *datapath.Maps) (*Cube, error) {
 	}
 	for id := range backends {
 		if _, used := c.byID[id]; !used {
-			if err := c.delete(datapath.MapBackends, id); err != nil {
+			if err := c.deleteID(datapath.MapBackends, id); err != nil {
 				return nil, err
 			}
 		}
@@ -113,7 +113,7 @@ func (c *Cube) removeOrphanRevNAT() error {
 		return fmt.Errorf("read %s: %w", datapath.MapRevNAT, err)
 	}
 	for _, id := range orphans {
-		if err := c.delete(datapath.MapRevNAT, id); err != nil {
+		if err := c.deleteID(datapath.MapRevNAT, id); err != nil {
 			return err
 		}
 	}
