@@ -163,11 +163,12 @@ func createServices(c kubernetes.Interface, from, to, eps int, log io.Writer) er
 	}
 }
 
-// benchService i has ClusterIP 10.96.0.0/12 + i + 1, given explicitly:
+// benchService i has ClusterIP 10.96.0.0/12 + 256 + i (past the API
+// server's own 10.96.0.1), given explicitly:
 // letting the API server pick from a /12 slows creation to a crawl beyond
 // ~10,000 Services (v1.36), and the agent does not care who chose.
 func benchService(i int) *corev1.Service {
-	n := i + 1
+	n := i + 256
 	ip := netip.AddrFrom4([4]byte{10, byte(96 + n>>16), byte(n >> 8), byte(n)})
 	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: serviceName(i), Namespace: benchNS},
