@@ -124,17 +124,23 @@ func (m *Maps) Size(name string) uint32 { return m.sizes[name] }
 // Update writes key=value into the named map, turning "map full" into a
 // MapFullError that names the size flag.
 func (m *Maps) Update(name string, key, value any) error {
-	err := m.byName[name].Update(key, value, ebpf.UpdateAny)
-	switch {
-	case errors.Is(err, unix.E2BIG) || errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.ENOSPC):
-		err = &MapFullError{Map: name, Size: m.sizes[name], Err: err}
-	case err != nil:
-		err = fmt.Errorf("update map %s: %w", name, err)
-	}
+	err := m.classify(name, m.byName[name].Update(key, value, ebpf.UpdateAny))
 	if m.Observe != nil {
 		m.Observe(name, "update", err)
 	}
 	return err
+}
+
+// classify turns a failed update's "map full" into a MapFullError that names
+// the size flag, and says which map any other failure came from.
+func (m *Maps) classify(name string, err error) error {
+	switch {
+	case errors.Is(err, unix.E2BIG) || errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.ENOSPC):
+		return &MapFullError{Map: name, Size: m.sizes[name], Err: err}
+	case err != nil:
+		return fmt.Errorf("update map %s: %w", name, err)
+	}
+	return nil
 }
 
 // Delete removes key from the named map; a missing key is not an error.

@@ -26,3 +26,37 @@ func Remove[K any](m *Maps, name string, key K) error {
 	}
 	return m.Delete(name, unsafe.Pointer(&key))
 }
+
+// PutBatch writes keys[i]=values[i] into the named map with one
+// BPF_MAP_UPDATE_BATCH call per chunk: a full sync's hundreds of thousands of
+// entries would otherwise cost a syscall each. The kernel writes in order and
+// stops at the first failure; the error then says how many landed.
+func PutBatch[K, V any](m *Maps, name string, keys []K, values []V) (written int, err error) {
+	var k K
+	var v V
+	mp := m.byName[name]
+	if uintptr(mp.KeySize()) != unsafe.Sizeof(k) || uintptr(mp.ValueSize()) != unsafe.Sizeof(v) {
+		return 0, fmt.Errorf("map %s: key/value of %d/%d bytes, want %d/%d",
+			name, unsafe.Sizeof(k), unsafe.Sizeof(v), mp.KeySize(), mp.ValueSize())
+	}
+	if len(keys) != len(values) {
+		return 0, fmt.Errorf("map %s: %d keys, %d values", name, len(keys), len(values))
+	}
+	const chunk = 4096 // bounds the kernel's time in one call
+	for lo := 0; lo < len(keys) && err == nil; lo += chunk {
+		hi := min(lo+chunk, len(keys))
+		var n int
+		n, err = mp.BatchUpdate(keys[lo:hi], values[lo:hi], nil)
+		written += n
+		err = m.classify(name, err)
+		if m.Observe != nil {
+			for range n {
+				m.Observe(name, "update", nil)
+			}
+			if err != nil {
+				m.Observe(name, "update", err)
+			}
+		}
+	}
+	return written, err
+}

@@ -87,82 +87,140 @@ func ValidateEndpointSlice(s *discoveryv1.EndpointSlice) error {
 	return errors.Join(errs...)
 }
 
+// ToService converts a Service to what netcube programs, or nil when netcube
+// does not program it (headless and ExternalName Services). Ports of
+// protocols netcube does not handle (SCTP) are left out; ValidateService is
+// the strict check for hand-written input.
+func ToService(svc *corev1.Service) *model.Service {
+	if !Proxied(svc) {
+		return nil
+	}
+	out := &model.Service{ID: model.ServiceID{Namespace: svc.Namespace, Name: svc.Name}}
+	for _, s := range clusterIPs(svc) {
+		if ip, err := netip.ParseAddr(s); err == nil {
+			out.ClusterIPs = append(out.ClusterIPs, ip.Unmap())
+		}
+	}
+	for _, p := range svc.Spec.Ports {
+		proto, ok := protocol(p.Protocol)
+		if !ok || p.Port < 1 || p.Port > 65535 {
+			continue
+		}
+		out.Ports = append(out.Ports, model.ServicePort{Name: p.Name, Port: uint16(p.Port), Proto: proto})
+	}
+	return out
+}
+
+// ToEndpointSlice converts an EndpointSlice, or returns nil when it serves
+// no Service netcube programs (no service-name label, or FQDN addresses).
+// An endpoint's first address is its address, as in kube-proxy (the API
+// says the others are fungible).
+func ToEndpointSlice(s *discoveryv1.EndpointSlice) *model.EndpointSlice {
+	id, ok := ServiceOf(s)
+	if !ok || (s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6) {
+		return nil
+	}
+	v6 := s.AddressType == discoveryv1.AddressTypeIPv6
+	out := &model.EndpointSlice{Name: s.Name, Service: id, IPv6: v6}
+	for _, p := range s.Ports {
+		if p.Port == nil || *p.Port < 1 || *p.Port > 65535 {
+			continue // a port without a number: no target for this name
+		}
+		proto, ok := model.TCP, true
+		if p.Protocol != nil {
+			proto, ok = protocol(*p.Protocol)
+		}
+		if !ok {
+			continue
+		}
+		name := ""
+		if p.Name != nil {
+			name = *p.Name
+		}
+		out.Ports = append(out.Ports, model.EndpointPort{Name: name, Port: uint16(*p.Port), Proto: proto})
+	}
+	out.Endpoints = make([]model.Endpoint, 0, len(s.Endpoints))
+	for _, ep := range s.Endpoints {
+		if len(ep.Addresses) == 0 {
+			continue
+		}
+		ip, err := netip.ParseAddr(ep.Addresses[0])
+		if err != nil || ip.Is4() == v6 {
+			continue
+		}
+		c := ep.Conditions
+		ready := c.Ready == nil || *c.Ready
+		serving := ready
+		if c.Serving != nil {
+			serving = *c.Serving
+		}
+		e := model.Endpoint{Addr: ip, Ready: ready, Serving: serving, Terminating: c.Terminating != nil && *c.Terminating}
+		if ep.NodeName != nil {
+			e.NodeName = *ep.NodeName
+		}
+		out.Endpoints = append(out.Endpoints, e)
+	}
+	return out
+}
+
 // Frontends computes a Service's frontends (each ClusterIP x port) and the
 // backends of each from the Service's EndpointSlices, as kube-proxy does:
 // slices of the frontend's address family only; endpoint ports matched by
-// the Service port's name (which also resolves named targetPorts); the ready
-// endpoints, or, when none is ready, the serving ones that are terminating
-// (so a Service being rolled keeps answering). Unset conditions mean ready,
-// serving = ready, not terminating.
-func Frontends(svc *corev1.Service, slices []*discoveryv1.EndpointSlice) model.Frontends {
-	out := model.Frontends{}
-	if !Proxied(svc) {
-		return out
+// the Service port's name and protocol (which also resolves named
+// targetPorts); the ready endpoints, or, when none is ready, the serving ones
+// that are terminating (so a Service being rolled keeps answering).
+func Frontends(svc *model.Service, slices []*model.EndpointSlice) model.Frontends {
+	if svc == nil {
+		return nil
 	}
-	for _, ipStr := range clusterIPs(svc) {
-		ip, err := netip.ParseAddr(ipStr)
-		if err != nil {
-			continue
-		}
-		for _, sp := range svc.Spec.Ports {
-			proto, ok := protocol(sp.Protocol)
-			if !ok {
-				continue
-			}
-			fe := model.Frontend{Addr: ip, Port: uint16(sp.Port), Proto: proto}
-			out[fe] = readyBackends(ip.Is4(), sp, slices)
+	out := make(model.Frontends, 0, len(svc.ClusterIPs)*len(svc.Ports))
+	for _, ip := range svc.ClusterIPs {
+		for _, sp := range svc.Ports {
+			fe := model.Frontend{Addr: ip, Port: sp.Port, Proto: sp.Proto}
+			out = append(out, model.FrontendBackends{Frontend: fe, Backends: readyBackends(ip.Is6(), sp, slices)})
 		}
 	}
 	return out
 }
 
-func readyBackends(v4 bool, sp corev1.ServicePort, slices []*discoveryv1.EndpointSlice) []model.Backend {
-	if bs := backendsWhere(v4, sp, slices, isReady); len(bs) > 0 {
+func readyBackends(v6 bool, sp model.ServicePort, slices []*model.EndpointSlice) []model.Backend {
+	if bs := backendsWhere(v6, sp, slices, isReady); len(bs) > 0 {
 		return bs
 	}
-	return backendsWhere(v4, sp, slices, isServingTerminating)
+	return backendsWhere(v6, sp, slices, isServingTerminating)
 }
 
-func isReady(c discoveryv1.EndpointConditions) bool { return c.Ready == nil || *c.Ready }
+func isReady(e *model.Endpoint) bool { return e.Ready }
 
-func isServingTerminating(c discoveryv1.EndpointConditions) bool {
-	serving := isReady(c)
-	if c.Serving != nil {
-		serving = *c.Serving
-	}
-	return serving && c.Terminating != nil && *c.Terminating
-}
+func isServingTerminating(e *model.Endpoint) bool { return e.Serving && e.Terminating }
 
-func backendsWhere(v4 bool, sp corev1.ServicePort, slices []*discoveryv1.EndpointSlice,
-	usable func(discoveryv1.EndpointConditions) bool) []model.Backend {
-	family := discoveryv1.AddressTypeIPv6
-	if v4 {
-		family = discoveryv1.AddressTypeIPv4
-	}
+func backendsWhere(v6 bool, sp model.ServicePort, from []*model.EndpointSlice, usable func(*model.Endpoint) bool) []model.Backend {
 	var bs []model.Backend
-	seen := map[model.Backend]bool{}
-	for _, s := range slices {
-		if s.AddressType != family {
+	var seen map[model.Backend]bool // an endpoint may be in two slices while it moves between them
+	for n, s := range from {
+		if s.IPv6 != v6 {
 			continue
 		}
 		port, ok := slicePort(s, sp)
 		if !ok {
 			continue
 		}
-		for _, ep := range s.Endpoints {
-			if !usable(ep.Conditions) {
-				continue
+		if n > 0 && seen == nil {
+			seen = make(map[model.Backend]bool, len(bs))
+			for _, b := range bs {
+				seen[b] = true
 			}
-			for _, a := range ep.Addresses {
-				ip, err := netip.ParseAddr(a)
-				if err != nil || ip.Is4() != v4 {
-					continue
-				}
-				b := model.Backend{Addr: ip, Port: port}
-				if !seen[b] {
+		}
+		for i := range s.Endpoints {
+			if e := &s.Endpoints[i]; usable(e) {
+				b := model.Backend{Addr: e.Addr, Port: port}
+				if seen != nil {
+					if seen[b] {
+						continue
+					}
 					seen[b] = true
-					bs = append(bs, b)
 				}
+				bs = append(bs, b)
 			}
 		}
 	}
@@ -171,21 +229,10 @@ func backendsWhere(v4 bool, sp corev1.ServicePort, slices []*discoveryv1.Endpoin
 
 // slicePort finds the slice port serving Service port sp: same name and
 // protocol (kube-proxy matches by name; an unnamed port matches "").
-func slicePort(s *discoveryv1.EndpointSlice, sp corev1.ServicePort) (uint16, bool) {
+func slicePort(s *model.EndpointSlice, sp model.ServicePort) (uint16, bool) {
 	for _, p := range s.Ports {
-		name, proto := "", corev1.ProtocolTCP
-		if p.Name != nil {
-			name = *p.Name
-		}
-		if p.Protocol != nil {
-			proto = *p.Protocol
-		}
-		spProto := sp.Protocol
-		if spProto == "" {
-			spProto = corev1.ProtocolTCP
-		}
-		if name == sp.Name && proto == spProto && p.Port != nil {
-			return uint16(*p.Port), true
+		if p.Name == sp.Name && p.Proto == sp.Proto {
+			return p.Port, true
 		}
 	}
 	return 0, false

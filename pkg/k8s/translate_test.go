@@ -41,6 +41,9 @@ func slice(family discoveryv1.AddressType, ports []discoveryv1.EndpointPort, eps
 	return s
 }
 
+// fes is a Service's expected frontends and their backends.
+type fes map[model.Frontend][]model.Backend
+
 func fe(addr string, port uint16, p model.Proto) model.Frontend {
 	return model.Frontend{Addr: netip.MustParseAddr(addr), Port: port, Proto: p}
 }
@@ -61,13 +64,13 @@ func TestFrontends(t *testing.T) {
 		name   string
 		svc    *corev1.Service
 		slices []*discoveryv1.EndpointSlice
-		want   model.Frontends
+		want   fes
 	}{
 		{
 			name:   "multi-port: each port's backends use the slice port of the same name",
 			svc:    service([]string{"10.96.0.1"}, http, dns),
 			slices: []*discoveryv1.EndpointSlice{slice(discoveryv1.AddressTypeIPv4, slicePorts, ep{addr: "10.0.0.1"})},
-			want: model.Frontends{
+			want: fes{
 				fe("10.96.0.1", 80, model.TCP): {be("10.0.0.1:8080")},
 				fe("10.96.0.1", 53, model.UDP): {be("10.0.0.1:5353")},
 			},
@@ -79,7 +82,7 @@ func TestFrontends(t *testing.T) {
 				slice(discoveryv1.AddressTypeIPv4, slicePorts, ep{addr: "10.0.0.1"}),
 				slice(discoveryv1.AddressTypeIPv6, slicePorts, ep{addr: "fd00:1::1"}),
 			},
-			want: model.Frontends{
+			want: fes{
 				fe("10.96.0.1", 80, model.TCP): {be("10.0.0.1:8080")},
 				fe("fd00::1", 80, model.TCP):   {be("[fd00:1::1]:8080")},
 			},
@@ -89,7 +92,7 @@ func TestFrontends(t *testing.T) {
 			svc:  service([]string{"10.96.0.1"}, http),
 			slices: []*discoveryv1.EndpointSlice{slice(discoveryv1.AddressTypeIPv4, slicePorts,
 				ep{addr: "10.0.0.1", ready: ptr(false)}, ep{addr: "10.0.0.2", ready: ptr(true)}, ep{addr: "10.0.0.3"})},
-			want: model.Frontends{fe("10.96.0.1", 80, model.TCP): {be("10.0.0.2:8080"), be("10.0.0.3:8080")}},
+			want: fes{fe("10.96.0.1", 80, model.TCP): {be("10.0.0.2:8080"), be("10.0.0.3:8080")}},
 		},
 		{
 			name: "terminating endpoints are not used while a ready one exists",
@@ -97,7 +100,7 @@ func TestFrontends(t *testing.T) {
 			slices: []*discoveryv1.EndpointSlice{slice(discoveryv1.AddressTypeIPv4, slicePorts,
 				ep{addr: "10.0.0.1", ready: ptr(false), serving: ptr(true), terminating: ptr(true)},
 				ep{addr: "10.0.0.2", ready: ptr(true)})},
-			want: model.Frontends{fe("10.96.0.1", 80, model.TCP): {be("10.0.0.2:8080")}},
+			want: fes{fe("10.96.0.1", 80, model.TCP): {be("10.0.0.2:8080")}},
 		},
 		{
 			name: "no ready endpoint: the serving terminating ones take traffic (not the non-serving)",
@@ -106,13 +109,13 @@ func TestFrontends(t *testing.T) {
 				ep{addr: "10.0.0.1", ready: ptr(false), serving: ptr(true), terminating: ptr(true)},
 				ep{addr: "10.0.0.2", ready: ptr(false), serving: ptr(false), terminating: ptr(true)},
 				ep{addr: "10.0.0.3", ready: ptr(false)})},
-			want: model.Frontends{fe("10.96.0.1", 80, model.TCP): {be("10.0.0.1:8080")}},
+			want: fes{fe("10.96.0.1", 80, model.TCP): {be("10.0.0.1:8080")}},
 		},
 		{
 			name:   "no endpoints: the frontend exists, with no backends (it rejects)",
 			svc:    service([]string{"10.96.0.1"}, http),
 			slices: nil,
-			want:   model.Frontends{fe("10.96.0.1", 80, model.TCP): nil},
+			want:   fes{fe("10.96.0.1", 80, model.TCP): nil},
 		},
 		{
 			name: "endpoints from several slices are merged, duplicates once",
@@ -121,12 +124,12 @@ func TestFrontends(t *testing.T) {
 				slice(discoveryv1.AddressTypeIPv4, slicePorts, ep{addr: "10.0.0.1"}),
 				slice(discoveryv1.AddressTypeIPv4, slicePorts, ep{addr: "10.0.0.2"}, ep{addr: "10.0.0.1"}),
 			},
-			want: model.Frontends{fe("10.96.0.1", 80, model.TCP): {be("10.0.0.1:8080"), be("10.0.0.2:8080")}},
+			want: fes{fe("10.96.0.1", 80, model.TCP): {be("10.0.0.1:8080"), be("10.0.0.2:8080")}},
 		},
 		{
 			name: "headless Service: nothing to program",
 			svc:  service([]string{"None"}, http),
-			want: model.Frontends{},
+			want: fes{},
 		},
 		{
 			name: "ExternalName Service: nothing to program",
@@ -135,17 +138,21 @@ func TestFrontends(t *testing.T) {
 				s.Spec.Type = corev1.ServiceTypeExternalName
 				return s
 			}(),
-			want: model.Frontends{},
+			want: fes{},
 		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := Frontends(c.svc, c.slices)
+			var in []*model.EndpointSlice
+			for _, s := range c.slices {
+				in = append(in, ToEndpointSlice(s))
+			}
+			got := Frontends(ToService(c.svc), in)
 			if len(got) != len(c.want) {
 				t.Fatalf("got %v, want %v", got, c.want)
 			}
 			for f, bs := range c.want {
-				g, ok := got[f]
+				g, ok := got.Find(f)
 				if !ok || !slices.Equal(g, bs) {
 					t.Errorf("%s: got %v, want %v", f, g, bs)
 				}

@@ -42,6 +42,7 @@ type Options struct {
 type Env struct {
 	Options
 	URL        string
+	EtcdURL    string // set when this process started the control plane
 	Kubeconfig string // admin kubeconfig file
 	Config     *rest.Config
 	Client     kubernetes.Interface
@@ -81,6 +82,7 @@ func Start(opts Options) (env *Env, err error) {
 		return nil, err
 	}
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(ports[0])
+	env.EtcdURL = etcdURL
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(ports[1])
 	if opts.Port == 0 {
 		opts.Port = ports[2]

@@ -21,6 +21,9 @@ type Cube struct {
 	// different backend or frontend under it.
 	nextBackendID, nextRevNATID uint32
 	ops                         Ops
+	// pending, while UpsertAll runs, collects writes instead of making
+	// them, to be flushed in batches.
+	pending *pendingWrites
 }
 
 type frontend struct {
@@ -263,16 +266,28 @@ func (c *Cube) deleteSlot(fe model.Frontend, i int) error {
 
 func (c *Cube) writeService(k datapath.ServiceKey, v datapath.ServiceValue) error {
 	c.ops.Updates++
+	if c.pending != nil {
+		c.pending.service(k, v)
+		return nil
+	}
 	return datapath.Put(c.maps, datapath.MapServices, k, v)
 }
 
 func (c *Cube) writeBackend(id uint32, b datapath.Backend) error {
 	c.ops.Updates++
+	if c.pending != nil {
+		c.pending.backends.add(id, b)
+		return nil
+	}
 	return datapath.Put(c.maps, datapath.MapBackends, id, b)
 }
 
 func (c *Cube) writeRevNAT(id uint32, fe datapath.Frontend) error {
 	c.ops.Updates++
+	if c.pending != nil {
+		c.pending.revNAT.add(id, fe)
+		return nil
+	}
 	return datapath.Put(c.maps, datapath.MapRevNAT, id, fe)
 }
 

@@ -11,10 +11,10 @@ import (
 // without changing them: what a packet would see now. The two maps cannot be
 // read at one instant; a read that raced with the agent (a slot naming a
 // backend written after the backends were read) is retried.
-func Dump(maps *datapath.Maps) (model.Frontends, error) {
+func Dump(maps *datapath.Maps) (map[model.Frontend][]model.Backend, error) {
 	var err error
 	for range 20 {
-		var out model.Frontends
+		var out map[model.Frontend][]model.Backend
 		if out, err = dump(maps); err == nil {
 			return out, nil
 		}
@@ -22,7 +22,7 @@ func Dump(maps *datapath.Maps) (model.Frontends, error) {
 	return nil, err
 }
 
-func dump(maps *datapath.Maps) (model.Frontends, error) {
+func dump(maps *datapath.Maps) (map[model.Frontend][]model.Backend, error) {
 	backends := map[uint32]model.Backend{}
 	var id uint32
 	var b datapath.Backend
@@ -52,7 +52,7 @@ func dump(maps *datapath.Maps) (model.Frontends, error) {
 	if err := it.Err(); err != nil {
 		return nil, err
 	}
-	out := model.Frontends{}
+	out := map[model.Frontend][]model.Backend{}
 	for fe, count := range masters {
 		var bs []model.Backend
 		for s := uint16(1); s <= count; s++ {

@@ -50,5 +50,23 @@ type ServiceID struct {
 func (s ServiceID) String() string { return s.Namespace + "/" + s.Name }
 
 // Frontends is the desired state of one Service: each of its frontends with
-// the ready backends behind it (possibly none: the frontend then rejects).
-type Frontends map[Frontend][]Backend
+// the backends behind it (possibly none: the frontend then rejects). A
+// slice, not a map: a Service has a handful of frontends, and at 100,000
+// Services a map each would be tens of MB.
+type Frontends []FrontendBackends
+
+// FrontendBackends is one frontend and its backends.
+type FrontendBackends struct {
+	Frontend Frontend
+	Backends []Backend
+}
+
+// Find returns fe's backends, if fe is one of the frontends.
+func (fs Frontends) Find(fe Frontend) ([]Backend, bool) {
+	for _, f := range fs {
+		if f.Frontend == fe {
+			return f.Backends, true
+		}
+	}
+	return nil, false
+}

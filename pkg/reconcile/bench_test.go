@@ -31,8 +31,8 @@ func BenchmarkInitialSync(b *testing.B) {
 					}
 					feed := func(r *Reconciler) {
 						for i := range n {
-							r.OnService(key(svc(i)), svc(i))
-							r.OnEndpointSlice(key(slice(i)), slice(i, ep(i, 0)))
+							r.OnService(svcKey(i), svc(i))
+							r.OnEndpointSlice(sliceKey(i), slice(i, ep(i, 0)))
 						}
 						r.OnSynced()
 					}

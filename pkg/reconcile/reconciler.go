@@ -10,7 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 
@@ -22,6 +21,9 @@ import (
 // LoadBalancer is what the reconciler programs (the lb cube).
 type LoadBalancer interface {
 	Upsert(fe model.Frontend, backends []model.Backend) error
+	// UpsertAll is Upsert for many frontends at once (batched map writes);
+	// on failure it leaves none of the frontends it did not have.
+	UpsertAll(items []model.FrontendBackends) error
 	Delete(fe model.Frontend) error
 	Frontends() []model.Frontend
 }
@@ -47,16 +49,19 @@ type Reconciler struct {
 	observer Observer
 	queue    workqueue.TypedRateLimitingInterface[model.ServiceID]
 
-	mu         sync.Mutex // guards the cluster view, written by the source
-	services   map[model.ServiceID]*corev1.Service
-	slices     map[model.ServiceID]map[string]*discoveryv1.EndpointSlice
+	mu sync.Mutex // guards the maps and the fields below the source writes
+	// states is the cluster view, one entry per Service (one map, not one
+	// per aspect: at 100,000 Services each map costs ~10 MB).
+	states     map[model.ServiceID]*serviceState
 	sliceOwner map[types.NamespacedName]model.ServiceID
-	failures   map[model.ServiceID]error
-	dirtySince map[model.ServiceID]time.Time
-	node       *corev1.Node
+	// delivered: the source's initial state is complete; changes are
+	// queued from then on (before, they are only marked dirty and applied
+	// together by the initial sync).
+	delivered bool
+	failures  map[model.ServiceID]error
+	node      *corev1.Node
 
-	applied map[model.ServiceID]model.Frontends // only touched by the worker
-	synced  chan struct{}                       // closed after the first full sync
+	synced chan struct{} // closed after the first full sync
 	// sourceDone is closed when the source has delivered its initial state.
 	// No Service is applied before: a Service listed before its
 	// EndpointSlices would be programmed without backends for a moment,
@@ -70,6 +75,26 @@ type Reconciler struct {
 
 var _ source.Handler = (*Reconciler)(nil)
 
+// serviceState is what the reconciler knows of one Service. The source
+// writes svc, slices and dirtySince under Reconciler.mu; applied belongs to
+// the worker. Only the worker removes a state (forget), once it is empty.
+type serviceState struct {
+	svc        *model.Service // nil: not (or no longer) a Service netcube programs
+	slices     []*model.EndpointSlice
+	dirtySince time.Time       // when the first unapplied change arrived; zero: clean
+	applied    model.Frontends // what the datapath has
+}
+
+// state returns id's state, creating it; r.mu is held.
+func (r *Reconciler) state(id model.ServiceID) *serviceState {
+	st := r.states[id]
+	if st == nil {
+		st = &serviceState{}
+		r.states[id] = st
+	}
+	return st
+}
+
 // New returns a reconciler programming lb; observer may be nil.
 func New(lb LoadBalancer, observer Observer) *Reconciler {
 	return &Reconciler{
@@ -78,35 +103,31 @@ func New(lb LoadBalancer, observer Observer) *Reconciler {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[model.ServiceID](100*time.Millisecond, 30*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[model.ServiceID]{Name: "services"}),
-		services:   map[model.ServiceID]*corev1.Service{},
-		slices:     map[model.ServiceID]map[string]*discoveryv1.EndpointSlice{},
+		states:     map[model.ServiceID]*serviceState{},
 		sliceOwner: map[types.NamespacedName]model.ServiceID{},
 		failures:   map[model.ServiceID]error{},
-		dirtySince: map[model.ServiceID]time.Time{},
-		applied:    map[model.ServiceID]model.Frontends{},
 		synced:     make(chan struct{}),
 		sourceDone: make(chan struct{}),
 	}
 }
 
 // OnService records a Service change.
-func (r *Reconciler) OnService(key types.NamespacedName, svc *corev1.Service) {
+func (r *Reconciler) OnService(key types.NamespacedName, svc *model.Service) {
 	id := model.ServiceID{Namespace: key.Namespace, Name: key.Name}
 	r.mu.Lock()
-	if svc == nil {
-		delete(r.services, id)
-	} else {
-		r.services[id] = svc
-	}
+	r.state(id).svc = svc
 	r.markDirty(id)
+	queue := r.delivered
 	r.mu.Unlock()
-	r.queue.Add(id)
+	if queue {
+		r.queue.Add(id)
+	}
 }
 
 // markDirty remembers when a Service first became dirty; r.mu is held.
 func (r *Reconciler) markDirty(id model.ServiceID) {
-	if _, ok := r.dirtySince[id]; !ok {
-		r.dirtySince[id] = time.Now()
+	if st := r.state(id); st.dirtySince.IsZero() {
+		st.dirtySince = time.Now()
 	}
 	if r.firstEvent.IsZero() {
 		r.firstEvent = time.Now()
@@ -115,32 +136,30 @@ func (r *Reconciler) markDirty(id model.ServiceID) {
 
 // OnEndpointSlice records an EndpointSlice change and queues its Service
 // (and the Service it belonged to before, if its label changed).
-func (r *Reconciler) OnEndpointSlice(key types.NamespacedName, slice *discoveryv1.EndpointSlice) {
+func (r *Reconciler) OnEndpointSlice(key types.NamespacedName, slice *model.EndpointSlice) {
 	var dirty []model.ServiceID
 	r.mu.Lock()
 	if prev, ok := r.sliceOwner[key]; ok {
-		delete(r.slices[prev], key.Name)
-		if len(r.slices[prev]) == 0 {
-			delete(r.slices, prev)
-		}
+		st := r.state(prev)
+		st.slices = slices.DeleteFunc(st.slices, func(s *model.EndpointSlice) bool { return s.Name == key.Name })
 		delete(r.sliceOwner, key)
 		dirty = append(dirty, prev)
 		r.markDirty(prev)
 	}
 	if slice != nil {
-		if id, ok := k8s.ServiceOf(slice); ok {
-			if r.slices[id] == nil {
-				r.slices[id] = map[string]*discoveryv1.EndpointSlice{}
-			}
-			r.slices[id][key.Name] = slice
-			r.sliceOwner[key] = id
-			dirty = append(dirty, id)
-			r.markDirty(id)
-		}
+		id := slice.Service
+		st := r.state(id)
+		st.slices = append(st.slices, slice)
+		r.sliceOwner[key] = id
+		dirty = append(dirty, id)
+		r.markDirty(id)
 	}
+	queue := r.delivered
 	r.mu.Unlock()
 	for _, id := range dirty {
-		r.queue.Add(id)
+		if queue {
+			r.queue.Add(id)
+		}
 	}
 }
 
@@ -157,6 +176,9 @@ func (r *Reconciler) OnNode(name string, node *corev1.Node) {
 
 // OnSynced marks the end of the source's initial state.
 func (r *Reconciler) OnSynced() {
+	r.mu.Lock()
+	r.delivered = true
+	r.mu.Unlock()
 	r.queue.Add(allSynced)
 	close(r.sourceDone)
 }
@@ -237,16 +259,17 @@ func (r *Reconciler) processNext() bool {
 func (r *Reconciler) handle(id model.ServiceID) error {
 	defer r.queue.Done(id)
 	if id == allSynced {
-		r.finishInitialSync()
+		r.initialSyncOnce()
 		r.queue.Forget(id)
 		return nil
 	}
 	r.mu.Lock()
-	since, ok := r.dirtySince[id]
-	delete(r.dirtySince, id) // a change arriving from here on is a new one
+	st := r.state(id)
+	since, ok := st.dirtySince, !st.dirtySince.IsZero()
+	st.dirtySince = time.Time{} // a change arriving from here on is a new one
 	r.mu.Unlock()
 	start := time.Now()
-	err := r.syncService(id)
+	err := r.syncService(id, st)
 	if !r.isSynced() {
 		r.mu.Lock()
 		r.initialSync.Apply += time.Since(start)
@@ -261,6 +284,7 @@ func (r *Reconciler) handle(id model.ServiceID) error {
 		r.markDirty(id)
 	} else {
 		delete(r.failures, id)
+		r.forgetIfEmpty(id, st)
 	}
 	r.mu.Unlock()
 	if err != nil {
@@ -271,10 +295,11 @@ func (r *Reconciler) handle(id model.ServiceID) error {
 	return nil
 }
 
-// finishInitialSync runs when everything the source delivered at start has
-// been through the queue: only now can frontends that no Service wants (left
-// in the pinned maps by an earlier agent) be told from ones not yet seen.
-func (r *Reconciler) finishInitialSync() {
+// initialSyncOnce applies, in one pass, everything the source delivered
+// before it declared its initial state complete; only then can frontends
+// that no Service wants (left in the pinned maps by an earlier agent) be told
+// from ones not yet seen, and removed.
+func (r *Reconciler) initialSyncOnce() {
 	if r.isSynced() {
 		return
 	}
@@ -284,7 +309,8 @@ func (r *Reconciler) finishInitialSync() {
 		r.initialSync.Apply += time.Since(start)
 		r.mu.Unlock()
 	}()
-	if err := r.removeStale(); err != nil {
+	unapplied := r.applyAll()
+	if err := r.removeStale(unapplied); err != nil {
 		slog.Error("removing stale frontends", "err", err)
 		r.queue.AddRateLimited(allSynced)
 		return
@@ -299,50 +325,112 @@ func (r *Reconciler) finishInitialSync() {
 
 // syncService makes one Service's frontends in the datapath match the
 // cluster's view of it.
-func (r *Reconciler) syncService(id model.ServiceID) error {
+func (r *Reconciler) syncService(id model.ServiceID, st *serviceState) error {
 	r.mu.Lock()
-	wanted := model.Frontends{}
-	if svc := r.services[id]; svc != nil {
-		wanted = k8s.Frontends(svc, slices.Collect(maps.Values(r.slices[id])))
-	}
+	wanted := st.wanted()
 	r.mu.Unlock()
 
-	have := r.applied[id]
-	if have == nil {
-		have = model.Frontends{}
-	}
-	defer func() {
-		if len(have) == 0 {
-			delete(r.applied, id)
-		} else {
-			r.applied[id] = have
-		}
-	}()
-	for fe := range have {
-		if _, ok := wanted[fe]; !ok {
-			if err := r.lb.Delete(fe); err != nil {
-				return fmt.Errorf("service %s: %w", id, err)
-			}
-			delete(have, fe)
-		}
-	}
-	for fe, bs := range wanted {
-		if cur, ok := have[fe]; ok && sameBackends(cur, bs) {
+	// kept is rebuilt as the frontends go: on an error it holds exactly
+	// what is in the maps, for the retry to start from.
+	have := st.applied
+	var kept model.Frontends
+	defer func() { st.applied = kept }()
+	for _, f := range have {
+		if _, ok := wanted.Find(f.Frontend); ok {
+			kept = append(kept, f)
 			continue
 		}
-		if err := r.lb.Upsert(fe, bs); err != nil {
+		if err := r.lb.Delete(f.Frontend); err != nil {
+			kept = append(kept, f)
 			return fmt.Errorf("service %s: %w", id, err)
 		}
-		have[fe] = bs
+	}
+	for _, f := range wanted {
+		i := slices.IndexFunc(kept, func(k model.FrontendBackends) bool { return k.Frontend == f.Frontend })
+		if i >= 0 && sameBackends(kept[i].Backends, f.Backends) {
+			continue
+		}
+		if err := r.lb.Upsert(f.Frontend, f.Backends); err != nil {
+			return fmt.Errorf("service %s: %w", id, err)
+		}
+		if i >= 0 {
+			kept[i] = f
+		} else {
+			kept = append(kept, f)
+		}
 	}
 	return nil
 }
 
-func (r *Reconciler) removeStale() error {
+// wanted is what the Service should be programmed as now; r.mu is held.
+func (st *serviceState) wanted() model.Frontends {
+	return k8s.Frontends(st.svc, st.slices)
+}
+
+// forgetIfEmpty drops the state of a Service that is gone, has no slices
+// left and nothing in the datapath; r.mu is held, by the worker.
+func (r *Reconciler) forgetIfEmpty(id model.ServiceID, st *serviceState) {
+	if st.svc == nil && len(st.slices) == 0 && len(st.applied) == 0 && st.dirtySince.IsZero() {
+		delete(r.states, id)
+	}
+}
+
+// applyAll applies every dirty Service at once (the initial sync), through
+// the LB's batched path. If that fails, each Service is queued to be synced
+// on its own, which retries and reports Service by Service; their wanted
+// frontends are returned, not to be taken for stale meanwhile.
+func (r *Reconciler) applyAll() (unapplied []model.Frontends) {
+	r.mu.Lock()
+	var dirty []*serviceState
+	var ids []model.ServiceID
+	var items []model.FrontendBackends
+	var wanted []model.Frontends
+	for id, st := range r.states {
+		if st.dirtySince.IsZero() {
+			continue
+		}
+		w := st.wanted()
+		st.dirtySince = time.Time{}
+		dirty, ids = append(dirty, st), append(ids, id)
+		wanted = append(wanted, w)
+		items = append(items, w...)
+	}
+	r.mu.Unlock()
+	if len(ids) == 0 {
+		return nil
+	}
+	err := r.lb.UpsertAll(items)
+	if err != nil {
+		slog.Error("batched initial sync failed; syncing Service by Service", "services", len(ids), "err", err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, id := range ids {
+		switch {
+		case err != nil:
+			r.markDirty(id)
+			r.queue.Add(id)
+			unapplied = append(unapplied, wanted[i])
+		default:
+			dirty[i].applied = wanted[i]
+			r.forgetIfEmpty(id, dirty[i])
+		}
+	}
+	return unapplied
+}
+
+func (r *Reconciler) removeStale(unapplied []model.Frontends) error {
 	wanted := map[model.Frontend]bool{}
-	for _, fes := range r.applied {
-		for fe := range fes {
-			wanted[fe] = true
+	r.mu.Lock()
+	for _, st := range r.states {
+		for _, f := range st.applied {
+			wanted[f.Frontend] = true
+		}
+	}
+	r.mu.Unlock()
+	for _, fes := range unapplied {
+		for _, f := range fes {
+			wanted[f.Frontend] = true
 		}
 	}
 	for _, fe := range r.lb.Frontends() {

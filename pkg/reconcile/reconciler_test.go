@@ -17,17 +17,17 @@ import (
 	"github.com/netcube/netcube/pkg/model"
 )
 
-func svc(i int) *corev1.Service {
-	return &corev1.Service{
+func svc(i int) *model.Service {
+	return k8s.ToService(&corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s%d", i), Namespace: "default"},
 		Spec: corev1.ServiceSpec{
 			ClusterIP: netip.AddrFrom4([4]byte{10, byte(96 + i>>16), byte(i >> 8), byte(i)}).String(),
 			Ports:     []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP}},
 		},
-	}
+	})
 }
 
-func slice(i int, endpoints ...string) *discoveryv1.EndpointSlice {
+func slice(i int, endpoints ...string) *model.EndpointSlice {
 	port, proto, name := int32(8080), corev1.ProtocolTCP, ""
 	s := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
@@ -40,11 +40,15 @@ func slice(i int, endpoints ...string) *discoveryv1.EndpointSlice {
 	for _, e := range endpoints {
 		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{e}})
 	}
-	return s
+	return k8s.ToEndpointSlice(s)
 }
 
-func key(o metav1.Object) types.NamespacedName {
-	return types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}
+func svcKey(i int) types.NamespacedName {
+	return types.NamespacedName{Namespace: "default", Name: fmt.Sprintf("s%d", i)}
+}
+
+func sliceKey(i int) types.NamespacedName {
+	return types.NamespacedName{Namespace: "default", Name: fmt.Sprintf("s%d-abc", i)}
 }
 
 func ep(i, j int) string {
@@ -62,8 +66,8 @@ func TestOneChangeAmongManyServices(t *testing.T) {
 
 	const n = 10000
 	for i := range n {
-		r.OnService(key(svc(i)), svc(i))
-		r.OnEndpointSlice(key(slice(i)), slice(i, ep(i, 0), ep(i, 1)))
+		r.OnService(svcKey(i), svc(i))
+		r.OnEndpointSlice(sliceKey(i), slice(i, ep(i, 0), ep(i, 1)))
 	}
 	r.OnSynced()
 	if err := r.Sync(); err != nil {
@@ -78,12 +82,12 @@ func TestOneChangeAmongManyServices(t *testing.T) {
 		change func()
 		maxOps int
 	}{
-		{"endpoint added", func() { r.OnEndpointSlice(key(slice(7)), slice(7, ep(7, 0), ep(7, 1), ep(7, 2))) }, 3},
-		{"endpoint removed", func() { r.OnEndpointSlice(key(slice(7)), slice(7, ep(7, 0), ep(7, 2))) }, 4},
-		{"slice deleted (no endpoints: rejects)", func() { r.OnEndpointSlice(key(slice(7)), nil) }, 5},
-		{"Service deleted", func() { r.OnService(key(svc(8)), nil) }, 6},
-		{"Service added", func() { r.OnService(key(svc(8)), svc(8)) }, 6},
-		{"unrelated no-op update", func() { r.OnService(key(svc(9)), svc(9)) }, 0},
+		{"endpoint added", func() { r.OnEndpointSlice(sliceKey(7), slice(7, ep(7, 0), ep(7, 1), ep(7, 2))) }, 3},
+		{"endpoint removed", func() { r.OnEndpointSlice(sliceKey(7), slice(7, ep(7, 0), ep(7, 2))) }, 4},
+		{"slice deleted (no endpoints: rejects)", func() { r.OnEndpointSlice(sliceKey(7), nil) }, 5},
+		{"Service deleted", func() { r.OnService(svcKey(8), nil) }, 6},
+		{"Service added", func() { r.OnService(svcKey(8), svc(8)) }, 6},
+		{"unrelated no-op update", func() { r.OnService(svcKey(9), svc(9)) }, 0},
 	}
 	for _, c := range cases {
 		before := opsOf(cube)
@@ -107,7 +111,7 @@ func TestFirstSyncRemovesStale(t *testing.T) {
 	dp := loadDatapath(t)
 	old := New(lb.New(dp.Maps()), nil)
 	for i := range 3 {
-		old.OnService(key(svc(i)), svc(i))
+		old.OnService(svcKey(i), svc(i))
 	}
 	old.OnSynced()
 	if err := old.Sync(); err != nil {
@@ -119,7 +123,7 @@ func TestFirstSyncRemovesStale(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := New(cube, nil)
-	r.OnService(key(svc(0)), svc(0)) // service 1 and 2 were deleted meanwhile
+	r.OnService(svcKey(0), svc(0)) // service 1 and 2 were deleted meanwhile
 	if err := r.Sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -136,10 +140,7 @@ func TestFirstSyncRemovesStale(t *testing.T) {
 }
 
 func svcFrontend(i int) model.Frontend {
-	for fe := range k8s.Frontends(svc(i), nil) {
-		return fe
-	}
-	return model.Frontend{}
+	return k8s.Frontends(svc(i), nil)[0].Frontend
 }
 
 // TestNothingAppliedBeforeInitialState: a Service delivered before its
@@ -151,14 +152,14 @@ func TestNothingAppliedBeforeInitialState(t *testing.T) {
 	dp := loadDatapath(t)
 	cube := lb.New(dp.Maps())
 	r := New(cube, nil)
-	r.OnService(key(svc(1)), svc(1))
+	r.OnService(svcKey(1), svc(1))
 	if err := r.Sync(); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(cube.Frontends()); n != 0 {
 		t.Fatalf("%d frontends programmed before the initial state was complete", n)
 	}
-	r.OnEndpointSlice(key(slice(1)), slice(1, ep(1, 0)))
+	r.OnEndpointSlice(sliceKey(1), slice(1, ep(1, 0)))
 	r.OnSynced()
 	if err := r.Sync(); err != nil {
 		t.Fatal(err)

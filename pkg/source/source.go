@@ -8,16 +8,19 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/netcube/netcube/pkg/model"
 )
 
-// Handler receives changes. A nil object means the object was deleted.
-// Implementations must be safe for concurrent calls (informers for
-// different kinds deliver from different goroutines).
+// Handler receives changes, already converted to netcube's model
+// (k8s.ToService, k8s.ToEndpointSlice). A nil object means the object was
+// deleted, or is one netcube does not program (a headless Service, an FQDN
+// slice). Implementations must be safe for concurrent calls (different
+// kinds are delivered from different goroutines).
 type Handler interface {
-	OnService(key types.NamespacedName, svc *corev1.Service)
-	OnEndpointSlice(key types.NamespacedName, slice *discoveryv1.EndpointSlice)
+	OnService(key types.NamespacedName, svc *model.Service)
+	OnEndpointSlice(key types.NamespacedName, slice *model.EndpointSlice)
 	// OnNode delivers this node's Node object (its addresses, for the
 	// node-facing Service types).
 	OnNode(name string, node *corev1.Node)

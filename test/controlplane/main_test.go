@@ -118,7 +118,7 @@ func (a *agent) get(path, addr string) string {
 }
 
 // programmed reads what the agent wrote to its pinned maps.
-func programmed(t *testing.T, pins string) model.Frontends {
+func programmed(t *testing.T, pins string) map[model.Frontend][]model.Backend {
 	t.Helper()
 	maps, closeMaps, err := datapath.OpenPinned(pins)
 	if err != nil {

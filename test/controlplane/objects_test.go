@@ -67,8 +67,8 @@ func slice(ns, service, name string, ipv6 bool, eps []endpoint) *discoveryv1.End
 
 // expect is what the maps must hold for a Service: each ClusterIP x port
 // with the given backends (by address; ports follow from the port).
-func expect(svc *corev1.Service, v4, v6 []string) model.Frontends {
-	out := model.Frontends{}
+func expect(svc *corev1.Service, v4, v6 []string) map[model.Frontend][]model.Backend {
+	out := map[model.Frontend][]model.Backend{}
 	for _, ipStr := range svc.Spec.ClusterIPs {
 		ip := netip.MustParseAddr(ipStr)
 		addrs := v6
@@ -92,7 +92,7 @@ func expect(svc *corev1.Service, v4, v6 []string) model.Frontends {
 
 // holds says whether got contains exactly want's frontends with want's
 // backends (in any order); other frontends in got are ignored.
-func holds(got, want model.Frontends) bool {
+func holds(got, want map[model.Frontend][]model.Backend) bool {
 	for fe, bs := range want {
 		g, ok := got[fe]
 		if !ok || len(g) != len(bs) {
@@ -107,7 +107,7 @@ func holds(got, want model.Frontends) bool {
 	return true
 }
 
-func absent(got model.Frontends, svc *corev1.Service) bool {
+func absent(got map[model.Frontend][]model.Backend, svc *corev1.Service) bool {
 	for fe := range got {
 		for _, ip := range svc.Spec.ClusterIPs {
 			if fe.Addr.String() == ip {
@@ -118,4 +118,4 @@ func absent(got model.Frontends, svc *corev1.Service) bool {
 	return true
 }
 
-func describe(f model.Frontends) string { return fmt.Sprint(f) }
+func describe(f map[model.Frontend][]model.Backend) string { return fmt.Sprint(f) }

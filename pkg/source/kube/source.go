@@ -1,10 +1,11 @@
-// Package kube is a Source watching a Kubernetes API server with client-go
-// shared informers for Services, EndpointSlices and this node's Node, the
-// way kube-proxy does: the same label selectors (Services of another proxy,
-// and headless Services, are never even listed), objects stripped of what
-// netcube does not read before they are cached, and WaitForCacheSync before
-// the initial state is declared complete. Retries with backoff happen in the
-// reconciler's workqueue; client-go's reflectors retry the API itself.
+// Package kube is a Source watching a Kubernetes API server: client-go
+// reflectors for Services and EndpointSlices, with kube-proxy's label
+// selectors (Services of another proxy, and headless Services, are never
+// even listed), whose objects are converted to netcube's model on arrival
+// and not cached (deliveringStore), and an informer for this node's Node.
+// The initial state is declared complete only once every listed object has
+// been delivered. Retries with backoff happen in the reconciler's workqueue;
+// the reflectors retry the API itself, with backoff.
 package kube
 
 import (
@@ -18,12 +19,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/netcube/netcube/pkg/k8s"
+	"github.com/netcube/netcube/pkg/model"
 	"github.com/netcube/netcube/pkg/source"
 )
 
@@ -69,25 +74,44 @@ func (s *Source) Run(ctx context.Context, h source.Handler) error {
 	if err != nil {
 		return err
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(s.Client, s.Resync,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel.String() }),
-		informers.WithTransform(strip))
-	services := factory.Core().V1().Services().Informer()
-	slices := factory.Discovery().V1().EndpointSlices().Informer()
-
-	// Synced means "every object listed has been handed to h": that is the
-	// registrations' HasSynced, not the informers' (which only says the
-	// cache is filled). Declaring the initial state complete any earlier
-	// would let the agent delete, as stale, Services not delivered yet.
-	svcReg, err := services.AddEventHandler(handlerFor(func(k types.NamespacedName, o *corev1.Service) { h.OnService(k, o) }))
-	if err != nil {
-		return err
+	services := newDeliveringStore(
+		func(o runtime.Object) *model.Service { return k8s.ToService(o.(*corev1.Service)) },
+		h.OnService)
+	slices := newDeliveringStore(
+		func(o runtime.Object) *model.EndpointSlice {
+			return k8s.ToEndpointSlice(o.(*discoveryv1.EndpointSlice))
+		},
+		h.OnEndpointSlice)
+	// Synced means "every object listed has been handed to h". Declaring
+	// the initial state complete any earlier would let the agent delete, as
+	// stale, Services not delivered yet.
+	synced := []cache.InformerSynced{services.HasSynced, slices.HasSynced}
+	run := func(name string, lw *cache.ListWatch, expected runtime.Object, store cache.ReflectorStore) {
+		r := cache.NewReflectorWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, s.Client), expected, store,
+			cache.ReflectorOptions{Name: name, ResyncPeriod: s.Resync})
+		go r.RunWithContext(ctx)
 	}
-	sliceReg, err := slices.AddEventHandler(handlerFor(func(k types.NamespacedName, o *discoveryv1.EndpointSlice) { h.OnEndpointSlice(k, o) }))
-	if err != nil {
-		return err
-	}
-	synced := []cache.InformerSynced{svcReg.HasSynced, sliceReg.HasSynced}
+	selector := func(o *metav1.ListOptions) { o.LabelSelector = sel.String() }
+	run("services", &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			selector(&o)
+			return s.Client.CoreV1().Services("").List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			selector(&o)
+			return s.Client.CoreV1().Services("").Watch(ctx, o)
+		},
+	}, &corev1.Service{}, services)
+	run("endpointslices", &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			selector(&o)
+			return s.Client.DiscoveryV1().EndpointSlices("").List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			selector(&o)
+			return s.Client.DiscoveryV1().EndpointSlices("").Watch(ctx, o)
+		},
+	}, &discoveryv1.EndpointSlice{}, slices)
 
 	if s.NodeName != "" {
 		nodeFactory := informers.NewSharedInformerFactoryWithOptions(s.Client, s.Resync,
@@ -105,14 +129,12 @@ func (s *Source) Run(ctx context.Context, h source.Handler) error {
 		defer nodeFactory.Shutdown()
 	}
 
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
-	slog.Info("waiting for informer caches", "selector", sel.String())
+	slog.Info("listing Services and EndpointSlices", "selector", sel.String())
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		if ctx.Err() != nil {
 			return nil
 		}
-		return fmt.Errorf("informer caches did not sync")
+		return fmt.Errorf("initial lists did not complete")
 	}
 	h.OnSynced()
 	<-ctx.Done()
@@ -148,44 +170,11 @@ func handlerFor[T metav1.Object](f func(types.NamespacedName, T)) cache.Resource
 	}
 }
 
-// strip keeps only what netcube reads before an object is cached: at
-// 100,000 Services the informer caches are most of the agent's memory, and
-// managed fields, annotations, status and topology details are most of an
-// object. (Fields that later Service features read must be kept here.)
+// strip drops from a Node what netcube never reads before it is cached.
 func strip(obj any) (any, error) {
-	switch o := obj.(type) {
-	case *corev1.Service:
-		return &corev1.Service{
-			ObjectMeta: minimalMeta(o.ObjectMeta),
-			Spec: corev1.ServiceSpec{
-				Type: o.Spec.Type, ClusterIP: o.Spec.ClusterIP, ClusterIPs: o.Spec.ClusterIPs,
-				Ports: o.Spec.Ports, IPFamilies: o.Spec.IPFamilies,
-			},
-		}, nil
-	case *discoveryv1.EndpointSlice:
-		out := &discoveryv1.EndpointSlice{
-			ObjectMeta:  minimalMeta(o.ObjectMeta),
-			AddressType: o.AddressType,
-			Ports:       o.Ports,
-			Endpoints:   make([]discoveryv1.Endpoint, len(o.Endpoints)),
-		}
-		if name, ok := o.Labels[discoveryv1.LabelServiceName]; ok {
-			out.Labels = map[string]string{discoveryv1.LabelServiceName: name}
-		}
-		for i, ep := range o.Endpoints {
-			out.Endpoints[i] = discoveryv1.Endpoint{Addresses: ep.Addresses, Conditions: ep.Conditions, NodeName: ep.NodeName}
-		}
-		return out, nil
-	case *corev1.Node:
+	if o, ok := obj.(*corev1.Node); ok {
 		o.ManagedFields = nil
 		o.Status.Images = nil
-		return o, nil
 	}
 	return obj, nil
-}
-
-// minimalMeta keeps what the informer and netcube need to tell objects and
-// versions apart.
-func minimalMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion}
 }

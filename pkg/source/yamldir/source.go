@@ -12,6 +12,8 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/netcube/netcube/pkg/k8s"
+	"github.com/netcube/netcube/pkg/model"
 	"github.com/netcube/netcube/pkg/source"
 )
 
@@ -137,8 +139,16 @@ func (s *Source) reload(path string) {
 func (s *Source) deliver(k objKey, o object) {
 	switch k.kind {
 	case "Service":
-		s.h.OnService(k.NamespacedName, o.svc)
+		var svc *model.Service
+		if o.svc != nil {
+			svc = k8s.ToService(o.svc)
+		}
+		s.h.OnService(k.NamespacedName, svc)
 	case "EndpointSlice":
-		s.h.OnEndpointSlice(k.NamespacedName, o.slice)
+		var slice *model.EndpointSlice
+		if o.slice != nil {
+			slice = k8s.ToEndpointSlice(o.slice)
+		}
+		s.h.OnEndpointSlice(k.NamespacedName, slice)
 	}
 }

@@ -11,8 +11,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/netcube/netcube/pkg/model"
 )
 
 // recorder is a source.Handler keeping every event in order.
@@ -28,15 +29,15 @@ func (r *recorder) add(e string) {
 	r.mu.Unlock()
 }
 
-func (r *recorder) OnService(k types.NamespacedName, s *corev1.Service) {
+func (r *recorder) OnService(k types.NamespacedName, s *model.Service) {
 	if s == nil {
 		r.add("delete Service " + k.String())
 		return
 	}
-	r.add("Service " + k.String() + " " + s.Spec.ClusterIP)
+	r.add("Service " + k.String() + " " + s.ClusterIPs[0].String())
 }
 
-func (r *recorder) OnEndpointSlice(k types.NamespacedName, s *discoveryv1.EndpointSlice) {
+func (r *recorder) OnEndpointSlice(k types.NamespacedName, s *model.EndpointSlice) {
 	if s == nil {
 		r.add("delete EndpointSlice " + k.String())
 		return

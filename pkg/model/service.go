@@ -1,0 +1,46 @@
+package model
+
+import "net/netip"
+
+// Service is what netcube reads of a Kubernetes Service: converted once, when
+// it arrives, so neither the source nor the reconciler keeps API objects
+// (at 100,000 Services those would be most of the agent's memory).
+type Service struct {
+	ID         ServiceID
+	ClusterIPs []netip.Addr
+	Ports      []ServicePort
+}
+
+// ServicePort is one port of a Service.
+type ServicePort struct {
+	Name  string
+	Port  uint16
+	Proto Proto
+}
+
+// EndpointSlice is what netcube reads of a Kubernetes EndpointSlice.
+type EndpointSlice struct {
+	Name      string
+	Service   ServiceID // from the kubernetes.io/service-name label
+	IPv6      bool      // addressType IPv6 (else IPv4)
+	Ports     []EndpointPort
+	Endpoints []Endpoint
+}
+
+// EndpointPort is one port of an EndpointSlice: the target of the Service
+// port of the same name and protocol.
+type EndpointPort struct {
+	Name  string
+	Port  uint16
+	Proto Proto
+}
+
+// Endpoint is one endpoint, with its conditions resolved as the API defines
+// them (unset ready means ready; unset serving means serving = ready).
+type Endpoint struct {
+	Addr        netip.Addr
+	Ready       bool
+	Serving     bool
+	Terminating bool
+	NodeName    string
+}
