@@ -39,7 +39,7 @@ bench: deps build ## pod->Service vs pod->pod, socket-LB on and off
 	$(BIN)/netcube bench datapath
 
 bench-sync: deps build tools ## control plane: sync cost at 1k..100k Services against a real kube-apiserver
-	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube bench sync
+	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube bench sync --services 1000,10000,30000,100000 --endpoints 1,10
 
 lint:
 	$(GO) vet ./...

@@ -21,10 +21,13 @@ func SyncMarkdown(cfg SyncConfig, results []SyncResult, at time.Time) string {
 	fmt.Fprintf(&b, "# netcube control plane: sync cost vs number of Services\n\n")
 	fmt.Fprintf(&b, "Measured %s on %s (kernel %s, %d CPUs) against a real kube-apiserver + etcd (v1.36.3, built from the Go module proxy) on the same machine. ",
 		at.UTC().Format("2006-01-02 15:04 UTC"), unix.ByteSliceToString(uts.Nodename[:]), unix.ByteSliceToString(uts.Release[:]), runtime.NumCPU())
-	fmt.Fprintf(&b, "Each Service: one ClusterIP, one TCP port, one EndpointSlice. %d endpoint changes timed per point.\n\n", cfg.Changes)
+	fmt.Fprintf(&b, "Each Service: one ClusterIP, one TCP port, one EndpointSlice. %d endpoint changes timed per point, through the API. ", cfg.Changes)
+	b.WriteString("The Services, their EndpointSlices and ClusterIP IPAddress objects are written straight into etcd in the API server's storage encoding (`kubeenv.StoreDirect`): ")
+	b.WriteString("kube-apiserver v1.36 does O(Services) work per Service create (`ipallocator.Allocator.Used` lists every IPAddress), so creating 100,000 through the API takes hours. ")
+	b.WriteString("The agent lists and watches them through the API server like any others.\n\n")
 	b.WriteString("- **write → map**: the client's EndpointSlice update returns → the new backend is in the agent's BPF maps (includes the API server and the watch).\n")
 	b.WriteString("- **event → map**: the change reaches the agent → its map writes are done (agent histogram `netcube_event_to_programmed_seconds`, factor-2 buckets, interpolated).\n")
-	b.WriteString("- **full sync (apply)**: time the agent spends computing and writing every Service once the informers' initial lists are complete (it applies nothing before, so no Service is ever programmed without its endpoints); *first* = empty maps, *restart* = pinned maps already right (map updates on restart shown).\n")
+	b.WriteString("- **full sync (apply)**: time the agent spends computing and writing every Service once the initial lists are complete (it applies nothing before, so no Service is ever programmed without its endpoints); *first* = empty maps, *restart* = pinned maps already right (map updates on restart shown).\n")
 	b.WriteString("- **first event → applied**: wall time from the first object received to every Service in the maps (bounded by how fast the API server lists).\n")
 	b.WriteString("- **start → ready**: agent process start → ready, including listing every object from the API server.\n\n")
 	b.WriteString("| Services | endpoints each | write → map p50 / p99 (ms) | event → map p50 / p99 (ms) | full sync apply first / restart (ms) | first event → applied first / restart (ms) | restart map updates | start → ready first / restart (ms) | agent CPU (s) | agent peak RSS (MB) |\n")
@@ -37,13 +40,15 @@ func SyncMarkdown(cfg SyncConfig, results []SyncResult, at time.Time) string {
 	}
 	b.WriteString("\nTargets (issue 3): at 10,000 Services one endpoint change applied < 1 ms after its event arrives and full sync < 100 ms; ")
 	b.WriteString("at 100,000 Services full sync < 1 s and agent RSS < 150 MB.\n\n")
-	sizes := make([]string, len(cfg.Services))
-	for i, n := range cfg.Services {
-		sizes[i] = fmt.Sprint(n)
-	}
-	eps := make([]string, len(cfg.Endpoints))
-	for i, n := range cfg.Endpoints {
-		eps[i] = fmt.Sprint(n)
+	// The points in the report (after --merge, more than the last run's).
+	var sizes, eps []string
+	for _, r := range results {
+		if s := fmt.Sprint(r.Services); !slices.Contains(sizes, s) {
+			sizes = append(sizes, s)
+		}
+		if e := fmt.Sprint(r.Endpoints); !slices.Contains(eps, e) {
+			eps = append(eps, e)
+		}
 	}
 	fmt.Fprintf(&b, "Reproduce: `make bench-sync` (`bin/netcube bench sync --services %s --endpoints %s --changes %d`; `--merge` adds to the points already in the report).\n",
 		strings.Join(sizes, ","), strings.Join(eps, ","), cfg.Changes)

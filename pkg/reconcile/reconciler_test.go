@@ -3,6 +3,7 @@ package reconcile
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -183,4 +184,44 @@ func loadDatapath(t *testing.T) *datapath.Datapath {
 	}
 	t.Cleanup(func() { dp.Close() })
 	return dp
+}
+
+// TestInitialSyncFallsBackServiceByService: when the batched initial sync
+// does not fit the maps, every Service is applied on its own instead: those
+// that fit are programmed, the others are reported, naming the full map, and
+// retried later.
+func TestInitialSyncFallsBackServiceByService(t *testing.T) {
+	testenv.RequireRoot(t)
+	dp, err := datapath.Load(datapath.Config{MapSizes: map[string]uint32{"lb_services": 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dp.Close()
+	cube := lb.New(dp.Maps())
+	r := New(cube, nil)
+	for i := range 8 { // 2 lb_services entries each (master, slot): 16 > 10
+		r.OnService(svcKey(i), svc(i))
+		r.OnEndpointSlice(sliceKey(i), slice(i, ep(i, 0)))
+	}
+	r.OnSynced()
+	if err := r.Sync(); err == nil {
+		t.Fatal("Sync reported no error with 8 Services in room for 5")
+	}
+	select {
+	case <-r.Synced():
+	default:
+		t.Fatal("the initial sync did not complete")
+	}
+	if n := len(cube.Frontends()); n != 5 {
+		t.Errorf("%d Services programmed, want the 5 that fit", n)
+	}
+	fails := r.Failures()
+	if len(fails) != 3 {
+		t.Errorf("%d failures, want 3: %v", len(fails), fails)
+	}
+	for id, err := range fails {
+		if !strings.Contains(err.Error(), "lb_services") {
+			t.Errorf("%s: %v does not name the full map", id, err)
+		}
+	}
 }
