@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -218,11 +219,17 @@ type agentProc struct {
 	metrics string
 	started time.Time
 	ready   time.Duration
+	exited  chan struct{} // closed when the process has exited (and been reaped)
+	waitErr error
 }
 
 func startBenchAgent(cfg SyncConfig, env *kubeenv.Env, pins string) (*agentProc, error) {
 	state := filepath.Join(os.TempDir(), filepath.Base(pins))
-	a := &agentProc{log: state + ".log", metrics: "127.0.0.1:" + strconv.Itoa(20000+rand.IntN(20000))}
+	metrics, err := freeLoopbackAddr()
+	if err != nil {
+		return nil, err
+	}
+	a := &agentProc{log: state + ".log", metrics: metrics, exited: make(chan struct{})}
 	logf, err := os.Create(a.log)
 	if err != nil {
 		return nil, err
@@ -240,12 +247,14 @@ func startBenchAgent(cfg SyncConfig, env *kubeenv.Env, pins string) (*agentProc,
 	if err := a.cmd.Start(); err != nil {
 		return nil, err
 	}
+	go func() { a.waitErr = a.cmd.Wait(); close(a.exited) }()
 	for {
 		if _, err := os.Stat(readyFile); err == nil {
 			a.ready = time.Since(a.started)
 			return a, nil
 		}
-		if syscall.Kill(a.cmd.Process.Pid, 0) != nil || time.Since(a.started) > 10*time.Minute {
+		if a.hasExited() || time.Since(a.started) > 10*time.Minute {
+			a.stop()
 			b, _ := os.ReadFile(a.log)
 			return nil, fmt.Errorf("agent did not become ready:\n%s", b)
 		}
@@ -306,9 +315,28 @@ func (a *agentProc) saveHeapProfile(path string) {
 	}
 }
 
+func (a *agentProc) hasExited() bool {
+	select {
+	case <-a.exited:
+		return true
+	default:
+		return false
+	}
+}
+
 func (a *agentProc) stop() {
 	_ = a.cmd.Process.Signal(syscall.SIGTERM)
-	_ = a.cmd.Wait()
+	<-a.exited
+}
+
+// freeLoopbackAddr is a loopback address with a port nothing listens on.
+func freeLoopbackAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }
 
 func syncPoint(cfg SyncConfig, env *kubeenv.Env, n, eps int) (SyncResult, error) {

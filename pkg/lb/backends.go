@@ -1,6 +1,8 @@
 package lb
 
 import (
+	"slices"
+
 	"github.com/netcube/netcube/pkg/datapath"
 	"github.com/netcube/netcube/pkg/model"
 )
@@ -10,18 +12,15 @@ import (
 // backend not already among held; new backends are written to the map. The
 // references taken are returned for the caller to release if it cannot finish.
 func (c *Cube) acquireAll(proto model.Proto, bs []model.Backend, held []uint32) (ids, acquired []uint32, err error) {
-	holding := make(map[uint32]bool, len(held))
-	for _, id := range held {
-		holding[id] = true
-	}
-	seen := make(map[model.Backend]bool, len(bs))
+	holding := newSmallSet[uint32](held)
+	seen := newSmallSet[model.Backend](nil)
+	ids = make([]uint32, 0, len(bs))
 	for _, b := range bs {
-		if seen[b] {
+		if !seen.add(b) {
 			continue
 		}
-		seen[b] = true
 		k := backendKey{b, proto}
-		if have := c.backends[k]; have != nil && holding[have.id] {
+		if have := c.backends[k]; have != nil && holding.has(have.id) {
 			ids = append(ids, have.id)
 			continue
 		}
@@ -69,4 +68,55 @@ func (c *Cube) releaseAll(ids []uint32) {
 		delete(c.backends, k)
 		delete(c.byID, id)
 	}
+}
+
+// smallSet is a set that stays a slice while small: most Services have a
+// few backends, and a full sync builds these sets for every frontend, where
+// maps were a third of the allocations.
+type smallSet[T comparable] struct {
+	list []T
+	m    map[T]bool
+}
+
+const smallSetMax = 16
+
+// newSmallSet makes a set of items, which it does not copy: only sets made
+// from nil may be added to.
+func newSmallSet[T comparable](items []T) smallSet[T] {
+	var s smallSet[T]
+	if len(items) > smallSetMax {
+		s.m = make(map[T]bool, len(items))
+		for _, x := range items {
+			s.m[x] = true
+		}
+		return s
+	}
+	s.list = items
+	return s
+}
+
+func (s *smallSet[T]) has(x T) bool {
+	if s.m != nil {
+		return s.m[x]
+	}
+	return slices.Contains(s.list, x)
+}
+
+// add adds x and says whether it was new.
+func (s *smallSet[T]) add(x T) bool {
+	if s.has(x) {
+		return false
+	}
+	if s.m == nil && len(s.list) < smallSetMax {
+		s.list = append(s.list, x)
+		return true
+	}
+	if s.m == nil {
+		s.m = make(map[T]bool, 2*smallSetMax)
+		for _, y := range s.list {
+			s.m[y] = true
+		}
+	}
+	s.m[x] = true
+	return true
 }

@@ -1,6 +1,7 @@
 package lb
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/netcube/netcube/pkg/datapath"
@@ -98,17 +99,22 @@ func (p *pendingWrites) service(k datapath.ServiceKey, v datapath.ServiceValue) 
 	}
 }
 
-// flush writes the phases in order, stopping at the first failure.
+// flush writes the phases in order, stopping at the first failure. Backends
+// and revNAT entries are independent (nothing points at either yet), so
+// they are written at the same time, on two CPUs.
 func (p *pendingWrites) flush(m *datapath.Maps) error {
-	if _, err := datapath.PutBatch(m, datapath.MapBackends, p.backends.keys, p.backends.vals); err != nil {
-		return err
-	}
-	if _, err := datapath.PutBatch(m, datapath.MapRevNAT, p.revNAT.keys, p.revNAT.vals); err != nil {
+	revNATDone := make(chan error, 1)
+	go func() {
+		_, err := datapath.PutBatch(m, datapath.MapRevNAT, p.revNAT.keys, p.revNAT.vals)
+		revNATDone <- err
+	}()
+	_, err := datapath.PutBatch(m, datapath.MapBackends, p.backends.keys, p.backends.vals)
+	if err := errors.Join(err, <-revNATDone); err != nil {
 		return err
 	}
 	if _, err := datapath.PutBatch(m, datapath.MapServices, p.slots.keys, p.slots.vals); err != nil {
 		return err
 	}
-	_, err := datapath.PutBatch(m, datapath.MapServices, p.masters.keys, p.masters.vals)
+	_, err = datapath.PutBatch(m, datapath.MapServices, p.masters.keys, p.masters.vals)
 	return err
 }

@@ -214,23 +214,20 @@ func (c *Cube) Delete(fe model.Frontend) error {
 // nextSlots computes the slot list for the wanted backend ids, moving as few
 // slots as possible. It returns the ids that leave the frontend.
 func nextSlots(old []uint32, want []uint32) (next, removed []uint32) {
-	wanted := make(map[uint32]bool, len(want))
-	for _, id := range want {
-		wanted[id] = true
+	if len(old) == 0 { // a new frontend: the common case of a full sync
+		return slices.Clone(want), nil
 	}
-	have := make(map[uint32]bool, len(old))
-	for _, id := range old {
-		have[id] = true
-	}
+	wanted := newSmallSet(want)
+	have := newSmallSet(old)
 	var added []uint32
 	for _, id := range want {
-		if !have[id] {
+		if !have.has(id) {
 			added = append(added, id)
 		}
 	}
 	next = slices.Clone(old)
 	for i := 0; i < len(next); {
-		if wanted[next[i]] {
+		if wanted.has(next[i]) {
 			i++
 			continue
 		}
