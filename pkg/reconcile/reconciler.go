@@ -156,10 +156,11 @@ func (r *Reconciler) OnEndpointSlice(key types.NamespacedName, slice *model.Endp
 	}
 	queue := r.delivered
 	r.mu.Unlock()
+	if !queue {
+		return
+	}
 	for _, id := range dirty {
-		if queue {
-			r.queue.Add(id)
-		}
+		r.queue.Add(id)
 	}
 }
 

@@ -91,27 +91,10 @@ func (s *Source) Run(ctx context.Context, h source.Handler) error {
 			cache.ReflectorOptions{Name: name, ResyncPeriod: s.Resync})
 		go r.RunWithContext(ctx)
 	}
-	selector := func(o *metav1.ListOptions) { o.LabelSelector = sel.String() }
-	run("services", &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			selector(&o)
-			return s.Client.CoreV1().Services("").List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			selector(&o)
-			return s.Client.CoreV1().Services("").Watch(ctx, o)
-		},
-	}, &corev1.Service{}, services)
-	run("endpointslices", &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			selector(&o)
-			return s.Client.DiscoveryV1().EndpointSlices("").List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			selector(&o)
-			return s.Client.DiscoveryV1().EndpointSlices("").Watch(ctx, o)
-		},
-	}, &discoveryv1.EndpointSlice{}, slices)
+	run("services", selected(sel, s.Client.CoreV1().Services("").List, s.Client.CoreV1().Services("").Watch),
+		&corev1.Service{}, services)
+	run("endpointslices", selected(sel, s.Client.DiscoveryV1().EndpointSlices("").List, s.Client.DiscoveryV1().EndpointSlices("").Watch),
+		&discoveryv1.EndpointSlice{}, slices)
 
 	if s.NodeName != "" {
 		nodeFactory := informers.NewSharedInformerFactoryWithOptions(s.Client, s.Resync,
@@ -139,6 +122,22 @@ func (s *Source) Run(ctx context.Context, h source.Handler) error {
 	h.OnSynced()
 	<-ctx.Done()
 	return nil
+}
+
+// selected lists and watches one resource with the label selector applied.
+func selected[L runtime.Object](sel labels.Selector,
+	list func(context.Context, metav1.ListOptions) (L, error),
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)) *cache.ListWatch {
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = sel.String()
+			return list(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = sel.String()
+			return watchFn(ctx, o)
+		},
+	}
 }
 
 // handlerFor adapts typed callbacks to informer events, unwrapping the
