@@ -221,10 +221,15 @@ type agentProc struct {
 	ready   time.Duration
 	exited  chan struct{} // closed when the process has exited (and been reaped)
 	waitErr error
+	// cpuProfiled is closed once the CPU profile of the start is saved
+	// (NETCUBE_BENCH_PROFILES).
+	cpuProfiled chan struct{}
 }
 
-func startBenchAgent(cfg SyncConfig, env *kubeenv.Env, pins string) (*agentProc, error) {
-	state := filepath.Join(os.TempDir(), filepath.Base(pins))
+// startBenchAgent starts an agent on the pinned maps at pins; run names its
+// log (<tmp>/<pins>-<run>.log).
+func startBenchAgent(cfg SyncConfig, env *kubeenv.Env, pins, run string) (*agentProc, error) {
+	state := filepath.Join(os.TempDir(), filepath.Base(pins)+"-"+run)
 	metrics, err := freeLoopbackAddr()
 	if err != nil {
 		return nil, err
@@ -248,6 +253,13 @@ func startBenchAgent(cfg SyncConfig, env *kubeenv.Env, pins string) (*agentProc,
 		return nil, err
 	}
 	go func() { a.waitErr = a.cmd.Wait(); close(a.exited) }()
+	if dir := os.Getenv("NETCUBE_BENCH_PROFILES"); dir != "" && run == "first" {
+		a.cpuProfiled = make(chan struct{})
+		go func() {
+			defer close(a.cpuProfiled)
+			a.saveCPUProfile(filepath.Join(dir, filepath.Base(pins)+"-cpu.pprof"))
+		}()
+	}
 	for {
 		if _, err := os.Stat(readyFile); err == nil {
 			a.ready = time.Since(a.started)
@@ -315,6 +327,24 @@ func (a *agentProc) saveHeapProfile(path string) {
 	}
 }
 
+// saveCPUProfile records the agent's first 10 s of CPU (its start and
+// initial sync), once its metrics address answers.
+func (a *agentProc) saveCPUProfile(path string) {
+	for !a.hasExited() {
+		resp, err := http.Get("http://" + a.metrics + "/debug/pprof/profile?seconds=10")
+		if err != nil {
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		defer resp.Body.Close()
+		if f, err := os.Create(path); err == nil {
+			_, _ = io.Copy(f, resp.Body)
+			f.Close()
+		}
+		return
+	}
+}
+
 func (a *agentProc) hasExited() bool {
 	select {
 	case <-a.exited:
@@ -345,7 +375,7 @@ func syncPoint(cfg SyncConfig, env *kubeenv.Env, n, eps int) (SyncResult, error)
 	_ = datapath.Unpin(pins)
 	defer datapath.Unpin(pins)
 
-	a, err := startBenchAgent(cfg, env, pins)
+	a, err := startBenchAgent(cfg, env, pins, "first")
 	if err != nil {
 		return r, err
 	}
@@ -356,6 +386,10 @@ func syncPoint(cfg SyncConfig, env *kubeenv.Env, n, eps int) (SyncResult, error)
 		return r, err
 	}
 	r.FullSyncFirst, r.FirstEventToAppliedFirst = ms(apply), ms(wall)
+	if dir := os.Getenv("NETCUBE_BENCH_PROFILES"); dir != "" { // the heap as of the initial sync's last GC
+		a.saveHeapProfile(filepath.Join(dir, fmt.Sprintf("agent-heap-%d-%d-synced.pprof", n, eps)))
+		<-a.cpuProfiled
+	}
 
 	maps, closeMaps, err := datapath.OpenPinned(pins)
 	if err != nil {
@@ -411,7 +445,7 @@ func syncPoint(cfg SyncConfig, env *kubeenv.Env, n, eps int) (SyncResult, error)
 	a.stop()
 
 	// Restart against the pinned maps: nothing changed meanwhile.
-	a2, err := startBenchAgent(cfg, env, pins)
+	a2, err := startBenchAgent(cfg, env, pins, "restart")
 	if err != nil {
 		return r, err
 	}

@@ -3,6 +3,7 @@ package lb
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/netcube/netcube/pkg/datapath"
 	"github.com/netcube/netcube/pkg/model"
@@ -11,32 +12,45 @@ import (
 // UpsertAll applies many frontends at once, as a full sync does. Frontends
 // the cube does not have yet are computed exactly as Upsert computes them,
 // but their entries are written with batched map updates, in an order that
-// keeps the datapath's invariant across the whole batch: every backend, then
-// every revNAT entry, then every slot, then every master entry (a packet
-// can only find a master whose slots and backends are already there).
+// keeps the datapath's invariant across the whole batch: backends, revNAT
+// entries and slots first, then master entries (a packet can only find a
+// master whose slots and backends are already there).
 // Frontends the cube has go through Upsert one by one. If a batch write
 // fails (a full map), every new frontend of the call is removed again and
 // the error returned: the caller can fall back to one Upsert per Service,
 // which says which one does not fit.
 func (c *Cube) UpsertAll(items []model.FrontendBackends) error {
 	c.mu.Lock()
-	var fresh []model.FrontendBackends
-	var existing []model.FrontendBackends
-	seen := make(map[model.Frontend]bool, len(items))
+	p := c.batchBuffer()
+	c.pending = p
+	var fresh []model.Frontend
+	var later []model.FrontendBackends // frontends the maps already have
+	var err error
 	for _, it := range items {
-		if _, ok := c.frontends[it.Frontend]; ok || seen[it.Frontend] {
-			existing = append(existing, it)
+		// A frontend listed twice is fresh the first time only: the
+		// second goes through Upsert after the flush, like any other
+		// existing frontend.
+		if _, ok := c.frontends[it.Frontend]; ok {
+			later = append(later, it)
 			continue
 		}
-		seen[it.Frontend] = true
-		fresh = append(fresh, it)
+		if err = c.upsert(it.Frontend, it.Backends); err != nil {
+			break // only invalid input fails here: nothing is written yet
+		}
+		fresh = append(fresh, it.Frontend)
+	}
+	c.pending = nil
+	if err == nil {
+		err = p.flush(c.maps)
 	}
 	c.mu.Unlock()
-
-	if err := c.upsertFresh(fresh); err != nil {
-		return err
+	if err != nil {
+		for _, fe := range fresh {
+			_ = c.Delete(fe) // also releases (and deletes) its backends
+		}
+		return fmt.Errorf("batched sync of %d frontends: %w", len(fresh), err)
 	}
-	for _, it := range existing {
+	for _, it := range later {
 		if err := c.Upsert(it.Frontend, it.Backends); err != nil {
 			return err
 		}
@@ -44,33 +58,18 @@ func (c *Cube) UpsertAll(items []model.FrontendBackends) error {
 	return nil
 }
 
-func (c *Cube) upsertFresh(items []model.FrontendBackends) error {
-	if len(items) == 0 {
-		return nil
+// batchBuffer returns the cube's pending-writes buffer, emptied: a full sync
+// calls UpsertAll batch after batch, and reusing one buffer saves
+// allocating (and collecting) its arrays each time.
+func (c *Cube) batchBuffer() *pendingWrites {
+	if c.buffer == nil {
+		c.buffer = &pendingWrites{}
 	}
-	c.mu.Lock()
-	c.pending = &pendingWrites{}
-	c.mu.Unlock()
-	var err error
-	for _, it := range items {
-		if err = c.Upsert(it.Frontend, it.Backends); err != nil {
-			break // only invalid input fails here: nothing is written yet
-		}
-	}
-	c.mu.Lock()
-	p := c.pending
-	c.pending = nil
-	if err == nil {
-		err = p.flush(c.maps)
-	}
-	c.mu.Unlock()
-	if err != nil {
-		for _, it := range items {
-			_ = c.Delete(it.Frontend) // also releases (and deletes) its backends
-		}
-		return fmt.Errorf("batched sync of %d frontends: %w", len(items), err)
-	}
-	return nil
+	c.buffer.backends.reset()
+	c.buffer.revNAT.reset()
+	c.buffer.slots.reset()
+	c.buffer.masters.reset()
+	return c.buffer
 }
 
 // pendingWrites are the entries of a batch, by map and phase.
@@ -86,6 +85,8 @@ type batch[K, V any] struct {
 	vals []V
 }
 
+func (b *batch[K, V]) reset() { b.keys, b.vals = b.keys[:0], b.vals[:0] }
+
 func (b *batch[K, V]) add(k K, v V) {
 	b.keys = append(b.keys, k)
 	b.vals = append(b.vals, v)
@@ -99,22 +100,42 @@ func (p *pendingWrites) service(k datapath.ServiceKey, v datapath.ServiceValue) 
 	}
 }
 
-// flush writes the phases in order, stopping at the first failure. Backends
-// and revNAT entries are independent (nothing points at either yet), so
-// they are written at the same time, on two CPUs.
+// flush writes the batch in two phases. Nothing can reach a new backend,
+// revNAT entry or slot before its frontend's master entry exists (lookups
+// start at the master), so those three are written at once, on as many
+// CPUs as there are; then the masters, split in two.
 func (p *pendingWrites) flush(m *datapath.Maps) error {
-	revNATDone := make(chan error, 1)
-	go func() {
-		_, err := datapath.PutBatch(m, datapath.MapRevNAT, p.revNAT.keys, p.revNAT.vals)
-		revNATDone <- err
-	}()
-	_, err := datapath.PutBatch(m, datapath.MapBackends, p.backends.keys, p.backends.vals)
-	if err := errors.Join(err, <-revNATDone); err != nil {
+	if err := parallel(
+		p.backends.writer(m, datapath.MapBackends),
+		p.revNAT.writer(m, datapath.MapRevNAT),
+		p.slots.writer(m, datapath.MapServices),
+	); err != nil {
 		return err
 	}
-	if _, err := datapath.PutBatch(m, datapath.MapServices, p.slots.keys, p.slots.vals); err != nil {
+	first, second := p.masters.halves()
+	return parallel(first.writer(m, datapath.MapServices), second.writer(m, datapath.MapServices))
+}
+
+// writer returns a function writing the batch into the named map.
+func (b batch[K, V]) writer(m *datapath.Maps, name string) func() error {
+	return func() error {
+		_, err := datapath.PutBatch(m, name, b.keys, b.vals)
 		return err
 	}
-	_, err = datapath.PutBatch(m, datapath.MapServices, p.masters.keys, p.masters.vals)
-	return err
+}
+
+func (b batch[K, V]) halves() (batch[K, V], batch[K, V]) {
+	h := len(b.keys) / 2
+	return batch[K, V]{b.keys[:h], b.vals[:h]}, batch[K, V]{b.keys[h:], b.vals[h:]}
+}
+
+// parallel runs fns at the same time and returns their errors.
+func parallel(fns ...func() error) error {
+	errs := make([]error, len(fns))
+	var wg sync.WaitGroup
+	for i, f := range fns {
+		wg.Go(func() { errs[i] = f() })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }

@@ -22,8 +22,8 @@ type Cube struct {
 	nextBackendID, nextRevNATID uint32
 	ops                         Ops
 	// pending, while UpsertAll runs, collects writes instead of making
-	// them, to be flushed in batches.
-	pending *pendingWrites
+	// them, to be flushed in batches; buffer is kept for the next call.
+	pending, buffer *pendingWrites
 }
 
 type frontend struct {
@@ -111,6 +111,11 @@ func (c *Cube) Backends(fe model.Frontend) []model.Backend {
 func (c *Cube) Upsert(fe model.Frontend, backends []model.Backend) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.upsert(fe, backends)
+}
+
+// upsert is Upsert with c.mu held.
+func (c *Cube) upsert(fe model.Frontend, backends []model.Backend) error {
 	if !fe.Addr.IsValid() || fe.Port == 0 {
 		return fmt.Errorf("invalid frontend %s", fe)
 	}

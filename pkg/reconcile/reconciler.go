@@ -81,8 +81,8 @@ var _ source.Handler = (*Reconciler)(nil)
 type serviceState struct {
 	svc        *model.Service // nil: not (or no longer) a Service netcube programs
 	slices     []*model.EndpointSlice
-	dirtySince time.Time       // when the first unapplied change arrived; zero: clean
-	applied    model.Frontends // what the datapath has
+	dirtySince time.Time        // when the first unapplied change arrived; zero: clean
+	applied    []model.Frontend // what the datapath has (the lb cube knows their backends)
 }
 
 // state returns id's state, creating it; r.mu is held.
@@ -173,6 +173,26 @@ func (r *Reconciler) OnNode(name string, node *corev1.Node) {
 	if node != nil {
 		slog.Info("node", "name", name, "addresses", node.Status.Addresses)
 	}
+}
+
+// ServiceKeys lists the Services delivered and not deleted.
+func (r *Reconciler) ServiceKeys() []types.NamespacedName {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var keys []types.NamespacedName
+	for id, st := range r.states {
+		if st.svc != nil {
+			keys = append(keys, types.NamespacedName{Namespace: id.Namespace, Name: id.Name})
+		}
+	}
+	return keys
+}
+
+// EndpointSliceKeys lists the EndpointSlices delivered and not deleted.
+func (r *Reconciler) EndpointSliceKeys() []types.NamespacedName {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Collect(maps.Keys(r.sliceOwner))
 }
 
 // OnSynced marks the end of the source's initial state.
@@ -325,7 +345,8 @@ func (r *Reconciler) initialSyncOnce() {
 }
 
 // syncService makes one Service's frontends in the datapath match the
-// cluster's view of it.
+// cluster's view of it. Upsert writes only what differs from what the lb
+// cube has, so unchanged frontends cost no map writes.
 func (r *Reconciler) syncService(id model.ServiceID, st *serviceState) error {
 	r.mu.Lock()
 	wanted := st.wanted()
@@ -334,30 +355,24 @@ func (r *Reconciler) syncService(id model.ServiceID, st *serviceState) error {
 	// kept is rebuilt as the frontends go: on an error it holds exactly
 	// what is in the maps, for the retry to start from.
 	have := st.applied
-	var kept model.Frontends
+	var kept []model.Frontend
 	defer func() { st.applied = kept }()
-	for _, f := range have {
-		if _, ok := wanted.Find(f.Frontend); ok {
-			kept = append(kept, f)
+	for i, fe := range have {
+		if _, ok := wanted.Find(fe); ok {
+			kept = append(kept, fe)
 			continue
 		}
-		if err := r.lb.Delete(f.Frontend); err != nil {
-			kept = append(kept, f)
+		if err := r.lb.Delete(fe); err != nil {
+			kept = append(kept, have[i:]...)
 			return fmt.Errorf("service %s: %w", id, err)
 		}
 	}
 	for _, f := range wanted {
-		i := slices.IndexFunc(kept, func(k model.FrontendBackends) bool { return k.Frontend == f.Frontend })
-		if i >= 0 && sameBackends(kept[i].Backends, f.Backends) {
-			continue
-		}
 		if err := r.lb.Upsert(f.Frontend, f.Backends); err != nil {
 			return fmt.Errorf("service %s: %w", id, err)
 		}
-		if i >= 0 {
-			kept[i] = f
-		} else {
-			kept = append(kept, f)
+		if !slices.Contains(kept, f.Frontend) {
+			kept = append(kept, f.Frontend)
 		}
 	}
 	return nil
@@ -376,63 +391,88 @@ func (r *Reconciler) forgetIfEmpty(id model.ServiceID, st *serviceState) {
 	}
 }
 
-// applyAll applies every dirty Service at once (the initial sync), through
-// the LB's batched path. If that fails, each Service is queued to be synced
-// on its own, which retries and reports Service by Service; their wanted
-// frontends are returned, not to be taken for stale meanwhile.
-func (r *Reconciler) applyAll() (unapplied []model.Frontends) {
+// initialBatch is how many Services the initial sync applies at a time:
+// enough for large map-update batches, few enough that the batch's
+// temporary state (wanted frontends, pending map writes) stays small
+// whatever the size of the cluster.
+const initialBatch = 4096
+
+// applyAll applies every dirty Service (the initial sync), initialBatch at a
+// time, through the LB's batched path. If a batch fails, each of its
+// Services is queued to be synced on its own, which retries and reports
+// Service by Service; their wanted frontends are returned, not to be taken
+// for stale meanwhile.
+func (r *Reconciler) applyAll() (unapplied []model.Frontend) {
 	r.mu.Lock()
-	var dirty []*serviceState
-	var ids []model.ServiceID
-	var items []model.FrontendBackends
-	var wanted []model.Frontends
+	ids := make([]model.ServiceID, 0, len(r.states))
 	for id, st := range r.states {
-		if st.dirtySince.IsZero() {
-			continue
+		if !st.dirtySince.IsZero() {
+			ids = append(ids, id)
 		}
-		w := st.wanted()
-		st.dirtySince = time.Time{}
-		dirty, ids = append(dirty, st), append(ids, id)
-		wanted = append(wanted, w)
-		items = append(items, w...)
 	}
 	r.mu.Unlock()
-	if len(ids) == 0 {
-		return nil
+	var b batch
+	for chunk := range slices.Chunk(ids, initialBatch) {
+		unapplied = append(unapplied, r.applyBatch(&b, chunk)...)
 	}
-	err := r.lb.UpsertAll(items)
+	return unapplied
+}
+
+// batch is applyBatch's scratch space, reused from one batch to the next.
+type batch struct {
+	states []*serviceState
+	count  []int // frontends of states[i] in items
+	items  []model.FrontendBackends
+}
+
+func (r *Reconciler) applyBatch(b *batch, ids []model.ServiceID) (unapplied []model.Frontend) {
+	b.states, b.count, b.items = b.states[:0], b.count[:0], b.items[:0]
+	r.mu.Lock()
+	for _, id := range ids {
+		// Only the worker (this goroutine) cleans or forgets states, so
+		// every listed Service is still here, and still dirty.
+		st := r.states[id]
+		st.dirtySince = time.Time{}
+		w := st.wanted()
+		b.states, b.count, b.items = append(b.states, st), append(b.count, len(w)), append(b.items, w...)
+	}
+	r.mu.Unlock()
+	err := r.lb.UpsertAll(b.items)
 	if err != nil {
 		slog.Error("batched initial sync failed; syncing Service by Service", "services", len(ids), "err", err)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	items := b.items
 	for i, id := range ids {
-		switch {
-		case err != nil:
+		fes := make([]model.Frontend, b.count[i])
+		for j := range fes {
+			fes[j] = items[j].Frontend
+		}
+		items = items[b.count[i]:]
+		if err != nil {
 			r.markDirty(id)
 			r.queue.Add(id)
-			unapplied = append(unapplied, wanted[i])
-		default:
-			dirty[i].applied = wanted[i]
-			r.forgetIfEmpty(id, dirty[i])
+			unapplied = append(unapplied, fes...)
+			continue
 		}
+		b.states[i].applied = fes
+		r.forgetIfEmpty(id, b.states[i])
 	}
 	return unapplied
 }
 
-func (r *Reconciler) removeStale(unapplied []model.Frontends) error {
-	wanted := map[model.Frontend]bool{}
+func (r *Reconciler) removeStale(unapplied []model.Frontend) error {
 	r.mu.Lock()
+	wanted := make(map[model.Frontend]bool, len(r.states)+len(unapplied))
 	for _, st := range r.states {
-		for _, f := range st.applied {
-			wanted[f.Frontend] = true
+		for _, fe := range st.applied {
+			wanted[fe] = true
 		}
 	}
 	r.mu.Unlock()
-	for _, fes := range unapplied {
-		for _, f := range fes {
-			wanted[f.Frontend] = true
-		}
+	for _, fe := range unapplied {
+		wanted[fe] = true
 	}
 	for _, fe := range r.lb.Frontends() {
 		if !wanted[fe] {
@@ -453,19 +493,3 @@ func (r *Reconciler) Failures() map[model.ServiceID]error {
 
 // Pending is the number of Services waiting to be synced.
 func (r *Reconciler) Pending() int { return r.queue.Len() }
-
-func sameBackends(a, b []model.Backend) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	set := make(map[model.Backend]bool, len(a))
-	for _, x := range a {
-		set[x] = true
-	}
-	for _, x := range b {
-		if !set[x] {
-			return false
-		}
-	}
-	return true
-}

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -223,5 +224,28 @@ func TestInitialSyncFallsBackServiceByService(t *testing.T) {
 		if !strings.Contains(err.Error(), "lb_services") {
 			t.Errorf("%s: %v does not name the full map", id, err)
 		}
+	}
+}
+
+// TestKeysAreWhatWasDelivered: a source relisting asks the reconciler what
+// it holds, to turn what the new list lacks into deletions.
+func TestKeysAreWhatWasDelivered(t *testing.T) {
+	r := New(nil, nil)
+	for i := range 3 {
+		r.OnService(svcKey(i), svc(i))
+		r.OnEndpointSlice(sliceKey(i), slice(i, ep(i, 0)))
+	}
+	r.OnService(svcKey(1), nil)
+	r.OnEndpointSlice(sliceKey(2), nil)
+	r.OnEndpointSlice(sliceKey(7), slice(7, ep(7, 0))) // a slice whose Service is not there (yet)
+	sorted := func(ks []types.NamespacedName) []types.NamespacedName {
+		slices.SortFunc(ks, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
+		return ks
+	}
+	if got, want := sorted(r.ServiceKeys()), []types.NamespacedName{svcKey(0), svcKey(2)}; !slices.Equal(got, want) {
+		t.Errorf("ServiceKeys() = %v, want %v", got, want)
+	}
+	if got, want := sorted(r.EndpointSliceKeys()), []types.NamespacedName{sliceKey(0), sliceKey(1), sliceKey(7)}; !slices.Equal(got, want) {
+		t.Errorf("EndpointSliceKeys() = %v, want %v", got, want)
 	}
 }

@@ -27,6 +27,12 @@ type Handler interface {
 	// OnSynced is called once, after the initial state has been delivered:
 	// only then may the agent remove what the state no longer contains.
 	OnSynced()
+	// ServiceKeys and EndpointSliceKeys list what the handler holds
+	// (delivered, not deleted). A source that has to list everything again
+	// asks, and delivers as deletions what the new list lacks: the handler
+	// is the only store, sources keep no copy.
+	ServiceKeys() []types.NamespacedName
+	EndpointSliceKeys() []types.NamespacedName
 }
 
 // Source delivers state to a Handler until ctx is done.

@@ -1,11 +1,11 @@
-// Package kube is a Source watching a Kubernetes API server: client-go
-// reflectors for Services and EndpointSlices, with kube-proxy's label
-// selectors (Services of another proxy, and headless Services, are never
-// even listed), whose objects are converted to netcube's model on arrival
-// and not cached (deliveringStore), and an informer for this node's Node.
+// Package kube is a Source watching a Kubernetes API server: a paged list
+// then a watch for Services and EndpointSlices (stream), with kube-proxy's
+// label selectors (Services of another proxy, and headless Services, are
+// never even listed), whose objects are converted to netcube's model on
+// arrival and handed on, never cached; and an informer for this node's Node.
 // The initial state is declared complete only once every listed object has
-// been delivered. Retries with backoff happen in the reconciler's workqueue;
-// the reflectors retry the API itself, with backoff.
+// been delivered. Failed API requests are retried with backoff here; failed
+// map writes, in the reconciler's workqueue.
 package kube
 
 import (
@@ -74,27 +74,31 @@ func (s *Source) Run(ctx context.Context, h source.Handler) error {
 	if err != nil {
 		return err
 	}
-	services := newDeliveringStore(
-		func(o runtime.Object) *model.Service { return k8s.ToService(o.(*corev1.Service)) },
-		h.OnService)
-	slices := newDeliveringStore(
-		func(o runtime.Object) *model.EndpointSlice {
+	services := &stream[*model.Service]{
+		name:    "services",
+		list:    listSelected(sel, s.Client.CoreV1().Services("").List),
+		watch:   watchSelected(sel, s.Client.CoreV1().Services("").Watch),
+		convert: func(o runtime.Object) *model.Service { return k8s.ToService(o.(*corev1.Service)) },
+		deliver: h.OnService,
+		known:   h.ServiceKeys,
+	}
+	slices := &stream[*model.EndpointSlice]{
+		name:  "endpointslices",
+		list:  listSelected(sel, s.Client.DiscoveryV1().EndpointSlices("").List),
+		watch: watchSelected(sel, s.Client.DiscoveryV1().EndpointSlices("").Watch),
+		convert: func(o runtime.Object) *model.EndpointSlice {
 			return k8s.ToEndpointSlice(o.(*discoveryv1.EndpointSlice))
 		},
-		h.OnEndpointSlice)
+		deliver: h.OnEndpointSlice,
+		known:   h.EndpointSliceKeys,
+	}
 	// Synced means "every object listed has been handed to h". Declaring
 	// the initial state complete any earlier would let the agent delete, as
 	// stale, Services not delivered yet.
-	synced := []cache.InformerSynced{services.HasSynced, slices.HasSynced}
-	run := func(name string, lw *cache.ListWatch, expected runtime.Object, store cache.ReflectorStore) {
-		r := cache.NewReflectorWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, s.Client), expected, store,
-			cache.ReflectorOptions{Name: name, ResyncPeriod: s.Resync})
-		go r.RunWithContext(ctx)
+	synced := []cache.InformerSynced{services.synced.Load, slices.synced.Load}
+	for _, st := range []interface{ run(context.Context) }{services, slices} {
+		go st.run(ctx)
 	}
-	run("services", selected(sel, s.Client.CoreV1().Services("").List, s.Client.CoreV1().Services("").Watch),
-		&corev1.Service{}, services)
-	run("endpointslices", selected(sel, s.Client.DiscoveryV1().EndpointSlices("").List, s.Client.DiscoveryV1().EndpointSlices("").Watch),
-		&discoveryv1.EndpointSlice{}, slices)
 
 	if s.NodeName != "" {
 		nodeFactory := informers.NewSharedInformerFactoryWithOptions(s.Client, s.Resync,
@@ -124,19 +128,21 @@ func (s *Source) Run(ctx context.Context, h source.Handler) error {
 	return nil
 }
 
-// selected lists and watches one resource with the label selector applied.
-func selected[L runtime.Object](sel labels.Selector,
-	list func(context.Context, metav1.ListOptions) (L, error),
-	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)) *cache.ListWatch {
-	return &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = sel.String()
-			return list(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = sel.String()
-			return watchFn(ctx, o)
-		},
+// listSelected and watchSelected apply the label selector to one resource's
+// list and watch.
+func listSelected[L runtime.Object](sel labels.Selector,
+	list func(context.Context, metav1.ListOptions) (L, error)) func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+	return func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		o.LabelSelector = sel.String()
+		return list(ctx, o)
+	}
+}
+
+func watchSelected(sel labels.Selector,
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)) func(context.Context, metav1.ListOptions) (watch.Interface, error) {
+	return func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		o.LabelSelector = sel.String()
+		return watchFn(ctx, o)
 	}
 }
 

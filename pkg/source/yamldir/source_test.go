@@ -47,6 +47,10 @@ func (r *recorder) OnEndpointSlice(k types.NamespacedName, s *model.EndpointSlic
 
 func (r *recorder) OnSynced() { r.add("synced") }
 
+// The directory source never lists again, so it never asks.
+func (r *recorder) ServiceKeys() []types.NamespacedName       { return nil }
+func (r *recorder) EndpointSliceKeys() []types.NamespacedName { return nil }
+
 func (r *recorder) OnNode(name string, n *corev1.Node) { r.add("Node " + name) }
 
 func (r *recorder) take() []string {

@@ -1,0 +1,211 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// stream lists and watches one resource and hands every object to deliver,
+// converted, the moment it arrives. It is a reflector without a store: the
+// handler is the only place objects are kept, as netcube's small model
+// (client-go's reflector keeps the whole initial list in a store of its own
+// before handing it on, which at 100,000 Services was a third of the
+// agent's peak memory). The list is paged, each page delivered and dropped.
+//
+// When the watch cannot resume (the API server no longer has its resource
+// version), the resource is listed again; the keys the handler holds
+// (known) that the new list lacks were deleted meanwhile, and are delivered
+// as deletions.
+type stream[T any] struct {
+	name    string
+	list    func(context.Context, metav1.ListOptions) (runtime.Object, error)
+	watch   func(context.Context, metav1.ListOptions) (watch.Interface, error)
+	convert func(runtime.Object) T
+	deliver func(types.NamespacedName, T) // the zero T: deleted
+	known   func() []types.NamespacedName // what the handler holds
+	// pageSize: objects per list request (0: defaultPageSize).
+	pageSize int64
+	// backoff between failed API requests (zero: defaultBackoff).
+	backoff wait.Backoff
+
+	synced    atomic.Bool // the first full list has been delivered
+	delivered bool        // anything was ever delivered (a list must then report deletions)
+}
+
+// defaultPageSize bounds what one list response holds in memory (each
+// page is converted and dropped) while keeping the number of requests
+// for 100,000 objects at 50.
+const defaultPageSize = 2000
+
+var defaultBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: 30 * time.Second}
+
+// errRelist: the watch cannot resume from its resource version.
+var errRelist = errors.New("resource version too old: relisting")
+
+// run lists, then watches, until ctx ends; API errors are retried with
+// backoff, and logged.
+func (s *stream[T]) run(ctx context.Context) {
+	if s.pageSize == 0 {
+		s.pageSize = defaultPageSize
+	}
+	if s.backoff == (wait.Backoff{}) {
+		s.backoff = defaultBackoff
+	}
+	backoff := s.backoff
+	rv := ""
+	for ctx.Err() == nil {
+		var err error
+		if rv == "" {
+			rv, err = s.listAll(ctx)
+		} else {
+			rv, err = s.watchFrom(ctx, rv)
+		}
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, errRelist):
+			slog.Info("watch expired, relisting", "resource", s.name)
+			rv = ""
+		case err != nil:
+			d := backoff.Step()
+			slog.Error("API request failed, retrying", "resource", s.name, "in", d, "err", err)
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+			}
+		default:
+			backoff = s.backoff // a watch that ran normally until it timed out
+		}
+	}
+}
+
+// listAll delivers every object, page by page, then the deletions a relist
+// reveals; it returns the list's resource version, to watch from.
+func (s *stream[T]) listAll(ctx context.Context) (string, error) {
+	var seen map[types.NamespacedName]struct{}
+	if s.delivered {
+		seen = map[types.NamespacedName]struct{}{}
+	}
+	opts := metav1.ListOptions{Limit: s.pageSize}
+	for {
+		page, err := s.list(ctx, opts)
+		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+			// The continue token expired: start over, as a relist.
+			slog.Info("list continuation expired, listing again", "resource", s.name)
+			return s.listAll(ctx)
+		}
+		if err != nil {
+			return "", fmt.Errorf("list %s: %w", s.name, err)
+		}
+		err = meta.EachListItem(page, func(obj runtime.Object) error {
+			key, err := s.put(obj)
+			if seen != nil && err == nil {
+				seen[key] = struct{}{}
+			}
+			return err
+		})
+		if err != nil {
+			return "", err
+		}
+		lm, err := meta.ListAccessor(page)
+		if err != nil {
+			return "", err
+		}
+		if lm.GetContinue() == "" {
+			if seen != nil {
+				s.deleteMissing(seen)
+			}
+			s.synced.Store(true)
+			return lm.GetResourceVersion(), nil
+		}
+		opts.Continue = lm.GetContinue()
+	}
+}
+
+func (s *stream[T]) deleteMissing(seen map[types.NamespacedName]struct{}) {
+	var gone T
+	for _, k := range s.known() {
+		if _, ok := seen[k]; !ok {
+			s.deliver(k, gone)
+		}
+	}
+}
+
+// watchFrom delivers changes after resource version rv until the API server
+// ends the watch; it returns the last resource version seen.
+func (s *stream[T]) watchFrom(ctx context.Context, rv string) (string, error) {
+	// The API server ends watches after a timeout; a random one spreads
+	// the agents' re-watches (as client-go's reflector does).
+	timeout := int64(300 + rand.IntN(300))
+	w, err := s.watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true, TimeoutSeconds: &timeout})
+	if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+		return rv, errRelist
+	}
+	if err != nil {
+		return rv, fmt.Errorf("watch %s: %w", s.name, err)
+	}
+	defer w.Stop()
+	start, events := time.Now(), 0
+	for {
+		var ev watch.Event
+		var ok bool
+		select {
+		case ev, ok = <-w.ResultChan():
+		case <-ctx.Done():
+			return rv, nil
+		}
+		if !ok {
+			if events == 0 && time.Since(start) < time.Second {
+				return rv, fmt.Errorf("watch %s: closed at once", s.name) // back off
+			}
+			return rv, nil // the API server's watch timeout: resume
+		}
+		events++
+		if ev.Type == watch.Error {
+			err := apierrors.FromObject(ev.Object)
+			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+				return rv, errRelist
+			}
+			return rv, fmt.Errorf("watch %s: %w", s.name, err)
+		}
+		m, err := meta.Accessor(ev.Object)
+		if err != nil {
+			return rv, fmt.Errorf("watch %s: %w", s.name, err)
+		}
+		switch ev.Type {
+		case watch.Added, watch.Modified:
+			if _, err := s.put(ev.Object); err != nil {
+				return rv, err
+			}
+		case watch.Deleted:
+			var gone T
+			s.deliver(types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}, gone)
+		}
+		rv = m.GetResourceVersion()
+	}
+}
+
+func (s *stream[T]) put(obj runtime.Object) (types.NamespacedName, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return types.NamespacedName{}, fmt.Errorf("%s: %w", s.name, err)
+	}
+	key := types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}
+	s.deliver(key, s.convert(obj))
+	s.delivered = true
+	return key, nil
+}
