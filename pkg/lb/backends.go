@@ -19,8 +19,8 @@ func (c *Cube) acquireAll(proto model.Proto, bs []model.Backend, held []uint32) 
 		if !seen.add(b) {
 			continue
 		}
-		k := backendKey{b, proto}
-		if have := c.backends[k]; have != nil && holding.has(have.id) {
+		k := backendKey(b, proto)
+		if have, ok := c.backends[k]; ok && holding.has(have.id) {
 			ids = append(ids, have.id)
 			continue
 		}
@@ -35,18 +35,28 @@ func (c *Cube) acquireAll(proto model.Proto, bs []model.Backend, held []uint32) 
 	return ids, acquired, nil
 }
 
-func (c *Cube) acquire(k backendKey) (uint32, error) {
-	if b := c.backends[k]; b != nil {
+// backendKey is b as lb_backends stores it, which is also how the cube
+// indexes it.
+func backendKey(b model.Backend, proto model.Proto) datapath.Backend {
+	return datapath.Backend{Addr: datapath.AddrFrom(b.Addr), Port: datapath.Port(b.Port), Proto: uint8(proto)}
+}
+
+func backendOf(k datapath.Backend) model.Backend {
+	return model.Backend{Addr: k.Addr.IP(), Port: datapath.HostPort(k.Port)}
+}
+
+func (c *Cube) acquire(k datapath.Backend) (uint32, error) {
+	if b, ok := c.backends[k]; ok {
 		b.refs++
+		c.backends[k] = b
 		return b.id, nil
 	}
 	id := c.nextBackendID
-	v := datapath.Backend{Addr: datapath.AddrFrom(k.Addr), Port: datapath.Port(k.Port), Proto: uint8(k.proto)}
-	if err := c.writeBackend(id, v); err != nil {
+	if err := c.writeBackend(id, k); err != nil {
 		return 0, err
 	}
 	c.nextBackendID++
-	c.backends[k] = &backend{id: id, refs: 1}
+	c.backends[k] = backendRef{id: id, refs: 1}
 	c.byID[id] = k
 	return id, nil
 }
@@ -58,15 +68,16 @@ func (c *Cube) releaseAll(ids []uint32) {
 		if !ok {
 			continue
 		}
-		b := c.backends[k]
-		if b.refs--; b.refs > 0 {
+		if b := c.backends[k]; b.refs > 1 {
+			b.refs--
+			c.backends[k] = b
 			continue
 		}
 		// A failed delete leaves an unreferenced entry that the next restore
 		// removes; it cannot mislead the datapath (no slot points at it).
 		_ = c.deleteID(datapath.MapBackends, id)
-		delete(c.backends, k)
 		delete(c.byID, id)
+		delete(c.backends, k)
 	}
 }
 

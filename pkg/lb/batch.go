@@ -30,7 +30,7 @@ func (c *Cube) UpsertAll(items []model.FrontendBackends) error {
 		// A frontend listed twice is fresh the first time only: the
 		// second goes through Upsert after the flush, like any other
 		// existing frontend.
-		if _, ok := c.frontends[it.Frontend]; ok {
+		if _, ok := c.frontends[serviceKey(it.Frontend, 0)]; ok {
 			later = append(later, it)
 			continue
 		}

@@ -14,9 +14,14 @@ import (
 type Cube struct {
 	mu        sync.Mutex
 	maps      *datapath.Maps
-	frontends map[model.Frontend]*frontend
-	backends  map[backendKey]*backend
-	byID      map[uint32]backendKey
+	// Keys are the maps' own layouts (datapath.ServiceKey with slot 0,
+	// datapath.Backend): 20-24 bytes without pointers, where model types
+	// take 32-40 with one. At 100,000 Services these indexes are a quarter
+	// of the agent's memory, and maps without pointers are not scanned by
+	// the garbage collector.
+	frontends map[datapath.ServiceKey]*frontend
+	backends  map[datapath.Backend]backendRef
+	byID      map[uint32]datapath.Backend
 	// IDs only grow: a conntrack entry naming a freed id must never find a
 	// different backend or frontend under it.
 	nextBackendID, nextRevNATID uint32
@@ -31,14 +36,9 @@ type frontend struct {
 	slots    []uint32 // backend id of slot i+1
 }
 
-type backendKey struct {
-	model.Backend
-	proto model.Proto
-}
-
-type backend struct {
-	id   uint32
-	refs int
+// backendRef is a backend's id and how many slots point at it.
+type backendRef struct {
+	id, refs uint32
 }
 
 // Ops counts map writes and deletes, for tests, benchmarks and metrics.
@@ -49,9 +49,9 @@ type Ops struct{ Updates, Deletes int }
 func New(maps *datapath.Maps) *Cube {
 	return &Cube{
 		maps:          maps,
-		frontends:     map[model.Frontend]*frontend{},
-		backends:      map[backendKey]*backend{},
-		byID:          map[uint32]backendKey{},
+		frontends:     map[datapath.ServiceKey]*frontend{},
+		backends:      map[datapath.Backend]backendRef{},
+		byID:          map[uint32]datapath.Backend{},
 		nextBackendID: 1,
 		nextRevNATID:  1,
 	}
@@ -84,8 +84,8 @@ func (c *Cube) Frontends() []model.Frontend {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]model.Frontend, 0, len(c.frontends))
-	for fe := range c.frontends {
-		out = append(out, fe)
+	for k := range c.frontends {
+		out = append(out, frontendOf(k))
 	}
 	return out
 }
@@ -94,13 +94,13 @@ func (c *Cube) Frontends() []model.Frontend {
 func (c *Cube) Backends(fe model.Frontend) []model.Backend {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	f := c.frontends[fe]
+	f := c.frontends[serviceKey(fe, 0)]
 	if f == nil {
 		return nil
 	}
 	out := make([]model.Backend, len(f.slots))
 	for i, id := range f.slots {
-		out[i] = c.byID[id].Backend
+		out[i] = backendOf(c.byID[id])
 	}
 	return out
 }
@@ -119,7 +119,8 @@ func (c *Cube) upsert(fe model.Frontend, backends []model.Backend) error {
 	if !fe.Addr.IsValid() || fe.Port == 0 {
 		return fmt.Errorf("invalid frontend %s", fe)
 	}
-	f, exists := c.frontends[fe]
+	key := serviceKey(fe, 0)
+	f, exists := c.frontends[key]
 	if !exists {
 		f = &frontend{}
 	}
@@ -182,7 +183,7 @@ func (c *Cube) upsert(fe model.Frontend, backends []model.Backend) error {
 		}
 	}
 	f.slots = next
-	c.frontends[fe] = f
+	c.frontends[key] = f
 	for i := len(next); i < len(old); i++ {
 		if err := c.deleteSlot(fe, i); err != nil {
 			return err
@@ -196,11 +197,12 @@ func (c *Cube) upsert(fe model.Frontend, backends []model.Backend) error {
 func (c *Cube) Delete(fe model.Frontend) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	f := c.frontends[fe]
+	key := serviceKey(fe, 0)
+	f := c.frontends[key]
 	if f == nil {
 		return nil
 	}
-	if err := c.deleteService(serviceKey(fe, 0)); err != nil {
+	if err := c.deleteService(key); err != nil {
 		return err
 	}
 	for i := range f.slots {
@@ -211,7 +213,7 @@ func (c *Cube) Delete(fe model.Frontend) error {
 	if err := c.deleteID(datapath.MapRevNAT, f.revNATID); err != nil {
 		return err
 	}
-	delete(c.frontends, fe)
+	delete(c.frontends, key)
 	c.releaseAll(f.slots)
 	return nil
 }

@@ -251,7 +251,7 @@ func TestFullMapIsAClearErrorAndChangesNothing(t *testing.T) {
 		}
 	}
 	checkMaps(t, c)
-	if _, ok := c.frontends[testFrontend(2)]; ok {
+	if _, ok := c.frontends[serviceKey(testFrontend(2), 0)]; ok {
 		t.Error("the frontend that did not fit is half-applied")
 	}
 	if !sameSet(c.Backends(testFrontend(1)), backendsN(3, 0)) {
@@ -269,4 +269,43 @@ func reversed(bs []model.Backend) []model.Backend {
 	out := slices.Clone(bs)
 	slices.Reverse(out)
 	return out
+}
+
+// TestRestoreMergesDuplicateBackends: maps holding one backend under two ids
+// (never written by this version) restore as one backend: the slot naming
+// the second id is pointed at the first, and the second is deleted, so that
+// releasing the backend later deletes what the slots used.
+func TestRestoreMergesDuplicateBackends(t *testing.T) {
+	maps := newMaps(t, nil)
+	c := New(maps)
+	fe := testFrontend(1)
+	if err := c.Upsert(fe, backendsN(2, 0)); err != nil {
+		t.Fatal(err)
+	}
+	var first datapath.Backend
+	if err := maps.Map(datapath.MapBackends).Lookup(uint32(1), &first); err != nil {
+		t.Fatal(err)
+	}
+	if err := maps.Update(datapath.MapBackends, uint32(50), first); err != nil {
+		t.Fatal(err)
+	}
+	if err := maps.Update(datapath.MapServices, serviceKey(fe, 2), datapath.ServiceValue{BackendId: 50}); err != nil {
+		t.Fatal(err)
+	}
+
+	r, err := Restore(maps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkMaps(t, r)
+	if got, want := r.Backends(fe), []model.Backend{backendsN(1, 0)[0], backendsN(1, 0)[0]}; !slices.Equal(got, want) {
+		t.Fatalf("restored %v, want %v", got, want)
+	}
+	if err := r.Delete(fe); err != nil {
+		t.Fatal(err)
+	}
+	checkMaps(t, r)
+	if n := len(r.Entries()); n == 0 || r.Entries()[datapath.MapBackends] != 0 {
+		t.Errorf("after deleting the frontend: %v entries left", r.Entries())
+	}
 }

@@ -31,14 +31,14 @@ func Restore(maps *datapath.Maps) (*Cube, error) {
 		key datapath.ServiceKey
 		id  uint32
 	}
-	masters := map[model.Frontend]datapath.ServiceValue{}
+	masters := map[datapath.ServiceKey]datapath.ServiceValue{}
 	var slots []slotEntry
 	var key datapath.ServiceKey
 	var val datapath.ServiceValue
 	it = maps.Map(datapath.MapServices).Iterate()
 	for it.Next(&key, &val) {
 		if key.Slot == 0 {
-			masters[frontendOf(key)] = val
+			masters[key] = val
 			c.nextRevNATID = max(c.nextRevNATID, val.RevNatId+1)
 		} else {
 			slots = append(slots, slotEntry{key, val.BackendId})
@@ -48,12 +48,13 @@ func Restore(maps *datapath.Maps) (*Cube, error) {
 		return nil, fmt.Errorf("read %s: %w", datapath.MapServices, err)
 	}
 
-	for fe, m := range masters {
-		c.frontends[fe] = &frontend{revNATID: m.RevNatId, slots: make([]uint32, m.Count)}
+	for k, m := range masters {
+		c.frontends[k] = &frontend{revNATID: m.RevNatId, slots: make([]uint32, m.Count)}
 	}
 	for _, s := range slots {
-		fe := frontendOf(s.key)
-		f := c.frontends[fe]
+		master := s.key
+		master.Slot = 0
+		f := c.frontends[master]
 		_, known := backends[s.id]
 		if f == nil || int(s.key.Slot) > len(f.slots) || !known {
 			if err := c.deleteService(s.key); err != nil {
@@ -63,23 +64,36 @@ func Restore(maps *datapath.Maps) (*Cube, error) {
 		}
 		f.slots[s.key.Slot-1] = s.id
 	}
-	for fe, f := range c.frontends {
+	for k, f := range c.frontends {
 		for i, id := range f.slots {
 			if id == 0 { // master counted a slot that was never written
 				f.slots = f.slots[:i]
 				master := datapath.ServiceValue{Count: uint16(i), RevNatId: f.revNATID}
-				if err := c.writeService(serviceKey(fe, 0), master); err != nil {
+				if err := c.writeService(k, master); err != nil {
 					return nil, err
 				}
 				break
 			}
 			b := backends[id]
-			k := backendKey{model.Backend{Addr: b.Addr.IP(), Port: datapath.HostPort(b.Port)}, model.Proto(b.Proto)}
-			if c.backends[k] == nil {
-				c.backends[k] = &backend{id: id}
-				c.byID[id] = k
+			b.Flags = 0 // the index is by address, port and protocol
+			ref, ok := c.backends[b]
+			switch {
+			case !ok:
+				ref.id = id
+				c.byID[id] = b
+			case ref.id != id:
+				// The same backend under two ids (not written by this
+				// version): point the slot at the first; the other id is
+				// then unused, and deleted below.
+				slot := k
+				slot.Slot = uint16(i + 1)
+				if err := c.writeService(slot, datapath.ServiceValue{BackendId: ref.id}); err != nil {
+					return nil, err
+				}
+				f.slots[i] = ref.id
 			}
-			c.backends[k].refs++
+			ref.refs++
+			c.backends[b] = ref
 		}
 	}
 	for id := range backends {

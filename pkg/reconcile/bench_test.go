@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/netcube/netcube/internal/testenv"
@@ -62,4 +63,43 @@ func BenchmarkInitialSync(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkRetainedPerService: the heap the agent keeps per Service (one
+// port, one endpoint) once everything is applied: the reconciler's view of
+// the cluster plus the lb cube's bookkeeping. At 100,000 Services this is
+// most of the agent's memory.
+func BenchmarkRetainedPerService(b *testing.B) {
+	testenv.RequireRoot(b)
+	const n = 100000
+	sizes := map[string]uint32{"lb_services": 4 * n, "lb_backends": 2 * n, "lb_revnat": 2 * n}
+	for b.Loop() {
+		dp, err := datapath.Load(datapath.Config{MapSizes: sizes})
+		if err != nil {
+			b.Fatal(err)
+		}
+		base := heapInUse()
+		r := New(lb.New(dp.Maps()), nil)
+		for i := range n {
+			r.OnService(svcKey(i), svc(i))
+			r.OnEndpointSlice(sliceKey(i), slice(i, ep(i, 0)))
+		}
+		delivered := heapInUse()
+		r.OnSynced()
+		if err := r.Sync(); err != nil {
+			b.Fatal(err)
+		}
+		applied := heapInUse()
+		b.ReportMetric(float64(delivered-base)/n, "B-delivered/service")
+		b.ReportMetric(float64(applied-base)/n, "B-applied/service")
+		runtime.KeepAlive(r)
+		dp.Close()
+	}
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }

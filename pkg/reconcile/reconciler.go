@@ -53,7 +53,9 @@ type Reconciler struct {
 	// states is the cluster view, one entry per Service (one map, not one
 	// per aspect: at 100,000 Services each map costs ~10 MB).
 	states     map[model.ServiceID]*serviceState
-	sliceOwner map[types.NamespacedName]model.ServiceID
+	// slices holds each EndpointSlice as last delivered: a deletion or a
+	// relabelled slice is removed from the Service it belonged to.
+	slices map[types.NamespacedName]*model.EndpointSlice
 	// delivered: the source's initial state is complete; changes are
 	// queued from then on (before, they are only marked dirty and applied
 	// together by the initial sync).
@@ -81,9 +83,20 @@ var _ source.Handler = (*Reconciler)(nil)
 type serviceState struct {
 	svc        *model.Service // nil: not (or no longer) a Service netcube programs
 	slices     []*model.EndpointSlice
-	dirtySince time.Time        // when the first unapplied change arrived; zero: clean
+	dirtySince dirtySince       // when the first unapplied change arrived; zero: clean
 	applied    []model.Frontend // what the datapath has (the lb cube knows their backends)
 }
+
+// dirtySince is a time as nanoseconds on the process's monotonic clock (8
+// bytes where a time.Time takes 24: there is one per Service); 0 means none.
+type dirtySince int64
+
+var processStart = time.Now()
+
+func now() dirtySince { return dirtySince(time.Since(processStart)) + 1 }
+
+func (d dirtySince) IsZero() bool    { return d == 0 }
+func (d dirtySince) Time() time.Time { return processStart.Add(time.Duration(d - 1)) }
 
 // state returns id's state, creating it; r.mu is held.
 func (r *Reconciler) state(id model.ServiceID) *serviceState {
@@ -104,7 +117,7 @@ func New(lb LoadBalancer, observer Observer) *Reconciler {
 			workqueue.NewTypedItemExponentialFailureRateLimiter[model.ServiceID](100*time.Millisecond, 30*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[model.ServiceID]{Name: "services"}),
 		states:     map[model.ServiceID]*serviceState{},
-		sliceOwner: map[types.NamespacedName]model.ServiceID{},
+		slices:     map[types.NamespacedName]*model.EndpointSlice{},
 		failures:   map[model.ServiceID]error{},
 		synced:     make(chan struct{}),
 		sourceDone: make(chan struct{}),
@@ -127,7 +140,7 @@ func (r *Reconciler) OnService(key types.NamespacedName, svc *model.Service) {
 // markDirty remembers when a Service first became dirty; r.mu is held.
 func (r *Reconciler) markDirty(id model.ServiceID) {
 	if st := r.state(id); st.dirtySince.IsZero() {
-		st.dirtySince = time.Now()
+		st.dirtySince = now()
 	}
 	if r.firstEvent.IsZero() {
 		r.firstEvent = time.Now()
@@ -139,18 +152,18 @@ func (r *Reconciler) markDirty(id model.ServiceID) {
 func (r *Reconciler) OnEndpointSlice(key types.NamespacedName, slice *model.EndpointSlice) {
 	var dirty []model.ServiceID
 	r.mu.Lock()
-	if prev, ok := r.sliceOwner[key]; ok {
-		st := r.state(prev)
-		st.slices = slices.DeleteFunc(st.slices, func(s *model.EndpointSlice) bool { return s.Name == key.Name })
-		delete(r.sliceOwner, key)
-		dirty = append(dirty, prev)
-		r.markDirty(prev)
+	if prev, ok := r.slices[key]; ok {
+		st := r.state(prev.Service)
+		st.slices = slices.DeleteFunc(st.slices, func(s *model.EndpointSlice) bool { return s == prev })
+		delete(r.slices, key)
+		dirty = append(dirty, prev.Service)
+		r.markDirty(prev.Service)
 	}
 	if slice != nil {
 		id := slice.Service
 		st := r.state(id)
 		st.slices = append(st.slices, slice)
-		r.sliceOwner[key] = id
+		r.slices[key] = slice
 		dirty = append(dirty, id)
 		r.markDirty(id)
 	}
@@ -192,7 +205,7 @@ func (r *Reconciler) ServiceKeys() []types.NamespacedName {
 func (r *Reconciler) EndpointSliceKeys() []types.NamespacedName {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return slices.Collect(maps.Keys(r.sliceOwner))
+	return slices.Collect(maps.Keys(r.slices))
 }
 
 // OnSynced marks the end of the source's initial state.
@@ -286,8 +299,8 @@ func (r *Reconciler) handle(id model.ServiceID) error {
 	}
 	r.mu.Lock()
 	st := r.state(id)
-	since, ok := st.dirtySince, !st.dirtySince.IsZero()
-	st.dirtySince = time.Time{} // a change arriving from here on is a new one
+	since, ok := st.dirtySince.Time(), !st.dirtySince.IsZero()
+	st.dirtySince = 0 // a change arriving from here on is a new one
 	r.mu.Unlock()
 	start := time.Now()
 	err := r.syncService(id, st)
@@ -432,7 +445,7 @@ func (r *Reconciler) applyBatch(b *batch, ids []model.ServiceID) (unapplied []mo
 		// Only the worker (this goroutine) cleans or forgets states, so
 		// every listed Service is still here, and still dirty.
 		st := r.states[id]
-		st.dirtySince = time.Time{}
+		st.dirtySince = 0
 		w := st.wanted()
 		b.states, b.count, b.items = append(b.states, st), append(b.count, len(w)), append(b.items, w...)
 	}
