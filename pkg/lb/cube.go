@@ -12,8 +12,8 @@ import (
 // Cube holds what has been written to the LB maps. Its methods are safe for
 // concurrent use (the reconciler writes, metrics read).
 type Cube struct {
-	mu        sync.Mutex
-	maps      *datapath.Maps
+	mu   sync.Mutex
+	maps *datapath.Maps
 	// Keys are the maps' own layouts (datapath.ServiceKey with slot 0,
 	// datapath.Backend): 20-24 bytes without pointers, where model types
 	// take 32-40 with one. At 100,000 Services these indexes are a quarter

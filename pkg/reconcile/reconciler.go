@@ -52,7 +52,7 @@ type Reconciler struct {
 	mu sync.Mutex // guards the maps and the fields below the source writes
 	// states is the cluster view, one entry per Service (one map, not one
 	// per aspect: at 100,000 Services each map costs ~10 MB).
-	states     map[model.ServiceID]*serviceState
+	states map[model.ServiceID]*serviceState
 	// slices holds each EndpointSlice as last delivered: a deletion or a
 	// relabelled slice is removed from the Service it belonged to.
 	slices map[types.NamespacedName]*model.EndpointSlice
