@@ -37,6 +37,7 @@ func main() {
 	flag.StringVar(&cfg.HealthzBindAddress, "healthz-bind-address", cfg.HealthzBindAddress, "address of /healthz and /readyz (\"\": off)")
 	flag.StringVar(&cfg.ReadyFile, "ready-file", cfg.ReadyFile, "file written once the first sync is applied")
 	flag.BoolVar(&cfg.Profiling, "profiling", cfg.Profiling, "serve /debug/pprof on the metrics address")
+	flag.IntVar(&cfg.GCPercent, "gc-percent", cfg.GCPercent, "Go GC target percentage (GOGC); the GOGC environment variable wins")
 	sizes := map[string]*uint{}
 	for m, f := range datapath.MapSizeFlags {
 		if _, ok := sizes[f]; !ok {
@@ -107,6 +108,8 @@ func applyFlag(cfg, flagged *agent.Config, name string) {
 		cfg.ReadyFile = flagged.ReadyFile
 	case "profiling":
 		cfg.Profiling = flagged.Profiling
+	case "gc-percent":
+		cfg.GCPercent = flagged.GCPercent
 	}
 }
 

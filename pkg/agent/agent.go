@@ -14,10 +14,10 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -31,6 +31,9 @@ import (
 
 // Run runs the agent until ctx ends. The datapath is left in place on exit.
 func Run(ctx context.Context, cfg Config) error {
+	if _, set := os.LookupEnv("GOGC"); !set && cfg.GCPercent > 0 {
+		debug.SetGCPercent(cfg.GCPercent)
+	}
 	src, err := newSource(cfg)
 	if err != nil {
 		return err
@@ -124,11 +127,7 @@ func newSource(cfg Config) (source.Source, error) {
 	// when listing 100,000 objects.
 	rc.ContentType = "application/vnd.kubernetes.protobuf"
 	rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	client, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, err
-	}
-	return &kube.Source{Client: client, ProxyName: cfg.ProxyName, NodeName: cfg.NodeName}, nil
+	return &kube.Source{Config: rc, ProxyName: cfg.ProxyName, NodeName: cfg.NodeName}, nil
 }
 
 // serve starts the metrics and health endpoints. /healthz says the agent is

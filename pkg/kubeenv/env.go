@@ -177,9 +177,10 @@ func (e *Env) waitReady(timeout time.Duration) error {
 		}
 		body, err := e.Client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		if err == nil && strings.TrimSpace(string(body)) == "ok" {
-			// The default namespace is created by a bootstrap controller
-			// shortly after /readyz.
-			if _, err := e.Client.CoreV1().Namespaces().Get(ctx, "default", metav1GetOptions); err == nil {
+			// The default namespace, then the API server's own Service
+			// in it, are created by bootstrap controllers shortly after
+			// /readyz; clusters have both.
+			if _, err = e.Client.CoreV1().Services("default").Get(ctx, "kubernetes", metav1GetOptions); err == nil {
 				return nil
 			}
 		}

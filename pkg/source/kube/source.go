@@ -2,7 +2,7 @@
 // then a watch for Services and EndpointSlices (stream), with kube-proxy's
 // label selectors (Services of another proxy, and headless Services, are
 // never even listed), whose objects are converted to netcube's model on
-// arrival and handed on, never cached; and an informer for this node's Node.
+// arrival and handed on, never cached; and this node's Node object.
 // The initial state is declared complete only once every listed object has
 // been delivered. Failed API requests are retried with backoff here; failed
 // map writes, in the reconciler's workqueue.
@@ -10,8 +10,8 @@ package kube
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,10 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/rest"
 
 	"github.com/netcube/netcube/pkg/k8s"
 	"github.com/netcube/netcube/pkg/model"
@@ -40,13 +37,12 @@ const (
 
 // Source watches an API server.
 type Source struct {
-	Client kubernetes.Interface
+	Config *rest.Config // the API server and credentials
 	// ProxyName: with "", Services carrying the service-proxy-name label
 	// belong to another proxy and are ignored (kube-proxy's behaviour);
 	// otherwise only Services labelled with this name are handled.
 	ProxyName string
-	NodeName  string        // this node (for its Node object); "" = none
-	Resync    time.Duration // informer resync period; 0 = none
+	NodeName  string // this node (for its Node object); "" = none
 }
 
 var _ source.Source = (*Source)(nil)
@@ -74,18 +70,21 @@ func (s *Source) Run(ctx context.Context, h source.Handler) error {
 	if err != nil {
 		return err
 	}
+	c, err := newClient(s.Config)
+	if err != nil {
+		return err
+	}
+	selected := func(o *metav1.ListOptions) { o.LabelSelector = sel.String() }
 	services := &stream[*model.Service]{
 		name:    "services",
-		list:    listSelected(sel, s.Client.CoreV1().Services("").List),
-		watch:   watchSelected(sel, s.Client.CoreV1().Services("").Watch),
+		api:     resource{c: c, rest: c.core, name: "services", list: func() runtime.Object { return &corev1.ServiceList{} }, tweak: selected},
 		convert: func(o runtime.Object) *model.Service { return k8s.ToService(o.(*corev1.Service)) },
 		deliver: h.OnService,
 		known:   h.ServiceKeys,
 	}
 	slices := &stream[*model.EndpointSlice]{
-		name:  "endpointslices",
-		list:  listSelected(sel, s.Client.DiscoveryV1().EndpointSlices("").List),
-		watch: watchSelected(sel, s.Client.DiscoveryV1().EndpointSlices("").Watch),
+		name: "endpointslices",
+		api:  resource{c: c, rest: c.discovery, name: "endpointslices", list: func() runtime.Object { return &discoveryv1.EndpointSliceList{} }, tweak: selected},
 		convert: func(o runtime.Object) *model.EndpointSlice {
 			return k8s.ToEndpointSlice(o.(*discoveryv1.EndpointSlice))
 		},
@@ -95,91 +94,71 @@ func (s *Source) Run(ctx context.Context, h source.Handler) error {
 	// Synced means "every object listed has been handed to h". Declaring
 	// the initial state complete any earlier would let the agent delete, as
 	// stale, Services not delivered yet.
-	synced := []cache.InformerSynced{services.synced.Load, slices.synced.Load}
-	for _, st := range []interface{ run(context.Context) }{services, slices} {
-		go st.run(ctx)
-	}
-
+	synced := []func() bool{services.synced.Load, slices.synced.Load}
+	go services.run(ctx)
+	go slices.run(ctx)
 	if s.NodeName != "" {
-		nodeFactory := informers.NewSharedInformerFactoryWithOptions(s.Client, s.Resync,
-			informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", s.NodeName).String()
-			}),
-			informers.WithTransform(strip))
-		nodes := nodeFactory.Core().V1().Nodes().Informer()
-		nodeReg, err := nodes.AddEventHandler(handlerFor(func(k types.NamespacedName, o *corev1.Node) { h.OnNode(k.Name, o) }))
-		if err != nil {
-			return err
-		}
-		synced = append(synced, nodeReg.HasSynced)
-		nodeFactory.Start(ctx.Done())
-		defer nodeFactory.Shutdown()
+		node := s.nodeStream(c, h)
+		synced = append(synced, node.synced.Load)
+		go node.run(ctx)
 	}
 
 	slog.Info("listing Services and EndpointSlices", "selector", sel.String())
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-		if ctx.Err() != nil {
+	for !allTrue(synced) {
+		select {
+		case <-ctx.Done():
 			return nil
+		case <-time.After(time.Millisecond):
 		}
-		return fmt.Errorf("initial lists did not complete")
 	}
 	h.OnSynced()
 	<-ctx.Done()
 	return nil
 }
 
-// listSelected and watchSelected apply the label selector to one resource's
-// list and watch.
-func listSelected[L runtime.Object](sel labels.Selector,
-	list func(context.Context, metav1.ListOptions) (L, error)) func(context.Context, metav1.ListOptions) (runtime.Object, error) {
-	return func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-		o.LabelSelector = sel.String()
-		return list(ctx, o)
+// nodeStream watches this node's Node object.
+func (s *Source) nodeStream(c *client, h source.Handler) *stream[*corev1.Node] {
+	var mu sync.Mutex
+	var have *types.NamespacedName
+	thisNode := func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", s.NodeName).String()
 	}
-}
-
-func watchSelected(sel labels.Selector,
-	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)) func(context.Context, metav1.ListOptions) (watch.Interface, error) {
-	return func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-		o.LabelSelector = sel.String()
-		return watchFn(ctx, o)
-	}
-}
-
-// handlerFor adapts typed callbacks to informer events, unwrapping the
-// tombstones of deletions the informer only learned about from a relist.
-func handlerFor[T metav1.Object](f func(types.NamespacedName, T)) cache.ResourceEventHandler {
-	key := func(o metav1.Object) types.NamespacedName {
-		return types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}
-	}
-	var zero T
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if o, ok := obj.(T); ok {
-				f(key(o), o)
+	return &stream[*corev1.Node]{
+		name:    "nodes",
+		api:     resource{c: c, rest: c.core, name: "nodes", list: func() runtime.Object { return &corev1.NodeList{} }, tweak: thisNode},
+		convert: func(o runtime.Object) *corev1.Node { return strip(o.(*corev1.Node)) },
+		deliver: func(k types.NamespacedName, n *corev1.Node) {
+			mu.Lock()
+			have = nil
+			if n != nil {
+				have = &k
 			}
+			mu.Unlock()
+			h.OnNode(k.Name, n)
 		},
-		UpdateFunc: func(_, obj any) {
-			if o, ok := obj.(T); ok {
-				f(key(o), o)
+		known: func() []types.NamespacedName {
+			mu.Lock()
+			defer mu.Unlock()
+			if have == nil {
+				return nil
 			}
-		},
-		DeleteFunc: func(obj any) {
-			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-			if o, ok := obj.(T); ok {
-				f(key(o), zero)
-			}
+			return []types.NamespacedName{*have}
 		},
 	}
 }
 
-// strip drops from a Node what netcube never reads before it is cached.
-func strip(obj any) (any, error) {
-	if o, ok := obj.(*corev1.Node); ok {
-		o.ManagedFields = nil
-		o.Status.Images = nil
+func allTrue(fs []func() bool) bool {
+	for _, f := range fs {
+		if !f() {
+			return false
+		}
 	}
-	return obj, nil
+	return true
+}
+
+// strip drops from a Node what netcube never reads before it is kept.
+func strip(n *corev1.Node) *corev1.Node {
+	n.ManagedFields = nil
+	n.Status.Images = nil
+	return n
 }

@@ -32,8 +32,7 @@ import (
 // as deletions.
 type stream[T any] struct {
 	name    string
-	list    func(context.Context, metav1.ListOptions) (runtime.Object, error)
-	watch   func(context.Context, metav1.ListOptions) (watch.Interface, error)
+	api     lister
 	convert func(runtime.Object) T
 	deliver func(types.NamespacedName, T) // the zero T: deleted
 	known   func() []types.NamespacedName // what the handler holds
@@ -52,6 +51,12 @@ type stream[T any] struct {
 const defaultPageSize = 2000
 
 var defaultBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: 30 * time.Second}
+
+// lister is the API: a resource's paged list and its watch.
+type lister interface {
+	List(context.Context, metav1.ListOptions) (runtime.Object, error)
+	Watch(context.Context, metav1.ListOptions) (watch.Interface, error)
+}
 
 // errRelist: the watch cannot resume from its resource version.
 var errRelist = errors.New("resource version too old: relisting")
@@ -102,7 +107,7 @@ func (s *stream[T]) listAll(ctx context.Context) (string, error) {
 	}
 	opts := metav1.ListOptions{Limit: s.pageSize}
 	for {
-		page, err := s.list(ctx, opts)
+		page, err := s.api.List(ctx, opts)
 		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 			// The continue token expired: start over, as a relist.
 			slog.Info("list continuation expired, listing again", "resource", s.name)
@@ -151,7 +156,7 @@ func (s *stream[T]) watchFrom(ctx context.Context, rv string) (string, error) {
 	// The API server ends watches after a timeout; a random one spreads
 	// the agents' re-watches (as client-go's reflector does).
 	timeout := int64(300 + rand.IntN(300))
-	w, err := s.watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true, TimeoutSeconds: &timeout})
+	w, err := s.api.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true, TimeoutSeconds: &timeout})
 	if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 		return rv, errRelist
 	}

@@ -41,7 +41,7 @@ type fakeAPI struct {
 	watchers chan *watch.RaceFreeFakeWatcher
 }
 
-func (f *fakeAPI) list(_ context.Context, o metav1.ListOptions) (runtime.Object, error) {
+func (f *fakeAPI) List(_ context.Context, o metav1.ListOptions) (runtime.Object, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.listErr != nil {
@@ -66,7 +66,7 @@ func (f *fakeAPI) list(_ context.Context, o metav1.ListOptions) (runtime.Object,
 	return page, nil
 }
 
-func (f *fakeAPI) watch(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
+func (f *fakeAPI) Watch(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
 	f.mu.Lock()
 	err := f.watchErr
 	f.watchErr = nil
@@ -131,7 +131,7 @@ func TestStream(t *testing.T) {
 	}
 	h := &holder{held: map[types.NamespacedName]string{}}
 	s := &stream[*model.Service]{
-		name: "services", list: api.list, watch: api.watch,
+		name: "services", api: api,
 		convert:  func(o runtime.Object) *model.Service { return k8s.ToService(o.(*corev1.Service)) },
 		deliver:  h.deliver,
 		known:    h.keys,
