@@ -29,7 +29,8 @@ func SyncMarkdown(cfg SyncConfig, results []SyncResult, at time.Time) string {
 	b.WriteString("- **event → map**: the change reaches the agent → its map writes are done (agent histogram `netcube_event_to_programmed_seconds`, factor-2 buckets, interpolated).\n")
 	b.WriteString("- **full sync (apply)**: time the agent spends computing and writing every Service once the initial lists are complete (it applies nothing before, so no Service is ever programmed without its endpoints); *first* = empty maps, *restart* = pinned maps already right (map updates on restart shown).\n")
 	b.WriteString("- **first event → applied**: wall time from the first object received to every Service in the maps (bounded by how fast the API server lists).\n")
-	b.WriteString("- **start → ready**: agent process start → ready, including listing every object from the API server.\n\n")
+	b.WriteString("- **start → ready**: agent process start → ready, including listing every object from the API server.\n")
+	b.WriteString("- **agent CPU, peak RSS**: of the first agent process, read from /proc after the endpoint changes (peak RSS is VmHWM: heap, runtime and the binary's pages). The agent runs with its defaults: GOGC=50 (`--gc-percent`), no GOMEMLIMIT.\n\n")
 	b.WriteString("| Services | endpoints each | write → map p50 / p99 (ms) | event → map p50 / p99 (ms) | full sync apply first / restart (ms) | first event → applied first / restart (ms) | restart map updates | start → ready first / restart (ms) | agent CPU (s) | agent peak RSS (MB) |\n")
 	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range results {
