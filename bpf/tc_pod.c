@@ -1,6 +1,8 @@
 /* tc_pod.c: per-packet Service load balancing on a pod's host-side veth
  * (tcx), for the traffic the socket hooks do not translate.
- *   from_pod (ingress of the host veth): conntrack -> LB -> DNAT, or reject
+ *   from_pod (ingress of the host veth): the reply of an external flow to
+ *            this pod -> reply_external (tc_node.c); else
+ *            conntrack -> LB -> DNAT, or reject
  *   to_pod   (egress of the host veth):  conntrack -> reverse NAT
  */
 #include "lib/parse.h"
@@ -20,6 +22,9 @@ int from_pod(struct __sk_buff *skb)
 
 	if (parse_flow(skb, &f))
 		return TC_ACT_OK;
+	ct = ct_lookup(&f, CT_REPLY);
+	if (ct && (ct->flags & CT_F_EXTERNAL))
+		return reply_external(skb, &f, ct);
 	svc = lb_lookup_service(&f.daddr, f.dport, f.proto);
 	if (!svc) { /* not addressed to a Service */
 		if (flow_is_new(&f))

@@ -4,6 +4,11 @@
  * Two entries per flow in one LRU map:
  *   CT_SERVICE {client -> frontend}  : backend id, revNAT id
  *   CT_REPLY   {backend -> client}   : revNAT id (rewrite source to frontend)
+ * A flow from outside the cluster (NodePort, ExternalIP, LoadBalancer IP) is
+ * marked CT_F_EXTERNAL; if its source was translated to this node (SNAT),
+ * its reply entry is keyed {backend -> node address:port} and holds the
+ * client's address and port (nat_addr, nat_port), and its service entry
+ * the node address and port it was given.
  * LRU eviction bounds the table; a flow whose entry was evicted is simply
  * load-balanced again on its next packet.
  */
@@ -30,10 +35,20 @@ struct ct_key {
 	__u16 pad;
 };
 
+enum ct_flags {
+	CT_F_EXTERNAL = 1, /* from outside the cluster, through this node */
+	CT_F_SNAT = 2,     /* source translated to nat_addr:nat_port */
+};
+
 struct ct_entry {
 	__u32 backend_id; /* CT_SERVICE: the backend this flow is pinned to */
 	__u32 rev_nat_id;
 	__u64 created_ns; /* when the flow was first balanced (flow age) */
+	struct nc_addr nat_addr; /* CT_F_SNAT: service: node side; reply: client */
+	__be16 nat_port;
+	__u8 flags;       /* enum ct_flags */
+	__u8 pad;
+	__u32 pad2;
 };
 
 struct {
@@ -107,4 +122,63 @@ static always_inline int ct_create(const struct flow *f, __u32 backend_id,
 		return err;
 	ct_key_from_flow(&k, f, CT_SERVICE);
 	return bpf_map_update_elem(&ct_flows, &k, &e, BPF_ANY);
+}
+
+/* ct_create_external records a flow from outside the cluster. With snat,
+ * its source becomes snat_addr:snat_port (this node), and the reply entry is
+ * keyed on that and remembers the client. */
+static always_inline int ct_create_external(const struct flow *f, __u32 backend_id,
+					    const struct nc_addr *baddr, __be16 bport,
+					    __u32 rev_nat_id, int snat,
+					    const struct nc_addr *snat_addr, __be16 snat_port)
+{
+	struct ct_entry e = {
+		.backend_id = backend_id,
+		.rev_nat_id = rev_nat_id,
+		.created_ns = bpf_ktime_get_ns(),
+		.flags = CT_F_EXTERNAL,
+	};
+	struct ct_key k = {
+		.saddr = *baddr,
+		.daddr = f->saddr,
+		.sport = bport,
+		.dport = f->sport,
+		.proto = f->proto,
+		.dir = CT_REPLY,
+	};
+	int err;
+
+	if (snat) {
+		e.flags |= CT_F_SNAT;
+		e.nat_addr = f->saddr; /* the reply goes back to the client */
+		e.nat_port = f->sport;
+		k.daddr = *snat_addr;
+		k.dport = snat_port;
+	}
+	err = bpf_map_update_elem(&ct_flows, &k, &e, BPF_ANY);
+	if (err)
+		return err;
+	if (snat) {
+		e.nat_addr = *snat_addr; /* later packets keep their node port */
+		e.nat_port = snat_port;
+	}
+	ct_key_from_flow(&k, f, CT_SERVICE);
+	return bpf_map_update_elem(&ct_flows, &k, &e, BPF_ANY);
+}
+
+/* ct_reply_taken says whether a reply entry exists for backend -> addr:port
+ * (a SNAT port already in use towards that backend). */
+static always_inline int ct_reply_taken(const struct nc_addr *baddr, __be16 bport,
+					const struct nc_addr *addr, __be16 port, __u8 proto)
+{
+	struct ct_key k = {
+		.saddr = *baddr,
+		.daddr = *addr,
+		.sport = bport,
+		.dport = port,
+		.proto = proto,
+		.dir = CT_REPLY,
+	};
+
+	return bpf_map_lookup_elem(&ct_flows, &k) != NULL;
 }

@@ -29,7 +29,18 @@ struct lb_svc_val {
 	__u32 backend_id;    /* slot entries */
 	__u32 rev_nat_id;    /* master entry */
 	__u16 count;         /* master entry: number of backend slots */
-	__u16 flags;         /* master entry: per-Service options; none yet, 0 */
+	__u16 flags;         /* master entry: enum lb_svc_flags */
+};
+
+/* Options of a frontend, in its master entry. */
+enum lb_svc_flags {
+	/* Reached from outside the cluster through this node (NodePort,
+	 * ExternalIP, LoadBalancer IP): handled by the node program. */
+	LB_SVC_EXTERNAL = 1,
+	/* externalTrafficPolicy Local: only this node's endpoints are in the
+	 * slots, the client's address is kept, and with no local endpoint
+	 * the packet is dropped (not refused: another node may serve it). */
+	LB_SVC_LOCAL = 2,
 };
 
 struct lb_backend {

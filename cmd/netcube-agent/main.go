@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/netcube/netcube/pkg/agent"
@@ -37,6 +38,10 @@ func main() {
 	flag.StringVar(&cfg.HealthzBindAddress, "healthz-bind-address", cfg.HealthzBindAddress, "address of /healthz and /readyz (\"\": off)")
 	flag.StringVar(&cfg.ReadyFile, "ready-file", cfg.ReadyFile, "file written once the first sync is applied")
 	flag.BoolVar(&cfg.Profiling, "profiling", cfg.Profiling, "serve /debug/pprof on the metrics address")
+	flag.Func("node-ifaces", "the node's uplinks, comma-separated: NodePorts, ExternalIPs and LoadBalancer IPs are served there (default: the default routes' interfaces; none: no external access)", func(v string) error {
+		cfg.NodeInterfaces = strings.Split(v, ",")
+		return nil
+	})
 	flag.IntVar(&cfg.GCPercent, "gc-percent", cfg.GCPercent, "Go GC target percentage (GOGC); the GOGC environment variable wins")
 	sizes := map[string]*uint{}
 	for m, f := range datapath.MapSizeFlags {
@@ -108,6 +113,8 @@ func applyFlag(cfg, flagged *agent.Config, name string) {
 		cfg.ReadyFile = flagged.ReadyFile
 	case "profiling":
 		cfg.Profiling = flagged.Profiling
+	case "node-ifaces":
+		cfg.NodeInterfaces = flagged.NodeInterfaces
 	case "gc-percent":
 		cfg.GCPercent = flagged.GCPercent
 	}

@@ -69,6 +69,11 @@ func Run(ctx context.Context, cfg Config) error {
 	var rec *reconcile.Reconciler
 	m := newMetrics(cube, maps, func() int { return rec.Pending() })
 	rec = reconcile.New(cube, m)
+	node, err := setupNode(dp, cfg.NodeName, cfg.NodeInterfaces)
+	if err != nil {
+		return err
+	}
+	rec.SetNode(node)
 	if err := serve(ctx, cfg, m, rec); err != nil {
 		return err
 	}

@@ -25,6 +25,10 @@ type Config struct {
 	SocketLB       bool              `json:"socketLB"`
 	Cgroup         string            `json:"cgroup,omitempty"` // pods' cgroup v2 (socket-LB)
 	PodIfacePrefix string            `json:"podIfacePrefix,omitempty"`
+	// NodeInterfaces are the node's uplinks: traffic from outside the
+	// cluster (NodePort, ExternalIPs, LoadBalancer IPs) is served there,
+	// and NodePorts on their addresses. Empty: the default routes'.
+	NodeInterfaces []string `json:"nodeInterfaces,omitempty"`
 
 	MetricsBindAddress string `json:"metricsBindAddress,omitempty"` // /metrics; "" = off
 	HealthzBindAddress string `json:"healthzBindAddress,omitempty"` // /healthz, /readyz; "" = off

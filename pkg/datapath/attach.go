@@ -14,8 +14,24 @@ import (
 // Links are pinned under <PinDir>/links with these name prefixes.
 const (
 	podLinkPrefix    = "pod-"
+	nodeLinkPrefix   = "node-"
 	cgroupLinkPrefix = "cgroup-"
 )
+
+// AttachNode attaches from_net (tcx ingress) to an uplink of the node, where
+// traffic from outside the cluster arrives: NodePort, ExternalIPs and
+// LoadBalancer IPs are served there. Pinned links of an earlier agent are
+// updated in place, as for pods.
+func (d *Datapath) AttachNode(ifname string, ifindex int) error {
+	pin := d.linkPin(nodeLinkPrefix + ifname + "-ingress")
+	err := d.attachOrUpdate(pin, d.objs.FromNet, func() (link.Link, error) {
+		return link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: d.objs.FromNet, Attach: ebpf.AttachTCXIngress})
+	}, func(l link.Link) bool { return tcxIfindex(l) == ifindex })
+	if err != nil {
+		return fmt.Errorf("attach %s to %s: %w", d.objs.FromNet.String(), ifname, err)
+	}
+	return nil
+}
 
 // AttachPod attaches from_pod (tcx ingress) and to_pod (tcx egress) to a pod's
 // host-side veth. If links from an earlier agent are pinned for this

@@ -18,6 +18,11 @@ type bpfCtEntry struct {
 	BackendId uint32
 	RevNatId  uint32
 	CreatedNs uint64
+	NatAddr   bpfNcAddr
+	NatPort   uint16
+	Flags     uint8
+	Pad       uint8
+	Pad2      uint32
 }
 
 type bpfCtKey struct {
@@ -92,8 +97,10 @@ const (
 	bpfMapLbBackends        = "lb_backends"
 	bpfMapLbRevnat          = "lb_revnat"
 	bpfMapLbServices        = "lb_services"
+	bpfMapNodeAddrs         = "node_addrs"
 	bpfMapSockRevnat        = "sock_revnat"
 	bpfMapSockUdpBackend    = "sock_udp_backend"
+	bpfProgFromNet          = "from_net"
 	bpfProgFromPod          = "from_pod"
 	bpfProgSockConnect4     = "sock_connect4"
 	bpfProgSockConnect6     = "sock_connect6"
@@ -148,6 +155,7 @@ type bpfSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type bpfProgramSpecs struct {
+	FromNet          *ebpf.ProgramSpec `ebpf:"from_net"`
 	FromPod          *ebpf.ProgramSpec `ebpf:"from_pod"`
 	SockConnect4     *ebpf.ProgramSpec `ebpf:"sock_connect4"`
 	SockConnect6     *ebpf.ProgramSpec `ebpf:"sock_connect6"`
@@ -168,6 +176,7 @@ type bpfMapSpecs struct {
 	LbBackends     *ebpf.MapSpec `ebpf:"lb_backends"`
 	LbRevnat       *ebpf.MapSpec `ebpf:"lb_revnat"`
 	LbServices     *ebpf.MapSpec `ebpf:"lb_services"`
+	NodeAddrs      *ebpf.MapSpec `ebpf:"node_addrs"`
 	SockRevnat     *ebpf.MapSpec `ebpf:"sock_revnat"`
 	SockUdpBackend *ebpf.MapSpec `ebpf:"sock_udp_backend"`
 }
@@ -202,6 +211,7 @@ type bpfMaps struct {
 	LbBackends     *ebpf.Map `ebpf:"lb_backends"`
 	LbRevnat       *ebpf.Map `ebpf:"lb_revnat"`
 	LbServices     *ebpf.Map `ebpf:"lb_services"`
+	NodeAddrs      *ebpf.Map `ebpf:"node_addrs"`
 	SockRevnat     *ebpf.Map `ebpf:"sock_revnat"`
 	SockUdpBackend *ebpf.Map `ebpf:"sock_udp_backend"`
 }
@@ -212,6 +222,7 @@ func (m *bpfMaps) Close() error {
 		m.LbBackends,
 		m.LbRevnat,
 		m.LbServices,
+		m.NodeAddrs,
 		m.SockRevnat,
 		m.SockUdpBackend,
 	)
@@ -227,6 +238,7 @@ type bpfVariables struct {
 //
 // It can be passed to loadBpfObjects or ebpf.CollectionSpec.LoadAndAssign.
 type bpfPrograms struct {
+	FromNet          *ebpf.Program `ebpf:"from_net"`
 	FromPod          *ebpf.Program `ebpf:"from_pod"`
 	SockConnect4     *ebpf.Program `ebpf:"sock_connect4"`
 	SockConnect6     *ebpf.Program `ebpf:"sock_connect6"`
@@ -241,6 +253,7 @@ type bpfPrograms struct {
 
 func (p *bpfPrograms) Close() error {
 	return _BpfClose(
+		p.FromNet,
 		p.FromPod,
 		p.SockConnect4,
 		p.SockConnect6,

@@ -75,6 +75,7 @@ func (d *Datapath) Maps() *Maps {
 	return &Maps{sizes: d.sizes, byName: map[string]*ebpf.Map{
 		MapServices: o.LbServices, MapBackends: o.LbBackends, MapRevNAT: o.LbRevnat,
 		MapCT: o.CtFlows, MapSockRevNAT: o.SockRevnat, MapSockUDP: o.SockUdpBackend,
+		MapNodeAddrs: o.NodeAddrs,
 	}}
 }
 
@@ -82,7 +83,7 @@ func (d *Datapath) Maps() *Maps {
 func (d *Datapath) Programs() Programs {
 	p := d.objs.bpfPrograms
 	return Programs{
-		FromPod: p.FromPod, ToPod: p.ToPod,
+		FromPod: p.FromPod, ToPod: p.ToPod, FromNet: p.FromNet,
 		Connect4: p.SockConnect4, Connect6: p.SockConnect6,
 		Sendmsg4: p.SockSendmsg4, Sendmsg6: p.SockSendmsg6,
 		Recvmsg4: p.SockRecvmsg4, Recvmsg6: p.SockRecvmsg6,
@@ -92,7 +93,7 @@ func (d *Datapath) Programs() Programs {
 
 // Programs are the entry programs of the object.
 type Programs struct {
-	FromPod, ToPod                                 *ebpf.Program
+	FromPod, ToPod, FromNet                        *ebpf.Program
 	Connect4, Connect6, Sendmsg4, Sendmsg6         *ebpf.Program
 	Recvmsg4, Recvmsg6, Getpeername4, Getpeername6 *ebpf.Program
 }
@@ -105,6 +106,7 @@ const (
 	MapCT         = "ct_flows"         // conntrack (datapath)
 	MapSockRevNAT = "sock_revnat"      // socket-LB (datapath)
 	MapSockUDP    = "sock_udp_backend" // socket-LB (datapath)
+	MapNodeAddrs  = "node_addrs"       // node cube (agent)
 )
 
 // Maps are the datapath's maps, by name.

@@ -64,6 +64,7 @@ func load(t *testing.T) (*datapath.Datapath, *lb.Cube) {
 type step struct {
 	name    string
 	toPod   bool // run to_pod (replies) instead of from_pod
+	fromNet bool // run from_net (the node's uplink) instead of from_pod
 	in      []byte
 	verdict uint32
 	out     []byte // expected output; nil means "unchanged"
@@ -72,8 +73,11 @@ type step struct {
 func run(t *testing.T, dp *datapath.Datapath, s step) {
 	t.Helper()
 	prog := dp.Programs().FromPod
-	if s.toPod {
+	switch {
+	case s.toPod:
 		prog = dp.Programs().ToPod
+	case s.fromNet:
+		prog = dp.Programs().FromNet
 	}
 	out := make([]byte, 1600)
 	opts := runOpts(s.in, out)

@@ -106,8 +106,13 @@ func ToService(svc *corev1.Service) *model.Service {
 		if !ok || p.Port < 1 || p.Port > 65535 {
 			continue
 		}
-		out.Ports = append(out.Ports, model.ServicePort{Name: p.Name, Port: uint16(p.Port), Proto: proto})
+		sp := model.ServicePort{Name: p.Name, Port: uint16(p.Port), Proto: proto}
+		if p.NodePort > 0 && p.NodePort <= 65535 {
+			sp.NodePort = uint16(p.NodePort)
+		}
+		out.Ports = append(out.Ports, sp)
 	}
+	out.External = externalAccess(svc)
 	return out
 }
 
@@ -163,13 +168,41 @@ func ToEndpointSlice(s *discoveryv1.EndpointSlice) *model.EndpointSlice {
 	return out
 }
 
-// Frontends computes a Service's frontends (each ClusterIP x port) and the
-// backends of each from the Service's EndpointSlices, as kube-proxy does:
-// slices of the frontend's address family only; endpoint ports matched by
-// the Service port's name and protocol (which also resolves named
-// targetPorts); the ready endpoints, or, when none is ready, the serving ones
-// that are terminating (so a Service being rolled keeps answering).
-func Frontends(svc *model.Service, slices []*model.EndpointSlice) model.Frontends {
+// externalAccess reads how a Service is reached from outside the cluster,
+// or nil when it is not.
+func externalAccess(svc *corev1.Service) *model.ExternalAccess {
+	var ips []netip.Addr
+	for _, s := range svc.Spec.ExternalIPs {
+		if ip, err := netip.ParseAddr(s); err == nil {
+			ips = append(ips, ip.Unmap())
+		}
+	}
+	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+		for _, in := range svc.Status.LoadBalancer.Ingress {
+			if ip, err := netip.ParseAddr(in.IP); err == nil {
+				ips = append(ips, ip.Unmap())
+			}
+		}
+	}
+	nodePorts := svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer
+	if len(ips) == 0 && !nodePorts {
+		return nil
+	}
+	return &model.ExternalAccess{IPs: ips, LocalOnly: svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal}
+}
+
+// Frontends computes a Service's frontends and the backends of each from
+// the Service's EndpointSlices, as kube-proxy does: slices of the
+// frontend's address family only; endpoint ports matched by the Service
+// port's name and protocol (which also resolves named targetPorts); the
+// ready endpoints, or, when none is ready, the serving ones that are
+// terminating (so a Service being rolled keeps answering).
+//
+// The frontends are each ClusterIP x port and, for a Service reached from
+// outside, each of node's addresses x NodePort and each external IP x port
+// of the ClusterIPs' families, flagged External; with externalTrafficPolicy
+// Local those have only the endpoints on node (and are flagged Local).
+func Frontends(svc *model.Service, slices []*model.EndpointSlice, node model.Node) model.Frontends {
 	if svc == nil {
 		return nil
 	}
@@ -177,17 +210,51 @@ func Frontends(svc *model.Service, slices []*model.EndpointSlice) model.Frontend
 	for _, ip := range svc.ClusterIPs {
 		for _, sp := range svc.Ports {
 			fe := model.Frontend{Addr: ip, Port: sp.Port, Proto: sp.Proto}
-			out = append(out, model.FrontendBackends{Frontend: fe, Backends: readyBackends(ip.Is6(), sp, slices)})
+			out = append(out, model.FrontendBackends{Frontend: fe, Backends: readyBackends(ip.Is6(), sp, slices, "")})
+		}
+	}
+	if svc.External == nil {
+		return out
+	}
+	flags, local := model.External, ""
+	if svc.External.LocalOnly {
+		flags, local = flags|model.Local, node.Name
+	}
+	for _, family := range svc.ClusterIPs {
+		v6 := family.Is6()
+		for _, sp := range svc.Ports {
+			bs := readyBackends(v6, sp, slices, local)
+			add := func(addr netip.Addr, port uint16) {
+				if addr.Is6() == v6 {
+					fe := model.Frontend{Addr: addr, Port: port, Proto: sp.Proto}
+					out = append(out, model.FrontendBackends{Frontend: fe, Flags: flags, Backends: bs})
+				}
+			}
+			if sp.NodePort != 0 {
+				for _, a := range node.Addrs {
+					add(a, sp.NodePort)
+				}
+			}
+			for _, ip := range svc.External.IPs {
+				add(ip, sp.Port)
+			}
 		}
 	}
 	return out
 }
 
-func readyBackends(v6 bool, sp model.ServicePort, slices []*model.EndpointSlice) []model.Backend {
-	if bs := backendsWhere(v6, sp, slices, isReady); len(bs) > 0 {
+// readyBackends: the ready endpoints, else the serving terminating ones;
+// only those on node onNode unless it is "".
+func readyBackends(v6 bool, sp model.ServicePort, slices []*model.EndpointSlice, onNode string) []model.Backend {
+	ready, terminating := isReady, isServingTerminating
+	if onNode != "" {
+		ready = func(e *model.Endpoint) bool { return e.NodeName == onNode && isReady(e) }
+		terminating = func(e *model.Endpoint) bool { return e.NodeName == onNode && isServingTerminating(e) }
+	}
+	if bs := backendsWhere(v6, sp, slices, ready); len(bs) > 0 {
 		return bs
 	}
-	return backendsWhere(v6, sp, slices, isServingTerminating)
+	return backendsWhere(v6, sp, slices, terminating)
 }
 
 func isReady(e *model.Endpoint) bool { return e.Ready }

@@ -26,6 +26,7 @@ func service(ips []string, ports ...corev1.ServicePort) *corev1.Service {
 type ep struct {
 	addr                        string
 	ready, serving, terminating *bool
+	node                        string
 }
 
 func slice(family discoveryv1.AddressType, ports []discoveryv1.EndpointPort, eps ...ep) *discoveryv1.EndpointSlice {
@@ -36,7 +37,8 @@ func slice(family discoveryv1.AddressType, ports []discoveryv1.EndpointPort, eps
 	}
 	for _, e := range eps {
 		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{e.addr},
-			Conditions: discoveryv1.EndpointConditions{Ready: e.ready, Serving: e.serving, Terminating: e.terminating}})
+			Conditions: discoveryv1.EndpointConditions{Ready: e.ready, Serving: e.serving, Terminating: e.terminating},
+			NodeName:   ptr(e.node)})
 	}
 	return s
 }
@@ -147,7 +149,7 @@ func TestFrontends(t *testing.T) {
 			for _, s := range c.slices {
 				in = append(in, ToEndpointSlice(s))
 			}
-			got := Frontends(ToService(c.svc), in)
+			got := Frontends(ToService(c.svc), in, model.Node{})
 			if len(got) != len(c.want) {
 				t.Fatalf("got %v, want %v", got, c.want)
 			}
@@ -175,5 +177,78 @@ func TestValidate(t *testing.T) {
 	s := slice(discoveryv1.AddressTypeIPv4, nil, ep{addr: "fd00::1"})
 	if err := ValidateEndpointSlice(s); err == nil || !strings.Contains(err.Error(), `"fd00::1" is not an IPv4 address`) {
 		t.Errorf("IPv6 address in IPv4 slice: %v", err)
+	}
+}
+
+// TestExternalFrontends: a LoadBalancer Service with ExternalIPs is also
+// served on this node's addresses at its NodePort, on its external IPs and
+// on its load-balancer IPs, each in its own family, flagged External; with
+// externalTrafficPolicy Local only this node's endpoints back them.
+func TestExternalFrontends(t *testing.T) {
+	svc := service([]string{"10.96.0.1", "fd00::1"},
+		corev1.ServicePort{Name: "http", Port: 80, NodePort: 30080, Protocol: corev1.ProtocolTCP})
+	svc.Spec.Type = corev1.ServiceTypeLoadBalancer
+	svc.Spec.ExternalIPs = []string{"192.0.2.10"}
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.7"}, {IP: "2001:db8::7"}, {Hostname: "lb.example"}}
+	ports := []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr[int32](8080), Protocol: ptr(corev1.ProtocolTCP)}}
+	eps := []*model.EndpointSlice{
+		ToEndpointSlice(slice(discoveryv1.AddressTypeIPv4, ports, ep{addr: "10.0.0.1", node: "node1"}, ep{addr: "10.0.0.2", node: "node2"})),
+		ToEndpointSlice(slice(discoveryv1.AddressTypeIPv6, ports, ep{addr: "fd00:10::1", node: "node2"})),
+	}
+	node := model.Node{Name: "node1", Addrs: []netip.Addr{netip.MustParseAddr("172.30.0.1"), netip.MustParseAddr("fd00:172:30::1")}}
+	all4 := []model.Backend{be("10.0.0.1:8080"), be("10.0.0.2:8080")}
+	all6 := []model.Backend{be("[fd00:10::1]:8080")}
+	local4 := []model.Backend{be("10.0.0.1:8080")}
+
+	type want struct {
+		flags    model.FrontendFlags
+		backends []model.Backend
+	}
+	ext, loc := model.External, model.External|model.Local
+	for _, c := range []struct {
+		name   string
+		policy corev1.ServiceExternalTrafficPolicy
+		want   map[model.Frontend]want
+	}{
+		{"externalTrafficPolicy Cluster", corev1.ServiceExternalTrafficPolicyCluster, map[model.Frontend]want{
+			fe("10.96.0.1", 80, model.TCP):         {0, all4},
+			fe("fd00::1", 80, model.TCP):           {0, all6},
+			fe("172.30.0.1", 30080, model.TCP):     {ext, all4},
+			fe("192.0.2.10", 80, model.TCP):        {ext, all4},
+			fe("198.51.100.7", 80, model.TCP):      {ext, all4},
+			fe("fd00:172:30::1", 30080, model.TCP): {ext, all6},
+			fe("2001:db8::7", 80, model.TCP):       {ext, all6},
+		}},
+		{"externalTrafficPolicy Local: this node's endpoints only, none for v6", corev1.ServiceExternalTrafficPolicyLocal, map[model.Frontend]want{
+			fe("10.96.0.1", 80, model.TCP):         {0, all4},
+			fe("fd00::1", 80, model.TCP):           {0, all6},
+			fe("172.30.0.1", 30080, model.TCP):     {loc, local4},
+			fe("192.0.2.10", 80, model.TCP):        {loc, local4},
+			fe("198.51.100.7", 80, model.TCP):      {loc, local4},
+			fe("fd00:172:30::1", 30080, model.TCP): {loc, nil},
+			fe("2001:db8::7", 80, model.TCP):       {loc, nil},
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			svc.Spec.ExternalTrafficPolicy = c.policy
+			got := Frontends(ToService(svc), eps, node)
+			if len(got) != len(c.want) {
+				t.Fatalf("got %d frontends %v, want %d", len(got), got, len(c.want))
+			}
+			for _, g := range got {
+				w, ok := c.want[g.Frontend]
+				if !ok || g.Flags != w.flags || !slices.Equal(g.Backends, w.backends) {
+					t.Errorf("%s: flags %d backends %v; want %+v (listed: %v)", g.Frontend, g.Flags, g.Backends, w, ok)
+				}
+			}
+		})
+	}
+
+	// A ClusterIP Service with an external IP has no NodePort frontends.
+	plain := service([]string{"10.96.0.2"}, corev1.ServicePort{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP})
+	plain.Spec.ExternalIPs = []string{"192.0.2.11"}
+	got := Frontends(ToService(plain), nil, node)
+	if len(got) != 2 || got[1].Frontend != fe("192.0.2.11", 80, model.TCP) || got[1].Flags != model.External {
+		t.Errorf("ClusterIP Service with an external IP: %v", got)
 	}
 }

@@ -34,7 +34,7 @@ func (c *Cube) UpsertAll(items []model.FrontendBackends) error {
 			later = append(later, it)
 			continue
 		}
-		if err = c.upsert(it.Frontend, it.Backends); err != nil {
+		if err = c.upsert(it.Frontend, it.Flags, it.Backends); err != nil {
 			break // only invalid input fails here: nothing is written yet
 		}
 		fresh = append(fresh, it.Frontend)
@@ -51,7 +51,7 @@ func (c *Cube) UpsertAll(items []model.FrontendBackends) error {
 		return fmt.Errorf("batched sync of %d frontends: %w", len(fresh), err)
 	}
 	for _, it := range later {
-		if err := c.Upsert(it.Frontend, it.Backends); err != nil {
+		if err := c.Apply(it); err != nil {
 			return err
 		}
 	}

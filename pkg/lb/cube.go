@@ -33,6 +33,7 @@ type Cube struct {
 
 type frontend struct {
 	revNATID uint32
+	flags    model.FrontendFlags
 	slots    []uint32 // backend id of slot i+1
 }
 
@@ -109,13 +110,18 @@ func (c *Cube) Backends(fe model.Frontend) []model.Backend {
 // slots that change are written: adding or removing one backend costs O(1)
 // map operations whatever the size of the Service or of the cluster.
 func (c *Cube) Upsert(fe model.Frontend, backends []model.Backend) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.upsert(fe, backends)
+	return c.Apply(model.FrontendBackends{Frontend: fe, Backends: backends})
 }
 
-// upsert is Upsert with c.mu held.
-func (c *Cube) upsert(fe model.Frontend, backends []model.Backend) error {
+// Apply is Upsert with the frontend's options (flags).
+func (c *Cube) Apply(fb model.FrontendBackends) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.upsert(fb.Frontend, fb.Flags, fb.Backends)
+}
+
+// upsert is Apply with c.mu held.
+func (c *Cube) upsert(fe model.Frontend, flags model.FrontendFlags, backends []model.Backend) error {
 	if !fe.Addr.IsValid() || fe.Port == 0 {
 		return fmt.Errorf("invalid frontend %s", fe)
 	}
@@ -169,8 +175,8 @@ func (c *Cube) upsert(fe model.Frontend, backends []model.Backend) error {
 			}
 		}
 	}
-	if !exists || len(old) != len(next) {
-		master := datapath.ServiceValue{Count: uint16(len(next)), RevNatId: f.revNATID}
+	if !exists || len(old) != len(next) || f.flags != flags {
+		master := datapath.ServiceValue{Count: uint16(len(next)), RevNatId: f.revNATID, Flags: uint16(flags)}
 		if err := c.writeService(serviceKey(fe, 0), master); err != nil {
 			if !exists {
 				for j := range next {
@@ -182,7 +188,7 @@ func (c *Cube) upsert(fe model.Frontend, backends []model.Backend) error {
 			return fmt.Errorf("frontend %s: %w", fe, err)
 		}
 	}
-	f.slots = next
+	f.slots, f.flags = next, flags
 	c.frontends[key] = f
 	for i := len(next); i < len(old); i++ {
 		if err := c.deleteSlot(fe, i); err != nil {

@@ -55,11 +55,27 @@ func (s ServiceID) String() string { return s.Namespace + "/" + s.Name }
 // Services a map each would be tens of MB.
 type Frontends []FrontendBackends
 
-// FrontendBackends is one frontend and its backends.
+// FrontendBackends is one frontend, its options and its backends.
 type FrontendBackends struct {
 	Frontend Frontend
+	Flags    FrontendFlags
 	Backends []Backend
 }
+
+// FrontendFlags are a frontend's options, as the datapath reads them
+// (enum lb_svc_flags in bpf/lib/lb.h).
+type FrontendFlags uint16
+
+const (
+	// External: reached from outside the cluster through this node
+	// (NodePort, ExternalIP, LoadBalancer IP); its source is translated
+	// to the node unless Local.
+	External FrontendFlags = 1
+	// Local: externalTrafficPolicy Local. Only this node's endpoints are
+	// backends, the client's address is kept, and with none the packet is
+	// dropped.
+	Local FrontendFlags = 2
+)
 
 // Find returns fe's backends, if fe is one of the frontends.
 func (fs Frontends) Find(fe Frontend) ([]Backend, bool) {

@@ -9,13 +9,30 @@ type Service struct {
 	ID         ServiceID
 	ClusterIPs []netip.Addr
 	Ports      []ServicePort
+	// External is how the Service is reached from outside the cluster;
+	// nil for most Services (ClusterIP only), which then cost nothing more.
+	External *ExternalAccess
 }
 
 // ServicePort is one port of a Service.
 type ServicePort struct {
-	Name  string
-	Port  uint16
-	Proto Proto
+	Name     string
+	Port     uint16
+	NodePort uint16 // 0: none
+	Proto    Proto
+}
+
+// ExternalAccess: a Service's NodePorts (in its ports), ExternalIPs and
+// LoadBalancer ingress IPs, and its externalTrafficPolicy.
+type ExternalAccess struct {
+	IPs       []netip.Addr // spec.externalIPs, then status.loadBalancer.ingress[].ip
+	LocalOnly bool         // externalTrafficPolicy: Local
+}
+
+// Node is what the Service translation needs to know of this node.
+type Node struct {
+	Name  string       // endpoints with this nodeName are local
+	Addrs []netip.Addr // NodePorts are served on these
 }
 
 // EndpointSlice is what netcube reads of a Kubernetes EndpointSlice.

@@ -20,8 +20,10 @@ import (
 
 // LoadBalancer is what the reconciler programs (the lb cube).
 type LoadBalancer interface {
-	Upsert(fe model.Frontend, backends []model.Backend) error
-	// UpsertAll is Upsert for many frontends at once (batched map writes);
+	// Apply makes a frontend load-balance over its backends, with its
+	// options; it writes nothing when the datapath already has that.
+	Apply(fb model.FrontendBackends) error
+	// UpsertAll is Apply for many frontends at once (batched map writes);
 	// on failure it leaves none of the frontends it did not have.
 	UpsertAll(items []model.FrontendBackends) error
 	Delete(fe model.Frontend) error
@@ -62,6 +64,7 @@ type Reconciler struct {
 	delivered bool
 	failures  map[model.ServiceID]error
 	node      *corev1.Node
+	thisNode  model.Node // NodePort addresses, and which endpoints are local
 
 	synced chan struct{} // closed after the first full sync
 	// sourceDone is closed when the source has delivered its initial state.
@@ -362,7 +365,7 @@ func (r *Reconciler) initialSyncOnce() {
 // cube has, so unchanged frontends cost no map writes.
 func (r *Reconciler) syncService(id model.ServiceID, st *serviceState) error {
 	r.mu.Lock()
-	wanted := st.wanted()
+	wanted := r.wanted(st)
 	r.mu.Unlock()
 
 	// kept is rebuilt as the frontends go: on an error it holds exactly
@@ -381,7 +384,7 @@ func (r *Reconciler) syncService(id model.ServiceID, st *serviceState) error {
 		}
 	}
 	for _, f := range wanted {
-		if err := r.lb.Upsert(f.Frontend, f.Backends); err != nil {
+		if err := r.lb.Apply(f); err != nil {
 			return fmt.Errorf("service %s: %w", id, err)
 		}
 		if !slices.Contains(kept, f.Frontend) {
@@ -392,8 +395,29 @@ func (r *Reconciler) syncService(id model.ServiceID, st *serviceState) error {
 }
 
 // wanted is what the Service should be programmed as now; r.mu is held.
-func (st *serviceState) wanted() model.Frontends {
-	return k8s.Frontends(st.svc, st.slices)
+func (r *Reconciler) wanted(st *serviceState) model.Frontends {
+	return k8s.Frontends(st.svc, st.slices, r.thisNode)
+}
+
+// SetNode tells the reconciler this node's name and NodePort addresses;
+// Services reached from outside are synced again.
+func (r *Reconciler) SetNode(n model.Node) {
+	r.mu.Lock()
+	r.thisNode = n
+	var external []model.ServiceID
+	for id, st := range r.states {
+		if st.svc != nil && st.svc.External != nil {
+			r.markDirty(id)
+			external = append(external, id)
+		}
+	}
+	queue := r.delivered
+	r.mu.Unlock()
+	if queue {
+		for _, id := range external {
+			r.queue.Add(id)
+		}
+	}
 }
 
 // forgetIfEmpty drops the state of a Service that is gone, has no slices
@@ -446,7 +470,7 @@ func (r *Reconciler) applyBatch(b *batch, ids []model.ServiceID) (unapplied []mo
 		// every listed Service is still here, and still dirty.
 		st := r.states[id]
 		st.dirtySince = 0
-		w := st.wanted()
+		w := r.wanted(st)
 		b.states, b.count, b.items = append(b.states, st), append(b.count, len(w)), append(b.items, w...)
 	}
 	r.mu.Unlock()

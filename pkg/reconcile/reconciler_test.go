@@ -142,7 +142,7 @@ func TestFirstSyncRemovesStale(t *testing.T) {
 }
 
 func svcFrontend(i int) model.Frontend {
-	return k8s.Frontends(svc(i), nil)[0].Frontend
+	return k8s.Frontends(svc(i), nil, model.Node{})[0].Frontend
 }
 
 // TestNothingAppliedBeforeInitialState: a Service delivered before its

@@ -167,7 +167,7 @@ func (sb *Sandbox) StartAgent(node string) error {
 	}
 	err = spawn(t, agentName(node), n.Netns, "", append([]string{filepath.Join(sb.Config.BinDir, "netcube-agent")},
 		append(source, "--node-name", n.Name, "--bpf-root", n.PinDir, "--cgroup", n.Cgroup,
-			"--socket-lb="+strconv.FormatBool(sb.Config.SocketLB), "--pod-iface-prefix", podIfPrefix,
+			"--socket-lb="+strconv.FormatBool(sb.Config.SocketLB), "--pod-iface-prefix", podIfPrefix, "--node-ifaces", "eth0",
 			"--ready-file", ready)...)...)
 	if err != nil {
 		return err

@@ -1,0 +1,90 @@
+package agent
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/netcube/netcube/pkg/datapath"
+	"github.com/netcube/netcube/pkg/model"
+)
+
+// setupNode finds this node's uplinks (given, or those holding a default
+// route; "none": no external access at all) and their addresses, attaches the node program to each, writes
+// the SNAT addresses, and returns what the Service translation needs:
+// NodePorts are served on every address found, as kube-proxy serves them on
+// every node address by default.
+func setupNode(dp *datapath.Datapath, name string, ifaces []string) (model.Node, error) {
+	node := model.Node{Name: name}
+	switch {
+	case len(ifaces) == 0:
+		ifaces = defaultRouteInterfaces()
+	case len(ifaces) == 1 && ifaces[0] == "none": // a test agent on the machine's own network
+		ifaces = nil
+	}
+	var v4, v6 netip.Addr
+	for _, ifname := range ifaces {
+		ifc, err := net.InterfaceByName(ifname)
+		if err != nil {
+			return node, fmt.Errorf("node interface %s: %w", ifname, err)
+		}
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			return node, fmt.Errorf("node interface %s: %w", ifname, err)
+		}
+		for _, a := range addrs {
+			p, err := netip.ParsePrefix(a.String())
+			if err != nil || !p.Addr().IsGlobalUnicast() {
+				continue
+			}
+			ip := p.Addr().Unmap()
+			node.Addrs = append(node.Addrs, ip)
+			if ip.Is4() && !v4.IsValid() {
+				v4 = ip
+			}
+			if ip.Is6() && !v6.IsValid() {
+				v6 = ip
+			}
+		}
+		if err := dp.AttachNode(ifname, ifc.Index); err != nil {
+			return node, err
+		}
+	}
+	if err := dp.Maps().SetNodeAddrs(v4, v6); err != nil {
+		return node, err
+	}
+	slog.Info("node", "name", name, "interfaces", ifaces, "nodeport_addresses", node.Addrs)
+	return node, nil
+}
+
+// defaultRouteInterfaces: the interfaces of the default routes (IPv4 and
+// IPv6), from the kernel's route tables in /proc.
+func defaultRouteInterfaces() []string {
+	var out []string
+	add := func(name string) {
+		if name != "lo" && !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	if b, err := os.ReadFile("/proc/net/route"); err == nil {
+		for _, l := range strings.Split(string(b), "\n")[1:] {
+			// Iface Destination Gateway ... Mask ...
+			if f := strings.Fields(l); len(f) > 7 && f[1] == "00000000" && f[7] == "00000000" {
+				add(f[0])
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/net/ipv6_route"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			// dst dst_len src src_len next_hop metric refcnt use flags iface
+			if f := strings.Fields(l); len(f) == 10 && f[0] == strings.Repeat("0", 32) && f[1] == "00" {
+				add(f[9])
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,139 @@
+package datapath_test
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/netcube/netcube/internal/pkt"
+	"github.com/netcube/netcube/pkg/model"
+)
+
+// Traffic from outside the cluster, through node 1 (172.30.0.1).
+var (
+	node4  = netip.MustParseAddr("172.30.0.1")
+	node6  = netip.MustParseAddr("fd00:172:30::1")
+	np4    = netip.AddrPortFrom(node4, 30080) // NodePort
+	np6    = netip.AddrPortFrom(node6, 30080)
+	extIP4 = netip.MustParseAddrPort("192.0.2.10:80") // ExternalIP / LoadBalancer IP
+	// External clients. Their port is in the SNAT range, so the SNAT port
+	// is theirs when free: the expected packets can be written down.
+	ext4  = netip.MustParseAddrPort("172.30.0.100:61234")
+	ext4b = netip.MustParseAddrPort("172.30.0.101:61234")
+	ext6  = netip.MustParseAddrPort("[fd00:172:30::100]:61234")
+)
+
+func snat(node netip.Addr, port uint16) netip.AddrPort { return netip.AddrPortFrom(node, port) }
+
+// TestExternalPacketFlows: the node program's packet-flow table (kube-proxy's
+// cases for NodePort, ExternalIPs and LoadBalancer IPs): with
+// externalTrafficPolicy Cluster the packet is DNATed to any endpoint and
+// SNATed to the node, and its replies are translated back; with Local only
+// local endpoints serve, the client's address is kept, and a node without
+// one drops; a Service with no endpoints at all refuses. In BPF_PROG_RUN
+// the FIB has no interface to answer for, so translated packets come out
+// with verdict OK (handed to the kernel); the sandbox test sends them for
+// real.
+func TestExternalPacketFlows(t *testing.T) {
+	ext, local := model.External, model.External|model.Local
+	syn4 := pkt.TCP(ext4, np4, syn, nil)
+	syn6 := pkt.TCP(ext6, np6, syn, nil)
+	ack4 := pkt.TCP(ext4, np4, pkt.TCPOpts{ACK: true, Seq: 1001, Ack: 5001, Window: 502}, []byte("GET /"))
+
+	cases := []struct {
+		name     string
+		services []model.FrontendBackends
+		steps    []step
+	}{
+		{
+			name:     "NodePort TCPv4, Cluster: DNAT to any endpoint and SNAT to the node; the reply goes back to the client",
+			services: []model.FrontendBackends{{Frontend: frontend(np4, model.TCP), Flags: ext, Backends: backends(be4)}},
+			steps: []step{
+				{name: "SYN", fromNet: true, in: syn4, verdict: actOK, out: pkt.Rewrite(syn4, snat(node4, 61234), be4)},
+				{name: "SYN-ACK from the backend's node", fromNet: true, in: pkt.TCP(be4, snat(node4, 61234), synAck, nil), verdict: actOK,
+					out: pkt.TCP(np4, ext4, synAck, nil)},
+				{name: "data keeps backend and SNAT port", fromNet: true, in: ack4, verdict: actOK, out: pkt.Rewrite(ack4, snat(node4, 61234), be4)},
+				{name: "another client with the same port gets another SNAT port", fromNet: true, in: pkt.TCP(ext4b, np4, syn, nil), verdict: actOK,
+					out: pkt.Rewrite(pkt.TCP(ext4b, np4, syn, nil), snat(node4, 61235), be4)},
+				{name: "whose reply reaches it", fromNet: true, in: pkt.TCP(be4, snat(node4, 61235), synAck, nil), verdict: actOK,
+					out: pkt.TCP(np4, ext4b, synAck, nil)},
+			},
+		},
+		{
+			name:     "NodePort TCPv6, Cluster",
+			services: []model.FrontendBackends{{Frontend: frontend(np6, model.TCP), Flags: ext, Backends: backends(be6)}},
+			steps: []step{
+				{name: "SYN", fromNet: true, in: syn6, verdict: actOK, out: pkt.Rewrite(syn6, snat(node6, 61234), be6)},
+				{name: "SYN-ACK", fromNet: true, in: pkt.TCP(be6, snat(node6, 61234), synAck, nil), verdict: actOK,
+					out: pkt.TCP(np6, ext6, synAck, nil)},
+			},
+		},
+		{
+			name: "NodePort UDPv4 and UDPv6, Cluster",
+			services: []model.FrontendBackends{
+				{Frontend: frontend(np4, model.UDP), Flags: ext, Backends: backends(be4)},
+				{Frontend: frontend(np6, model.UDP), Flags: ext, Backends: backends(be6)},
+			},
+			steps: []step{
+				{name: "v4 query", fromNet: true, in: pkt.UDP(ext4, np4, []byte("q")), verdict: actOK, out: pkt.UDP(snat(node4, 61234), be4, []byte("q"))},
+				{name: "v4 answer", fromNet: true, in: pkt.UDP(be4, snat(node4, 61234), []byte("a")), verdict: actOK, out: pkt.UDP(np4, ext4, []byte("a"))},
+				{name: "v6 query", fromNet: true, in: pkt.UDP(ext6, np6, []byte("q")), verdict: actOK, out: pkt.UDP(snat(node6, 61234), be6, []byte("q"))},
+				{name: "v6 answer", fromNet: true, in: pkt.UDP(be6, snat(node6, 61234), []byte("a")), verdict: actOK, out: pkt.UDP(np6, ext6, []byte("a"))},
+			},
+		},
+		{
+			name:     "ExternalIP (and LoadBalancer IP), Cluster: SNAT to the node as for a NodePort",
+			services: []model.FrontendBackends{{Frontend: frontend(extIP4, model.TCP), Flags: ext, Backends: backends(be4)}},
+			steps: []step{
+				{name: "SYN", fromNet: true, in: pkt.TCP(ext4, extIP4, syn, nil), verdict: actOK,
+					out: pkt.Rewrite(pkt.TCP(ext4, extIP4, syn, nil), snat(node4, 61234), be4)},
+				{name: "SYN-ACK", fromNet: true, in: pkt.TCP(be4, snat(node4, 61234), synAck, nil), verdict: actOK,
+					out: pkt.TCP(extIP4, ext4, synAck, nil)},
+			},
+		},
+		{
+			name:     "NodePort, Local: a local endpoint, the client's address kept; its reply leaves its pod's veth translated",
+			services: []model.FrontendBackends{{Frontend: frontend(np4, model.TCP), Flags: local, Backends: backends(be4b)}},
+			steps: []step{
+				{name: "SYN", fromNet: true, in: syn4, verdict: actOK, out: pkt.Rewrite(syn4, ext4, be4b)},
+				{name: "SYN-ACK from the local pod", in: pkt.TCP(be4b, ext4, synAck, nil), verdict: actOK,
+					out: pkt.TCP(np4, ext4, synAck, nil)},
+			},
+		},
+		{
+			name: "Local without a local endpoint: dropped (another node may serve it); no endpoints at all: refused",
+			services: []model.FrontendBackends{
+				{Frontend: frontend(np4, model.TCP), Flags: local},
+				{Frontend: frontend(np6, model.TCP), Flags: ext},
+			},
+			steps: []step{
+				{name: "Local, v4", fromNet: true, in: syn4, verdict: actShot},
+				{name: "Cluster, v6", fromNet: true, in: syn6, verdict: actRedirect, out: pkt.RST(syn6)},
+			},
+		},
+		{
+			name:     "traffic for no external frontend passes: ClusterIPs are not served from outside, nor other ports",
+			services: []model.FrontendBackends{{Frontend: frontend(vip4, model.TCP), Backends: backends(be4)}},
+			steps: []step{
+				{name: "to a ClusterIP", fromNet: true, in: pkt.TCP(ext4, vip4, syn, nil), verdict: actOK},
+				{name: "to the node, another port", fromNet: true, in: pkt.TCP(ext4, netip.AddrPortFrom(node4, 22), syn, nil), verdict: actOK},
+				{name: "pod-to-pod from another node", fromNet: true, in: pkt.TCP(be4, client4, synAck, nil), verdict: actOK},
+			},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dp, cube := load(t)
+			if err := dp.Maps().SetNodeAddrs(node4, node6); err != nil {
+				t.Fatal(err)
+			}
+			for _, fb := range c.services {
+				if err := cube.Apply(fb); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, s := range c.steps {
+				run(t, dp, s)
+			}
+		})
+	}
+}
