@@ -44,6 +44,9 @@ func buildNetwork(t Topology) error {
 			}
 		}
 	}
+	if err := buildExternal(t); err != nil {
+		return fmt.Errorf("external client: %w", err)
+	}
 	for _, n := range t.Nodes {
 		for _, peer := range t.Nodes {
 			if peer.Name == n.Name {
@@ -60,6 +63,39 @@ func buildNetwork(t Topology) error {
 		}
 	}
 	return nil
+}
+
+// buildExternal puts a client outside the cluster on the underlay: it knows
+// the nodes' addresses, nothing of pods or Services.
+func buildExternal(t Topology) error {
+	h := t.External
+	return steps(
+		func() error { return ip("", "netns", "add", h.Netns) },
+		func() error { return sysctl(h.Netns, "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0") },
+		func() error { return ip(h.Netns, "link", "set", "lo", "up") },
+		func() error { return ip(t.Underlay, "link", "add", "ext", "type", "veth", "peer", "name", "eth0", "netns", h.Netns) },
+		func() error { return ip(t.Underlay, "link", "set", "ext", "master", "br0", "up") },
+		func() error { return ip(h.Netns, "addr", "add", h.IP4.String()+"/24", "dev", "eth0") },
+		func() error { return ip(h.Netns, "-6", "addr", "add", h.IP6.String()+"/64", "dev", "eth0", "nodad") },
+		func() error { return ip(h.Netns, "link", "set", "eth0", "up") },
+	)
+}
+
+// RouteFromExternal makes the external client send traffic for prefix
+// (an ExternalIP, a LoadBalancer IP) to node, as a router or a load
+// balancer in front of the cluster would.
+func (t Topology) RouteFromExternal(prefix netip.Prefix, node string) error {
+	for _, n := range t.Nodes {
+		if n.Name != node {
+			continue
+		}
+		via := n.IP4
+		if prefix.Addr().Is6() {
+			via = n.IP6
+		}
+		return ip(t.External.Netns, "route", "replace", prefix.String(), "via", via.String())
+	}
+	return fmt.Errorf("no node %q", node)
 }
 
 func buildPod(n Node, p Pod) error {

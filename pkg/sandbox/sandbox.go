@@ -241,6 +241,11 @@ func Open(name string) (*Sandbox, error) {
 // Start starts a command in a pod (its network namespace and cgroup, so
 // socket-LB applies), as `netcube sandbox exec` does.
 func (sb *Sandbox) Start(pod string, cmd *exec.Cmd) error {
+	if h := sb.Topology.External; pod == h.Name { // outside the cluster: no pod cgroup
+		cmd.Args = append([]string{"nsenter", "--net=/run/netns/" + h.Netns, "--"}, cmd.Args...)
+		cmd.Path, cmd.Err = "/usr/bin/nsenter", nil
+		return cmd.Start()
+	}
 	p, ok := sb.Topology.Pod(pod)
 	if !ok {
 		return fmt.Errorf("no pod %q in sandbox %s", pod, sb.Config.Name)

@@ -59,11 +59,21 @@ type Pod struct {
 	Cgroup  string
 }
 
+// Host is a machine outside the cluster on the nodes' network: the client
+// of NodePorts, ExternalIPs and LoadBalancer IPs.
+type Host struct {
+	Name  string // "external"
+	Netns string // <sandbox>-external
+	IP4   netip.Addr
+	IP6   netip.Addr
+}
+
 // Topology is the whole sandbox, derived from its Config alone.
 type Topology struct {
 	Name       string
 	StateDir   string // /run/netcube/<name>: manifests, logs, pid files
 	Underlay   string // netns of the underlay bridge
+	External   Host   // a client outside the cluster, on the underlay
 	CgroupRoot string // netcube-<name> under the cgroup2 mount
 	PinRoot    string // /sys/fs/bpf/netcube/<name>
 	Nodes      []Node
@@ -82,6 +92,7 @@ const (
 	podIfPrefix = "ncp"
 	nodeOffset  = 10
 	podOffset   = 10
+	externalIP  = 200 // the external client's host part on the underlay
 )
 
 // Layout computes the topology of cfg. cgroupMount is the cgroup2 mount.
@@ -93,6 +104,12 @@ func Layout(cfg Config, cgroupMount string) Topology {
 		Underlay:   cfg.Name + "-underlay",
 		CgroupRoot: filepath.Join(cgroupMount, "netcube-"+cfg.Name),
 		PinRoot:    filepath.Join("/sys/fs/bpf/netcube", cfg.Name),
+		External: Host{
+			Name:  "external",
+			Netns: cfg.Name + "-external",
+			IP4:   netip.MustParseAddr(fmt.Sprintf(underlay4, externalIP)),
+			IP6:   netip.MustParseAddr(fmt.Sprintf(underlay6, externalIP)),
+		},
 	}
 	for i := 1; i <= cfg.Nodes; i++ {
 		n := Node{

@@ -12,6 +12,7 @@ import (
 type Result struct {
 	Seq     int     `json:"seq"`
 	Backend string  `json:"backend,omitempty"`
+	Peer    string  `json:"peer,omitempty"` // the client's address as the backend saw it
 	Err     string  `json:"err,omitempty"`
 	Micros  float64 `json:"us"`
 }
@@ -34,8 +35,9 @@ type Client struct {
 // Do sends one request and reads the answer.
 func (c *Client) Do(seq int) Result {
 	start := time.Now()
-	backend, err := c.do()
-	res := Result{Seq: seq, Backend: backend, Micros: float64(time.Since(start).Nanoseconds()) / 1e3}
+	line, err := c.do()
+	backend, peer, _ := strings.Cut(line, " ")
+	res := Result{Seq: seq, Backend: backend, Peer: peer, Micros: float64(time.Since(start).Nanoseconds()) / 1e3}
 	if err != nil {
 		res.Err = err.Error()
 		c.Close()

@@ -203,13 +203,13 @@ func listenTCP(port int) (int, error) {
 
 // serveTCP answers every line on every connection with reply, one
 // goroutine per connection.
-func serveTCP(port int, reply []byte) error {
+func serveTCP(port int, name string) error {
 	fd, err := listenTCP(port)
 	if err != nil {
 		return err
 	}
 	for {
-		conn, _, err := unix.Accept4(fd, unix.SOCK_CLOEXEC)
+		conn, peer, err := unix.Accept4(fd, unix.SOCK_CLOEXEC)
 		if err != nil {
 			if errors.Is(err, unix.EINTR) || errors.Is(err, unix.ECONNABORTED) {
 				continue
@@ -217,7 +217,7 @@ func serveTCP(port int, reply []byte) error {
 			return err
 		}
 		_ = unix.SetsockoptInt(conn, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-		go answerLines(conn, reply)
+		go answerLines(conn, answer(name, sockaddrIP(peer)))
 	}
 }
 
@@ -258,4 +258,15 @@ func answerLinesWith(fd int, reply []byte, read, write func(int, []byte) (int, e
 			}
 		}
 	}
+}
+
+// sockaddrIP is the address of a peer as accept returned it.
+func sockaddrIP(sa unix.Sockaddr) netip.Addr {
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return netip.AddrFrom4(a.Addr)
+	case *unix.SockaddrInet6:
+		return netip.AddrFrom16(a.Addr).Unmap()
+	}
+	return netip.Addr{}
 }

@@ -95,6 +95,12 @@ func requests(t *testing.T, sb *sandbox.Sandbox, proto, addr string, count int, 
 	if err != nil {
 		t.Fatal(err)
 	}
+	return parseResults(t, out)
+}
+
+// parseResults reads the JSON lines of `netcube pod request`.
+func parseResults(t *testing.T, out []byte) []traffic.Result {
+	t.Helper()
 	var rs []traffic.Result
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		var r traffic.Result

@@ -1,0 +1,201 @@
+package integration
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/netcube/netcube/pkg/sandbox"
+	"github.com/netcube/netcube/pkg/traffic"
+)
+
+// externalService renders a dual-stack Service reached from outside: its
+// type, externalTrafficPolicy, NodePorts (TCP http, UDP udp), external IPs
+// and load-balancer IPs, with EndpointSlices of the given pods.
+func externalService(name, typ, policy string, clusterIPs []string, nodePorts [2]int, externalIPs, lbIPs []string, pods []sandbox.Pod) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: v1\nkind: Service\nmetadata:\n  name: %s\n  namespace: default\nspec:\n", name)
+	fmt.Fprintf(&b, "  type: %s\n  externalTrafficPolicy: %s\n  ipFamilyPolicy: RequireDualStack\n", typ, policy)
+	fmt.Fprintf(&b, "  clusterIP: %s\n  clusterIPs: [%s]\n", clusterIPs[0], strings.Join(clusterIPs, ", "))
+	if len(externalIPs) > 0 {
+		fmt.Fprintf(&b, "  externalIPs: [%s]\n", strings.Join(externalIPs, ", "))
+	}
+	fmt.Fprintf(&b, "  ports:\n  - {name: http, port: 80, protocol: TCP, targetPort: http, nodePort: %d}\n", nodePorts[0])
+	fmt.Fprintf(&b, "  - {name: udp, port: %d, protocol: UDP, targetPort: %d, nodePort: %d}\n", sandbox.PodPort, sandbox.PodPort, nodePorts[1])
+	if len(lbIPs) > 0 {
+		b.WriteString("status:\n  loadBalancer:\n    ingress:\n")
+		for _, ip := range lbIPs {
+			fmt.Fprintf(&b, "    - ip: %s\n", ip)
+		}
+	}
+	return b.String() + "---\n" +
+		sandbox.SliceYAML(name, false, sandbox.EndpointPorts, pods) + "---\n" +
+		sandbox.SliceYAML(name, true, sandbox.EndpointPorts, pods)
+}
+
+// fromOutside sends count requests from the client outside the cluster.
+func fromOutside(t *testing.T, sb *sandbox.Sandbox, proto, addr string, count int, extra ...string) []traffic.Result {
+	t.Helper()
+	args := append([]string{"pod", "request", "--proto", proto, "--count", strconv.Itoa(count)}, extra...)
+	out, err := sb.Output(sb.Topology.External.Name, filepath.Join(binDir, "netcube"), append(args, addr)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return parseResults(t, out)
+}
+
+func podNames(pods []sandbox.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, p.Name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// answeredBy asserts that every request was answered, by exactly the pods
+// want, each seeing the client as peer.
+func answeredBy(t *testing.T, rs []traffic.Result, want []string, peer netip.Addr) {
+	t.Helper()
+	seen := map[string]int{}
+	for _, r := range rs {
+		if r.Err != "" {
+			t.Fatalf("request %d failed: %s", r.Seq, r.Err)
+		}
+		seen[r.Backend]++
+		if r.Peer != peer.String() {
+			t.Fatalf("backend %s saw the client as %s, want %s", r.Backend, r.Peer, peer)
+		}
+	}
+	var got []string
+	for b := range seen {
+		got = append(got, b)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("answered by %v (%v), want %v", got, seen, want)
+	}
+}
+
+// TestExternalAccess: a client outside the cluster (on the nodes' network,
+// not a node) reaches Services through any node: NodePorts on every node
+// address, ExternalIPs and LoadBalancer IPs routed to a node, TCP and UDP,
+// IPv4 and IPv6. With externalTrafficPolicy Cluster every endpoint serves and
+// sees the node's address (SNAT); with Local only the node's own endpoints
+// serve, and see the client's address; a node without one drops (the client
+// times out rather than being refused: a load balancer's health check moves
+// it elsewhere). Pods reach NodePorts too.
+func TestExternalAccess(t *testing.T) {
+	sb := up(t, false)
+	top := sb.Topology
+	node1, node2 := top.Nodes[0], top.Nodes[1]
+	all := top.EchoBackends()
+	var onNode1, onNode2 []sandbox.Pod
+	for _, p := range all {
+		if p.Node == node1.Name {
+			onNode1 = append(onNode1, p)
+		} else {
+			onNode2 = append(onNode2, p)
+		}
+	}
+	manifests := externalService("public", "LoadBalancer", "Cluster", []string{"10.96.0.30", "fd00:10:96::30"}, [2]int{30080, 30081},
+		[]string{"192.0.2.10", "2001:db8::10"}, []string{"198.51.100.7", "2001:db8::7"}, all) + "---\n" +
+		externalService("local", "NodePort", "Local", []string{"10.96.0.31", "fd00:10:96::31"}, [2]int{30090, 30091}, nil, nil, all) + "---\n" +
+		externalService("local-node2", "NodePort", "Local", []string{"10.96.0.32", "fd00:10:96::32"}, [2]int{30095, 30096}, nil, nil, onNode2) + "---\n" +
+		externalService("no-endpoints", "LoadBalancer", "Cluster", []string{"10.96.0.33", "fd00:10:96::33"}, [2]int{30097, 30098},
+			[]string{"192.0.2.11"}, nil, nil)
+	if err := top.WriteManifest("external.yaml", manifests); err != nil {
+		t.Fatal(err)
+	}
+	for _, prefix := range []string{"192.0.2.11/32", "192.0.2.10/32", "198.51.100.7/32", "2001:db8::10/128", "2001:db8::7/128"} {
+		if err := top.RouteFromExternal(netip.MustParsePrefix(prefix), node2.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The agents apply the new file within a moment.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rs := fromOutside(t, sb, "tcp", net.JoinHostPort(node1.IP4.String(), "30080"), 1, "--timeout", "200ms")
+		if rs[0].Err == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("NodePort not served 10 s after the Service was written: %s", rs[0].Err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	everyone := podNames(all)
+	for _, n := range top.Nodes {
+		for _, ip := range []netip.Addr{n.IP4, n.IP6} {
+			for _, c := range []struct{ proto, port string }{{"tcp", "30080"}, {"udp", "30081"}} {
+				addr := net.JoinHostPort(ip.String(), c.port)
+				t.Run("Cluster NodePort "+c.proto+" "+addr, func(t *testing.T) {
+					answeredBy(t, fromOutside(t, sb, c.proto, addr, 40), everyone, ip)
+				})
+			}
+		}
+	}
+	for _, ip := range []string{"192.0.2.10", "198.51.100.7", "2001:db8::10", "2001:db8::7"} {
+		via := node2.IP4
+		if strings.Contains(ip, ":") {
+			via = node2.IP6
+		}
+		for _, c := range []struct{ proto, port string }{{"tcp", "80"}, {"udp", strconv.Itoa(sandbox.PodPort)}} {
+			addr := net.JoinHostPort(ip, c.port)
+			t.Run("Cluster external IP "+c.proto+" "+addr, func(t *testing.T) {
+				answeredBy(t, fromOutside(t, sb, c.proto, addr, 40), everyone, via)
+			})
+		}
+	}
+	for _, c := range []struct {
+		node  sandbox.Node
+		local []sandbox.Pod
+	}{{node1, onNode1}, {node2, onNode2}} {
+		for _, ip := range []netip.Addr{c.node.IP4, c.node.IP6} {
+			client := top.External.IP4
+			if ip.Is6() {
+				client = top.External.IP6
+			}
+			for _, p := range []struct{ proto, port string }{{"tcp", "30090"}, {"udp", "30091"}} {
+				addr := net.JoinHostPort(ip.String(), p.port)
+				t.Run("Local NodePort "+p.proto+" "+addr, func(t *testing.T) {
+					answeredBy(t, fromOutside(t, sb, p.proto, addr, 20), podNames(c.local), client)
+				})
+			}
+		}
+	}
+	t.Run("Local NodePort on a node without a local endpoint: dropped, not refused", func(t *testing.T) {
+		for _, ip := range []netip.Addr{node1.IP4, node1.IP6} {
+			r := fromOutside(t, sb, "tcp", net.JoinHostPort(ip.String(), "30095"), 1, "--timeout", "300ms")[0]
+			if !strings.Contains(r.Err, "timeout") {
+				t.Errorf("%s: got %+v, want a timeout", ip, r)
+			}
+		}
+		answeredBy(t, fromOutside(t, sb, "tcp", net.JoinHostPort(node2.IP4.String(), "30095"), 20), podNames(onNode2), top.External.IP4)
+	})
+	t.Run("no endpoints: NodePort and external IP refuse at once, TCP and UDP", func(t *testing.T) {
+		for _, c := range []struct{ proto, addr string }{
+			{"tcp", net.JoinHostPort(node1.IP4.String(), "30097")}, {"udp", net.JoinHostPort(node1.IP4.String(), "30098")},
+			{"tcp", net.JoinHostPort(node2.IP6.String(), "30097")}, {"udp", net.JoinHostPort(node2.IP6.String(), "30098")},
+			{"tcp", "192.0.2.11:80"}, {"udp", "192.0.2.11:" + strconv.Itoa(sandbox.PodPort)},
+		} {
+			for _, r := range fromOutside(t, sb, c.proto, c.addr, 2) {
+				refusedFast(t, r)
+			}
+		}
+	})
+	t.Run("from a pod to another node's NodePort", func(t *testing.T) {
+		for _, r := range requests(t, sb, "tcp", net.JoinHostPort(node2.IP4.String(), "30080"), 20) {
+			if r.Err != "" {
+				t.Fatalf("request %d failed: %s", r.Seq, r.Err)
+			}
+		}
+	})
+}
