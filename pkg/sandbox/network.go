@@ -71,9 +71,13 @@ func buildExternal(t Topology) error {
 	h := t.External
 	return steps(
 		func() error { return ip("", "netns", "add", h.Netns) },
-		func() error { return sysctl(h.Netns, "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0") },
+		func() error {
+			return sysctl(h.Netns, "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0")
+		},
 		func() error { return ip(h.Netns, "link", "set", "lo", "up") },
-		func() error { return ip(t.Underlay, "link", "add", "ext", "type", "veth", "peer", "name", "eth0", "netns", h.Netns) },
+		func() error {
+			return ip(t.Underlay, "link", "add", "ext", "type", "veth", "peer", "name", "eth0", "netns", h.Netns)
+		},
 		func() error { return ip(t.Underlay, "link", "set", "ext", "master", "br0", "up") },
 		func() error { return ip(h.Netns, "addr", "add", h.IP4.String()+"/24", "dev", "eth0") },
 		func() error { return ip(h.Netns, "-6", "addr", "add", h.IP6.String()+"/64", "dev", "eth0", "nodad") },
