@@ -12,6 +12,7 @@ packages=(
   iperf3                # throughput measurements in the sandbox
   util-linux            # taskset for pinning benchmark processes
   procps                # pkill/pgrep used by sandbox cleanup
+  curl                  # HTTP requests from sandbox namespaces (health-check ports)
 )
 
 missing=()

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/netcube/netcube/pkg/datapath"
+	"github.com/netcube/netcube/pkg/healthcheck"
 	"github.com/netcube/netcube/pkg/lb"
 	"github.com/netcube/netcube/pkg/reconcile"
 	"github.com/netcube/netcube/pkg/source"
@@ -74,6 +75,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	rec.SetNode(node)
+	health := healthcheck.New()
+	defer health.Close()
+	rec.SetHealthChecks(health)
 	if err := serve(ctx, cfg, m, rec); err != nil {
 		return err
 	}

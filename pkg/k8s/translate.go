@@ -188,7 +188,34 @@ func externalAccess(svc *corev1.Service) *model.ExternalAccess {
 	if len(ips) == 0 && !nodePorts {
 		return nil
 	}
-	return &model.ExternalAccess{IPs: ips, LocalOnly: svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal}
+	ext := &model.ExternalAccess{IPs: ips, LocalOnly: svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal}
+	if hc := svc.Spec.HealthCheckNodePort; ext.LocalOnly && hc > 0 && hc <= 65535 {
+		ext.HealthCheckNodePort = uint16(hc)
+	}
+	return ext
+}
+
+// LocalEndpoints counts the ready endpoints on node among a Service's
+// slices (its health check's answer), each address once, in the family
+// that has more: a dual-stack pod is one endpoint, as in kube-proxy, whose
+// proxier of each family reports its own count.
+func LocalEndpoints(slices []*model.EndpointSlice, node string) int {
+	seen := map[netip.Addr]bool{}
+	v4, v6 := 0, 0
+	for _, s := range slices {
+		for _, e := range s.Endpoints {
+			if e.NodeName != node || !e.Ready || seen[e.Addr] {
+				continue
+			}
+			seen[e.Addr] = true
+			if e.Addr.Is4() {
+				v4++
+			} else {
+				v6++
+			}
+		}
+	}
+	return max(v4, v6)
 }
 
 // Frontends computes a Service's frontends and the backends of each from

@@ -252,3 +252,20 @@ func TestExternalFrontends(t *testing.T) {
 		t.Errorf("ClusterIP Service with an external IP: %v", got)
 	}
 }
+
+// TestLocalEndpoints: a health check counts this node's ready endpoints; a
+// dual-stack pod (one address per family) is one endpoint.
+func TestLocalEndpoints(t *testing.T) {
+	notReady := ptr(false)
+	eps := []*model.EndpointSlice{
+		ToEndpointSlice(slice(discoveryv1.AddressTypeIPv4, nil,
+			ep{addr: "10.0.0.1", node: "node1"}, ep{addr: "10.0.0.2", node: "node1"},
+			ep{addr: "10.0.0.3", node: "node1", ready: notReady}, ep{addr: "10.0.0.4", node: "node2"})),
+		ToEndpointSlice(slice(discoveryv1.AddressTypeIPv6, nil, ep{addr: "fd00::1", node: "node1"}, ep{addr: "fd00::2", node: "node1"})),
+	}
+	for node, want := range map[string]int{"node1": 2, "node2": 1, "node3": 0} {
+		if got := LocalEndpoints(eps, node); got != want {
+			t.Errorf("%s: %d local endpoints, want %d", node, got, want)
+		}
+	}
+}

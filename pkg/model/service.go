@@ -27,6 +27,9 @@ type ServicePort struct {
 type ExternalAccess struct {
 	IPs       []netip.Addr // spec.externalIPs, then status.loadBalancer.ingress[].ip
 	LocalOnly bool         // externalTrafficPolicy: Local
+	// HealthCheckNodePort (LocalOnly): where this node tells load
+	// balancers how many local endpoints it has; 0: none.
+	HealthCheckNodePort uint16
 }
 
 // Node is what the Service translation needs to know of this node.

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -30,6 +31,13 @@ type LoadBalancer interface {
 	Frontends() []model.Frontend
 }
 
+// HealthChecks serve the health-check ports of Services with
+// externalTrafficPolicy Local (pkg/healthcheck); optional.
+type HealthChecks interface {
+	Set(id model.ServiceID, port uint16, localEndpoints int) error
+	Delete(id model.ServiceID)
+}
+
 // Observer is told about every Service sync (metrics); optional. pending is
 // how long the Service waited since the first change that made it dirty
 // arrived; took is the sync itself.
@@ -49,6 +57,7 @@ var allSynced = model.ServiceID{Namespace: "\x00initial-sync"}
 type Reconciler struct {
 	lb       LoadBalancer
 	observer Observer
+	health   HealthChecks
 	queue    workqueue.TypedRateLimitingInterface[model.ServiceID]
 
 	mu sync.Mutex // guards the maps and the fields below the source writes
@@ -306,7 +315,7 @@ func (r *Reconciler) handle(id model.ServiceID) error {
 	st.dirtySince = 0 // a change arriving from here on is a new one
 	r.mu.Unlock()
 	start := time.Now()
-	err := r.syncService(id, st)
+	err := errors.Join(r.syncService(id, st), r.syncHealthCheck(id))
 	if !r.isSynced() {
 		r.mu.Lock()
 		r.initialSync.Apply += time.Since(start)
@@ -399,6 +408,29 @@ func (r *Reconciler) wanted(st *serviceState) model.Frontends {
 	return k8s.Frontends(st.svc, st.slices, r.thisNode)
 }
 
+// SetHealthChecks makes the reconciler keep hc's ports in step with the
+// Services; call before Run.
+func (r *Reconciler) SetHealthChecks(hc HealthChecks) { r.health = hc }
+
+// syncHealthCheck opens, updates or closes the Service's health-check port.
+func (r *Reconciler) syncHealthCheck(id model.ServiceID) error {
+	if r.health == nil {
+		return nil
+	}
+	r.mu.Lock()
+	port, local := uint16(0), 0
+	if st := r.states[id]; st != nil && st.svc != nil && st.svc.External != nil {
+		port = st.svc.External.HealthCheckNodePort
+		local = k8s.LocalEndpoints(st.slices, r.thisNode.Name)
+	}
+	r.mu.Unlock()
+	if port == 0 {
+		r.health.Delete(id)
+		return nil
+	}
+	return r.health.Set(id, port, local)
+}
+
 // SetNode tells the reconciler this node's name and NodePort addresses;
 // Services reached from outside are synced again.
 func (r *Reconciler) SetNode(n model.Node) {
@@ -452,6 +484,11 @@ func (r *Reconciler) applyAll() (unapplied []model.Frontend) {
 	for chunk := range slices.Chunk(ids, initialBatch) {
 		unapplied = append(unapplied, r.applyBatch(&b, chunk)...)
 	}
+	for _, id := range b.healthChecked {
+		if err := r.syncHealthCheck(id); err != nil {
+			slog.Error("health check", "service", id, "err", err)
+		}
+	}
 	return unapplied
 }
 
@@ -460,6 +497,9 @@ type batch struct {
 	states []*serviceState
 	count  []int // frontends of states[i] in items
 	items  []model.FrontendBackends
+	// healthChecked: applied Services with a health-check port, opened
+	// once the whole initial sync is done.
+	healthChecked []model.ServiceID
 }
 
 func (r *Reconciler) applyBatch(b *batch, ids []model.ServiceID) (unapplied []model.Frontend) {
@@ -494,6 +534,9 @@ func (r *Reconciler) applyBatch(b *batch, ids []model.ServiceID) (unapplied []mo
 			continue
 		}
 		b.states[i].applied = fes
+		if svc := b.states[i].svc; svc != nil && svc.External != nil && svc.External.HealthCheckNodePort != 0 {
+			b.healthChecked = append(b.healthChecked, id)
+		}
 		r.forgetIfEmpty(id, b.states[i])
 	}
 	return unapplied

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
@@ -22,6 +23,9 @@ func externalService(name, typ, policy string, clusterIPs []string, nodePorts [2
 	var b strings.Builder
 	fmt.Fprintf(&b, "apiVersion: v1\nkind: Service\nmetadata:\n  name: %s\n  namespace: default\nspec:\n", name)
 	fmt.Fprintf(&b, "  type: %s\n  externalTrafficPolicy: %s\n  ipFamilyPolicy: RequireDualStack\n", typ, policy)
+	if typ == "LoadBalancer" && policy == "Local" {
+		fmt.Fprintf(&b, "  healthCheckNodePort: %d\n", nodePorts[0]+1000)
+	}
 	fmt.Fprintf(&b, "  clusterIP: %s\n  clusterIPs: [%s]\n", clusterIPs[0], strings.Join(clusterIPs, ", "))
 	if len(externalIPs) > 0 {
 		fmt.Fprintf(&b, "  externalIPs: [%s]\n", strings.Join(externalIPs, ", "))
@@ -106,8 +110,8 @@ func TestExternalAccess(t *testing.T) {
 	}
 	manifests := externalService("public", "LoadBalancer", "Cluster", []string{"10.96.0.30", "fd00:10:96::30"}, [2]int{30080, 30081},
 		[]string{"192.0.2.10", "2001:db8::10"}, []string{"198.51.100.7", "2001:db8::7"}, all) + "---\n" +
-		externalService("local", "NodePort", "Local", []string{"10.96.0.31", "fd00:10:96::31"}, [2]int{30090, 30091}, nil, nil, all) + "---\n" +
-		externalService("local-node2", "NodePort", "Local", []string{"10.96.0.32", "fd00:10:96::32"}, [2]int{30095, 30096}, nil, nil, onNode2) + "---\n" +
+		externalService("local", "LoadBalancer", "Local", []string{"10.96.0.31", "fd00:10:96::31"}, [2]int{30090, 30091}, nil, nil, all) + "---\n" +
+		externalService("local-node2", "LoadBalancer", "Local", []string{"10.96.0.32", "fd00:10:96::32"}, [2]int{30095, 30096}, nil, nil, onNode2) + "---\n" +
 		externalService("no-endpoints", "LoadBalancer", "Cluster", []string{"10.96.0.33", "fd00:10:96::33"}, [2]int{30097, 30098},
 			[]string{"192.0.2.11"}, nil, nil)
 	if err := top.WriteManifest("external.yaml", manifests); err != nil {
@@ -179,6 +183,31 @@ func TestExternalAccess(t *testing.T) {
 			}
 		}
 		answeredBy(t, fromOutside(t, sb, "tcp", net.JoinHostPort(node2.IP4.String(), "30095"), 20), podNames(onNode2), top.External.IP4)
+	})
+	t.Run("health-check node ports tell a load balancer which nodes have local endpoints", func(t *testing.T) {
+		for _, c := range []struct {
+			node sandbox.Node
+			port int
+			want string // status and localEndpoints
+		}{
+			{node1, 31090, "200 " + strconv.Itoa(len(onNode1))}, {node2, 31090, "200 " + strconv.Itoa(len(onNode2))},
+			{node1, 31095, "503 0"}, {node2, 31095, "200 " + strconv.Itoa(len(onNode2))},
+		} {
+			url := fmt.Sprintf("http://%s/", net.JoinHostPort(c.node.IP4.String(), strconv.Itoa(c.port)))
+			out, err := sb.Output(top.External.Name, "curl", "-s", "-m", "2", "-w", " %{http_code}", url)
+			if err != nil {
+				t.Fatalf("%s: %v", url, err)
+			}
+			var body struct{ LocalEndpoints int }
+			text := strings.TrimSpace(string(out))
+			i := strings.LastIndex(text, " ")
+			if err := json.Unmarshal([]byte(text[:i]), &body); err != nil {
+				t.Fatalf("%s: %q: %v", url, out, err)
+			}
+			if got := text[i+1:] + " " + strconv.Itoa(body.LocalEndpoints); got != c.want {
+				t.Errorf("%s: %s, want %s", url, got, c.want)
+			}
+		}
 	})
 	t.Run("no endpoints: NodePort and external IP refuse at once, TCP and UDP", func(t *testing.T) {
 		for _, c := range []struct{ proto, addr string }{
