@@ -24,7 +24,7 @@ type answer struct {
 	status int
 	weight string
 	body   struct {
-		Service struct{ Namespace, Name string }
+		Service             struct{ Namespace, Name string }
 		LocalEndpoints      int
 		ServiceProxyHealthy bool
 	}
