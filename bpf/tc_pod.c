@@ -37,7 +37,7 @@ int from_pod(struct __sk_buff *skb)
 	if (ct)
 		backend = lb_lookup_backend(ct->backend_id);
 	if (!backend) {
-		backend_id = lb_select_backend(&f.daddr, f.dport, f.proto, svc);
+		backend_id = lb_pick(&f.saddr, &f.daddr, f.dport, f.proto, svc);
 		backend = backend_id ? lb_lookup_backend(backend_id) : NULL;
 		if (!backend)
 			return reject(skb, &f);

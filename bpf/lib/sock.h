@@ -68,7 +68,12 @@ static always_inline int sock_translate(void *ctx, struct nc_addr *addr, __be16 
 		}
 	}
 	if (!backend) {
-		backend_id = lb_select_backend(addr, *port, proto, svc);
+		/* The client is the pod: its network namespace, known at connect
+		 * time, where its source address may not be yet. */
+		__u64 netns = bpf_get_netns_cookie(ctx);
+		struct nc_addr client = { .w = { (__u32)netns, (__u32)(netns >> 32), 0xffffffff, 0 } };
+
+		backend_id = lb_pick(&client, addr, *port, proto, svc);
 		backend = backend_id ? lb_lookup_backend(backend_id) : NULL;
 	}
 	if (!backend) {

@@ -36,6 +36,26 @@ type bpfCtKey struct {
 	Pad   uint16
 }
 
+type bpfLbAffinityKey struct {
+	_        structs.HostLayout
+	Client   bpfNcAddr
+	RevNatId uint32
+	Pad      uint32
+}
+
+type bpfLbAffinityMatchKey struct {
+	_         structs.HostLayout
+	BackendId uint32
+	RevNatId  uint32
+}
+
+type bpfLbAffinityVal struct {
+	_         structs.HostLayout
+	LastNs    uint64
+	BackendId uint32
+	Pad       uint32
+}
+
 type bpfLbBackend struct {
 	_     structs.HostLayout
 	Addr  bpfNcAddr
@@ -94,6 +114,8 @@ type bpfSockRevnatVal struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	bpfMapCtFlows           = "ct_flows"
+	bpfMapLbAffinity        = "lb_affinity"
+	bpfMapLbAffinityMatch   = "lb_affinity_match"
 	bpfMapLbBackends        = "lb_backends"
 	bpfMapLbRevnat          = "lb_revnat"
 	bpfMapLbServices        = "lb_services"
@@ -172,13 +194,15 @@ type bpfProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type bpfMapSpecs struct {
-	CtFlows        *ebpf.MapSpec `ebpf:"ct_flows"`
-	LbBackends     *ebpf.MapSpec `ebpf:"lb_backends"`
-	LbRevnat       *ebpf.MapSpec `ebpf:"lb_revnat"`
-	LbServices     *ebpf.MapSpec `ebpf:"lb_services"`
-	NodeAddrs      *ebpf.MapSpec `ebpf:"node_addrs"`
-	SockRevnat     *ebpf.MapSpec `ebpf:"sock_revnat"`
-	SockUdpBackend *ebpf.MapSpec `ebpf:"sock_udp_backend"`
+	CtFlows         *ebpf.MapSpec `ebpf:"ct_flows"`
+	LbAffinity      *ebpf.MapSpec `ebpf:"lb_affinity"`
+	LbAffinityMatch *ebpf.MapSpec `ebpf:"lb_affinity_match"`
+	LbBackends      *ebpf.MapSpec `ebpf:"lb_backends"`
+	LbRevnat        *ebpf.MapSpec `ebpf:"lb_revnat"`
+	LbServices      *ebpf.MapSpec `ebpf:"lb_services"`
+	NodeAddrs       *ebpf.MapSpec `ebpf:"node_addrs"`
+	SockRevnat      *ebpf.MapSpec `ebpf:"sock_revnat"`
+	SockUdpBackend  *ebpf.MapSpec `ebpf:"sock_udp_backend"`
 }
 
 // bpfVariableSpecs contains global variables before they are loaded into the kernel.
@@ -207,18 +231,22 @@ func (o *bpfObjects) Close() error {
 //
 // It can be passed to loadBpfObjects or ebpf.CollectionSpec.LoadAndAssign.
 type bpfMaps struct {
-	CtFlows        *ebpf.Map `ebpf:"ct_flows"`
-	LbBackends     *ebpf.Map `ebpf:"lb_backends"`
-	LbRevnat       *ebpf.Map `ebpf:"lb_revnat"`
-	LbServices     *ebpf.Map `ebpf:"lb_services"`
-	NodeAddrs      *ebpf.Map `ebpf:"node_addrs"`
-	SockRevnat     *ebpf.Map `ebpf:"sock_revnat"`
-	SockUdpBackend *ebpf.Map `ebpf:"sock_udp_backend"`
+	CtFlows         *ebpf.Map `ebpf:"ct_flows"`
+	LbAffinity      *ebpf.Map `ebpf:"lb_affinity"`
+	LbAffinityMatch *ebpf.Map `ebpf:"lb_affinity_match"`
+	LbBackends      *ebpf.Map `ebpf:"lb_backends"`
+	LbRevnat        *ebpf.Map `ebpf:"lb_revnat"`
+	LbServices      *ebpf.Map `ebpf:"lb_services"`
+	NodeAddrs       *ebpf.Map `ebpf:"node_addrs"`
+	SockRevnat      *ebpf.Map `ebpf:"sock_revnat"`
+	SockUdpBackend  *ebpf.Map `ebpf:"sock_udp_backend"`
 }
 
 func (m *bpfMaps) Close() error {
 	return _BpfClose(
 		m.CtFlows,
+		m.LbAffinity,
+		m.LbAffinityMatch,
 		m.LbBackends,
 		m.LbRevnat,
 		m.LbServices,

@@ -75,7 +75,7 @@ func (d *Datapath) Maps() *Maps {
 	return &Maps{sizes: d.sizes, byName: map[string]*ebpf.Map{
 		MapServices: o.LbServices, MapBackends: o.LbBackends, MapRevNAT: o.LbRevnat,
 		MapCT: o.CtFlows, MapSockRevNAT: o.SockRevnat, MapSockUDP: o.SockUdpBackend,
-		MapNodeAddrs: o.NodeAddrs,
+		MapNodeAddrs: o.NodeAddrs, MapAffinity: o.LbAffinity, MapAffinityMatch: o.LbAffinityMatch,
 	}}
 }
 
@@ -107,6 +107,10 @@ const (
 	MapSockRevNAT = "sock_revnat"      // socket-LB (datapath)
 	MapSockUDP    = "sock_udp_backend" // socket-LB (datapath)
 	MapNodeAddrs  = "node_addrs"       // node cube (agent)
+	// Session affinity: the choices (datapath), the backends each Service
+	// with affinity still has (lb cube, agent).
+	MapAffinity      = "lb_affinity"
+	MapAffinityMatch = "lb_affinity_match"
 )
 
 // Maps are the datapath's maps, by name.

@@ -16,6 +16,10 @@ type (
 	CTKey        = bpfCtKey
 	CTEntry      = bpfCtEntry
 	SockKey      = bpfSockKey
+
+	AffinityKey      = bpfLbAffinityKey
+	AffinityValue    = bpfLbAffinityVal
+	AffinityMatchKey = bpfLbAffinityMatchKey
 )
 
 // IP protocol numbers as stored in the maps.

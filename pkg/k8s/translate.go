@@ -113,6 +113,7 @@ func ToService(svc *corev1.Service) *model.Service {
 		out.Ports = append(out.Ports, sp)
 	}
 	out.External = externalAccess(svc)
+	out.Affinity = affinity(svc)
 	return out
 }
 
@@ -166,6 +167,20 @@ func ToEndpointSlice(s *discoveryv1.EndpointSlice) *model.EndpointSlice {
 		out.Endpoints = append(out.Endpoints, e)
 	}
 	return out
+}
+
+// DefaultAffinitySeconds is sessionAffinityConfig.clientIP.timeoutSeconds
+// when unset (the API's default: 3 hours).
+const DefaultAffinitySeconds = 10800
+
+func affinity(svc *corev1.Service) uint32 {
+	if svc.Spec.SessionAffinity != corev1.ServiceAffinityClientIP {
+		return 0
+	}
+	if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil && *c.ClientIP.TimeoutSeconds > 0 {
+		return uint32(*c.ClientIP.TimeoutSeconds)
+	}
+	return DefaultAffinitySeconds
 }
 
 // externalAccess reads how a Service is reached from outside the cluster,
@@ -237,7 +252,7 @@ func Frontends(svc *model.Service, slices []*model.EndpointSlice, node model.Nod
 	for _, ip := range svc.ClusterIPs {
 		for _, sp := range svc.Ports {
 			fe := model.Frontend{Addr: ip, Port: sp.Port, Proto: sp.Proto}
-			out = append(out, model.FrontendBackends{Frontend: fe, Backends: readyBackends(ip.Is6(), sp, slices, "")})
+			out = append(out, model.FrontendBackends{Frontend: fe, Affinity: svc.Affinity, Backends: readyBackends(ip.Is6(), sp, slices, "")})
 		}
 	}
 	if svc.External == nil {
@@ -254,7 +269,7 @@ func Frontends(svc *model.Service, slices []*model.EndpointSlice, node model.Nod
 			add := func(addr netip.Addr, port uint16) {
 				if addr.Is6() == v6 {
 					fe := model.Frontend{Addr: addr, Port: port, Proto: sp.Proto}
-					out = append(out, model.FrontendBackends{Frontend: fe, Flags: flags, Backends: bs})
+					out = append(out, model.FrontendBackends{Frontend: fe, Flags: flags, Affinity: svc.Affinity, Backends: bs})
 				}
 			}
 			if sp.NodePort != 0 {

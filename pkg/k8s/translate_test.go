@@ -269,3 +269,31 @@ func TestLocalEndpoints(t *testing.T) {
 		}
 	}
 }
+
+// TestAffinity: sessionAffinity ClientIP gives every frontend its timeout
+// (the API's default when unset); None, none.
+func TestAffinity(t *testing.T) {
+	svc := service([]string{"10.96.0.1"}, corev1.ServicePort{Name: "http", Port: 80, NodePort: 30080})
+	svc.Spec.Type = corev1.ServiceTypeNodePort
+	node := model.Node{Addrs: []netip.Addr{netip.MustParseAddr("172.30.0.1")}}
+	for _, c := range []struct {
+		affinity corev1.ServiceAffinity
+		config   *corev1.SessionAffinityConfig
+		want     uint32
+	}{
+		{corev1.ServiceAffinityNone, nil, 0},
+		{corev1.ServiceAffinityClientIP, nil, DefaultAffinitySeconds},
+		{corev1.ServiceAffinityClientIP, &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr[int32](60)}}, 60},
+	} {
+		svc.Spec.SessionAffinity, svc.Spec.SessionAffinityConfig = c.affinity, c.config
+		fes := Frontends(ToService(svc), nil, node)
+		if len(fes) != 2 {
+			t.Fatalf("%v", fes)
+		}
+		for _, f := range fes {
+			if f.Affinity != c.want {
+				t.Errorf("%s %v: affinity %d, want %d", c.affinity, f.Frontend, f.Affinity, c.want)
+			}
+		}
+	}
+}

@@ -34,7 +34,7 @@ func (c *Cube) UpsertAll(items []model.FrontendBackends) error {
 			later = append(later, it)
 			continue
 		}
-		if err = c.upsert(it.Frontend, it.Flags, it.Backends); err != nil {
+		if err = c.upsert(it); err != nil {
 			break // only invalid input fails here: nothing is written yet
 		}
 		fresh = append(fresh, it.Frontend)

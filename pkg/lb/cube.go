@@ -34,6 +34,7 @@ type Cube struct {
 type frontend struct {
 	revNATID uint32
 	flags    model.FrontendFlags
+	affinity uint32   // seconds; 0: none
 	slots    []uint32 // backend id of slot i+1
 }
 
@@ -117,11 +118,12 @@ func (c *Cube) Upsert(fe model.Frontend, backends []model.Backend) error {
 func (c *Cube) Apply(fb model.FrontendBackends) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.upsert(fb.Frontend, fb.Flags, fb.Backends)
+	return c.upsert(fb)
 }
 
 // upsert is Apply with c.mu held.
-func (c *Cube) upsert(fe model.Frontend, flags model.FrontendFlags, backends []model.Backend) error {
+func (c *Cube) upsert(fb model.FrontendBackends) error {
+	fe, backends := fb.Frontend, fb.Backends
 	if !fe.Addr.IsValid() || fe.Port == 0 {
 		return fmt.Errorf("invalid frontend %s", fe)
 	}
@@ -152,6 +154,15 @@ func (c *Cube) upsert(fe model.Frontend, flags model.FrontendFlags, backends []m
 	next, removed := nextSlots(f.slots, want)
 	old := f.slots
 
+	// Backends joining a Service with affinity may be stuck to from now on.
+	if err := c.writeAffinityMatch(f.revNATID, fb.Affinity, next, f.affinity, old); err != nil {
+		c.releaseAll(acquired)
+		if !exists {
+			_ = c.deleteID(datapath.MapRevNAT, f.revNATID)
+		}
+		return fmt.Errorf("frontend %s: %w", fe, err)
+	}
+
 	// 3. Slots beyond the old count first (the only writes that can hit a
 	// full map), then in-place changes, then the master entry, then the
 	// slots no longer counted. Readers holding the old count see valid
@@ -175,8 +186,8 @@ func (c *Cube) upsert(fe model.Frontend, flags model.FrontendFlags, backends []m
 			}
 		}
 	}
-	if !exists || len(old) != len(next) || f.flags != flags {
-		master := datapath.ServiceValue{Count: uint16(len(next)), RevNatId: f.revNATID, Flags: uint16(flags)}
+	if !exists || len(old) != len(next) || f.flags != fb.Flags || f.affinity != fb.Affinity {
+		master := datapath.ServiceValue{Count: uint16(len(next)), RevNatId: f.revNATID, Flags: uint16(fb.Flags), BackendId: fb.Affinity}
 		if err := c.writeService(serviceKey(fe, 0), master); err != nil {
 			if !exists {
 				for j := range next {
@@ -188,8 +199,11 @@ func (c *Cube) upsert(fe model.Frontend, flags model.FrontendFlags, backends []m
 			return fmt.Errorf("frontend %s: %w", fe, err)
 		}
 	}
-	f.slots, f.flags = next, flags
+	prevAffinity := f.affinity
+	f.slots, f.flags, f.affinity = next, fb.Flags, fb.Affinity
 	c.frontends[key] = f
+	// Backends that left are no longer stuck to.
+	c.deleteAffinityMatch(f.revNATID, prevAffinity, old, fb.Affinity, next)
 	for i := len(next); i < len(old); i++ {
 		if err := c.deleteSlot(fe, i); err != nil {
 			return err
@@ -219,6 +233,7 @@ func (c *Cube) Delete(fe model.Frontend) error {
 	if err := c.deleteID(datapath.MapRevNAT, f.revNATID); err != nil {
 		return err
 	}
+	c.deleteAffinityMatch(f.revNATID, f.affinity, f.slots, 0, nil)
 	delete(c.frontends, key)
 	c.releaseAll(f.slots)
 	return nil

@@ -49,7 +49,7 @@ func Restore(maps *datapath.Maps) (*Cube, error) {
 	}
 
 	for k, m := range masters {
-		c.frontends[k] = &frontend{revNATID: m.RevNatId, flags: model.FrontendFlags(m.Flags), slots: make([]uint32, m.Count)}
+		c.frontends[k] = &frontend{revNATID: m.RevNatId, flags: model.FrontendFlags(m.Flags), affinity: m.BackendId, slots: make([]uint32, m.Count)}
 	}
 	for _, s := range slots {
 		master := s.key
@@ -68,7 +68,7 @@ func Restore(maps *datapath.Maps) (*Cube, error) {
 		for i, id := range f.slots {
 			if id == 0 { // master counted a slot that was never written
 				f.slots = f.slots[:i]
-				master := datapath.ServiceValue{Count: uint16(i), RevNatId: f.revNATID, Flags: uint16(f.flags)}
+				master := datapath.ServiceValue{Count: uint16(i), RevNatId: f.revNATID, Flags: uint16(f.flags), BackendId: f.affinity}
 				if err := c.writeService(k, master); err != nil {
 					return nil, err
 				}
@@ -102,6 +102,9 @@ func Restore(maps *datapath.Maps) (*Cube, error) {
 				return nil, err
 			}
 		}
+	}
+	if err := c.removeStaleAffinityMatch(); err != nil {
+		return nil, err
 	}
 	return c, c.removeOrphanRevNAT()
 }

@@ -59,6 +59,9 @@ type Frontends []FrontendBackends
 type FrontendBackends struct {
 	Frontend Frontend
 	Flags    FrontendFlags
+	// Affinity is the ClientIP session affinity timeout in seconds; 0:
+	// none.
+	Affinity uint32
 	Backends []Backend
 }
 

@@ -12,6 +12,8 @@ type Service struct {
 	// External is how the Service is reached from outside the cluster;
 	// nil for most Services (ClusterIP only), which then cost nothing more.
 	External *ExternalAccess
+	// Affinity: sessionAffinity ClientIP's timeout in seconds; 0: none.
+	Affinity uint32
 }
 
 // ServicePort is one port of a Service.

@@ -170,3 +170,41 @@ func writeEcho(t *testing.T, sb *sandbox.Sandbox, pods []sandbox.Pod) {
 		t.Fatal(err)
 	}
 }
+
+// TestSessionAffinity: with sessionAffinity ClientIP, every new connection
+// from a pod goes to the same endpoint (socket-LB and tc path alike), while
+// a Service without it spreads them.
+func TestSessionAffinity(t *testing.T) {
+	for _, path := range paths {
+		t.Run(path.name, func(t *testing.T) {
+			sb := up(t, path.socketLB)
+			ips := []string{"10.96.0.40", "fd00:10:96::40"}
+			svc := strings.Replace(sandbox.ServiceYAML("sticky", ips, sandbox.EchoPorts), "spec:\n",
+				"spec:\n  sessionAffinity: ClientIP\n  sessionAffinityConfig: {clientIP: {timeoutSeconds: 60}}\n", 1)
+			backends := sb.Topology.EchoBackends()
+			if err := sb.Topology.WriteManifest("sticky.yaml", svc+"---\n"+
+				sandbox.SliceYAML("sticky", false, sandbox.EndpointPorts, backends)+"---\n"+
+				sandbox.SliceYAML("sticky", true, sandbox.EndpointPorts, backends)); err != nil {
+				t.Fatal(err)
+			}
+			for _, ip := range ips {
+				for _, c := range []struct{ proto, port string }{{"tcp", "80"}, {"udp", strconv.Itoa(sandbox.PodPort)}} {
+					addr := net.JoinHostPort(ip, c.port)
+					testenv.WaitFor(t, 10*time.Second, "the sticky Service", func() bool {
+						return requests(t, sb, c.proto, addr, 1, "--timeout", "200ms")[0].Err == ""
+					})
+					seen := map[string]int{}
+					for _, r := range requests(t, sb, c.proto, addr, 30) {
+						if r.Err != "" {
+							t.Fatalf("%s: request %d failed: %s", addr, r.Seq, r.Err)
+						}
+						seen[r.Backend]++
+					}
+					if len(seen) != 1 {
+						t.Errorf("%s %s: 30 new connections went to %v; want one endpoint", c.proto, addr, seen)
+					}
+				}
+			}
+		})
+	}
+}

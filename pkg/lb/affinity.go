@@ -1,0 +1,80 @@
+package lb
+
+import (
+	"slices"
+
+	"github.com/netcube/netcube/pkg/datapath"
+)
+
+// Session affinity: for a frontend with affinity, lb_affinity_match holds
+// {backend, revNAT id} for each of its backends, so the datapath only keeps
+// a client on a backend the Service still has. Frontends without affinity
+// have no entries.
+
+// writeAffinityMatch adds the entries of ids (the new slots) that prev (the
+// old slots, under the old affinity) did not have.
+func (c *Cube) writeAffinityMatch(revNAT, affinity uint32, ids []uint32, prevAffinity uint32, prev []uint32) error {
+	if affinity == 0 {
+		return nil
+	}
+	for _, id := range ids {
+		if prevAffinity != 0 && slices.Contains(prev, id) {
+			continue
+		}
+		c.ops.Updates++
+		if err := datapath.Put(c.maps, datapath.MapAffinityMatch, datapath.AffinityMatchKey{BackendId: id, RevNatId: revNAT}, uint8(1)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleteAffinityMatch removes the entries of prev (old slots, old affinity)
+// that ids (new slots, new affinity) no longer have. A failed delete leaves
+// an entry for a backend the frontend no longer selects by chance; the next
+// restore removes it.
+func (c *Cube) deleteAffinityMatch(revNAT, prevAffinity uint32, prev []uint32, affinity uint32, ids []uint32) {
+	if prevAffinity == 0 {
+		return
+	}
+	for _, id := range prev {
+		if affinity != 0 && slices.Contains(ids, id) {
+			continue
+		}
+		c.ops.Deletes++
+		_ = datapath.Remove(c.maps, datapath.MapAffinityMatch, datapath.AffinityMatchKey{BackendId: id, RevNatId: revNAT})
+	}
+}
+
+// removeStaleAffinityMatch deletes, after a restore, entries that are not
+// a backend of a frontend with affinity (an update interrupted midway).
+func (c *Cube) removeStaleAffinityMatch() error {
+	want := map[datapath.AffinityMatchKey]bool{}
+	for _, f := range c.frontends {
+		if f.affinity == 0 {
+			continue
+		}
+		for _, id := range f.slots {
+			want[datapath.AffinityMatchKey{BackendId: id, RevNatId: f.revNATID}] = true
+		}
+	}
+	var stale []datapath.AffinityMatchKey
+	var k datapath.AffinityMatchKey
+	var v uint8
+	it := c.maps.Map(datapath.MapAffinityMatch).Iterate()
+	for it.Next(&k, &v) {
+		if !want[k] {
+			stale = append(stale, k)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return err
+	}
+	for _, k := range stale {
+		c.ops.Deletes++
+		if err := datapath.Remove(c.maps, datapath.MapAffinityMatch, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
