@@ -39,8 +39,13 @@ int from_pod(struct __sk_buff *skb)
 	if (!backend) {
 		backend_id = lb_pick(&f.saddr, &f.daddr, f.dport, f.proto, svc);
 		backend = backend_id ? lb_lookup_backend(backend_id) : NULL;
-		if (!backend)
+		if (!backend) {
+			/* internalTrafficPolicy Local without a local endpoint:
+			 * dropped, as kube-proxy does; else refused. */
+			if (svc->flags & LB_SVC_LOCAL)
+				return TC_ACT_SHOT;
 			return reject(skb, &f);
+		}
 		if (ct_create(&f, backend_id, &backend->addr, backend->port, svc->rev_nat_id))
 			return TC_ACT_SHOT;
 	}

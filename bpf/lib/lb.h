@@ -38,9 +38,10 @@ enum lb_svc_flags {
 	/* Reached from outside the cluster through this node (NodePort,
 	 * ExternalIP, LoadBalancer IP): handled by the node program. */
 	LB_SVC_EXTERNAL = 1,
-	/* externalTrafficPolicy Local: only this node's endpoints are in the
+	/* externalTrafficPolicy Local (with LB_SVC_EXTERNAL) or
+	 * internalTrafficPolicy Local: only this node's endpoints are in the
 	 * slots, the client's address is kept, and with no local endpoint
-	 * the packet is dropped (not refused: another node may serve it). */
+	 * the packet is dropped (not refused, as kube-proxy does). */
 	LB_SVC_LOCAL = 2,
 };
 

@@ -77,6 +77,11 @@ static always_inline int sock_translate(void *ctx, struct nc_addr *addr, __be16 
 		backend = backend_id ? lb_lookup_backend(backend_id) : NULL;
 	}
 	if (!backend) {
+		/* A Local policy without a local endpoint drops rather than
+		 * refuses: left untranslated, the packets meet from_pod, which
+		 * drops them. */
+		if (svc->flags & LB_SVC_LOCAL)
+			return 1;
 		bpf_set_retval(-ECONNREFUSED);
 		return 0;
 	}

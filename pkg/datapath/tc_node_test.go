@@ -137,3 +137,21 @@ func TestExternalPacketFlows(t *testing.T) {
 		})
 	}
 }
+
+// TestInternalLocal: a ClusterIP with internalTrafficPolicy Local has only
+// this node's endpoints; without one, pods' packets are dropped, not
+// refused (kube-proxy's behaviour).
+func TestInternalLocal(t *testing.T) {
+	dp, cube := load(t)
+	for _, fb := range []model.FrontendBackends{
+		{Frontend: frontend(vip4, model.TCP), Flags: model.Local, Backends: backends(be4b)},
+		{Frontend: frontend(vip6, model.TCP), Flags: model.Local},
+	} {
+		if err := cube.Apply(fb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	syn4, syn6 := pkt.TCP(client4, vip4, syn, nil), pkt.TCP(client6, vip6, syn, nil)
+	run(t, dp, step{name: "local endpoint", in: syn4, verdict: actOK, out: pkt.Rewrite(syn4, client4, be4b)})
+	run(t, dp, step{name: "no local endpoint", in: syn6, verdict: actShot})
+}

@@ -114,6 +114,7 @@ func ToService(svc *corev1.Service) *model.Service {
 	}
 	out.External = externalAccess(svc)
 	out.Affinity = affinity(svc)
+	out.InternalLocal = svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal
 	return out
 }
 
@@ -240,7 +241,8 @@ func LocalEndpoints(slices []*model.EndpointSlice, node string) int {
 // ready endpoints, or, when none is ready, the serving ones that are
 // terminating (so a Service being rolled keeps answering).
 //
-// The frontends are each ClusterIP x port and, for a Service reached from
+// The frontends are each ClusterIP x port (with internalTrafficPolicy
+// Local: only the endpoints on node, flagged Local) and, for a Service reached from
 // outside, each of node's addresses x NodePort and each external IP x port
 // of the ClusterIPs' families, flagged External; with externalTrafficPolicy
 // Local those have only the endpoints on node (and are flagged Local).
@@ -249,10 +251,15 @@ func Frontends(svc *model.Service, slices []*model.EndpointSlice, node model.Nod
 		return nil
 	}
 	out := make(model.Frontends, 0, len(svc.ClusterIPs)*len(svc.Ports))
+	internalFlags, internalNode := model.FrontendFlags(0), ""
+	if svc.InternalLocal {
+		internalFlags, internalNode = model.Local, node.Name
+	}
 	for _, ip := range svc.ClusterIPs {
 		for _, sp := range svc.Ports {
 			fe := model.Frontend{Addr: ip, Port: sp.Port, Proto: sp.Proto}
-			out = append(out, model.FrontendBackends{Frontend: fe, Affinity: svc.Affinity, Backends: readyBackends(ip.Is6(), sp, slices, "")})
+			out = append(out, model.FrontendBackends{Frontend: fe, Flags: internalFlags, Affinity: svc.Affinity,
+				Backends: readyBackends(ip.Is6(), sp, slices, internalNode)})
 		}
 	}
 	if svc.External == nil {

@@ -297,3 +297,25 @@ func TestAffinity(t *testing.T) {
 		}
 	}
 }
+
+// TestInternalTrafficPolicyLocal: the ClusterIPs get this node's endpoints
+// only, flagged Local (dropped without one); external frontends keep their
+// own policy.
+func TestInternalTrafficPolicyLocal(t *testing.T) {
+	svc := service([]string{"10.96.0.1"}, corev1.ServicePort{Name: "http", Port: 80, NodePort: 30080})
+	svc.Spec.Type = corev1.ServiceTypeNodePort
+	svc.Spec.InternalTrafficPolicy = ptr(corev1.ServiceInternalTrafficPolicyLocal)
+	ports := []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr[int32](8080), Protocol: ptr(corev1.ProtocolTCP)}}
+	eps := []*model.EndpointSlice{ToEndpointSlice(slice(discoveryv1.AddressTypeIPv4, ports,
+		ep{addr: "10.0.0.1", node: "node1"}, ep{addr: "10.0.0.2", node: "node2"}))}
+	fes := Frontends(ToService(svc), eps, model.Node{Name: "node2", Addrs: []netip.Addr{netip.MustParseAddr("172.30.0.2")}})
+	if len(fes) != 2 {
+		t.Fatalf("%v", fes)
+	}
+	if c := fes[0]; c.Flags != model.Local || !slices.Equal(c.Backends, []model.Backend{be("10.0.0.2:8080")}) {
+		t.Errorf("ClusterIP: %+v, want Local with 10.0.0.2 only", c)
+	}
+	if n := fes[1]; n.Flags != model.External || len(n.Backends) != 2 {
+		t.Errorf("NodePort (externalTrafficPolicy Cluster): %+v, want both endpoints", n)
+	}
+}

@@ -74,9 +74,10 @@ const (
 	// (NodePort, ExternalIP, LoadBalancer IP); its source is translated
 	// to the node unless Local.
 	External FrontendFlags = 1
-	// Local: externalTrafficPolicy Local. Only this node's endpoints are
-	// backends, the client's address is kept, and with none the packet is
-	// dropped.
+	// Local: externalTrafficPolicy Local (on External frontends) or
+	// internalTrafficPolicy Local (on ClusterIPs). Only this node's
+	// endpoints are backends, the client's address is kept, and with none
+	// the packet is dropped, not refused.
 	Local FrontendFlags = 2
 )
 

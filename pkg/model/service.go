@@ -14,6 +14,9 @@ type Service struct {
 	External *ExternalAccess
 	// Affinity: sessionAffinity ClientIP's timeout in seconds; 0: none.
 	Affinity uint32
+	// InternalLocal: internalTrafficPolicy Local (pods reach only their
+	// node's endpoints through the ClusterIPs).
+	InternalLocal bool
 }
 
 // ServicePort is one port of a Service.

@@ -208,3 +208,54 @@ func TestSessionAffinity(t *testing.T) {
 		})
 	}
 }
+
+// TestInternalTrafficPolicyLocal: through a ClusterIP with
+// internalTrafficPolicy Local, a pod reaches only endpoints on its own node;
+// with none there, its connections time out (dropped, as kube-proxy does)
+// rather than being refused.
+func TestInternalTrafficPolicyLocal(t *testing.T) {
+	for _, path := range paths {
+		t.Run(path.name, func(t *testing.T) {
+			sb := up(t, path.socketLB)
+			client := sb.Topology.ClientPod()
+			var local, remote []sandbox.Pod
+			for _, p := range sb.Topology.EchoBackends() {
+				if p.Node == client.Node {
+					local = append(local, p)
+				} else {
+					remote = append(remote, p)
+				}
+			}
+			localSvc := func(name string, ips []string, pods []sandbox.Pod) string {
+				svc := strings.Replace(sandbox.ServiceYAML(name, ips, sandbox.EchoPorts), "spec:\n", "spec:\n  internalTrafficPolicy: Local\n", 1)
+				return svc + "---\n" + sandbox.SliceYAML(name, false, sandbox.EndpointPorts, pods) + "---\n" +
+					sandbox.SliceYAML(name, true, sandbox.EndpointPorts, pods)
+			}
+			everywhere, elsewhere := []string{"10.96.0.50", "fd00:10:96::50"}, []string{"10.96.0.51", "fd00:10:96::51"}
+			if err := sb.Topology.WriteManifest("local.yaml", localSvc("local-everywhere", everywhere, sb.Topology.EchoBackends())+"---\n"+
+				localSvc("local-elsewhere", elsewhere, remote)); err != nil {
+				t.Fatal(err)
+			}
+			for _, ip := range everywhere {
+				addr := net.JoinHostPort(ip, "80")
+				testenv.WaitFor(t, 10*time.Second, addr, func() bool {
+					return requests(t, sb, "tcp", addr, 1, "--timeout", "200ms")[0].Err == ""
+				})
+				for _, r := range requests(t, sb, "tcp", addr, 20) {
+					if r.Err != "" || r.Backend != local[0].Name {
+						t.Fatalf("%s: %+v, want an answer from %s, the only endpoint on %s", addr, r, local[0].Name, client.Node)
+					}
+				}
+			}
+			for _, ip := range elsewhere {
+				for _, c := range []struct{ proto, port string }{{"tcp", "80"}, {"udp", strconv.Itoa(sandbox.PodPort)}} {
+					addr := net.JoinHostPort(ip, c.port)
+					r := requests(t, sb, c.proto, addr, 1, "--timeout", "300ms")[0]
+					if !strings.Contains(r.Err, "timeout") {
+						t.Errorf("%s %s: %+v, want a timeout (no endpoint on this node)", c.proto, addr, r)
+					}
+				}
+			}
+		})
+	}
+}
