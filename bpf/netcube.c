@@ -2,6 +2,7 @@
  * programs, so every map (and its generated Go type) is defined exactly once
  * and all programs share the same maps. */
 #include "sock_lb.c"
+#include "sock_destroy.c"
 #include "tc_node.c"
 #include "tc_pod.c"
 

@@ -66,6 +66,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	slog.Info("socket-LB", "enabled", cfg.SocketLB, "cgroup", cfg.Cgroup)
+	if cfg.SocketLB {
+		cube.OnBackendsLeft(closeLeftUDPSockets(ctx, dp, cfg.Cgroup))
+	}
 
 	var rec *reconcile.Reconciler
 	m := newMetrics(cube, maps, func() int { return rec.Pending() })

@@ -94,6 +94,14 @@ type bpfNcAddr struct {
 	W [4]uint32
 }
 
+type bpfSockDestroyTarget struct {
+	_        structs.HostLayout
+	Addr     bpfNcAddr
+	Port     uint16
+	Pad      uint16
+	RevNatId uint32
+}
+
 type bpfSockKey struct {
 	_      structs.HostLayout
 	Cookie uint64
@@ -120,8 +128,10 @@ const (
 	bpfMapLbRevnat          = "lb_revnat"
 	bpfMapLbServices        = "lb_services"
 	bpfMapNodeAddrs         = "node_addrs"
+	bpfMapSockDestroyTarget = "sock_destroy_target"
 	bpfMapSockRevnat        = "sock_revnat"
 	bpfMapSockUdpBackend    = "sock_udp_backend"
+	bpfProgDestroyUdp       = "destroy_udp"
 	bpfProgFromNet          = "from_net"
 	bpfProgFromPod          = "from_pod"
 	bpfProgSockConnect4     = "sock_connect4"
@@ -177,6 +187,7 @@ type bpfSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type bpfProgramSpecs struct {
+	DestroyUdp       *ebpf.ProgramSpec `ebpf:"destroy_udp"`
 	FromNet          *ebpf.ProgramSpec `ebpf:"from_net"`
 	FromPod          *ebpf.ProgramSpec `ebpf:"from_pod"`
 	SockConnect4     *ebpf.ProgramSpec `ebpf:"sock_connect4"`
@@ -194,15 +205,16 @@ type bpfProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type bpfMapSpecs struct {
-	CtFlows         *ebpf.MapSpec `ebpf:"ct_flows"`
-	LbAffinity      *ebpf.MapSpec `ebpf:"lb_affinity"`
-	LbAffinityMatch *ebpf.MapSpec `ebpf:"lb_affinity_match"`
-	LbBackends      *ebpf.MapSpec `ebpf:"lb_backends"`
-	LbRevnat        *ebpf.MapSpec `ebpf:"lb_revnat"`
-	LbServices      *ebpf.MapSpec `ebpf:"lb_services"`
-	NodeAddrs       *ebpf.MapSpec `ebpf:"node_addrs"`
-	SockRevnat      *ebpf.MapSpec `ebpf:"sock_revnat"`
-	SockUdpBackend  *ebpf.MapSpec `ebpf:"sock_udp_backend"`
+	CtFlows           *ebpf.MapSpec `ebpf:"ct_flows"`
+	LbAffinity        *ebpf.MapSpec `ebpf:"lb_affinity"`
+	LbAffinityMatch   *ebpf.MapSpec `ebpf:"lb_affinity_match"`
+	LbBackends        *ebpf.MapSpec `ebpf:"lb_backends"`
+	LbRevnat          *ebpf.MapSpec `ebpf:"lb_revnat"`
+	LbServices        *ebpf.MapSpec `ebpf:"lb_services"`
+	NodeAddrs         *ebpf.MapSpec `ebpf:"node_addrs"`
+	SockDestroyTarget *ebpf.MapSpec `ebpf:"sock_destroy_target"`
+	SockRevnat        *ebpf.MapSpec `ebpf:"sock_revnat"`
+	SockUdpBackend    *ebpf.MapSpec `ebpf:"sock_udp_backend"`
 }
 
 // bpfVariableSpecs contains global variables before they are loaded into the kernel.
@@ -231,15 +243,16 @@ func (o *bpfObjects) Close() error {
 //
 // It can be passed to loadBpfObjects or ebpf.CollectionSpec.LoadAndAssign.
 type bpfMaps struct {
-	CtFlows         *ebpf.Map `ebpf:"ct_flows"`
-	LbAffinity      *ebpf.Map `ebpf:"lb_affinity"`
-	LbAffinityMatch *ebpf.Map `ebpf:"lb_affinity_match"`
-	LbBackends      *ebpf.Map `ebpf:"lb_backends"`
-	LbRevnat        *ebpf.Map `ebpf:"lb_revnat"`
-	LbServices      *ebpf.Map `ebpf:"lb_services"`
-	NodeAddrs       *ebpf.Map `ebpf:"node_addrs"`
-	SockRevnat      *ebpf.Map `ebpf:"sock_revnat"`
-	SockUdpBackend  *ebpf.Map `ebpf:"sock_udp_backend"`
+	CtFlows           *ebpf.Map `ebpf:"ct_flows"`
+	LbAffinity        *ebpf.Map `ebpf:"lb_affinity"`
+	LbAffinityMatch   *ebpf.Map `ebpf:"lb_affinity_match"`
+	LbBackends        *ebpf.Map `ebpf:"lb_backends"`
+	LbRevnat          *ebpf.Map `ebpf:"lb_revnat"`
+	LbServices        *ebpf.Map `ebpf:"lb_services"`
+	NodeAddrs         *ebpf.Map `ebpf:"node_addrs"`
+	SockDestroyTarget *ebpf.Map `ebpf:"sock_destroy_target"`
+	SockRevnat        *ebpf.Map `ebpf:"sock_revnat"`
+	SockUdpBackend    *ebpf.Map `ebpf:"sock_udp_backend"`
 }
 
 func (m *bpfMaps) Close() error {
@@ -251,6 +264,7 @@ func (m *bpfMaps) Close() error {
 		m.LbRevnat,
 		m.LbServices,
 		m.NodeAddrs,
+		m.SockDestroyTarget,
 		m.SockRevnat,
 		m.SockUdpBackend,
 	)
@@ -266,6 +280,7 @@ type bpfVariables struct {
 //
 // It can be passed to loadBpfObjects or ebpf.CollectionSpec.LoadAndAssign.
 type bpfPrograms struct {
+	DestroyUdp       *ebpf.Program `ebpf:"destroy_udp"`
 	FromNet          *ebpf.Program `ebpf:"from_net"`
 	FromPod          *ebpf.Program `ebpf:"from_pod"`
 	SockConnect4     *ebpf.Program `ebpf:"sock_connect4"`
@@ -281,6 +296,7 @@ type bpfPrograms struct {
 
 func (p *bpfPrograms) Close() error {
 	return _BpfClose(
+		p.DestroyUdp,
 		p.FromNet,
 		p.FromPod,
 		p.SockConnect4,

@@ -29,6 +29,32 @@ type Cube struct {
 	// pending, while UpsertAll runs, collects writes instead of making
 	// them, to be flushed in batches; buffer is kept for the next call.
 	pending, buffer *pendingWrites
+	// onLeft, if set, is told which backends left a frontend (after the
+	// maps no longer offer them), with c.mu held: it must not call back.
+	onLeft func(fe model.Frontend, revNATID uint32, left []model.Backend)
+}
+
+// OnBackendsLeft sets f to be told, from now on, which backends leave a
+// frontend (removed from it, or the frontend deleted). f is called with
+// the cube locked and must return quickly.
+func (c *Cube) OnBackendsLeft(f func(fe model.Frontend, revNATID uint32, left []model.Backend)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.onLeft = f
+}
+
+// tellLeft reports ids leaving fe to onLeft; c.mu is held.
+func (c *Cube) tellLeft(fe model.Frontend, revNATID uint32, ids []uint32) {
+	if c.onLeft == nil || len(ids) == 0 {
+		return
+	}
+	left := make([]model.Backend, 0, len(ids))
+	for _, id := range ids {
+		if k, ok := c.byID[id]; ok {
+			left = append(left, backendOf(k))
+		}
+	}
+	c.onLeft(fe, revNATID, left)
 }
 
 type frontend struct {
@@ -204,6 +230,7 @@ func (c *Cube) upsert(fb model.FrontendBackends) error {
 	c.frontends[key] = f
 	// Backends that left are no longer stuck to.
 	c.deleteAffinityMatch(f.revNATID, prevAffinity, old, fb.Affinity, next)
+	c.tellLeft(fe, f.revNATID, removed)
 	for i := len(next); i < len(old); i++ {
 		if err := c.deleteSlot(fe, i); err != nil {
 			return err
@@ -234,6 +261,7 @@ func (c *Cube) Delete(fe model.Frontend) error {
 		return err
 	}
 	c.deleteAffinityMatch(f.revNATID, f.affinity, f.slots, 0, nil)
+	c.tellLeft(fe, f.revNATID, f.slots)
 	delete(c.frontends, key)
 	c.releaseAll(f.slots)
 	return nil

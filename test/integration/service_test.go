@@ -259,3 +259,61 @@ func TestInternalTrafficPolicyLocal(t *testing.T) {
 		})
 	}
 }
+
+// TestUDPClientMovesOffRemovedEndpoint: a long-lived UDP client (one
+// connected socket, as a DNS resolver keeps) whose endpoint is removed from
+// the Service reaches another endpoint within a second, on both paths
+// (socket-LB re-translates the socket; the tc path's conntrack entry no
+// longer finds its backend).
+func TestUDPClientMovesOffRemovedEndpoint(t *testing.T) {
+	for _, path := range paths {
+		t.Run(path.name, func(t *testing.T) {
+			sb := up(t, path.socketLB)
+			all := sb.Topology.EchoBackends()
+			for _, addr := range []string{"10.96.0.10:8080", "[fd00:10:96::10]:8080"} {
+				t.Run(addr, func(t *testing.T) {
+					writeEcho(t, sb, all)
+					s := startStream(t, sb, "udp", addr, "--persistent", "--timeout", "200ms")
+					defer s.stop()
+					start := time.Now()
+					var stuck string
+					testenv.WaitFor(t, 5*time.Second, "a first answer", func() bool {
+						for _, r := range s.since(start) {
+							if r.Err == "" {
+								stuck = r.Backend
+								return true
+							}
+						}
+						return false
+					})
+					var rest []sandbox.Pod
+					for _, p := range all {
+						if p.Name != stuck {
+							rest = append(rest, p)
+						}
+					}
+					writeEcho(t, sb, rest)
+					removed := time.Now()
+					lag := testenv.WaitFor(t, 3*time.Second, "an answer from another endpoint", func() bool {
+						for _, r := range s.since(removed) {
+							if r.Err == "" && r.Backend != stuck {
+								return true
+							}
+						}
+						return false
+					})
+					t.Logf("the client moved off %s %s after its removal", stuck, lag)
+					if lag > time.Second {
+						t.Errorf("the client reached another endpoint only after %s", lag)
+					}
+					time.Sleep(200 * time.Millisecond)
+					for _, r := range s.since(removed.Add(lag + 50*time.Millisecond)) {
+						if r.Backend == stuck {
+							t.Fatalf("answer from the removed endpoint %s after the client had moved", stuck)
+						}
+					}
+				})
+			}
+		})
+	}
+}
