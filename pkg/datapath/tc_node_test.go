@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/netcube/netcube/internal/pkt"
+	"github.com/netcube/netcube/pkg/datapath"
 	"github.com/netcube/netcube/pkg/model"
 )
 
@@ -154,4 +155,34 @@ func TestInternalLocal(t *testing.T) {
 	syn4, syn6 := pkt.TCP(client4, vip4, syn, nil), pkt.TCP(client6, vip6, syn, nil)
 	run(t, dp, step{name: "local endpoint", in: syn4, verdict: actOK, out: pkt.Rewrite(syn4, client4, be4b)})
 	run(t, dp, step{name: "no local endpoint", in: syn6, verdict: actShot})
+}
+
+// TestTerminatingEndpointKeepsFlows: an endpoint that starts terminating
+// leaves the slots but stays in lb_backends (draining): its established
+// flows keep it, new ones go elsewhere; once it is gone, its flows are
+// balanced again.
+func TestTerminatingEndpointKeepsFlows(t *testing.T) {
+	dp, cube := load(t)
+	apply := func(ready, draining []netip.AddrPort) {
+		t.Helper()
+		fb := model.FrontendBackends{Frontend: frontend(vip4, model.TCP), Backends: backends(ready...), Draining: backends(draining...)}
+		if err := cube.Apply(fb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	synA := pkt.TCP(client4, vip4, syn, nil)
+	dataA := pkt.TCP(client4, vip4, pkt.TCPOpts{ACK: true, Seq: 1001, Ack: 5001, Window: 502}, []byte("more"))
+	clientB := netip.AddrPortFrom(client4.Addr(), 40001)
+	synB := pkt.TCP(clientB, vip4, syn, nil)
+
+	apply([]netip.AddrPort{be4}, nil)
+	run(t, dp, step{name: "flow A starts on be4", in: synA, verdict: actOK, out: pkt.Rewrite(synA, client4, be4)})
+	apply([]netip.AddrPort{be4b}, []netip.AddrPort{be4})
+	run(t, dp, step{name: "be4 terminating: flow A stays", in: dataA, verdict: actOK, out: pkt.Rewrite(dataA, client4, be4)})
+	run(t, dp, step{name: "a new flow goes to the ready endpoint", in: synB, verdict: actOK, out: pkt.Rewrite(synB, clientB, be4b)})
+	apply([]netip.AddrPort{be4b}, nil)
+	run(t, dp, step{name: "be4 gone: flow A is balanced again", in: dataA, verdict: actOK, out: pkt.Rewrite(dataA, client4, be4b)})
+	if n := cube.Entries()[datapath.MapBackends]; n != 1 {
+		t.Errorf("%d backends in the map after be4 left, want 1", n)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -258,8 +259,9 @@ func Frontends(svc *model.Service, slices []*model.EndpointSlice, node model.Nod
 	for _, ip := range svc.ClusterIPs {
 		for _, sp := range svc.Ports {
 			fe := model.Frontend{Addr: ip, Port: sp.Port, Proto: sp.Proto}
+			bs := readyBackends(ip.Is6(), sp, slices, internalNode)
 			out = append(out, model.FrontendBackends{Frontend: fe, Flags: internalFlags, Affinity: svc.Affinity,
-				Backends: readyBackends(ip.Is6(), sp, slices, internalNode)})
+				Backends: bs, Draining: draining(ip.Is6(), sp, slices, bs)})
 		}
 	}
 	if svc.External == nil {
@@ -273,10 +275,11 @@ func Frontends(svc *model.Service, slices []*model.EndpointSlice, node model.Nod
 		v6 := family.Is6()
 		for _, sp := range svc.Ports {
 			bs := readyBackends(v6, sp, slices, local)
+			drain := draining(v6, sp, slices, bs)
 			add := func(addr netip.Addr, port uint16) {
 				if addr.Is6() == v6 {
 					fe := model.Frontend{Addr: addr, Port: port, Proto: sp.Proto}
-					out = append(out, model.FrontendBackends{Frontend: fe, Flags: flags, Affinity: svc.Affinity, Backends: bs})
+					out = append(out, model.FrontendBackends{Frontend: fe, Flags: flags, Affinity: svc.Affinity, Backends: bs, Draining: drain})
 				}
 			}
 			if sp.NodePort != 0 {
@@ -304,6 +307,18 @@ func readyBackends(v6 bool, sp model.ServicePort, slices []*model.EndpointSlice,
 		return bs
 	}
 	return backendsWhere(v6, sp, slices, terminating)
+}
+
+// draining: the terminating endpoints not among selected, whose
+// established flows are kept.
+func draining(v6 bool, sp model.ServicePort, from []*model.EndpointSlice, selected []model.Backend) []model.Backend {
+	var out []model.Backend
+	for _, b := range backendsWhere(v6, sp, from, func(e *model.Endpoint) bool { return e.Terminating }) {
+		if !slices.Contains(selected, b) {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 func isReady(e *model.Endpoint) bool { return e.Ready }

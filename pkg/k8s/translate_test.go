@@ -319,3 +319,32 @@ func TestInternalTrafficPolicyLocal(t *testing.T) {
 		t.Errorf("NodePort (externalTrafficPolicy Cluster): %+v, want both endpoints", n)
 	}
 }
+
+// TestTerminatingEndpoints: new flows go to ready endpoints, else to serving
+// terminating ones; terminating endpoints not chosen are draining (their
+// established flows are kept); not-ready ones get nothing.
+func TestTerminatingEndpoints(t *testing.T) {
+	svc := service([]string{"10.96.0.1"}, corev1.ServicePort{Name: "http", Port: 80})
+	ports := []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr[int32](8080), Protocol: ptr(corev1.ProtocolTCP)}}
+	yes, no := ptr(true), ptr(false)
+	for _, c := range []struct {
+		name           string
+		eps            []ep
+		ready, drained []model.Backend
+	}{
+		{"a ready endpoint", []ep{
+			{addr: "10.0.0.1"},
+			{addr: "10.0.0.2", ready: no, serving: yes, terminating: yes},
+			{addr: "10.0.0.3", ready: no},
+		}, []model.Backend{be("10.0.0.1:8080")}, []model.Backend{be("10.0.0.2:8080")}},
+		{"none ready: serving terminating ones take new flows", []ep{
+			{addr: "10.0.0.2", ready: no, serving: yes, terminating: yes},
+			{addr: "10.0.0.4", ready: no, serving: no, terminating: yes},
+		}, []model.Backend{be("10.0.0.2:8080")}, []model.Backend{be("10.0.0.4:8080")}},
+	} {
+		fes := Frontends(ToService(svc), []*model.EndpointSlice{ToEndpointSlice(slice(discoveryv1.AddressTypeIPv4, ports, c.eps...))}, model.Node{})
+		if len(fes) != 1 || !slices.Equal(fes[0].Backends, c.ready) || !slices.Equal(fes[0].Draining, c.drained) {
+			t.Errorf("%s: %+v; want backends %v, draining %v", c.name, fes, c.ready, c.drained)
+		}
+	}
+}

@@ -62,6 +62,9 @@ type frontend struct {
 	flags    model.FrontendFlags
 	affinity uint32   // seconds; 0: none
 	slots    []uint32 // backend id of slot i+1
+	// draining: backends of terminating endpoints, held (one reference
+	// each) in lb_backends but in no slot, so established flows keep them.
+	draining []uint32
 }
 
 // backendRef is a backend's id and how many slots point at it.
@@ -236,8 +239,33 @@ func (c *Cube) upsert(fb model.FrontendBackends) error {
 			return err
 		}
 	}
+	// Hold the draining backends before releasing anything, so one moving
+	// from a slot to draining never leaves the map.
+	draining := c.holdDraining(fe.Proto, fb.Draining, next)
 	c.releaseAll(removed)
+	c.releaseAll(f.draining)
+	f.draining = draining
 	return nil
+}
+
+// holdDraining takes a reference on each draining backend not in a slot
+// (writing it if the map does not have it) and returns their ids. Keeping
+// established flows is best effort: a backend that does not fit is left
+// out, and its flows are balanced again.
+func (c *Cube) holdDraining(proto model.Proto, bs []model.Backend, slots []uint32) []uint32 {
+	var ids []uint32
+	for _, b := range bs {
+		k := backendKey(b, proto)
+		if have, ok := c.backends[k]; ok && (slices.Contains(slots, have.id) || slices.Contains(ids, have.id)) {
+			continue
+		}
+		id, err := c.acquire(k)
+		if err != nil {
+			continue
+		}
+		ids = append(ids, id)
+	}
+	return ids
 }
 
 // Delete removes fe: master entry first, so packets stop matching at once.
@@ -264,6 +292,7 @@ func (c *Cube) Delete(fe model.Frontend) error {
 	c.tellLeft(fe, f.revNATID, f.slots)
 	delete(c.frontends, key)
 	c.releaseAll(f.slots)
+	c.releaseAll(f.draining)
 	return nil
 }
 

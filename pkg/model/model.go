@@ -63,6 +63,9 @@ type FrontendBackends struct {
 	// none.
 	Affinity uint32
 	Backends []Backend
+	// Draining are terminating endpoints that new flows no longer get but
+	// whose established flows keep their backend until they end.
+	Draining []Backend
 }
 
 // FrontendFlags are a frontend's options, as the datapath reads them

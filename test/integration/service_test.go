@@ -317,3 +317,94 @@ func TestUDPClientMovesOffRemovedEndpoint(t *testing.T) {
 		})
 	}
 }
+
+// echoSlices renders the echo Service's EndpointSlices with each pod's
+// conditions (default ready).
+func echoSlices(pods []sandbox.Pod, conditions map[string]string) string {
+	var b strings.Builder
+	for i, v6 := range []bool{false, true} {
+		if i > 0 {
+			b.WriteString("---\n")
+		}
+		s := sandbox.SliceYAML("echo", v6, sandbox.EndpointPorts, pods)
+		for pod, c := range conditions {
+			s = strings.Replace(s, "conditions: {ready: true}\n  nodeName: "+podNode(pods, pod)+"\n  targetRef: {kind: Pod, name: "+pod+"}",
+				"conditions: "+c+"\n  nodeName: "+podNode(pods, pod)+"\n  targetRef: {kind: Pod, name: "+pod+"}", 1)
+		}
+		b.WriteString(s)
+	}
+	return b.String()
+}
+
+func podNode(pods []sandbox.Pod, name string) string {
+	for _, p := range pods {
+		if p.Name == name {
+			return p.Node
+		}
+	}
+	return ""
+}
+
+// TestTerminatingEndpoints: an endpoint that starts terminating keeps its
+// established connections (on both paths) while new ones go to ready
+// endpoints; when every endpoint is terminating, new connections go to the
+// serving ones rather than being refused (kube-proxy's fallback).
+func TestTerminatingEndpoints(t *testing.T) {
+	const terminating = "{ready: false, serving: true, terminating: true}"
+	for _, path := range paths {
+		t.Run(path.name, func(t *testing.T) {
+			sb := up(t, path.socketLB)
+			all := sb.Topology.EchoBackends()
+			echo := sandbox.ServiceYAML("echo", sandbox.EchoIPs, sandbox.EchoPorts)
+			s := startStream(t, sb, "tcp", "10.96.0.10:80", "--persistent")
+			defer s.stop()
+			start := time.Now()
+			var kept string
+			testenv.WaitFor(t, 5*time.Second, "a first answer", func() bool {
+				for _, r := range s.since(start) {
+					if r.Err == "" {
+						kept = r.Backend
+						return true
+					}
+				}
+				return false
+			})
+			if err := sb.Topology.WriteManifest("echo.yaml", echo+"---\n"+echoSlices(all, map[string]string{kept: terminating})); err != nil {
+				t.Fatal(err)
+			}
+			changed := time.Now()
+			testenv.WaitFor(t, 5*time.Second, "new connections avoiding "+kept, func() bool {
+				for _, r := range requests(t, sb, "tcp", "10.96.0.10:80", 10) {
+					if r.Err != "" || r.Backend == kept {
+						return false
+					}
+				}
+				return true
+			})
+			time.Sleep(300 * time.Millisecond)
+			rs := s.since(changed)
+			if len(rs) < 10 {
+				t.Fatalf("only %d answers on the established connection", len(rs))
+			}
+			for _, r := range rs {
+				if r.Err != "" || r.Backend != kept {
+					t.Fatalf("established connection: %+v, want answers from %s, which is terminating", r, kept)
+				}
+			}
+
+			everyone := map[string]string{}
+			for _, p := range all {
+				everyone[p.Name] = terminating
+			}
+			if err := sb.Topology.WriteManifest("echo.yaml", echo+"---\n"+echoSlices(all, everyone)); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(300 * time.Millisecond)
+			for _, r := range requests(t, sb, "tcp", "10.96.0.10:80", 20) {
+				if r.Err != "" {
+					t.Fatalf("every endpoint terminating: request %d failed: %s (want the serving ones to answer)", r.Seq, r.Err)
+				}
+			}
+		})
+	}
+}
