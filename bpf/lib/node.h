@@ -30,6 +30,27 @@ static always_inline const struct nc_addr *node_addr(__u8 family)
 	return a;
 }
 
+/* The hairpin address: a pod reaching itself through a Service gets its
+ * own packets from here, so that its answers leave the pod (towards its
+ * gateway) and can be translated back. Link-local for IPv4 (as Cilium's
+ * service loopback); a ULA for IPv6 ("nc"). */
+static always_inline void hairpin_addr(struct nc_addr *a, __u8 family)
+{
+	if (family == 4) {
+		addr_from_v4(a, bpf_htonl(0xa9fe2a01)); /* 169.254.42.1 */
+		return;
+	}
+	a->w[0] = bpf_htonl(0xfd006e63); /* fd00:6e63::42 */
+	a->w[1] = 0;
+	a->w[2] = 0;
+	a->w[3] = bpf_htonl(0x42);
+}
+
+static always_inline int addr_equal(const struct nc_addr *a, const struct nc_addr *b)
+{
+	return a->w[0] == b->w[0] && a->w[1] == b->w[1] && a->w[2] == b->w[2] && a->w[3] == b->w[3];
+}
+
 /* SNAT source ports: above the kernel's default ephemeral range
  * (32768-60999), so this node's own connections never hold one. */
 #define SNAT_PORT_MIN 61000

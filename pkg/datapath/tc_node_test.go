@@ -186,3 +186,32 @@ func TestTerminatingEndpointKeepsFlows(t *testing.T) {
 		t.Errorf("%d backends in the map after be4 left, want 1", n)
 	}
 }
+
+// TestHairpin: a pod reaching itself through its Service is DNATed to
+// itself and SNATed to the hairpin address, so that its answer leaves the
+// pod and is translated back to come from the Service.
+func TestHairpin(t *testing.T) {
+	dp, cube := load(t)
+	self4 := netip.AddrPortFrom(be4b.Addr(), 61234) // the backend pod, as a client
+	self6 := netip.MustParseAddrPort("[fd00:10:244:2::21]:61234")
+	hairpin4, hairpin6 := netip.MustParseAddr("169.254.42.1"), netip.MustParseAddr("fd00:6e63::42")
+	for _, fb := range []model.FrontendBackends{
+		{Frontend: frontend(vip4, model.TCP), Backends: backends(be4b)},
+		{Frontend: frontend(vip6, model.TCP), Backends: backends(be6)},
+	} {
+		if err := cube.Apply(fb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	syn4, syn6 := pkt.TCP(self4, vip4, syn, nil), pkt.TCP(self6, vip6, syn, nil)
+	for _, s := range []step{
+		{name: "v4 SYN to itself", in: syn4, verdict: actOK, out: pkt.Rewrite(syn4, netip.AddrPortFrom(hairpin4, 61234), be4b)},
+		{name: "v4 SYN-ACK back", in: pkt.TCP(be4b, netip.AddrPortFrom(hairpin4, 61234), synAck, nil), verdict: actOK,
+			out: pkt.TCP(vip4, self4, synAck, nil)},
+		{name: "v6 SYN to itself", in: syn6, verdict: actOK, out: pkt.Rewrite(syn6, netip.AddrPortFrom(hairpin6, 61234), be6)},
+		{name: "v6 SYN-ACK back", in: pkt.TCP(be6, netip.AddrPortFrom(hairpin6, 61234), synAck, nil), verdict: actOK,
+			out: pkt.TCP(vip6, self6, synAck, nil)},
+	} {
+		run(t, dp, s)
+	}
+}

@@ -1,13 +1,14 @@
 package integration
 
 import (
-	"github.com/netcube/netcube/internal/testenv"
 	"net"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/netcube/netcube/internal/testenv"
 	"github.com/netcube/netcube/pkg/sandbox"
 	"github.com/netcube/netcube/pkg/traffic"
 )
@@ -403,6 +404,42 @@ func TestTerminatingEndpoints(t *testing.T) {
 			for _, r := range requests(t, sb, "tcp", "10.96.0.10:80", 20) {
 				if r.Err != "" {
 					t.Fatalf("every endpoint terminating: request %d failed: %s (want the serving ones to answer)", r.Seq, r.Err)
+				}
+			}
+		})
+	}
+}
+
+// TestHairpin: a pod reaches itself through its own Service (TCP and UDP,
+// IPv4 and IPv6) on both paths.
+func TestHairpin(t *testing.T) {
+	for _, path := range paths {
+		t.Run(path.name, func(t *testing.T) {
+			sb := up(t, path.socketLB)
+			self := sb.Topology.EchoBackends()[0]
+			ips := []string{"10.96.0.60", "fd00:10:96::60"}
+			if err := sb.Topology.WriteManifest("self.yaml", sandbox.ServiceYAML("self", ips, sandbox.EchoPorts)+"---\n"+
+				sandbox.SliceYAML("self", false, sandbox.EndpointPorts, []sandbox.Pod{self})+"---\n"+
+				sandbox.SliceYAML("self", true, sandbox.EndpointPorts, []sandbox.Pod{self})); err != nil {
+				t.Fatal(err)
+			}
+			from := func(proto, addr string, count int, extra ...string) []traffic.Result {
+				args := append([]string{"pod", "request", "--proto", proto, "--count", strconv.Itoa(count)}, extra...)
+				out, err := sb.Output(self.Name, filepath.Join(binDir, "netcube"), append(args, addr)...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return parseResults(t, out)
+			}
+			for _, ip := range ips {
+				for _, c := range []struct{ proto, port string }{{"tcp", "80"}, {"udp", strconv.Itoa(sandbox.PodPort)}} {
+					addr := net.JoinHostPort(ip, c.port)
+					testenv.WaitFor(t, 10*time.Second, addr, func() bool { return from(c.proto, addr, 1, "--timeout", "200ms")[0].Err == "" })
+					for _, r := range from(c.proto, addr, 10) {
+						if r.Err != "" || r.Backend != self.Name {
+							t.Fatalf("%s %s from %s: %+v, want its own answer", c.proto, addr, self.Name, r)
+						}
+					}
 				}
 			}
 		})
