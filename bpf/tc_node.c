@@ -70,7 +70,7 @@ int from_net(struct __sk_buff *skb)
 		}
 	}
 	if (!backend) {
-		backend_id = lb_pick(&f.saddr, &f.daddr, f.dport, f.proto, svc);
+		backend_id = lb_pick(&f.saddr, f.sport, &f.daddr, f.dport, f.proto, svc);
 		backend = backend_id ? lb_lookup_backend(backend_id) : NULL;
 		if (!backend) {
 			/* Local policy: another node may have endpoints. */

@@ -46,7 +46,7 @@ int from_pod(struct __sk_buff *skb)
 		}
 	}
 	if (!backend) {
-		backend_id = lb_pick(&f.saddr, &f.daddr, f.dport, f.proto, svc);
+		backend_id = lb_pick(&f.saddr, f.sport, &f.daddr, f.dport, f.proto, svc);
 		backend = backend_id ? lb_lookup_backend(backend_id) : NULL;
 		if (!backend) {
 			/* internalTrafficPolicy Local without a local endpoint:

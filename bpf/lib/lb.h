@@ -43,6 +43,10 @@ enum lb_svc_flags {
 	 * slots, the client's address is kept, and with no local endpoint
 	 * the packet is dropped (not refused, as kube-proxy does). */
 	LB_SVC_LOCAL = 2,
+	/* Backends chosen by Maglev consistent hashing of the flow (the same
+	 * choice on every node, and few flows move when backends change)
+	 * instead of at random. */
+	LB_SVC_MAGLEV = 4,
 };
 
 struct lb_backend {
@@ -166,10 +170,71 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } lb_affinity_match SEC(".maps");
 
+/* Maglev: per frontend (by revNAT id), a lookup table of MAGLEV_M backend
+ * ids that the agent computes (pkg/lb/maglev.go) and swaps in whole, as a
+ * new inner map, whenever the backends change. */
+#ifndef MAGLEV_M
+#define MAGLEV_M 16381 /* a prime; >= 100 entries per backend up to 163 backends */
+#endif
+
+struct maglev_table {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, MAGLEV_M);
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
+	__type(key, __u32); /* revNAT id */
+	__uint(max_entries, 65536);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+	__array(values, struct maglev_table);
+} lb_maglev SEC(".maps");
+
+static always_inline __u32 fmix32(__u32 h)
+{
+	h ^= h >> 16;
+	h *= 0x85ebca6b;
+	h ^= h >> 13;
+	h *= 0xc2b2ae35;
+	h ^= h >> 16;
+	return h;
+}
+
+/* lb_hash_flow hashes a flow's addresses, ports and protocol (the same on
+ * every node, so every node's Maglev table sends it to the same backend). */
+static always_inline __u32 lb_hash_flow(const struct nc_addr *saddr, __be16 sport,
+					const struct nc_addr *daddr, __be16 dport, __u8 proto)
+{
+	__u32 h = 0x9e3779b9 ^ proto;
+
+	for (int i = 0; i < 4; i++)
+		h = fmix32(h ^ saddr->w[i]) ^ fmix32(h + daddr->w[i]);
+	return fmix32(h ^ ((__u32)sport << 16 | dport));
+}
+
+static always_inline __u32 lb_maglev_select(const struct nc_addr *client, __be16 cport,
+					    const struct nc_addr *addr, __be16 port, __u8 proto,
+					    const struct lb_svc_val *svc)
+{
+	__u32 rev_nat_id = svc->rev_nat_id, idx, *id;
+	void *table;
+
+	if (svc->count == 0)
+		return 0;
+	table = bpf_map_lookup_elem(&lb_maglev, &rev_nat_id);
+	if (!table) /* not written yet */
+		return lb_select_backend(addr, port, proto, svc);
+	idx = lb_hash_flow(client, cport, addr, port, proto) % MAGLEV_M;
+	id = bpf_map_lookup_elem(table, &idx);
+	return id ? *id : 0;
+}
+
 /* lb_pick chooses a new flow's backend: the client's recent one if the
- * Service has affinity and the backend is still among its own, else a
- * random slot (remembered when the Service has affinity). */
-static always_inline __u32 lb_pick(const struct nc_addr *client, const struct nc_addr *addr,
+ * Service has affinity and the backend is still among its own, else by
+ * Maglev or a random slot (remembered when the Service has affinity). */
+static always_inline __u32 lb_pick(const struct nc_addr *client, __be16 cport, const struct nc_addr *addr,
 				   __be16 port, __u8 proto, const struct lb_svc_val *svc)
 {
 	struct lb_affinity_key ak = {
@@ -196,7 +261,10 @@ static always_inline __u32 lb_pick(const struct nc_addr *client, const struct nc
 			}
 		}
 	}
-	id = lb_select_backend(addr, port, proto, svc);
+	if (svc->flags & LB_SVC_MAGLEV)
+		id = lb_maglev_select(client, cport, addr, port, proto, svc);
+	else
+		id = lb_select_backend(addr, port, proto, svc);
 	if (timeout_ns && id) {
 		struct lb_affinity_val v = { .last_ns = now, .backend_id = id };
 

@@ -73,7 +73,12 @@ static always_inline int sock_translate(void *ctx, struct nc_addr *addr, __be16 
 		__u64 netns = bpf_get_netns_cookie(ctx);
 		struct nc_addr client = { .w = { (__u32)netns, (__u32)(netns >> 32), 0xffffffff, 0 } };
 
-		backend_id = lb_pick(&client, addr, *port, proto, svc);
+		/* Maglev hashes flows, and a socket has no source port yet:
+		 * at connect time the choice is random (as Cilium's socket-LB). */
+		struct lb_svc_val choice = *svc;
+
+		choice.flags &= ~LB_SVC_MAGLEV;
+		backend_id = lb_pick(&client, 0, addr, *port, proto, &choice);
 		backend = backend_id ? lb_lookup_backend(backend_id) : NULL;
 	}
 	if (!backend) {

@@ -42,6 +42,7 @@ func main() {
 		cfg.NodeInterfaces = strings.Split(v, ",")
 		return nil
 	})
+	flag.StringVar(&cfg.LBAlgorithm, "lb-algorithm", cfg.LBAlgorithm, "how new flows pick a backend unless their Service's netcube.io/lb-algorithm annotation says: random or maglev")
 	flag.IntVar(&cfg.GCPercent, "gc-percent", cfg.GCPercent, "Go GC target percentage (GOGC); the GOGC environment variable wins")
 	sizes := map[string]*uint{}
 	for m, f := range datapath.MapSizeFlags {
@@ -115,6 +116,8 @@ func applyFlag(cfg, flagged *agent.Config, name string) {
 		cfg.Profiling = flagged.Profiling
 	case "node-ifaces":
 		cfg.NodeInterfaces = flagged.NodeInterfaces
+	case "lb-algorithm":
+		cfg.LBAlgorithm = flagged.LBAlgorithm
 	case "gc-percent":
 		cfg.GCPercent = flagged.GCPercent
 	}

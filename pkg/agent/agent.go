@@ -23,6 +23,7 @@ import (
 
 	"github.com/netcube/netcube/pkg/datapath"
 	"github.com/netcube/netcube/pkg/healthcheck"
+	"github.com/netcube/netcube/pkg/k8s"
 	"github.com/netcube/netcube/pkg/lb"
 	"github.com/netcube/netcube/pkg/reconcile"
 	"github.com/netcube/netcube/pkg/source"
@@ -76,6 +77,9 @@ func Run(ctx context.Context, cfg Config) error {
 	node, err := setupNode(dp, cfg.NodeName, cfg.NodeInterfaces)
 	if err != nil {
 		return err
+	}
+	if node.Algorithm, err = k8s.ParseAlgorithm(cfg.LBAlgorithm); err != nil {
+		return fmt.Errorf("--lb-algorithm: %w", err)
 	}
 	rec.SetNode(node)
 	health := healthcheck.New()

@@ -29,6 +29,9 @@ type Config struct {
 	// cluster (NodePort, ExternalIPs, LoadBalancer IPs) is served there,
 	// and NodePorts on their addresses. Empty: the default routes'.
 	NodeInterfaces []string `json:"nodeInterfaces,omitempty"`
+	// LBAlgorithm is how new flows pick a backend unless their Service's
+	// netcube.io/lb-algorithm annotation says: random or maglev.
+	LBAlgorithm string `json:"lbAlgorithm,omitempty"`
 
 	MetricsBindAddress string `json:"metricsBindAddress,omitempty"` // /metrics; "" = off
 	HealthzBindAddress string `json:"healthzBindAddress,omitempty"` // /healthz, /readyz; "" = off
@@ -53,6 +56,7 @@ func Defaults() Config {
 		MetricsBindAddress: "127.0.0.1:10249",
 		HealthzBindAddress: "0.0.0.0:10256",
 		GCPercent:          50,
+		LBAlgorithm:        "random",
 	}
 }
 

@@ -125,6 +125,7 @@ const (
 	bpfMapLbAffinity        = "lb_affinity"
 	bpfMapLbAffinityMatch   = "lb_affinity_match"
 	bpfMapLbBackends        = "lb_backends"
+	bpfMapLbMaglev          = "lb_maglev"
 	bpfMapLbRevnat          = "lb_revnat"
 	bpfMapLbServices        = "lb_services"
 	bpfMapNodeAddrs         = "node_addrs"
@@ -209,6 +210,7 @@ type bpfMapSpecs struct {
 	LbAffinity        *ebpf.MapSpec `ebpf:"lb_affinity"`
 	LbAffinityMatch   *ebpf.MapSpec `ebpf:"lb_affinity_match"`
 	LbBackends        *ebpf.MapSpec `ebpf:"lb_backends"`
+	LbMaglev          *ebpf.MapSpec `ebpf:"lb_maglev"`
 	LbRevnat          *ebpf.MapSpec `ebpf:"lb_revnat"`
 	LbServices        *ebpf.MapSpec `ebpf:"lb_services"`
 	NodeAddrs         *ebpf.MapSpec `ebpf:"node_addrs"`
@@ -247,6 +249,7 @@ type bpfMaps struct {
 	LbAffinity        *ebpf.Map `ebpf:"lb_affinity"`
 	LbAffinityMatch   *ebpf.Map `ebpf:"lb_affinity_match"`
 	LbBackends        *ebpf.Map `ebpf:"lb_backends"`
+	LbMaglev          *ebpf.Map `ebpf:"lb_maglev"`
 	LbRevnat          *ebpf.Map `ebpf:"lb_revnat"`
 	LbServices        *ebpf.Map `ebpf:"lb_services"`
 	NodeAddrs         *ebpf.Map `ebpf:"node_addrs"`
@@ -261,6 +264,7 @@ func (m *bpfMaps) Close() error {
 		m.LbAffinity,
 		m.LbAffinityMatch,
 		m.LbBackends,
+		m.LbMaglev,
 		m.LbRevnat,
 		m.LbServices,
 		m.NodeAddrs,

@@ -12,9 +12,10 @@ import (
 
 // Datapath is the loaded BPF object: programs and (pinned) maps.
 type Datapath struct {
-	objs   bpfObjects
-	pinDir string
-	sizes  map[string]uint32
+	objs        bpfObjects
+	pinDir      string
+	sizes       map[string]uint32
+	maglevInner *ebpf.MapSpec
 }
 
 // Load loads the BPF object. With cfg.PinDir set, maps are pinned there and
@@ -49,7 +50,11 @@ func Load(cfg Config) (*Datapath, error) {
 		}
 	}
 
-	d := &Datapath{pinDir: cfg.PinDir, sizes: sizes}
+	inner := spec.Maps[MapMaglev].InnerMap
+	if inner == nil || inner.MaxEntries != MaglevTableSize {
+		return nil, fmt.Errorf("BPF object: %s tables are not of %d entries", MapMaglev, MaglevTableSize)
+	}
+	d := &Datapath{pinDir: cfg.PinDir, sizes: sizes, maglevInner: inner.Copy()}
 	if err := spec.LoadAndAssign(&d.objs, opts); err != nil {
 		if errors.Is(err, ebpf.ErrMapIncompatible) {
 			return nil, fmt.Errorf("%w: a map pinned under %s has another size or layout than this agent's; "+
@@ -72,10 +77,11 @@ func (d *Datapath) Close() error { return d.objs.Close() }
 // Maps exposes the maps to the cubes that own their contents.
 func (d *Datapath) Maps() *Maps {
 	o := d.objs.bpfMaps
-	return &Maps{sizes: d.sizes, byName: map[string]*ebpf.Map{
+	return &Maps{sizes: d.sizes, maglevInner: d.maglevInner, byName: map[string]*ebpf.Map{
 		MapServices: o.LbServices, MapBackends: o.LbBackends, MapRevNAT: o.LbRevnat,
 		MapCT: o.CtFlows, MapSockRevNAT: o.SockRevnat, MapSockUDP: o.SockUdpBackend,
 		MapNodeAddrs: o.NodeAddrs, MapAffinity: o.LbAffinity, MapAffinityMatch: o.LbAffinityMatch,
+		MapMaglev: o.LbMaglev,
 	}}
 }
 
@@ -111,12 +117,15 @@ const (
 	// with affinity still has (lb cube, agent).
 	MapAffinity      = "lb_affinity"
 	MapAffinityMatch = "lb_affinity_match"
+	MapMaglev        = "lb_maglev" // lb cube (agent): Maglev tables by revNAT id
 )
 
 // Maps are the datapath's maps, by name.
 type Maps struct {
 	byName map[string]*ebpf.Map
 	sizes  map[string]uint32
+	// maglevInner is the layout of a Maglev table (lb_maglev's values).
+	maglevInner *ebpf.MapSpec
 	// Observe, if set, is told about every update and delete (metrics).
 	Observe func(mapName, op string, err error)
 }

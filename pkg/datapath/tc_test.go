@@ -47,7 +47,7 @@ func backends(aps ...netip.AddrPort) []model.Backend {
 	return out
 }
 
-func load(t *testing.T) (*datapath.Datapath, *lb.Cube) {
+func load(t testing.TB) (*datapath.Datapath, *lb.Cube) {
 	t.Helper()
 	testenv.RequireRoot(t)
 	dp, err := datapath.Load(datapath.Config{MapSizes: map[string]uint32{

@@ -39,6 +39,9 @@ func ValidateService(svc *corev1.Service) error {
 	if !Proxied(svc) {
 		return errors.Join(errs...)
 	}
+	if _, err := ParseAlgorithm(svc.Annotations[AnnotationAlgorithm]); err != nil {
+		errs = append(errs, fmt.Errorf("metadata.annotations[%s]: %w", AnnotationAlgorithm, err))
+	}
 	for _, ip := range clusterIPs(svc) {
 		if _, err := netip.ParseAddr(ip); err != nil {
 			errs = append(errs, fmt.Errorf("spec.clusterIPs: %q is not an IP address", ip))
@@ -116,6 +119,7 @@ func ToService(svc *corev1.Service) *model.Service {
 	out.External = externalAccess(svc)
 	out.Affinity = affinity(svc)
 	out.InternalLocal = svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal
+	out.Algorithm, _ = ParseAlgorithm(svc.Annotations[AnnotationAlgorithm])
 	return out
 }
 
@@ -169,6 +173,23 @@ func ToEndpointSlice(s *discoveryv1.EndpointSlice) *model.EndpointSlice {
 		out.Endpoints = append(out.Endpoints, e)
 	}
 	return out
+}
+
+// AnnotationAlgorithm picks a Service's load-balancing algorithm: "maglev"
+// or "random"; absent, the agent's --lb-algorithm.
+const AnnotationAlgorithm = "netcube.io/lb-algorithm"
+
+// ParseAlgorithm reads an algorithm's name ("" is the default).
+func ParseAlgorithm(s string) (model.Algorithm, error) {
+	switch s {
+	case "":
+		return model.AlgorithmDefault, nil
+	case "random":
+		return model.AlgorithmRandom, nil
+	case "maglev":
+		return model.AlgorithmMaglev, nil
+	}
+	return model.AlgorithmDefault, fmt.Errorf("load-balancing algorithm %q: want random or maglev", s)
 }
 
 // DefaultAffinitySeconds is sessionAffinityConfig.clientIP.timeoutSeconds
@@ -252,9 +273,13 @@ func Frontends(svc *model.Service, slices []*model.EndpointSlice, node model.Nod
 		return nil
 	}
 	out := make(model.Frontends, 0, len(svc.ClusterIPs)*len(svc.Ports))
-	internalFlags, internalNode := model.FrontendFlags(0), ""
+	algo := model.FrontendFlags(0)
+	if svc.Algorithm == model.AlgorithmMaglev || svc.Algorithm == model.AlgorithmDefault && node.Algorithm == model.AlgorithmMaglev {
+		algo = model.Maglev
+	}
+	internalFlags, internalNode := algo, ""
 	if svc.InternalLocal {
-		internalFlags, internalNode = model.Local, node.Name
+		internalFlags, internalNode = algo|model.Local, node.Name
 	}
 	for _, ip := range svc.ClusterIPs {
 		for _, sp := range svc.Ports {
@@ -267,7 +292,7 @@ func Frontends(svc *model.Service, slices []*model.EndpointSlice, node model.Nod
 	if svc.External == nil {
 		return out
 	}
-	flags, local := model.External, ""
+	flags, local := algo|model.External, ""
 	if svc.External.LocalOnly {
 		flags, local = flags|model.Local, node.Name
 	}

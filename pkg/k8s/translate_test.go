@@ -348,3 +348,30 @@ func TestTerminatingEndpoints(t *testing.T) {
 		}
 	}
 }
+
+// TestAlgorithm: the annotation picks Maglev or random per Service, else
+// the agent's default applies; a bad value is reported for hand-written
+// input.
+func TestAlgorithm(t *testing.T) {
+	svc := service([]string{"10.96.0.1"}, corev1.ServicePort{Name: "http", Port: 80})
+	for _, c := range []struct {
+		annotation string
+		def        model.Algorithm
+		maglev     bool
+	}{
+		{"", model.AlgorithmRandom, false},
+		{"", model.AlgorithmMaglev, true},
+		{"maglev", model.AlgorithmRandom, true},
+		{"random", model.AlgorithmMaglev, false},
+	} {
+		svc.Annotations = map[string]string{AnnotationAlgorithm: c.annotation}
+		fes := Frontends(ToService(svc), nil, model.Node{Algorithm: c.def})
+		if got := fes[0].Flags&model.Maglev != 0; got != c.maglev {
+			t.Errorf("annotation %q, default %d: Maglev %v, want %v", c.annotation, c.def, got, c.maglev)
+		}
+	}
+	svc.Annotations = map[string]string{AnnotationAlgorithm: "round-robin"}
+	if err := ValidateService(svc); err == nil || !strings.Contains(err.Error(), "round-robin") {
+		t.Errorf("bad algorithm: %v", err)
+	}
+}

@@ -215,6 +215,23 @@ func (c *Cube) upsert(fb model.FrontendBackends) error {
 			}
 		}
 	}
+	// The Maglev table, rebuilt when the backends change, is in place
+	// before the master entry can send packets to it.
+	switch {
+	case isMaglev(fb.Flags) && (!exists || !isMaglev(f.flags) || !sameIDs(old, next)):
+		if err := c.writeMaglevTable(f.revNATID, next); err != nil {
+			if !exists {
+				for j := range next {
+					_ = c.deleteSlot(fe, j)
+				}
+				c.releaseAll(acquired)
+				_ = c.deleteID(datapath.MapRevNAT, f.revNATID)
+			}
+			return fmt.Errorf("frontend %s: %w", fe, err)
+		}
+	case !isMaglev(fb.Flags) && exists && isMaglev(f.flags):
+		defer c.deleteMaglevTable(f.revNATID) // once the master no longer uses it
+	}
 	if !exists || len(old) != len(next) || f.flags != fb.Flags || f.affinity != fb.Affinity {
 		master := datapath.ServiceValue{Count: uint16(len(next)), RevNatId: f.revNATID, Flags: uint16(fb.Flags), BackendId: fb.Affinity}
 		if err := c.writeService(serviceKey(fe, 0), master); err != nil {
@@ -289,6 +306,9 @@ func (c *Cube) Delete(fe model.Frontend) error {
 		return err
 	}
 	c.deleteAffinityMatch(f.revNATID, f.affinity, f.slots, 0, nil)
+	if isMaglev(f.flags) {
+		_ = c.deleteMaglevTable(f.revNATID)
+	}
 	c.tellLeft(fe, f.revNATID, f.slots)
 	delete(c.frontends, key)
 	c.releaseAll(f.slots)

@@ -106,6 +106,9 @@ func Restore(maps *datapath.Maps) (*Cube, error) {
 	if err := c.removeStaleAffinityMatch(); err != nil {
 		return nil, err
 	}
+	if err := c.removeStaleMaglevTables(); err != nil {
+		return nil, err
+	}
 	return c, c.removeOrphanRevNAT()
 }
 

@@ -82,6 +82,9 @@ const (
 	// endpoints are backends, the client's address is kept, and with none
 	// the packet is dropped, not refused.
 	Local FrontendFlags = 2
+	// Maglev: new flows are placed by Maglev consistent hashing instead of
+	// at random.
+	Maglev FrontendFlags = 4
 )
 
 // Find returns fe's backends, if fe is one of the frontends.

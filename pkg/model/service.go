@@ -17,7 +17,19 @@ type Service struct {
 	// InternalLocal: internalTrafficPolicy Local (pods reach only their
 	// node's endpoints through the ClusterIPs).
 	InternalLocal bool
+	// Algorithm: how new flows pick a backend, if the Service says
+	// (annotation netcube.io/lb-algorithm); else the agent's default.
+	Algorithm Algorithm
 }
+
+// Algorithm is a load-balancing algorithm.
+type Algorithm uint8
+
+const (
+	AlgorithmDefault Algorithm = iota // the agent's --lb-algorithm
+	AlgorithmRandom                   // a random backend per new flow
+	AlgorithmMaglev                   // Maglev consistent hashing of the flow
+)
 
 // ServicePort is one port of a Service.
 type ServicePort struct {
@@ -41,6 +53,8 @@ type ExternalAccess struct {
 type Node struct {
 	Name  string       // endpoints with this nodeName are local
 	Addrs []netip.Addr // NodePorts are served on these
+	// Algorithm is the agent's default (Random or Maglev).
+	Algorithm Algorithm
 }
 
 // EndpointSlice is what netcube reads of a Kubernetes EndpointSlice.

@@ -445,3 +445,39 @@ func TestHairpin(t *testing.T) {
 		})
 	}
 }
+
+// TestMaglevService: a Service annotated netcube.io/lb-algorithm: maglev
+// serves on both paths, spreading new connections over its endpoints (the
+// tc path hashes each flow; socket-LB chooses at random at connect time).
+func TestMaglevService(t *testing.T) {
+	for _, path := range paths {
+		t.Run(path.name, func(t *testing.T) {
+			sb := up(t, path.socketLB)
+			ips := []string{"10.96.0.70", "fd00:10:96::70"}
+			svc := strings.Replace(sandbox.ServiceYAML("hashed", ips, sandbox.EchoPorts), "  namespace: default\n",
+				"  namespace: default\n  annotations: {netcube.io/lb-algorithm: maglev}\n", 1)
+			backends := sb.Topology.EchoBackends()
+			if err := sb.Topology.WriteManifest("hashed.yaml", svc+"---\n"+
+				sandbox.SliceYAML("hashed", false, sandbox.EndpointPorts, backends)+"---\n"+
+				sandbox.SliceYAML("hashed", true, sandbox.EndpointPorts, backends)); err != nil {
+				t.Fatal(err)
+			}
+			for _, ip := range ips {
+				addr := net.JoinHostPort(ip, "80")
+				testenv.WaitFor(t, 10*time.Second, addr, func() bool {
+					return requests(t, sb, "tcp", addr, 1, "--timeout", "200ms")[0].Err == ""
+				})
+				seen := map[string]int{}
+				for _, r := range requests(t, sb, "tcp", addr, 40) {
+					if r.Err != "" {
+						t.Fatalf("%s: request %d failed: %s", addr, r.Seq, r.Err)
+					}
+					seen[r.Backend]++
+				}
+				if len(seen) < 2 {
+					t.Errorf("%s: 40 connections all went to %v", addr, seen)
+				}
+			}
+		})
+	}
+}

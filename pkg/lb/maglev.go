@@ -1,0 +1,139 @@
+package lb
+
+import (
+	"hash/fnv"
+	"slices"
+
+	"github.com/netcube/netcube/pkg/datapath"
+	"github.com/netcube/netcube/pkg/model"
+)
+
+// maglevTable computes Maglev's lookup table (Eisenbud et al., "Maglev: A
+// Fast and Reliable Software Network Load Balancer", NSDI 2016, §3.4):
+// each backend has its own permutation of the m entries (an offset and a
+// skip from two hashes of its name), and the backends take turns claiming
+// the next entry of their permutation still free, until all are taken.
+// Every backend gets m/n entries or one more, and removing one backend
+// moves little more than its own entries. Names, not ids, are hashed, so
+// every node computes the same table. It returns, per entry, an index into
+// names (which must be distinct and non-empty); m must be prime.
+func maglevTable(names []string, m int) []int {
+	n := len(names)
+	offset, skip, next := make([]int, n), make([]int, n), make([]int, n)
+	for i, name := range names {
+		offset[i] = int(hash64(name, "offset") % uint64(m))
+		skip[i] = int(hash64(name, "skip")%uint64(m-1)) + 1
+	}
+	table := make([]int, m)
+	for i := range table {
+		table[i] = -1
+	}
+	for filled := 0; ; {
+		for i := range n {
+			c := (offset[i] + next[i]*skip[i]) % m
+			for table[c] >= 0 {
+				next[i]++
+				c = (offset[i] + next[i]*skip[i]) % m
+			}
+			table[c] = i
+			next[i]++
+			if filled++; filled == m {
+				return table
+			}
+		}
+	}
+}
+
+func hash64(name, salt string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(salt))
+	h.Write([]byte{0})
+	h.Write([]byte(name))
+	return h.Sum64()
+}
+
+// writeMaglevTable computes and installs the table of a Maglev frontend
+// over its slots' backends; c.mu is held.
+func (c *Cube) writeMaglevTable(revNATID uint32, slots []uint32) error {
+	if len(slots) == 0 {
+		return c.deleteMaglevTable(revNATID) // no backends: refused before any lookup
+	}
+	type named struct {
+		name string
+		id   uint32
+	}
+	backends := make([]named, 0, len(slots))
+	for _, id := range slots {
+		backends = append(backends, named{backendOf(c.byID[id]).String(), id})
+	}
+	slices.SortFunc(backends, func(a, b named) int { return cmpString(a.name, b.name) })
+	backends = slices.CompactFunc(backends, func(a, b named) bool { return a.name == b.name })
+	names := make([]string, len(backends))
+	for i, b := range backends {
+		names[i] = b.name
+	}
+	table := make([]uint32, datapath.MaglevTableSize)
+	for i, b := range maglevTable(names, datapath.MaglevTableSize) {
+		table[i] = backends[b].id
+	}
+	c.ops.Updates++
+	return c.maps.SetMaglevTable(revNATID, table)
+}
+
+func (c *Cube) deleteMaglevTable(revNATID uint32) error {
+	c.ops.Deletes++
+	return c.maps.DeleteMaglevTable(revNATID)
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// sameSet says whether a and b hold the same ids.
+func sameIDs(a, b []uint32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
+}
+
+func isMaglev(f model.FrontendFlags) bool { return f&model.Maglev != 0 }
+
+// removeStaleMaglevTables deletes, after a restore, the tables of frontends
+// that are gone or no longer use Maglev.
+func (c *Cube) removeStaleMaglevTables() error {
+	want := map[uint32]bool{}
+	for _, f := range c.frontends {
+		if isMaglev(f.flags) {
+			want[f.revNATID] = true
+		}
+	}
+	var stale []uint32
+	var id, inner uint32
+	it := c.maps.Map(datapath.MapMaglev).Iterate()
+	for it.Next(&id, &inner) {
+		if !want[id] {
+			stale = append(stale, id)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return err
+	}
+	for _, id := range stale {
+		if err := c.deleteMaglevTable(id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
