@@ -59,6 +59,8 @@ int from_net(struct __sk_buff *skb)
 	svc = lb_lookup_service(&f.daddr, f.dport, f.proto);
 	if (!svc || !(svc->flags & LB_SVC_EXTERNAL))
 		return TC_ACT_OK;
+	if (!lb_source_allowed(svc, &f.saddr))
+		return TC_ACT_SHOT;
 
 	/* An established flow stays on its backend (and SNAT port). */
 	ct = ct_lookup(&f, CT_SERVICE);

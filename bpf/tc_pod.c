@@ -34,6 +34,8 @@ int from_pod(struct __sk_buff *skb)
 			ct_forget_reply(&f);
 		return TC_ACT_OK;
 	}
+	if (!lb_source_allowed(svc, &f.saddr))
+		return TC_ACT_SHOT;
 
 	/* An established flow stays on its backend while that backend exists
 	 * (and a hairpin flow on its SNAT port). */

@@ -47,7 +47,42 @@ enum lb_svc_flags {
 	 * choice on every node, and few flows move when backends change)
 	 * instead of at random. */
 	LB_SVC_MAGLEV = 4,
+	/* loadBalancerSourceRanges: only clients in lb_source_ranges for this
+	 * frontend's revNAT id may connect; others are dropped. */
+	LB_SVC_SOURCE_RANGES = 8,
 };
+
+/* lb_source_ranges: {revNAT id, client prefix} -> allowed. The LPM key's
+ * prefix covers the 32-bit revNAT id, then the address (IPv4 as
+ * ::ffff:a.b.c.d, so an IPv4 /n is a prefix of 32 + 96 + n bits). */
+struct lb_source_range_key {
+	__u32 prefixlen;
+	__u32 rev_nat_id;
+	struct nc_addr addr;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__type(key, struct lb_source_range_key);
+	__type(value, __u8);
+	__uint(max_entries, 16384);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} lb_source_ranges SEC(".maps");
+
+/* lb_source_allowed says whether client may reach the frontend. */
+static always_inline int lb_source_allowed(const struct lb_svc_val *svc, const struct nc_addr *client)
+{
+	struct lb_source_range_key k = {
+		.prefixlen = 32 + 128,
+		.rev_nat_id = svc->rev_nat_id,
+		.addr = *client,
+	};
+
+	if (!(svc->flags & LB_SVC_SOURCE_RANGES))
+		return 1;
+	return bpf_map_lookup_elem(&lb_source_ranges, &k) != NULL;
+}
 
 struct lb_backend {
 	struct nc_addr addr;

@@ -59,6 +59,8 @@ static always_inline int sock_translate(void *ctx, struct nc_addr *addr, __be16 
 
 	if (!svc)
 		return 1; /* not a Service */
+	if (svc->flags & LB_SVC_SOURCE_RANGES)
+		return 1; /* the pod's address decides: the tc path checks it */
 
 	if (sticky) {
 		pinned = bpf_map_lookup_elem(&sock_udp_backend, &key);

@@ -71,6 +71,13 @@ type bpfLbFrontend struct {
 	Pad  uint16
 }
 
+type bpfLbSourceRangeKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	RevNatId  uint32
+	Addr      bpfNcAddr
+}
+
 type bpfLbSvcKey struct {
 	_     structs.HostLayout
 	Addr  bpfNcAddr
@@ -128,6 +135,7 @@ const (
 	bpfMapLbMaglev          = "lb_maglev"
 	bpfMapLbRevnat          = "lb_revnat"
 	bpfMapLbServices        = "lb_services"
+	bpfMapLbSourceRanges    = "lb_source_ranges"
 	bpfMapNodeAddrs         = "node_addrs"
 	bpfMapSockDestroyTarget = "sock_destroy_target"
 	bpfMapSockRevnat        = "sock_revnat"
@@ -213,6 +221,7 @@ type bpfMapSpecs struct {
 	LbMaglev          *ebpf.MapSpec `ebpf:"lb_maglev"`
 	LbRevnat          *ebpf.MapSpec `ebpf:"lb_revnat"`
 	LbServices        *ebpf.MapSpec `ebpf:"lb_services"`
+	LbSourceRanges    *ebpf.MapSpec `ebpf:"lb_source_ranges"`
 	NodeAddrs         *ebpf.MapSpec `ebpf:"node_addrs"`
 	SockDestroyTarget *ebpf.MapSpec `ebpf:"sock_destroy_target"`
 	SockRevnat        *ebpf.MapSpec `ebpf:"sock_revnat"`
@@ -252,6 +261,7 @@ type bpfMaps struct {
 	LbMaglev          *ebpf.Map `ebpf:"lb_maglev"`
 	LbRevnat          *ebpf.Map `ebpf:"lb_revnat"`
 	LbServices        *ebpf.Map `ebpf:"lb_services"`
+	LbSourceRanges    *ebpf.Map `ebpf:"lb_source_ranges"`
 	NodeAddrs         *ebpf.Map `ebpf:"node_addrs"`
 	SockDestroyTarget *ebpf.Map `ebpf:"sock_destroy_target"`
 	SockRevnat        *ebpf.Map `ebpf:"sock_revnat"`
@@ -267,6 +277,7 @@ func (m *bpfMaps) Close() error {
 		m.LbMaglev,
 		m.LbRevnat,
 		m.LbServices,
+		m.LbSourceRanges,
 		m.NodeAddrs,
 		m.SockDestroyTarget,
 		m.SockRevnat,

@@ -81,7 +81,7 @@ func (d *Datapath) Maps() *Maps {
 		MapServices: o.LbServices, MapBackends: o.LbBackends, MapRevNAT: o.LbRevnat,
 		MapCT: o.CtFlows, MapSockRevNAT: o.SockRevnat, MapSockUDP: o.SockUdpBackend,
 		MapNodeAddrs: o.NodeAddrs, MapAffinity: o.LbAffinity, MapAffinityMatch: o.LbAffinityMatch,
-		MapMaglev: o.LbMaglev,
+		MapMaglev: o.LbMaglev, MapSourceRanges: o.LbSourceRanges,
 	}}
 }
 
@@ -117,7 +117,8 @@ const (
 	// with affinity still has (lb cube, agent).
 	MapAffinity      = "lb_affinity"
 	MapAffinityMatch = "lb_affinity_match"
-	MapMaglev        = "lb_maglev" // lb cube (agent): Maglev tables by revNAT id
+	MapMaglev        = "lb_maglev"        // lb cube (agent): Maglev tables by revNAT id
+	MapSourceRanges  = "lb_source_ranges" // lb cube (agent): loadBalancerSourceRanges
 )
 
 // Maps are the datapath's maps, by name.

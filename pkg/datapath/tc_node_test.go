@@ -215,3 +215,68 @@ func TestHairpin(t *testing.T) {
 		run(t, dp, s)
 	}
 }
+
+// TestLoadBalancerSourceRanges: a LoadBalancer IP with
+// loadBalancerSourceRanges admits only clients within them (others are
+// dropped), follows changes to the ranges, and admits anyone without.
+func TestLoadBalancerSourceRanges(t *testing.T) {
+	dp, cube := load(t)
+	if err := dp.Maps().SetNodeAddrs(node4, node6); err != nil {
+		t.Fatal(err)
+	}
+	lb6 := netip.MustParseAddrPort("[2001:db8::7]:80")
+	apply := func(fe netip.AddrPort, ranges ...string) {
+		t.Helper()
+		fb := model.FrontendBackends{Frontend: frontend(fe, model.TCP), Flags: model.External, Backends: backends(be4)}
+		if fe.Addr().Is6() {
+			fb.Backends = backends(be6)
+		}
+		for _, r := range ranges {
+			fb.Flags |= model.SourceRanges
+			fb.SourceRanges = append(fb.SourceRanges, netip.MustParsePrefix(r))
+		}
+		if err := cube.Apply(fb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	try := func(name string, client, fe netip.AddrPort, allowed bool) {
+		t.Helper()
+		in := pkt.TCP(client, fe, syn, nil)
+		s := step{name: name, fromNet: true, in: in, verdict: actShot}
+		if allowed {
+			be := be4
+			if fe.Addr().Is6() {
+				be = be6
+			}
+			node := node4
+			if fe.Addr().Is6() {
+				node = node6
+			}
+			s.verdict, s.out = actOK, pkt.Rewrite(in, netip.AddrPortFrom(node, client.Port()), be)
+		}
+		run(t, dp, s)
+	}
+	apply(extIP4, "172.30.0.100/32")
+	apply(lb6, "fd00:172:30::/64")
+	try("v4 client in range", ext4, extIP4, true)
+	try("v4 client out of range", ext4b, extIP4, false)
+	try("v6 client in range", ext6, lb6, true)
+
+	apply(extIP4, "172.30.0.0/24")
+	try("range widened", netip.AddrPortFrom(ext4b.Addr(), 61240), extIP4, true)
+	apply(extIP4, "10.0.0.0/8")
+	try("range moved away", netip.AddrPortFrom(ext4.Addr(), 61241), extIP4, false)
+	apply(extIP4)
+	try("no ranges: anyone", netip.AddrPortFrom(ext4.Addr(), 61242), extIP4, true)
+	n := 0
+	var k datapath.SourceRangeKey
+	var v uint8
+	for it := dp.Maps().Map(datapath.MapSourceRanges).Iterate(); it.Next(&k, &v); {
+		if k.RevNatId == revNATOf(t, dp, frontend(extIP4, model.TCP)) {
+			n++
+		}
+	}
+	if n != 0 {
+		t.Errorf("%d source ranges left for a frontend without any", n)
+	}
+}

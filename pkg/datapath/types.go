@@ -20,6 +20,7 @@ type (
 	AffinityKey      = bpfLbAffinityKey
 	AffinityValue    = bpfLbAffinityVal
 	AffinityMatchKey = bpfLbAffinityMatchKey
+	SourceRangeKey   = bpfLbSourceRangeKey
 )
 
 // IP protocol numbers as stored in the maps.

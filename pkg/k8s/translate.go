@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -209,7 +210,8 @@ func affinity(svc *corev1.Service) uint32 {
 // externalAccess reads how a Service is reached from outside the cluster,
 // or nil when it is not.
 func externalAccess(svc *corev1.Service) *model.ExternalAccess {
-	var ips []netip.Addr
+	var ips, lbIPs []netip.Addr
+	var ranges []netip.Prefix
 	for _, s := range svc.Spec.ExternalIPs {
 		if ip, err := netip.ParseAddr(s); err == nil {
 			ips = append(ips, ip.Unmap())
@@ -218,15 +220,21 @@ func externalAccess(svc *corev1.Service) *model.ExternalAccess {
 	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
 		for _, in := range svc.Status.LoadBalancer.Ingress {
 			if ip, err := netip.ParseAddr(in.IP); err == nil {
-				ips = append(ips, ip.Unmap())
+				lbIPs = append(lbIPs, ip.Unmap())
+			}
+		}
+		for _, s := range svc.Spec.LoadBalancerSourceRanges {
+			if p, err := netip.ParsePrefix(strings.TrimSpace(s)); err == nil {
+				ranges = append(ranges, netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-unmappedBits(p)).Masked())
 			}
 		}
 	}
 	nodePorts := svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer
-	if len(ips) == 0 && !nodePorts {
+	if len(ips) == 0 && len(lbIPs) == 0 && !nodePorts {
 		return nil
 	}
-	ext := &model.ExternalAccess{IPs: ips, LocalOnly: svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal}
+	ext := &model.ExternalAccess{IPs: ips, LoadBalancerIPs: lbIPs, SourceRanges: ranges,
+		LocalOnly: svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal}
 	if hc := svc.Spec.HealthCheckNodePort; ext.LocalOnly && hc > 0 && hc <= 65535 {
 		ext.HealthCheckNodePort = uint16(hc)
 	}
@@ -315,9 +323,33 @@ func Frontends(svc *model.Service, slices []*model.EndpointSlice, node model.Nod
 			for _, ip := range svc.External.IPs {
 				add(ip, sp.Port)
 			}
+			// loadBalancerSourceRanges restrict the LoadBalancer IPs, with
+			// the ranges of their family (none: no restriction).
+			var ranges []netip.Prefix
+			for _, r := range svc.External.SourceRanges {
+				if r.Addr().Is6() == v6 {
+					ranges = append(ranges, r)
+				}
+			}
+			for _, ip := range svc.External.LoadBalancerIPs {
+				add(ip, sp.Port)
+				if len(ranges) > 0 && ip.Is6() == v6 {
+					out[len(out)-1].Flags |= model.SourceRanges
+					out[len(out)-1].SourceRanges = ranges
+				}
+			}
 		}
 	}
 	return out
+}
+
+// unmappedBits: an IPv4-mapped IPv6 prefix (::ffff:a.b.c.d/n) loses 96
+// bits when its address is unmapped.
+func unmappedBits(p netip.Prefix) int {
+	if p.Addr().Is4In6() {
+		return 96
+	}
+	return 0
 }
 
 // readyBackends: the ready endpoints, else the serving terminating ones;

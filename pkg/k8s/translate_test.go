@@ -375,3 +375,28 @@ func TestAlgorithm(t *testing.T) {
 		t.Errorf("bad algorithm: %v", err)
 	}
 }
+
+// TestSourceRanges: loadBalancerSourceRanges restrict the LoadBalancer IPs
+// only (not NodePorts, not external IPs), each with its family's ranges.
+func TestSourceRanges(t *testing.T) {
+	svc := service([]string{"10.96.0.1", "fd00::1"}, corev1.ServicePort{Name: "http", Port: 80, NodePort: 30080})
+	svc.Spec.Type = corev1.ServiceTypeLoadBalancer
+	svc.Spec.ExternalIPs = []string{"192.0.2.10"}
+	svc.Spec.LoadBalancerSourceRanges = []string{"172.30.0.0/24", " 10.1.2.3/32"}
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.7"}, {IP: "2001:db8::7"}}
+	node := model.Node{Addrs: []netip.Addr{netip.MustParseAddr("172.30.0.1")}}
+	want := []netip.Prefix{netip.MustParsePrefix("172.30.0.0/24"), netip.MustParsePrefix("10.1.2.3/32")}
+	for _, f := range Frontends(ToService(svc), nil, node) {
+		restricted := f.Flags&model.SourceRanges != 0
+		switch f.Frontend.Addr.String() {
+		case "198.51.100.7":
+			if !restricted || !slices.Equal(f.SourceRanges, want) {
+				t.Errorf("v4 LoadBalancer IP: %+v, want ranges %v", f, want)
+			}
+		default: // ClusterIPs, NodePort, external IP, and the v6 LB IP (no v6 ranges)
+			if restricted {
+				t.Errorf("%s restricted: %+v", f.Frontend, f)
+			}
+		}
+	}
+}

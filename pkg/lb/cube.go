@@ -2,6 +2,7 @@ package lb
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"sync"
 
@@ -32,6 +33,9 @@ type Cube struct {
 	// onLeft, if set, is told which backends left a frontend (after the
 	// maps no longer offer them), with c.mu held: it must not call back.
 	onLeft func(fe model.Frontend, revNATID uint32, left []model.Backend)
+	// ranges: the loadBalancerSourceRanges of the frontends that have
+	// some, by revNAT id.
+	ranges map[uint32][]netip.Prefix
 }
 
 // OnBackendsLeft sets f to be told, from now on, which backends leave a
@@ -85,6 +89,7 @@ func New(maps *datapath.Maps) *Cube {
 		byID:          map[uint32]datapath.Backend{},
 		nextBackendID: 1,
 		nextRevNATID:  1,
+		ranges:        map[uint32][]netip.Prefix{},
 	}
 }
 
@@ -232,6 +237,21 @@ func (c *Cube) upsert(fb model.FrontendBackends) error {
 	case !isMaglev(fb.Flags) && exists && isMaglev(f.flags):
 		defer c.deleteMaglevTable(f.revNATID) // once the master no longer uses it
 	}
+	// Source ranges are allowed before the master may check them.
+	var ranges []netip.Prefix
+	if fb.Flags&model.SourceRanges != 0 {
+		ranges = fb.SourceRanges
+		if err := c.writeRanges(f.revNATID, ranges); err != nil {
+			if !exists {
+				for j := range next {
+					_ = c.deleteSlot(fe, j)
+				}
+				c.releaseAll(acquired)
+				_ = c.deleteID(datapath.MapRevNAT, f.revNATID)
+			}
+			return fmt.Errorf("frontend %s: %w", fe, err)
+		}
+	}
 	if !exists || len(old) != len(next) || f.flags != fb.Flags || f.affinity != fb.Affinity {
 		master := datapath.ServiceValue{Count: uint16(len(next)), RevNatId: f.revNATID, Flags: uint16(fb.Flags), BackendId: fb.Affinity}
 		if err := c.writeService(serviceKey(fe, 0), master); err != nil {
@@ -248,6 +268,7 @@ func (c *Cube) upsert(fb model.FrontendBackends) error {
 	prevAffinity := f.affinity
 	f.slots, f.flags, f.affinity = next, fb.Flags, fb.Affinity
 	c.frontends[key] = f
+	c.keepRanges(f.revNATID, ranges) // the master no longer needs the others
 	// Backends that left are no longer stuck to.
 	c.deleteAffinityMatch(f.revNATID, prevAffinity, old, fb.Affinity, next)
 	c.tellLeft(fe, f.revNATID, removed)
@@ -309,6 +330,7 @@ func (c *Cube) Delete(fe model.Frontend) error {
 	if isMaglev(f.flags) {
 		_ = c.deleteMaglevTable(f.revNATID)
 	}
+	c.keepRanges(f.revNATID, nil)
 	c.tellLeft(fe, f.revNATID, f.slots)
 	delete(c.frontends, key)
 	c.releaseAll(f.slots)

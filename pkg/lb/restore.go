@@ -109,6 +109,9 @@ func Restore(maps *datapath.Maps) (*Cube, error) {
 	if err := c.removeStaleMaglevTables(); err != nil {
 		return nil, err
 	}
+	if err := c.restoreRanges(); err != nil {
+		return nil, err
+	}
 	return c, c.removeOrphanRevNAT()
 }
 

@@ -66,6 +66,8 @@ type FrontendBackends struct {
 	// Draining are terminating endpoints that new flows no longer get but
 	// whose established flows keep their backend until they end.
 	Draining []Backend
+	// SourceRanges: with the SourceRanges flag, the clients allowed.
+	SourceRanges []netip.Prefix
 }
 
 // FrontendFlags are a frontend's options, as the datapath reads them
@@ -85,6 +87,9 @@ const (
 	// Maglev: new flows are placed by Maglev consistent hashing instead of
 	// at random.
 	Maglev FrontendFlags = 4
+	// SourceRanges: only clients within FrontendBackends.SourceRanges may
+	// reach the frontend (a LoadBalancer IP with loadBalancerSourceRanges).
+	SourceRanges FrontendFlags = 8
 )
 
 // Find returns fe's backends, if fe is one of the frontends.

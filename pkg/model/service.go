@@ -42,8 +42,12 @@ type ServicePort struct {
 // ExternalAccess: a Service's NodePorts (in its ports), ExternalIPs and
 // LoadBalancer ingress IPs, and its externalTrafficPolicy.
 type ExternalAccess struct {
-	IPs       []netip.Addr // spec.externalIPs, then status.loadBalancer.ingress[].ip
-	LocalOnly bool         // externalTrafficPolicy: Local
+	IPs             []netip.Addr // spec.externalIPs
+	LoadBalancerIPs []netip.Addr // status.loadBalancer.ingress[].ip
+	// SourceRanges (loadBalancerSourceRanges): only these clients may
+	// reach the LoadBalancer IPs; none: anyone.
+	SourceRanges []netip.Prefix
+	LocalOnly    bool // externalTrafficPolicy: Local
 	// HealthCheckNodePort (LocalOnly): where this node tells load
 	// balancers how many local endpoints it has; 0: none.
 	HealthCheckNodePort uint16

@@ -43,6 +43,11 @@ func externalService(name, typ, policy string, clusterIPs []string, nodePorts [2
 		sandbox.SliceYAML(name, true, sandbox.EndpointPorts, pods)
 }
 
+// withSourceRanges adds loadBalancerSourceRanges to a rendered Service.
+func withSourceRanges(manifest string, ranges ...string) string {
+	return strings.Replace(manifest, "  ports:\n", "  loadBalancerSourceRanges: ["+strings.Join(ranges, ", ")+"]\n  ports:\n", 1)
+}
+
 // fromOutside sends count requests from the client outside the cluster.
 func fromOutside(t *testing.T, sb *sandbox.Sandbox, proto, addr string, count int, extra ...string) []traffic.Result {
 	t.Helper()
@@ -113,11 +118,15 @@ func TestExternalAccess(t *testing.T) {
 		externalService("local", "LoadBalancer", "Local", []string{"10.96.0.31", "fd00:10:96::31"}, [2]int{30090, 30091}, nil, nil, all) + "---\n" +
 		externalService("local-node2", "LoadBalancer", "Local", []string{"10.96.0.32", "fd00:10:96::32"}, [2]int{30095, 30096}, nil, nil, onNode2) + "---\n" +
 		externalService("no-endpoints", "LoadBalancer", "Cluster", []string{"10.96.0.33", "fd00:10:96::33"}, [2]int{30097, 30098},
-			[]string{"192.0.2.11"}, nil, nil)
+			[]string{"192.0.2.11"}, nil, nil) + "---\n" +
+		withSourceRanges(externalService("ranged", "LoadBalancer", "Cluster", []string{"10.96.0.34", "fd00:10:96::34"}, [2]int{30099, 30100},
+			nil, []string{"198.51.100.8", "2001:db8::8"}, all), top.External.IP4.String()+"/32", "2001:db8:ffff::/48") + "---\n" +
+		withSourceRanges(externalService("walled", "LoadBalancer", "Cluster", []string{"10.96.0.35", "fd00:10:96::35"}, [2]int{30101, 30102},
+			nil, []string{"198.51.100.9"}, all), "10.0.0.0/8")
 	if err := top.WriteManifest("external.yaml", manifests); err != nil {
 		t.Fatal(err)
 	}
-	for _, prefix := range []string{"192.0.2.11/32", "192.0.2.10/32", "198.51.100.7/32", "2001:db8::10/128", "2001:db8::7/128"} {
+	for _, prefix := range []string{"198.51.100.8/32", "198.51.100.9/32", "2001:db8::8/128", "192.0.2.11/32", "192.0.2.10/32", "198.51.100.7/32", "2001:db8::10/128", "2001:db8::7/128"} {
 		if err := top.RouteFromExternal(netip.MustParsePrefix(prefix), node2.Name); err != nil {
 			t.Fatal(err)
 		}
@@ -207,6 +216,18 @@ func TestExternalAccess(t *testing.T) {
 			if got := text[i+1:] + " " + strconv.Itoa(body.LocalEndpoints); got != c.want {
 				t.Errorf("%s: %s, want %s", url, got, c.want)
 			}
+		}
+	})
+	t.Run("loadBalancerSourceRanges admit only clients within them", func(t *testing.T) {
+		answeredBy(t, fromOutside(t, sb, "tcp", "198.51.100.8:80", 10), everyone, node2.IP4)
+		r := fromOutside(t, sb, "tcp", "198.51.100.9:80", 1, "--timeout", "300ms")[0]
+		if !strings.Contains(r.Err, "timeout") {
+			t.Errorf("client outside the ranges: %+v, want a timeout", r)
+		}
+		// The v6 ranges do not hold the client: dropped too.
+		r = fromOutside(t, sb, "tcp", "[2001:db8::8]:80", 1, "--timeout", "300ms")[0]
+		if !strings.Contains(r.Err, "timeout") {
+			t.Errorf("v6 client outside the ranges: %+v, want a timeout", r)
 		}
 	})
 	t.Run("no endpoints: NodePort and external IP refuse at once, TCP and UDP", func(t *testing.T) {
