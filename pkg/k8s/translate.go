@@ -121,6 +121,7 @@ func ToService(svc *corev1.Service) *model.Service {
 	out.Affinity = affinity(svc)
 	out.InternalLocal = svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal
 	out.Algorithm, _ = ParseAlgorithm(svc.Annotations[AnnotationAlgorithm])
+	out.PreferClose = preferClose(svc)
 	return out
 }
 
@@ -171,6 +172,13 @@ func ToEndpointSlice(s *discoveryv1.EndpointSlice) *model.EndpointSlice {
 		if ep.NodeName != nil {
 			e.NodeName = *ep.NodeName
 		}
+		if ep.Hints != nil {
+			zones := make([]string, 0, len(ep.Hints.ForZones))
+			for _, z := range ep.Hints.ForZones {
+				zones = append(zones, z.Name)
+			}
+			e.ForZones = strings.Join(zones, ",")
+		}
 		out.Endpoints = append(out.Endpoints, e)
 	}
 	return out
@@ -191,6 +199,19 @@ func ParseAlgorithm(s string) (model.Algorithm, error) {
 		return model.AlgorithmMaglev, nil
 	}
 	return model.AlgorithmDefault, fmt.Errorf("load-balancing algorithm %q: want random or maglev", s)
+}
+
+// preferClose: topology-aware routing asked for, by trafficDistribution or
+// by the older annotation (as kube-proxy reads them).
+func preferClose(svc *corev1.Service) bool {
+	if td := svc.Spec.TrafficDistribution; td != nil && (*td == corev1.ServiceTrafficDistributionPreferClose || *td == "PreferSameZone") {
+		return true
+	}
+	mode := svc.Annotations[corev1.AnnotationTopologyMode]
+	if mode == "" {
+		mode = svc.Annotations[corev1.DeprecatedAnnotationTopologyAwareHints]
+	}
+	return mode == "Auto" || mode == "auto"
 }
 
 // DefaultAffinitySeconds is sessionAffinityConfig.clientIP.timeoutSeconds
@@ -292,7 +313,7 @@ func Frontends(svc *model.Service, slices []*model.EndpointSlice, node model.Nod
 	for _, ip := range svc.ClusterIPs {
 		for _, sp := range svc.Ports {
 			fe := model.Frontend{Addr: ip, Port: sp.Port, Proto: sp.Proto}
-			bs := readyBackends(ip.Is6(), sp, slices, internalNode)
+			bs := clusterBackends(svc, ip.Is6(), sp, slices, node, internalNode)
 			out = append(out, model.FrontendBackends{Frontend: fe, Flags: internalFlags, Affinity: svc.Affinity,
 				Backends: bs, Draining: draining(ip.Is6(), sp, slices, bs)})
 		}
@@ -307,7 +328,7 @@ func Frontends(svc *model.Service, slices []*model.EndpointSlice, node model.Nod
 	for _, family := range svc.ClusterIPs {
 		v6 := family.Is6()
 		for _, sp := range svc.Ports {
-			bs := readyBackends(v6, sp, slices, local)
+			bs := clusterBackends(svc, v6, sp, slices, node, local)
 			drain := draining(v6, sp, slices, bs)
 			add := func(addr netip.Addr, port uint16) {
 				if addr.Is6() == v6 {
@@ -350,6 +371,37 @@ func unmappedBits(p netip.Prefix) int {
 		return 96
 	}
 	return 0
+}
+
+// clusterBackends are a frontend's backends: this node's (onNode, for a
+// Local policy), else, for a Service preferring close endpoints whose
+// endpoints are all hinted and some for this node's zone, those; else all.
+// The conditions are kube-proxy's: hints are all or nothing.
+func clusterBackends(svc *model.Service, v6 bool, sp model.ServicePort, slices []*model.EndpointSlice, node model.Node, onNode string) []model.Backend {
+	if onNode != "" || !svc.PreferClose || node.Zone == "" {
+		return readyBackends(v6, sp, slices, onNode)
+	}
+	inZone, hinted := 0, true
+	for _, s := range slices {
+		if s.IPv6 != v6 {
+			continue
+		}
+		for i := range s.Endpoints {
+			e := &s.Endpoints[i]
+			if !e.Ready {
+				continue
+			}
+			if e.ForZones == "" {
+				hinted = false
+			} else if e.HintedFor(node.Zone) {
+				inZone++
+			}
+		}
+	}
+	if !hinted || inZone == 0 {
+		return readyBackends(v6, sp, slices, "")
+	}
+	return backendsWhere(v6, sp, slices, func(e *model.Endpoint) bool { return e.Ready && e.HintedFor(node.Zone) })
 }
 
 // readyBackends: the ready endpoints, else the serving terminating ones;

@@ -400,3 +400,59 @@ func TestSourceRanges(t *testing.T) {
 		}
 	}
 }
+
+// TestTopologyHints: a Service preferring close endpoints uses the ready
+// endpoints hinted for this node's zone, but only when every ready endpoint
+// is hinted and some are for the zone (kube-proxy's conditions); Local
+// policies and other Services ignore hints.
+func TestTopologyHints(t *testing.T) {
+	ports := []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr[int32](8080), Protocol: ptr(corev1.ProtocolTCP)}}
+	hinted := func(addr string, zones ...string) discoveryv1.Endpoint {
+		e := discoveryv1.Endpoint{Addresses: []string{addr}}
+		if len(zones) > 0 {
+			e.Hints = &discoveryv1.EndpointHints{}
+			for _, z := range zones {
+				e.Hints.ForZones = append(e.Hints.ForZones, discoveryv1.ForZone{Name: z})
+			}
+		}
+		return e
+	}
+	sliceOf := func(eps ...discoveryv1.Endpoint) []*model.EndpointSlice {
+		s := slice(discoveryv1.AddressTypeIPv4, ports)
+		s.Endpoints = eps
+		return []*model.EndpointSlice{ToEndpointSlice(s)}
+	}
+	preferClose := ptr(corev1.ServiceTrafficDistributionPreferClose)
+	a, b, c := be("10.0.0.1:8080"), be("10.0.0.2:8080"), be("10.0.0.3:8080")
+	for _, tc := range []struct {
+		name string
+		td   *string
+		mode string
+		zone string
+		eps  []discoveryv1.Endpoint
+		want []model.Backend
+	}{
+		{"PreferClose: this zone's endpoints", preferClose, "", "z1",
+			[]discoveryv1.Endpoint{hinted("10.0.0.1", "z1"), hinted("10.0.0.2", "z2"), hinted("10.0.0.3", "z2", "z1")}, []model.Backend{a, c}},
+		{"topology-mode Auto annotation", nil, "Auto", "z2",
+			[]discoveryv1.Endpoint{hinted("10.0.0.1", "z1"), hinted("10.0.0.2", "z2")}, []model.Backend{b}},
+		{"an endpoint without hints: all", preferClose, "", "z1",
+			[]discoveryv1.Endpoint{hinted("10.0.0.1", "z1"), hinted("10.0.0.2")}, []model.Backend{a, b}},
+		{"none for this zone: all", preferClose, "", "z3",
+			[]discoveryv1.Endpoint{hinted("10.0.0.1", "z1"), hinted("10.0.0.2", "z2")}, []model.Backend{a, b}},
+		{"zone unknown: all", preferClose, "", "",
+			[]discoveryv1.Endpoint{hinted("10.0.0.1", "z1"), hinted("10.0.0.2", "z2")}, []model.Backend{a, b}},
+		{"not asked for: all", nil, "", "z1",
+			[]discoveryv1.Endpoint{hinted("10.0.0.1", "z1"), hinted("10.0.0.2", "z2")}, []model.Backend{a, b}},
+	} {
+		svc := service([]string{"10.96.0.1"}, corev1.ServicePort{Name: "http", Port: 80})
+		svc.Spec.TrafficDistribution = tc.td
+		if tc.mode != "" {
+			svc.Annotations = map[string]string{corev1.AnnotationTopologyMode: tc.mode}
+		}
+		fes := Frontends(ToService(svc), sliceOf(tc.eps...), model.Node{Name: "n1", Zone: tc.zone})
+		if len(fes) != 1 || !slices.Equal(fes[0].Backends, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, fes, tc.want)
+		}
+	}
+}

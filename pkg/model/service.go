@@ -1,6 +1,9 @@
 package model
 
-import "net/netip"
+import (
+	"net/netip"
+	"strings"
+)
 
 // Service is what netcube reads of a Kubernetes Service: converted once, when
 // it arrives, so neither the source nor the reconciler keeps API objects
@@ -20,6 +23,10 @@ type Service struct {
 	// Algorithm: how new flows pick a backend, if the Service says
 	// (annotation netcube.io/lb-algorithm); else the agent's default.
 	Algorithm Algorithm
+	// PreferClose: topology-aware routing (trafficDistribution
+	// PreferClose/PreferSameZone, or the topology-mode annotation Auto):
+	// endpoints hinted for this node's zone are preferred.
+	PreferClose bool
 }
 
 // Algorithm is a load-balancing algorithm.
@@ -59,6 +66,8 @@ type Node struct {
 	Addrs []netip.Addr // NodePorts are served on these
 	// Algorithm is the agent's default (Random or Maglev).
 	Algorithm Algorithm
+	// Zone is the node's topology.kubernetes.io/zone ("": unknown).
+	Zone string
 }
 
 // EndpointSlice is what netcube reads of a Kubernetes EndpointSlice.
@@ -86,4 +95,18 @@ type Endpoint struct {
 	Serving     bool
 	Terminating bool
 	NodeName    string
+	// ForZones: the zones the EndpointSlice controller hints this endpoint
+	// for, comma-separated ("": no hint); one zone in practice, so one
+	// string rather than a slice per endpoint.
+	ForZones string
+}
+
+// HintedFor says whether the endpoint is hinted for zone.
+func (e *Endpoint) HintedFor(zone string) bool {
+	for z := range strings.SplitSeq(e.ForZones, ",") {
+		if z == zone {
+			return true
+		}
+	}
+	return false
 }

@@ -192,11 +192,30 @@ func (r *Reconciler) OnEndpointSlice(key types.NamespacedName, slice *model.Endp
 // OnNode records this node's Node object. Nothing is programmed from it yet:
 // its addresses are what NodePort Services will listen on.
 func (r *Reconciler) OnNode(name string, node *corev1.Node) {
+	zone := ""
+	if node != nil {
+		zone = node.Labels[corev1.LabelTopologyZone]
+		slog.Info("node", "name", name, "addresses", node.Status.Addresses, "zone", zone)
+	}
 	r.mu.Lock()
 	r.node = node
+	changed := r.thisNode.Zone != zone
+	r.thisNode.Zone = zone
+	var dirty []model.ServiceID
+	if changed { // topology-aware Services choose their endpoints again
+		for id, st := range r.states {
+			if st.svc != nil && st.svc.PreferClose {
+				r.markDirty(id)
+				dirty = append(dirty, id)
+			}
+		}
+	}
+	queue := r.delivered
 	r.mu.Unlock()
-	if node != nil {
-		slog.Info("node", "name", name, "addresses", node.Status.Addresses)
+	if queue {
+		for _, id := range dirty {
+			r.queue.Add(id)
+		}
 	}
 }
 
@@ -435,6 +454,7 @@ func (r *Reconciler) syncHealthCheck(id model.ServiceID) error {
 // Services reached from outside are synced again.
 func (r *Reconciler) SetNode(n model.Node) {
 	r.mu.Lock()
+	n.Zone = r.thisNode.Zone // from the Node object (OnNode)
 	r.thisNode = n
 	var external []model.ServiceID
 	for id, st := range r.states {

@@ -115,4 +115,54 @@ func TestTrafficFollowsTheAPI(t *testing.T) {
 		rs := requests(t, sb, "tcp", addr, 1, "--timeout", "200ms")
 		return !strings.Contains(rs[0].Err, "connection refused") && rs[0].Backend == ""
 	})
+
+	t.Run("topology hints: a PreferClose Service answers from the client's zone", func(t *testing.T) {
+		client := sb.Topology.ClientPod()
+		var near, far sandbox.Pod
+		for _, p := range pods {
+			if p.Node == client.Node {
+				near = p
+			} else {
+				far = p
+			}
+		}
+		// The agents learn their zone from their Node object.
+		for _, n := range sb.Topology.Nodes {
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: map[string]string{corev1.LabelTopologyZone: "zone-" + n.Name}}}
+			if _, err := c.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		svc, err := c.CoreV1().Services("default").Create(ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: "close"},
+			Spec: corev1.ServiceSpec{
+				TrafficDistribution: ptr(corev1.ServiceTrafficDistributionPreferClose),
+				Ports:               []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}},
+			},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ep := func(p sandbox.Pod) discoveryv1.Endpoint {
+			return discoveryv1.Endpoint{Addresses: []string{p.IP4.String()}, NodeName: ptr(p.Node),
+				Hints: &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "zone-" + p.Node}}}}
+		}
+		if _, err := c.DiscoveryV1().EndpointSlices("default").Create(ctx, &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Name: "close-1", Labels: map[string]string{discoveryv1.LabelServiceName: "close"}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr[int32](sandbox.PodPort)}},
+			Endpoints:   []discoveryv1.Endpoint{ep(near), ep(far)},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		addr := net.JoinHostPort(svc.Spec.ClusterIPs[0], "80")
+		testenv.WaitFor(t, apiBound, "the close Service", func() bool {
+			return requests(t, sb, "tcp", addr, 1, "--timeout", "300ms")[0].Backend == near.Name
+		})
+		for _, r := range requests(t, sb, "tcp", addr, 20) {
+			if r.Err != "" || r.Backend != near.Name {
+				t.Fatalf("%+v, want %s (in the client's zone), never %s", r, near.Name, far.Name)
+			}
+		}
+	})
 }
