@@ -22,6 +22,9 @@
 #ifndef ECONNREFUSED
 #define ECONNREFUSED 111
 #endif
+#ifndef EADDRINUSE
+#define EADDRINUSE 98
+#endif
 
 /* linux/icmp.h drags in glibc's socket headers; ICMPv4 needs only this. */
 struct icmphdr {

@@ -20,6 +20,22 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } node_addrs SEC(".maps");
 
+/* node_config[0]: what the socket hooks need to know of the node. */
+struct node_config {
+	__u64 netns_cookie;  /* the node's own network namespace (not a pod's) */
+	__u16 nodeport_min;  /* the NodePort range, protected from bind() */
+	__u16 nodeport_max;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct node_config);
+	__uint(max_entries, 1);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} node_config SEC(".maps");
+
 static always_inline const struct nc_addr *node_addr(__u8 family)
 {
 	__u32 k = family == 4 ? NODE_ADDR_V4 : NODE_ADDR_V6;

@@ -43,6 +43,7 @@ func main() {
 		return nil
 	})
 	flag.StringVar(&cfg.LBAlgorithm, "lb-algorithm", cfg.LBAlgorithm, "how new flows pick a backend unless their Service's netcube.io/lb-algorithm annotation says: random or maglev")
+	flag.StringVar(&cfg.NodePortRange, "nodeport-range", cfg.NodePortRange, "NodePort range (lo-hi) that the node's own processes may not bind (socket-LB)")
 	flag.IntVar(&cfg.GCPercent, "gc-percent", cfg.GCPercent, "Go GC target percentage (GOGC); the GOGC environment variable wins")
 	sizes := map[string]*uint{}
 	for m, f := range datapath.MapSizeFlags {
@@ -118,6 +119,8 @@ func applyFlag(cfg, flagged *agent.Config, name string) {
 		cfg.NodeInterfaces = flagged.NodeInterfaces
 	case "lb-algorithm":
 		cfg.LBAlgorithm = flagged.LBAlgorithm
+	case "nodeport-range":
+		cfg.NodePortRange = flagged.NodePortRange
 	case "gc-percent":
 		cfg.GCPercent = flagged.GCPercent
 	}

@@ -69,6 +69,13 @@ func Run(ctx context.Context, cfg Config) error {
 	slog.Info("socket-LB", "enabled", cfg.SocketLB, "cgroup", cfg.Cgroup)
 	if cfg.SocketLB {
 		cube.OnBackendsLeft(closeLeftUDPSockets(ctx, dp, cfg.Cgroup))
+		lo, hi, err := ParsePortRange(cfg.NodePortRange)
+		if err != nil {
+			return fmt.Errorf("--nodeport-range: %w", err)
+		}
+		if err := maps.SetNodePortRange(lo, hi); err != nil {
+			return err
+		}
 	}
 
 	var rec *reconcile.Reconciler

@@ -32,6 +32,10 @@ type Config struct {
 	// LBAlgorithm is how new flows pick a backend unless their Service's
 	// netcube.io/lb-algorithm annotation says: random or maglev.
 	LBAlgorithm string `json:"lbAlgorithm,omitempty"`
+	// NodePortRange ("30000-32767", the API server's default) is kept from
+	// bind() on the node when socket-LB is on, so no local process can hold
+	// a port a NodePort Service needs.
+	NodePortRange string `json:"nodePortRange,omitempty"`
 
 	MetricsBindAddress string `json:"metricsBindAddress,omitempty"` // /metrics; "" = off
 	HealthzBindAddress string `json:"healthzBindAddress,omitempty"` // /healthz, /readyz; "" = off
@@ -57,6 +61,7 @@ func Defaults() Config {
 		HealthzBindAddress: "0.0.0.0:10256",
 		GCPercent:          50,
 		LBAlgorithm:        "random",
+		NodePortRange:      "30000-32767",
 	}
 }
 
@@ -70,4 +75,13 @@ func LoadFile(path string, cfg *Config) error {
 		return fmt.Errorf("config %s: %w", path, err)
 	}
 	return nil
+}
+
+// ParsePortRange reads "lo-hi".
+func ParsePortRange(s string) (lo, hi uint16, err error) {
+	var a, b int
+	if _, err := fmt.Sscanf(s, "%d-%d", &a, &b); err != nil || a < 1 || b > 65535 || a > b {
+		return 0, 0, fmt.Errorf("port range %q: want lo-hi within 1-65535", s)
+	}
+	return uint16(a), uint16(b), nil
 }

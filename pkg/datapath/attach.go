@@ -99,6 +99,8 @@ func (d *Datapath) sockHooks() map[string]struct {
 		"recvmsg6":     {p.SockRecvmsg6, ebpf.AttachCGroupUDP6Recvmsg},
 		"getpeername4": {p.SockGetpeername4, ebpf.AttachCgroupInet4GetPeername},
 		"getpeername6": {p.SockGetpeername6, ebpf.AttachCgroupInet6GetPeername},
+		"bind4":        {p.SockBind4, ebpf.AttachCGroupInet4Bind},
+		"bind6":        {p.SockBind6, ebpf.AttachCGroupInet6Bind},
 	}
 }
 

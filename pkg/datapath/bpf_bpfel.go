@@ -101,6 +101,14 @@ type bpfNcAddr struct {
 	W [4]uint32
 }
 
+type bpfNodeConfig struct {
+	_           structs.HostLayout
+	NetnsCookie uint64
+	NodeportMin uint16
+	NodeportMax uint16
+	Pad         uint32
+}
+
 type bpfSockDestroyTarget struct {
 	_        structs.HostLayout
 	Addr     bpfNcAddr
@@ -137,12 +145,15 @@ const (
 	bpfMapLbServices        = "lb_services"
 	bpfMapLbSourceRanges    = "lb_source_ranges"
 	bpfMapNodeAddrs         = "node_addrs"
+	bpfMapNodeConfig        = "node_config"
 	bpfMapSockDestroyTarget = "sock_destroy_target"
 	bpfMapSockRevnat        = "sock_revnat"
 	bpfMapSockUdpBackend    = "sock_udp_backend"
 	bpfProgDestroyUdp       = "destroy_udp"
 	bpfProgFromNet          = "from_net"
 	bpfProgFromPod          = "from_pod"
+	bpfProgSockBind4        = "sock_bind4"
+	bpfProgSockBind6        = "sock_bind6"
 	bpfProgSockConnect4     = "sock_connect4"
 	bpfProgSockConnect6     = "sock_connect6"
 	bpfProgSockGetpeername4 = "sock_getpeername4"
@@ -199,6 +210,8 @@ type bpfProgramSpecs struct {
 	DestroyUdp       *ebpf.ProgramSpec `ebpf:"destroy_udp"`
 	FromNet          *ebpf.ProgramSpec `ebpf:"from_net"`
 	FromPod          *ebpf.ProgramSpec `ebpf:"from_pod"`
+	SockBind4        *ebpf.ProgramSpec `ebpf:"sock_bind4"`
+	SockBind6        *ebpf.ProgramSpec `ebpf:"sock_bind6"`
 	SockConnect4     *ebpf.ProgramSpec `ebpf:"sock_connect4"`
 	SockConnect6     *ebpf.ProgramSpec `ebpf:"sock_connect6"`
 	SockGetpeername4 *ebpf.ProgramSpec `ebpf:"sock_getpeername4"`
@@ -223,6 +236,7 @@ type bpfMapSpecs struct {
 	LbServices        *ebpf.MapSpec `ebpf:"lb_services"`
 	LbSourceRanges    *ebpf.MapSpec `ebpf:"lb_source_ranges"`
 	NodeAddrs         *ebpf.MapSpec `ebpf:"node_addrs"`
+	NodeConfig        *ebpf.MapSpec `ebpf:"node_config"`
 	SockDestroyTarget *ebpf.MapSpec `ebpf:"sock_destroy_target"`
 	SockRevnat        *ebpf.MapSpec `ebpf:"sock_revnat"`
 	SockUdpBackend    *ebpf.MapSpec `ebpf:"sock_udp_backend"`
@@ -263,6 +277,7 @@ type bpfMaps struct {
 	LbServices        *ebpf.Map `ebpf:"lb_services"`
 	LbSourceRanges    *ebpf.Map `ebpf:"lb_source_ranges"`
 	NodeAddrs         *ebpf.Map `ebpf:"node_addrs"`
+	NodeConfig        *ebpf.Map `ebpf:"node_config"`
 	SockDestroyTarget *ebpf.Map `ebpf:"sock_destroy_target"`
 	SockRevnat        *ebpf.Map `ebpf:"sock_revnat"`
 	SockUdpBackend    *ebpf.Map `ebpf:"sock_udp_backend"`
@@ -279,6 +294,7 @@ func (m *bpfMaps) Close() error {
 		m.LbServices,
 		m.LbSourceRanges,
 		m.NodeAddrs,
+		m.NodeConfig,
 		m.SockDestroyTarget,
 		m.SockRevnat,
 		m.SockUdpBackend,
@@ -298,6 +314,8 @@ type bpfPrograms struct {
 	DestroyUdp       *ebpf.Program `ebpf:"destroy_udp"`
 	FromNet          *ebpf.Program `ebpf:"from_net"`
 	FromPod          *ebpf.Program `ebpf:"from_pod"`
+	SockBind4        *ebpf.Program `ebpf:"sock_bind4"`
+	SockBind6        *ebpf.Program `ebpf:"sock_bind6"`
 	SockConnect4     *ebpf.Program `ebpf:"sock_connect4"`
 	SockConnect6     *ebpf.Program `ebpf:"sock_connect6"`
 	SockGetpeername4 *ebpf.Program `ebpf:"sock_getpeername4"`
@@ -314,6 +332,8 @@ func (p *bpfPrograms) Close() error {
 		p.DestroyUdp,
 		p.FromNet,
 		p.FromPod,
+		p.SockBind4,
+		p.SockBind6,
 		p.SockConnect4,
 		p.SockConnect6,
 		p.SockGetpeername4,

@@ -81,7 +81,7 @@ func (d *Datapath) Maps() *Maps {
 		MapServices: o.LbServices, MapBackends: o.LbBackends, MapRevNAT: o.LbRevnat,
 		MapCT: o.CtFlows, MapSockRevNAT: o.SockRevnat, MapSockUDP: o.SockUdpBackend,
 		MapNodeAddrs: o.NodeAddrs, MapAffinity: o.LbAffinity, MapAffinityMatch: o.LbAffinityMatch,
-		MapMaglev: o.LbMaglev, MapSourceRanges: o.LbSourceRanges,
+		MapMaglev: o.LbMaglev, MapSourceRanges: o.LbSourceRanges, MapNodeConfig: o.NodeConfig,
 	}}
 }
 
@@ -113,6 +113,7 @@ const (
 	MapSockRevNAT = "sock_revnat"      // socket-LB (datapath)
 	MapSockUDP    = "sock_udp_backend" // socket-LB (datapath)
 	MapNodeAddrs  = "node_addrs"       // node cube (agent)
+	MapNodeConfig = "node_config"      // node cube (agent): netns, NodePort range
 	// Session affinity: the choices (datapath), the backends each Service
 	// with affinity still has (lb cube, agent).
 	MapAffinity      = "lb_affinity"

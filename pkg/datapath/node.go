@@ -3,6 +3,8 @@ package datapath
 import (
 	"fmt"
 	"net/netip"
+
+	"golang.org/x/sys/unix"
 )
 
 // SetNodeAddrs writes this node's address of each family (the source of
@@ -19,4 +21,21 @@ func (m *Maps) SetNodeAddrs(v4, v6 netip.Addr) error {
 		}
 	}
 	return nil
+}
+
+// SetNodePortRange protects ports lo..hi from bind() by the node's own
+// processes (those in this process's network namespace, under the
+// socket-LB cgroup); pods are not affected.
+func (m *Maps) SetNodePortRange(lo, hi uint16) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	cookie, err := unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
+	if err != nil {
+		return fmt.Errorf("this network namespace's cookie: %w", err)
+	}
+	c := bpfNodeConfig{NetnsCookie: cookie, NodeportMin: lo, NodeportMax: hi}
+	return Put(m, MapNodeConfig, uint32(0), c)
 }

@@ -87,6 +87,11 @@ func Up(cfg Config, log io.Writer) (sb *Sandbox, err error) {
 			return nil, err
 		}
 	}
+	for _, n := range t.Nodes {
+		if err := cgroup.Create(n.HostCgroup); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.APIServer {
 		fmt.Fprintf(log, "  kube-apiserver and etcd on %s:%d (kubeconfig %s)\n", apiServerIP4, apiServerPort, t.Kubeconfig())
 		if err := startAPIServer(cfg, t); err != nil {
@@ -239,23 +244,33 @@ func Open(name string) (*Sandbox, error) {
 }
 
 // Start starts a command in a pod (its network namespace and cgroup, so
-// socket-LB applies), as `netcube sandbox exec` does.
+// socket-LB applies), as `netcube sandbox exec` does; given a node's name,
+// on that node (its namespace, and its host processes' cgroup); given the
+// external client's, outside the cluster.
 func (sb *Sandbox) Start(pod string, cmd *exec.Cmd) error {
 	if h := sb.Topology.External; pod == h.Name { // outside the cluster: no pod cgroup
 		cmd.Args = append([]string{"nsenter", "--net=/run/netns/" + h.Netns, "--"}, cmd.Args...)
 		cmd.Path, cmd.Err = "/usr/bin/nsenter", nil
 		return cmd.Start()
 	}
-	p, ok := sb.Topology.Pod(pod)
-	if !ok {
-		return fmt.Errorf("no pod %q in sandbox %s", pod, sb.Config.Name)
+	netns, cg := "", ""
+	if p, ok := sb.Topology.Pod(pod); ok {
+		netns, cg = p.Netns, p.Cgroup
 	}
-	dir, err := os.Open(p.Cgroup)
+	for _, n := range sb.Topology.Nodes { // a node's own process
+		if n.Name == pod {
+			netns, cg = n.Netns, n.HostCgroup
+		}
+	}
+	if netns == "" {
+		return fmt.Errorf("no pod or node %q in sandbox %s", pod, sb.Config.Name)
+	}
+	dir, err := os.Open(cg)
 	if err != nil {
 		return err
 	}
 	defer dir.Close() // the child is placed in the cgroup at clone time
-	cmd.Args = append([]string{"nsenter", "--net=/run/netns/" + p.Netns, "--"}, cmd.Args...)
+	cmd.Args = append([]string{"nsenter", "--net=/run/netns/" + netns, "--"}, cmd.Args...)
 	cmd.Path = "/usr/bin/nsenter"
 	cmd.Err = nil
 	if cmd.SysProcAttr == nil {

@@ -43,7 +43,11 @@ type Node struct {
 	PodNet  netip.Prefix // this node's IPv4 pod CIDR
 	PodNet6 netip.Prefix
 	Cgroup  string // the pods' parent cgroup (socket-LB attach point)
-	PinDir  string
+	// HostCgroup holds the node's own processes started by the tests
+	// (under Cgroup: socket-LB applies to them as on a real node, whose
+	// socket-LB cgroup is the root).
+	HostCgroup string
+	PinDir     string
 }
 
 // Pod is one sandbox pod.
@@ -113,14 +117,15 @@ func Layout(cfg Config, cgroupMount string) Topology {
 	}
 	for i := 1; i <= cfg.Nodes; i++ {
 		n := Node{
-			Name:    fmt.Sprintf("node%d", i),
-			Netns:   fmt.Sprintf("%s-node%d", cfg.Name, i),
-			IP4:     netip.MustParseAddr(fmt.Sprintf(underlay4, nodeOffset+i)),
-			IP6:     netip.MustParseAddr(fmt.Sprintf(underlay6, nodeOffset+i)),
-			PodNet:  netip.MustParsePrefix(fmt.Sprintf(podNet4, i)),
-			PodNet6: netip.MustParsePrefix(fmt.Sprintf(podNet6, i)),
-			Cgroup:  filepath.Join(t.CgroupRoot, fmt.Sprintf("node%d", i)),
-			PinDir:  filepath.Join(t.PinRoot, fmt.Sprintf("node%d", i)),
+			Name:       fmt.Sprintf("node%d", i),
+			Netns:      fmt.Sprintf("%s-node%d", cfg.Name, i),
+			IP4:        netip.MustParseAddr(fmt.Sprintf(underlay4, nodeOffset+i)),
+			IP6:        netip.MustParseAddr(fmt.Sprintf(underlay6, nodeOffset+i)),
+			PodNet:     netip.MustParsePrefix(fmt.Sprintf(podNet4, i)),
+			PodNet6:    netip.MustParsePrefix(fmt.Sprintf(podNet6, i)),
+			Cgroup:     filepath.Join(t.CgroupRoot, fmt.Sprintf("node%d", i)),
+			HostCgroup: filepath.Join(t.CgroupRoot, fmt.Sprintf("node%d", i), "host"),
+			PinDir:     filepath.Join(t.PinRoot, fmt.Sprintf("node%d", i)),
 		}
 		for k := 1; k <= cfg.PodsPerNode; k++ {
 			name := fmt.Sprintf("n%dp%d", i, k)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/netcube/netcube/internal/testenv"
 	"github.com/netcube/netcube/pkg/sandbox"
 	"github.com/netcube/netcube/pkg/traffic"
 )
@@ -248,4 +250,70 @@ func TestExternalAccess(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestFromNodes: a node's own processes reach Services (ClusterIP, the
+// NodePort on its own and on another node's address) through socket-LB,
+// and cannot bind a port of the NodePort range, while pods, in their own
+// namespaces, can.
+func TestFromNodes(t *testing.T) {
+	sb := up(t, true)
+	top := sb.Topology
+	node1, node2 := top.Nodes[0], top.Nodes[1]
+	all := top.EchoBackends()
+	if err := top.WriteManifest("public.yaml", externalService("public", "NodePort", "Cluster",
+		[]string{"10.96.0.30", "fd00:10:96::30"}, [2]int{30080, 30081}, nil, nil, all)); err != nil {
+		t.Fatal(err)
+	}
+	fromNode := func(proto, addr string, count int, extra ...string) []traffic.Result {
+		args := append([]string{"pod", "request", "--proto", proto, "--count", strconv.Itoa(count)}, extra...)
+		out, err := sb.Output(node1.Name, filepath.Join(binDir, "netcube"), append(args, addr)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return parseResults(t, out)
+	}
+	testenv.WaitFor(t, 10*time.Second, "the NodePort Service", func() bool {
+		return fromNode("tcp", "10.96.0.30:80", 1, "--timeout", "200ms")[0].Err == ""
+	})
+	for _, addr := range []string{"10.96.0.30:80", "[fd00:10:96::30]:80",
+		net.JoinHostPort(node1.IP4.String(), "30080"), net.JoinHostPort(node2.IP4.String(), "30080"),
+		net.JoinHostPort(node2.IP6.String(), "30080")} {
+		for _, r := range fromNode("tcp", addr, 10) {
+			if r.Err != "" {
+				t.Fatalf("from %s to %s: %s", node1.Name, addr, r.Err)
+			}
+		}
+	}
+	if r := fromNode("udp", net.JoinHostPort(node2.IP4.String(), "30081"), 5); r[0].Err != "" {
+		t.Fatalf("from %s, UDP NodePort: %s", node1.Name, r[0].Err)
+	}
+
+	serve := func(where string, port int) error {
+		cmd := exec.Command(filepath.Join(binDir, "netcube"), "pod", "serve", "--name", "squatter", "--port", strconv.Itoa(port))
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := sb.Start(where, cmd); err != nil {
+			return err
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			return fmt.Errorf("%v: %s", err, stderr.String())
+		case <-time.After(300 * time.Millisecond): // serving
+			_ = cmd.Process.Kill()
+			<-done
+			return nil
+		}
+	}
+	if err := serve(node1.Name, 30085); err == nil || !strings.Contains(err.Error(), "address already in use") {
+		t.Errorf("a node process bound NodePort-range port 30085: %v", err)
+	}
+	if err := serve(node1.Name, 8089); err != nil {
+		t.Errorf("a node process could not bind 8089, outside the range: %v", err)
+	}
+	if err := serve(top.ClientPod().Name, 30085); err != nil {
+		t.Errorf("a pod could not bind 30085 in its own namespace: %v", err)
+	}
 }
