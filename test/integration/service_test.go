@@ -206,6 +206,31 @@ func TestSessionAffinity(t *testing.T) {
 					}
 				}
 			}
+
+			// Expiry: with timeoutSeconds 1, a client idle for longer is
+			// balanced afresh (8 idle rounds over 3 endpoints: all the
+			// same by chance once in 2,000).
+			short := strings.Replace(svc, "timeoutSeconds: 60", "timeoutSeconds: 1", 1)
+			if err := sb.Topology.WriteManifest("sticky.yaml", short+"---\n"+
+				sandbox.SliceYAML("sticky", false, sandbox.EndpointPorts, backends)+"---\n"+
+				sandbox.SliceYAML("sticky", true, sandbox.EndpointPorts, backends)); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(300 * time.Millisecond) // applied
+			chosen := map[string]bool{}
+			for range 8 {
+				time.Sleep(1200 * time.Millisecond)
+				rs := requests(t, sb, "tcp", "10.96.0.40:80", 3)
+				for _, r := range rs {
+					if r.Err != "" || r.Backend != rs[0].Backend {
+						t.Fatalf("within the timeout: %+v, want all answers from %s", r, rs[0].Backend)
+					}
+				}
+				chosen[rs[0].Backend] = true
+			}
+			if len(chosen) < 2 {
+				t.Errorf("after 8 expiries the client was always sent to %v", chosen)
+			}
 		})
 	}
 }
