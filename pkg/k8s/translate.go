@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -125,6 +126,28 @@ func ToService(svc *corev1.Service) *model.Service {
 	return out
 }
 
+// placements interns endpoint placements: there are a handful per node,
+// shared by all the endpoints of every Service (their strings too).
+var placements struct {
+	sync.Mutex
+	m map[model.Placement]*model.Placement
+}
+
+func placement(node, zones string) *model.Placement {
+	k := model.Placement{NodeName: node, ForZones: zones}
+	placements.Lock()
+	defer placements.Unlock()
+	if p := placements.m[k]; p != nil {
+		return p
+	}
+	if placements.m == nil {
+		placements.m = map[model.Placement]*model.Placement{}
+	}
+	p := &k
+	placements.m[k] = p
+	return p
+}
+
 // ToEndpointSlice converts an EndpointSlice, or returns nil when it serves
 // no Service netcube programs (no service-name label, or FQDN addresses).
 // An endpoint's first address is its address, as in kube-proxy (the API
@@ -169,15 +192,19 @@ func ToEndpointSlice(s *discoveryv1.EndpointSlice) *model.EndpointSlice {
 			serving = *c.Serving
 		}
 		e := model.Endpoint{Addr: ip, Ready: ready, Serving: serving, Terminating: c.Terminating != nil && *c.Terminating}
+		var node, zones string
 		if ep.NodeName != nil {
-			e.NodeName = *ep.NodeName
+			node = *ep.NodeName
 		}
 		if ep.Hints != nil {
-			zones := make([]string, 0, len(ep.Hints.ForZones))
+			names := make([]string, 0, len(ep.Hints.ForZones))
 			for _, z := range ep.Hints.ForZones {
-				zones = append(zones, z.Name)
+				names = append(names, z.Name)
 			}
-			e.ForZones = strings.Join(zones, ",")
+			zones = strings.Join(names, ",")
+		}
+		if node != "" || zones != "" {
+			e.Placement = placement(node, zones)
 		}
 		out.Endpoints = append(out.Endpoints, e)
 	}
@@ -271,7 +298,7 @@ func LocalEndpoints(slices []*model.EndpointSlice, node string) int {
 	v4, v6 := 0, 0
 	for _, s := range slices {
 		for _, e := range s.Endpoints {
-			if e.NodeName != node || !e.Ready || seen[e.Addr] {
+			if e.NodeName() != node || !e.Ready || seen[e.Addr] {
 				continue
 			}
 			seen[e.Addr] = true
@@ -391,7 +418,7 @@ func clusterBackends(svc *model.Service, v6 bool, sp model.ServicePort, slices [
 			if !e.Ready {
 				continue
 			}
-			if e.ForZones == "" {
+			if !e.Hinted() {
 				hinted = false
 			} else if e.HintedFor(node.Zone) {
 				inZone++
@@ -409,8 +436,8 @@ func clusterBackends(svc *model.Service, v6 bool, sp model.ServicePort, slices [
 func readyBackends(v6 bool, sp model.ServicePort, slices []*model.EndpointSlice, onNode string) []model.Backend {
 	ready, terminating := isReady, isServingTerminating
 	if onNode != "" {
-		ready = func(e *model.Endpoint) bool { return e.NodeName == onNode && isReady(e) }
-		terminating = func(e *model.Endpoint) bool { return e.NodeName == onNode && isServingTerminating(e) }
+		ready = func(e *model.Endpoint) bool { return e.NodeName() == onNode && isReady(e) }
+		terminating = func(e *model.Endpoint) bool { return e.NodeName() == onNode && isServingTerminating(e) }
 	}
 	if bs := backendsWhere(v6, sp, slices, ready); len(bs) > 0 {
 		return bs

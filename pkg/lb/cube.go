@@ -36,6 +36,11 @@ type Cube struct {
 	// ranges: the loadBalancerSourceRanges of the frontends that have
 	// some, by revNAT id.
 	ranges map[uint32][]netip.Prefix
+	// draining: by revNAT id, for the frontends that have some, the
+	// backends of terminating endpoints, held (one reference each) in
+	// lb_backends but in no slot, so established flows keep them. (A side
+	// map: most frontends have none, and a field would cost every one.)
+	draining map[uint32][]uint32
 }
 
 // OnBackendsLeft sets f to be told, from now on, which backends leave a
@@ -66,9 +71,6 @@ type frontend struct {
 	flags    model.FrontendFlags
 	affinity uint32   // seconds; 0: none
 	slots    []uint32 // backend id of slot i+1
-	// draining: backends of terminating endpoints, held (one reference
-	// each) in lb_backends but in no slot, so established flows keep them.
-	draining []uint32
 }
 
 // backendRef is a backend's id and how many slots point at it.
@@ -90,6 +92,7 @@ func New(maps *datapath.Maps) *Cube {
 		nextBackendID: 1,
 		nextRevNATID:  1,
 		ranges:        map[uint32][]netip.Prefix{},
+		draining:      map[uint32][]uint32{},
 	}
 }
 
@@ -281,8 +284,12 @@ func (c *Cube) upsert(fb model.FrontendBackends) error {
 	// from a slot to draining never leaves the map.
 	draining := c.holdDraining(fe.Proto, fb.Draining, next)
 	c.releaseAll(removed)
-	c.releaseAll(f.draining)
-	f.draining = draining
+	c.releaseAll(c.draining[f.revNATID])
+	if len(draining) > 0 {
+		c.draining[f.revNATID] = draining
+	} else {
+		delete(c.draining, f.revNATID)
+	}
 	return nil
 }
 
@@ -334,7 +341,8 @@ func (c *Cube) Delete(fe model.Frontend) error {
 	c.tellLeft(fe, f.revNATID, f.slots)
 	delete(c.frontends, key)
 	c.releaseAll(f.slots)
-	c.releaseAll(f.draining)
+	c.releaseAll(c.draining[f.revNATID])
+	delete(c.draining, f.revNATID)
 	return nil
 }
 

@@ -94,16 +94,38 @@ type Endpoint struct {
 	Ready       bool
 	Serving     bool
 	Terminating bool
-	NodeName    string
-	// ForZones: the zones the EndpointSlice controller hints this endpoint
-	// for, comma-separated ("": no hint); one zone in practice, so one
-	// string rather than a slice per endpoint.
+	// Placement: where the endpoint runs and which zones it is hinted
+	// for; shared by every endpoint with the same (nil: unknown).
+	Placement *Placement
+}
+
+// Placement is an endpoint's node and topology hints. Endpoints point at
+// one shared value per distinct placement (a handful per node), which
+// keeps each endpoint at 48 bytes.
+type Placement struct {
+	NodeName string
+	// ForZones: the zones the EndpointSlice controller hints the endpoint
+	// for, comma-separated ("": none; one zone in practice).
 	ForZones string
 }
 
+// NodeName is the endpoint's node ("": unknown).
+func (e *Endpoint) NodeName() string {
+	if e.Placement == nil {
+		return ""
+	}
+	return e.Placement.NodeName
+}
+
+// Hinted says whether the endpoint has zone hints.
+func (e *Endpoint) Hinted() bool { return e.Placement != nil && e.Placement.ForZones != "" }
+
 // HintedFor says whether the endpoint is hinted for zone.
 func (e *Endpoint) HintedFor(zone string) bool {
-	for z := range strings.SplitSeq(e.ForZones, ",") {
+	if !e.Hinted() {
+		return false
+	}
+	for z := range strings.SplitSeq(e.Placement.ForZones, ",") {
 		if z == zone {
 			return true
 		}
