@@ -46,6 +46,7 @@ func benchSync(args []string) error {
 	endpoints := fs.String("endpoints", "1,10", "endpoints per Service")
 	cfg := bench.SyncConfig{Log: os.Stdout}
 	fs.IntVar(&cfg.Changes, "changes", 100, "endpoint changes timed per size")
+	fs.IntVar(&cfg.Starts, "starts", 3, "agent starts (and restarts) per size; full-sync figures are their medians")
 	fs.BoolVar(&cfg.Merge, "merge", false, "add to the points already in the report instead of replacing it")
 	fs.StringVar(&cfg.OutDir, "out", "docs/benchmarks", "directory for sync.json and sync.md (\"\": none)")
 	_ = fs.Parse(args)

@@ -37,6 +37,9 @@ type SyncConfig struct {
 	Services  []int // cluster sizes, ascending (Services are added between sizes)
 	Endpoints []int // endpoints per Service
 	Changes   int   // endpoint changes timed per size
+	// Starts: agent starts per point on empty maps, and restarts on full
+	// ones; the full-sync figures are their medians (0: 3).
+	Starts int
 	BinDir    string
 	OutDir    string
 	Merge     bool // keep the points already in OutDir's report
@@ -375,17 +378,29 @@ func syncPoint(cfg SyncConfig, env *kubeenv.Env, n, eps int) (SyncResult, error)
 	_ = datapath.Unpin(pins)
 	defer datapath.Unpin(pins)
 
-	a, err := startBenchAgent(cfg, env, pins, "first")
-	if err != nil {
-		return r, err
+	starts := cfg.Starts
+	if starts <= 0 {
+		starts = 3
+	}
+	// Starts on empty maps; the last agent stays for the endpoint changes.
+	var first timings
+	var a *agentProc
+	for i := range starts {
+		_ = datapath.Unpin(pins)
+		var err error
+		if a, err = startBenchAgent(cfg, env, pins, "first"); err != nil {
+			return r, err
+		}
+		if err := first.add(a); err != nil {
+			a.stop()
+			return r, err
+		}
+		if i < starts-1 {
+			a.stop()
+		}
 	}
 	defer a.stop()
-	r.StartToReady = ms(a.ready)
-	apply, wall, _, err := a.initialApply()
-	if err != nil {
-		return r, err
-	}
-	r.FullSyncFirst, r.FirstEventToAppliedFirst = ms(apply), ms(wall)
+	r.StartToReady, r.FullSyncFirst, r.FirstEventToAppliedFirst = first.medians()
 	if dir := os.Getenv("NETCUBE_BENCH_PROFILES"); dir != "" { // the heap as of the initial sync's last GC
 		a.saveHeapProfile(filepath.Join(dir, fmt.Sprintf("agent-heap-%d-%d-synced.pprof", n, eps)))
 		<-a.cpuProfiled
@@ -445,18 +460,46 @@ func syncPoint(cfg SyncConfig, env *kubeenv.Env, n, eps int) (SyncResult, error)
 	a.stop()
 
 	// Restart against the pinned maps: nothing changed meanwhile.
-	a2, err := startBenchAgent(cfg, env, pins, "restart")
-	if err != nil {
-		return r, err
+	var restart timings
+	for range starts {
+		a2, err := startBenchAgent(cfg, env, pins, "restart")
+		if err != nil {
+			return r, err
+		}
+		err = restart.add(a2)
+		a2.stop()
+		if err != nil {
+			return r, err
+		}
 	}
-	defer a2.stop()
-	r.RestartToReady = ms(a2.ready)
-	apply, wall, updates, err := a2.initialApply()
-	if err != nil {
-		return r, err
-	}
-	r.FullSyncRestart, r.FirstEventToAppliedRestart, r.RestartMapUpdates = ms(apply), ms(wall), updates
+	r.RestartToReady, r.FullSyncRestart, r.FirstEventToAppliedRestart = restart.medians()
+	r.RestartMapUpdates = slices.Max(restart.updates)
 	return r, nil
+}
+
+// timings collects the initial-sync figures of agent starts.
+type timings struct {
+	ready, apply, wall []float64
+	updates            []int
+}
+
+func (t *timings) add(a *agentProc) error {
+	apply, wall, updates, err := a.initialApply()
+	if err != nil {
+		return err
+	}
+	t.ready, t.apply, t.wall = append(t.ready, ms(a.ready)), append(t.apply, ms(apply)), append(t.wall, ms(wall))
+	t.updates = append(t.updates, updates)
+	return nil
+}
+
+func (t *timings) medians() (ready, apply, wall float64) {
+	med := func(xs []float64) float64 {
+		s := slices.Clone(xs)
+		slices.Sort(s)
+		return quantile(s, 0.5)
+	}
+	return med(t.ready), med(t.apply), med(t.wall)
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }

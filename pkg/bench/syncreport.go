@@ -27,7 +27,7 @@ func SyncMarkdown(cfg SyncConfig, results []SyncResult, at time.Time) string {
 	b.WriteString("The agent lists and watches them through the API server like any others.\n\n")
 	b.WriteString("- **write → map**: the client's EndpointSlice update returns → the new backend is in the agent's BPF maps (includes the API server and the watch).\n")
 	b.WriteString("- **event → map**: the change reaches the agent → its map writes are done (agent histogram `netcube_event_to_programmed_seconds`, factor-2 buckets, interpolated).\n")
-	b.WriteString("- **full sync (apply)**: time the agent spends computing and writing every Service once the initial lists are complete (it applies nothing before, so no Service is ever programmed without its endpoints); *first* = empty maps, *restart* = pinned maps already right (map updates on restart shown).\n")
+	b.WriteString("- **full sync (apply)**: time the agent spends computing and writing every Service once the initial lists are complete (it applies nothing before, so no Service is ever programmed without its endpoints); *first* = empty maps, *restart* = pinned maps already right (map updates on restart shown). This and the two columns after it are medians of several agent starts (`--starts`).\n")
 	b.WriteString("- **first event → applied**: wall time from the first object received to every Service in the maps (bounded by how fast the API server lists).\n")
 	b.WriteString("- **start → ready**: agent process start → ready, including listing every object from the API server.\n")
 	b.WriteString("- **agent CPU, peak RSS**: of the first agent process, read from /proc after the endpoint changes (peak RSS is VmHWM: heap, runtime and the binary's pages). The agent runs with its defaults: GOGC=50 (`--gc-percent`), no GOMEMLIMIT.\n\n")
@@ -51,8 +51,12 @@ func SyncMarkdown(cfg SyncConfig, results []SyncResult, at time.Time) string {
 			eps = append(eps, e)
 		}
 	}
-	fmt.Fprintf(&b, "Reproduce: `make bench-sync` (`bin/netcube bench sync --services %s --endpoints %s --changes %d`; `--merge` adds to the points already in the report).\n",
-		strings.Join(sizes, ","), strings.Join(eps, ","), cfg.Changes)
+	starts := cfg.Starts
+	if starts <= 0 {
+		starts = 3
+	}
+	fmt.Fprintf(&b, "Reproduce: `make bench-sync` (`bin/netcube bench sync --services %s --endpoints %s --changes %d --starts %d`; `--merge` adds to the points already in the report).\n",
+		strings.Join(sizes, ","), strings.Join(eps, ","), cfg.Changes, starts)
 	return b.String()
 }
 
