@@ -40,10 +40,10 @@ type SyncConfig struct {
 	// Starts: agent starts per point on empty maps, and restarts on full
 	// ones; the full-sync figures are their medians (0: 3).
 	Starts int
-	BinDir    string
-	OutDir    string
-	Merge     bool // keep the points already in OutDir's report
-	Log       io.Writer
+	BinDir string
+	OutDir string
+	Merge  bool // keep the points already in OutDir's report
+	Log    io.Writer
 }
 
 // SyncResult is one (Services, endpoints) point.
