@@ -95,17 +95,21 @@ static always_inline void ct_forget_reply(const struct flow *f)
 	bpf_map_delete_elem(&ct_flows, &k);
 }
 
-/* ct_create records a new service flow from f (still addressed to the
+/* ct_create_flow records a new service flow from f (still addressed to the
  * frontend) to backend b. The reply entry is written first so a reply can
- * never arrive before the entry that reverse-translates it. */
-static always_inline int ct_create(const struct flow *f, __u32 backend_id,
-				   const struct nc_addr *baddr, __be16 bport,
-				   __u32 rev_nat_id)
+ * never arrive before the entry that reverse-translates it. With CT_F_SNAT
+ * in flags, the flow's source becomes snat_addr:snat_port (this node): the
+ * reply entry is keyed on that and remembers the client, and the service
+ * entry remembers the SNAT address for the flow's later packets. */
+static always_inline int ct_create_flow(const struct flow *f, __u32 backend_id,
+					const struct nc_addr *baddr, __be16 bport, __u32 rev_nat_id,
+					__u8 flags, const struct nc_addr *snat_addr, __be16 snat_port)
 {
 	struct ct_entry e = {
 		.backend_id = backend_id,
 		.rev_nat_id = rev_nat_id,
 		.created_ns = bpf_ktime_get_ns(),
+		.flags = flags,
 	};
 	struct ct_key k = {
 		.saddr = *baddr,
@@ -117,39 +121,7 @@ static always_inline int ct_create(const struct flow *f, __u32 backend_id,
 	};
 	int err;
 
-	err = bpf_map_update_elem(&ct_flows, &k, &e, BPF_ANY);
-	if (err)
-		return err;
-	ct_key_from_flow(&k, f, CT_SERVICE);
-	return bpf_map_update_elem(&ct_flows, &k, &e, BPF_ANY);
-}
-
-/* ct_create_external records a flow from outside the cluster. With snat,
- * its source becomes snat_addr:snat_port (this node), and the reply entry is
- * keyed on that and remembers the client. */
-static always_inline int ct_create_external(const struct flow *f, __u32 backend_id,
-					    const struct nc_addr *baddr, __be16 bport,
-					    __u32 rev_nat_id, int snat,
-					    const struct nc_addr *snat_addr, __be16 snat_port)
-{
-	struct ct_entry e = {
-		.backend_id = backend_id,
-		.rev_nat_id = rev_nat_id,
-		.created_ns = bpf_ktime_get_ns(),
-		.flags = CT_F_EXTERNAL,
-	};
-	struct ct_key k = {
-		.saddr = *baddr,
-		.daddr = f->saddr,
-		.sport = bport,
-		.dport = f->sport,
-		.proto = f->proto,
-		.dir = CT_REPLY,
-	};
-	int err;
-
-	if (snat) {
-		e.flags |= CT_F_SNAT;
+	if (flags & CT_F_SNAT) {
 		e.nat_addr = f->saddr; /* the reply goes back to the client */
 		e.nat_port = f->sport;
 		k.daddr = *snat_addr;
@@ -158,12 +130,31 @@ static always_inline int ct_create_external(const struct flow *f, __u32 backend_
 	err = bpf_map_update_elem(&ct_flows, &k, &e, BPF_ANY);
 	if (err)
 		return err;
-	if (snat) {
+	if (flags & CT_F_SNAT) {
 		e.nat_addr = *snat_addr; /* later packets keep their node port */
 		e.nat_port = snat_port;
 	}
 	ct_key_from_flow(&k, f, CT_SERVICE);
 	return bpf_map_update_elem(&ct_flows, &k, &e, BPF_ANY);
+}
+
+/* ct_create records a flow translated only in its destination. */
+static always_inline int ct_create(const struct flow *f, __u32 backend_id,
+				   const struct nc_addr *baddr, __be16 bport, __u32 rev_nat_id)
+{
+	return ct_create_flow(f, backend_id, baddr, bport, rev_nat_id, 0, NULL, 0);
+}
+
+/* ct_create_external records a flow from outside the cluster (or a
+ * hairpin), SNATed to snat_addr:snat_port when snat. */
+static always_inline int ct_create_external(const struct flow *f, __u32 backend_id,
+					    const struct nc_addr *baddr, __be16 bport,
+					    __u32 rev_nat_id, int snat,
+					    const struct nc_addr *snat_addr, __be16 snat_port)
+{
+	__u8 flags = CT_F_EXTERNAL | (snat ? CT_F_SNAT : 0);
+
+	return ct_create_flow(f, backend_id, baddr, bport, rev_nat_id, flags, snat_addr, snat_port);
 }
 
 /* ct_reply_taken says whether a reply entry exists for backend -> addr:port

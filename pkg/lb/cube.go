@@ -229,11 +229,7 @@ func (c *Cube) upsert(fb model.FrontendBackends) error {
 	case isMaglev(fb.Flags) && (!exists || !isMaglev(f.flags) || !sameIDs(old, next)):
 		if err := c.writeMaglevTable(f.revNATID, next); err != nil {
 			if !exists {
-				for j := range next {
-					_ = c.deleteSlot(fe, j)
-				}
-				c.releaseAll(acquired)
-				_ = c.deleteID(datapath.MapRevNAT, f.revNATID)
+				c.abandon(fe, f.revNATID, len(next), acquired)
 			}
 			return fmt.Errorf("frontend %s: %w", fe, err)
 		}
@@ -246,11 +242,7 @@ func (c *Cube) upsert(fb model.FrontendBackends) error {
 		ranges = fb.SourceRanges
 		if err := c.writeRanges(f.revNATID, ranges); err != nil {
 			if !exists {
-				for j := range next {
-					_ = c.deleteSlot(fe, j)
-				}
-				c.releaseAll(acquired)
-				_ = c.deleteID(datapath.MapRevNAT, f.revNATID)
+				c.abandon(fe, f.revNATID, len(next), acquired)
 			}
 			return fmt.Errorf("frontend %s: %w", fe, err)
 		}
@@ -259,11 +251,7 @@ func (c *Cube) upsert(fb model.FrontendBackends) error {
 		master := datapath.ServiceValue{Count: uint16(len(next)), RevNatId: f.revNATID, Flags: uint16(fb.Flags), BackendId: fb.Affinity}
 		if err := c.writeService(serviceKey(fe, 0), master); err != nil {
 			if !exists {
-				for j := range next {
-					_ = c.deleteSlot(fe, j)
-				}
-				c.releaseAll(acquired)
-				_ = c.deleteID(datapath.MapRevNAT, f.revNATID)
+				c.abandon(fe, f.revNATID, len(next), acquired)
 			}
 			return fmt.Errorf("frontend %s: %w", fe, err)
 		}
@@ -311,6 +299,16 @@ func (c *Cube) holdDraining(proto model.Proto, bs []model.Backend, slots []uint3
 		ids = append(ids, id)
 	}
 	return ids
+}
+
+// abandon undoes what upsert wrote for a new frontend that could not be
+// completed: its slots, its backend references, its revNAT entry.
+func (c *Cube) abandon(fe model.Frontend, revNATID uint32, slots int, acquired []uint32) {
+	for j := range slots {
+		_ = c.deleteSlot(fe, j)
+	}
+	c.releaseAll(acquired)
+	_ = c.deleteID(datapath.MapRevNAT, revNATID)
 }
 
 // Delete removes fe: master entry first, so packets stop matching at once.
