@@ -207,10 +207,12 @@ func TestSessionAffinity(t *testing.T) {
 				}
 			}
 
-			// Expiry: with timeoutSeconds 1, a client idle for longer is
+			// Expiry: with timeoutSeconds 2, a client idle for longer is
 			// balanced afresh (8 idle rounds over 3 endpoints: all the
-			// same by chance once in 2,000).
-			short := strings.Replace(svc, "timeoutSeconds: 60", "timeoutSeconds: 1", 1)
+			// same by chance once in 2,000). Two seconds, not one: the
+			// requests of a round must stay within the timeout even on a
+			// loaded machine.
+			short := strings.Replace(svc, "timeoutSeconds: 60", "timeoutSeconds: 2", 1)
 			if err := sb.Topology.WriteManifest("sticky.yaml", short+"---\n"+
 				sandbox.SliceYAML("sticky", false, sandbox.EndpointPorts, backends)+"---\n"+
 				sandbox.SliceYAML("sticky", true, sandbox.EndpointPorts, backends)); err != nil {
@@ -219,7 +221,7 @@ func TestSessionAffinity(t *testing.T) {
 			time.Sleep(300 * time.Millisecond) // applied
 			chosen := map[string]bool{}
 			for range 8 {
-				time.Sleep(1200 * time.Millisecond)
+				time.Sleep(2500 * time.Millisecond)
 				rs := requests(t, sb, "tcp", "10.96.0.40:80", 3)
 				for _, r := range rs {
 					if r.Err != "" || r.Backend != rs[0].Backend {
