@@ -162,3 +162,23 @@ func serialize(ls ...gopacket.SerializableLayer) []byte {
 	}
 	return withoutPadding(buf.Bytes())
 }
+
+// Endpoints returns a TCP or UDP packet's source and destination.
+func Endpoints(packet []byte) (src, dst netip.AddrPort) {
+	p := gopacket.NewPacket(packet, layers.LayerTypeEthernet, gopacket.Default)
+	var s, d netip.Addr
+	if ip4, ok := p.NetworkLayer().(*layers.IPv4); ok {
+		s, _ = netip.AddrFromSlice(ip4.SrcIP.To4())
+		d, _ = netip.AddrFromSlice(ip4.DstIP.To4())
+	} else if ip6, ok := p.NetworkLayer().(*layers.IPv6); ok {
+		s, _ = netip.AddrFromSlice(ip6.SrcIP)
+		d, _ = netip.AddrFromSlice(ip6.DstIP)
+	}
+	switch l4 := p.TransportLayer().(type) {
+	case *layers.TCP:
+		return netip.AddrPortFrom(s, uint16(l4.SrcPort)), netip.AddrPortFrom(d, uint16(l4.DstPort))
+	case *layers.UDP:
+		return netip.AddrPortFrom(s, uint16(l4.SrcPort)), netip.AddrPortFrom(d, uint16(l4.DstPort))
+	}
+	return netip.AddrPortFrom(s, 0), netip.AddrPortFrom(d, 0)
+}

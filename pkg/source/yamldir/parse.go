@@ -90,3 +90,26 @@ func nsName(m metav1.ObjectMeta) types.NamespacedName {
 	}
 	return types.NamespacedName{Namespace: ns, Name: m.Name}
 }
+
+// Parse decodes the Services and EndpointSlices of a YAML stream, failing
+// on the first invalid one (for tests and tools sharing the sandbox's
+// manifests).
+func Parse(data []byte) ([]*corev1.Service, []*discoveryv1.EndpointSlice, error) {
+	objs, invalid, err := parseFile(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	for k, err := range invalid {
+		return nil, nil, fmt.Errorf("%s: %w", k, err)
+	}
+	var svcs []*corev1.Service
+	var slices []*discoveryv1.EndpointSlice
+	for _, o := range objs {
+		if o.svc != nil {
+			svcs = append(svcs, o.svc)
+		} else {
+			slices = append(slices, o.slice)
+		}
+	}
+	return svcs, slices, nil
+}
