@@ -123,6 +123,7 @@ func ToService(svc *corev1.Service) *model.Service {
 	out.InternalLocal = svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal
 	out.Algorithm, _ = ParseAlgorithm(svc.Annotations[AnnotationAlgorithm])
 	out.PreferClose = preferClose(svc)
+	out.PreferSameNode = svc.Spec.TrafficDistribution != nil && *svc.Spec.TrafficDistribution == corev1.ServiceTrafficDistributionPreferSameNode
 	return out
 }
 
@@ -133,8 +134,7 @@ var placements struct {
 	m map[model.Placement]*model.Placement
 }
 
-func placement(node, zones string) *model.Placement {
-	k := model.Placement{NodeName: node, ForZones: zones}
+func placement(k model.Placement) *model.Placement {
 	placements.Lock()
 	defer placements.Unlock()
 	if p := placements.m[k]; p != nil {
@@ -192,7 +192,7 @@ func ToEndpointSlice(s *discoveryv1.EndpointSlice) *model.EndpointSlice {
 			serving = *c.Serving
 		}
 		e := model.Endpoint{Addr: ip, Ready: ready, Serving: serving, Terminating: c.Terminating != nil && *c.Terminating}
-		var node, zones string
+		var node, zones, nodes string
 		if ep.NodeName != nil {
 			node = *ep.NodeName
 		}
@@ -202,9 +202,14 @@ func ToEndpointSlice(s *discoveryv1.EndpointSlice) *model.EndpointSlice {
 				names = append(names, z.Name)
 			}
 			zones = strings.Join(names, ",")
+			names = names[:0]
+			for _, n := range ep.Hints.ForNodes {
+				names = append(names, n.Name)
+			}
+			nodes = strings.Join(names, ",")
 		}
-		if node != "" || zones != "" {
-			e.Placement = placement(node, zones)
+		if node != "" || zones != "" || nodes != "" {
+			e.Placement = placement(model.Placement{NodeName: node, ForZones: zones, ForNodes: nodes})
 		}
 		out.Endpoints = append(out.Endpoints, e)
 	}
@@ -231,7 +236,8 @@ func ParseAlgorithm(s string) (model.Algorithm, error) {
 // preferClose: topology-aware routing asked for, by trafficDistribution or
 // by the older annotation (as kube-proxy reads them).
 func preferClose(svc *corev1.Service) bool {
-	if td := svc.Spec.TrafficDistribution; td != nil && (*td == corev1.ServiceTrafficDistributionPreferClose || *td == "PreferSameZone") {
+	if td := svc.Spec.TrafficDistribution; td != nil && (*td == corev1.ServiceTrafficDistributionPreferClose ||
+		*td == corev1.ServiceTrafficDistributionPreferSameZone || *td == corev1.ServiceTrafficDistributionPreferSameNode) {
 		return true
 	}
 	mode := svc.Annotations[corev1.AnnotationTopologyMode]
@@ -405,8 +411,16 @@ func unmappedBits(p netip.Prefix) int {
 // endpoints are all hinted and some for this node's zone, those; else all.
 // The conditions are kube-proxy's: hints are all or nothing.
 func clusterBackends(svc *model.Service, v6 bool, sp model.ServicePort, slices []*model.EndpointSlice, node model.Node, onNode string) []model.Backend {
-	if onNode != "" || !svc.PreferClose || node.Zone == "" {
+	if onNode != "" || !svc.PreferClose {
 		return readyBackends(v6, sp, slices, onNode)
+	}
+	if svc.PreferSameNode && node.Name != "" && allReady(v6, slices, func(e *model.Endpoint) bool { return e.HintedForNode("") }) {
+		if bs := backendsWhere(v6, sp, slices, func(e *model.Endpoint) bool { return e.Ready && e.HintedForNode(node.Name) }); len(bs) > 0 {
+			return bs
+		}
+	}
+	if node.Zone == "" {
+		return readyBackends(v6, sp, slices, "")
 	}
 	inZone, hinted := 0, true
 	for _, s := range slices {
@@ -429,6 +443,21 @@ func clusterBackends(svc *model.Service, v6 bool, sp model.ServicePort, slices [
 		return readyBackends(v6, sp, slices, "")
 	}
 	return backendsWhere(v6, sp, slices, func(e *model.Endpoint) bool { return e.Ready && e.HintedFor(node.Zone) })
+}
+
+// allReady says whether every ready endpoint of the family satisfies ok.
+func allReady(v6 bool, slices []*model.EndpointSlice, ok func(*model.Endpoint) bool) bool {
+	for _, s := range slices {
+		if s.IPv6 != v6 {
+			continue
+		}
+		for i := range s.Endpoints {
+			if e := &s.Endpoints[i]; e.Ready && !ok(e) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // readyBackends: the ready endpoints, else the serving terminating ones;

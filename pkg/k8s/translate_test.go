@@ -422,7 +422,15 @@ func TestTopologyHints(t *testing.T) {
 		s.Endpoints = eps
 		return []*model.EndpointSlice{ToEndpointSlice(s)}
 	}
+	onNode := func(e discoveryv1.Endpoint, node string) discoveryv1.Endpoint {
+		if e.Hints == nil {
+			e.Hints = &discoveryv1.EndpointHints{}
+		}
+		e.Hints.ForNodes = append(e.Hints.ForNodes, discoveryv1.ForNode{Name: node})
+		return e
+	}
 	preferClose := ptr(corev1.ServiceTrafficDistributionPreferClose)
+	sameNode := ptr(corev1.ServiceTrafficDistributionPreferSameNode)
 	a, b, c := be("10.0.0.1:8080"), be("10.0.0.2:8080"), be("10.0.0.3:8080")
 	for _, tc := range []struct {
 		name string
@@ -444,6 +452,10 @@ func TestTopologyHints(t *testing.T) {
 			[]discoveryv1.Endpoint{hinted("10.0.0.1", "z1"), hinted("10.0.0.2", "z2")}, []model.Backend{a, b}},
 		{"not asked for: all", nil, "", "z1",
 			[]discoveryv1.Endpoint{hinted("10.0.0.1", "z1"), hinted("10.0.0.2", "z2")}, []model.Backend{a, b}},
+		{"PreferSameNode: this node's endpoints", sameNode, "", "z1",
+			[]discoveryv1.Endpoint{onNode(hinted("10.0.0.1", "z1"), "n2"), onNode(hinted("10.0.0.2", "z1"), "n1"), onNode(hinted("10.0.0.3", "z2"), "n3")}, []model.Backend{b}},
+		{"PreferSameNode, none for this node: this zone's", sameNode, "", "z1",
+			[]discoveryv1.Endpoint{onNode(hinted("10.0.0.1", "z1"), "n2"), onNode(hinted("10.0.0.2", "z2"), "n3")}, []model.Backend{a}},
 	} {
 		svc := service([]string{"10.96.0.1"}, corev1.ServicePort{Name: "http", Port: 80})
 		svc.Spec.TrafficDistribution = tc.td

@@ -41,6 +41,30 @@ type Cube struct {
 	// lb_backends but in no slot, so established flows keep them. (A side
 	// map: most frontends have none, and a field would cost every one.)
 	draining map[uint32][]uint32
+	// unclaimed: backends a restore found in no slot, kept for the first
+	// sync to claim as draining (ReleaseUnclaimed deletes the rest).
+	unclaimed []uint32
+}
+
+// ReleaseUnclaimed deletes the backends that a restore kept and the first
+// sync did not claim (no frontend holds them); call it once, after that
+// sync.
+func (c *Cube) ReleaseUnclaimed() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range c.unclaimed {
+		k, ok := c.byID[id]
+		if !ok || c.backends[k].refs > 0 {
+			continue
+		}
+		if err := c.deleteID(datapath.MapBackends, id); err != nil {
+			return err
+		}
+		delete(c.byID, id)
+		delete(c.backends, k)
+	}
+	c.unclaimed = nil
+	return nil
 }
 
 // OnBackendsLeft sets f to be told, from now on, which backends leave a

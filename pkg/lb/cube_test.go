@@ -86,6 +86,11 @@ func checkMaps(t *testing.T, c *Cube) {
 		}
 		used[val.BackendId] = true
 	}
+	for _, ids := range c.draining { // terminating endpoints' backends, in no slot
+		for _, id := range ids {
+			used[id] = true
+		}
+	}
 	for id := range backends {
 		if !used[id] {
 			t.Fatalf("backend %d is not used by any slot", id)
@@ -212,6 +217,9 @@ func TestRestoreRebuildsFromMaps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := r.ReleaseUnclaimed(); err != nil { // as after the first sync
+		t.Fatal(err)
+	}
 	checkMaps(t, r)
 	for i := range 20 {
 		if !sameSet(r.Backends(testFrontend(i)), c.Backends(testFrontend(i))) {
@@ -297,6 +305,9 @@ func TestRestoreMergesDuplicateBackends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := r.ReleaseUnclaimed(); err != nil { // as after the first sync
+		t.Fatal(err)
+	}
 	checkMaps(t, r)
 	if got, want := r.Backends(fe), []model.Backend{backendsN(1, 0)[0], backendsN(1, 0)[0]}; !slices.Equal(got, want) {
 		t.Fatalf("restored %v, want %v", got, want)
@@ -307,5 +318,49 @@ func TestRestoreMergesDuplicateBackends(t *testing.T) {
 	checkMaps(t, r)
 	if n := len(r.Entries()); n == 0 || r.Entries()[datapath.MapBackends] != 0 {
 		t.Errorf("after deleting the frontend: %v entries left", r.Entries())
+	}
+}
+
+// TestRestoreKeepsDrainingBackends: a terminating endpoint's backend, in no
+// slot, survives an agent restart under the same id (its established flows
+// keep it) when the first sync still lists it as draining; one nobody
+// claims is deleted after that sync.
+func TestRestoreKeepsDrainingBackends(t *testing.T) {
+	maps := newMaps(t, nil)
+	c := New(maps)
+	fe := testFrontend(1)
+	ready, terminating := backendsN(1, 0), backendsN(2, 1) // 10.244.0.1; 10.244.0.2-3
+	if err := c.Upsert(fe, append(ready, terminating...)); err != nil {
+		t.Fatal(err)
+	}
+	ids := map[model.Backend]uint32{}
+	var id uint32
+	var b datapath.Backend
+	for it := maps.Map(datapath.MapBackends).Iterate(); it.Next(&id, &b); {
+		ids[backendOf(b)] = id
+	}
+	if err := c.Apply(model.FrontendBackends{Frontend: fe, Backends: ready, Draining: terminating}); err != nil {
+		t.Fatal(err)
+	}
+	checkMaps(t, c)
+
+	r, err := Restore(maps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first sync: one endpoint still terminating, the other gone.
+	if err := r.Apply(model.FrontendBackends{Frontend: fe, Backends: ready, Draining: terminating[:1]}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.ReleaseUnclaimed(); err != nil {
+		t.Fatal(err)
+	}
+	checkMaps(t, r)
+	var got datapath.Backend
+	if err := maps.Map(datapath.MapBackends).Lookup(ids[terminating[0]], &got); err != nil || backendOf(got) != terminating[0] {
+		t.Errorf("draining backend %s lost its id %d across the restart: %v", terminating[0], ids[terminating[0]], err)
+	}
+	if err := maps.Map(datapath.MapBackends).Lookup(ids[terminating[1]], &got); err == nil {
+		t.Errorf("backend %s, claimed by nobody, still in the map", terminating[1])
 	}
 }

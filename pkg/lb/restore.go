@@ -96,12 +96,24 @@ func Restore(maps *datapath.Maps) (*Cube, error) {
 			c.backends[b] = ref
 		}
 	}
-	for id := range backends {
-		if _, used := c.byID[id]; !used {
+	// Backends no slot names may be a terminating endpoint's, which
+	// established flows still use: they are kept, unreferenced, until the
+	// first sync has said which are draining (ReleaseUnclaimed). A second
+	// id for a backend already indexed is deleted now.
+	for id, b := range backends {
+		if _, used := c.byID[id]; used {
+			continue
+		}
+		b.Flags = 0
+		if _, dup := c.backends[b]; dup {
 			if err := c.deleteID(datapath.MapBackends, id); err != nil {
 				return nil, err
 			}
+			continue
 		}
+		c.backends[b] = backendRef{id: id}
+		c.byID[id] = b
+		c.unclaimed = append(c.unclaimed, id)
 	}
 	if err := c.removeStaleAffinityMatch(); err != nil {
 		return nil, err

@@ -27,6 +27,9 @@ type Service struct {
 	// PreferClose/PreferSameZone, or the topology-mode annotation Auto):
 	// endpoints hinted for this node's zone are preferred.
 	PreferClose bool
+	// PreferSameNode (trafficDistribution PreferSameNode): endpoints hinted
+	// for this node first, then as PreferClose.
+	PreferSameNode bool
 }
 
 // Algorithm is a load-balancing algorithm.
@@ -104,9 +107,10 @@ type Endpoint struct {
 // keeps each endpoint at 48 bytes.
 type Placement struct {
 	NodeName string
-	// ForZones: the zones the EndpointSlice controller hints the endpoint
-	// for, comma-separated ("": none; one zone in practice).
-	ForZones string
+	// ForZones and ForNodes: the zones and nodes the EndpointSlice
+	// controller hints the endpoint for, comma-separated ("": none; one in
+	// practice).
+	ForZones, ForNodes string
 }
 
 // NodeName is the endpoint's node ("": unknown).
@@ -119,6 +123,24 @@ func (e *Endpoint) NodeName() string {
 
 // Hinted says whether the endpoint has zone hints.
 func (e *Endpoint) Hinted() bool { return e.Placement != nil && e.Placement.ForZones != "" }
+
+// HintedForNode says whether the endpoint is hinted for node (and so
+// whether it has node hints at all, with node "").
+func (e *Endpoint) HintedForNode(node string) bool {
+	if e.Placement == nil || e.Placement.ForNodes == "" {
+		return false
+	}
+	return node == "" || listed(e.Placement.ForNodes, node)
+}
+
+func listed(list, x string) bool {
+	for v := range strings.SplitSeq(list, ",") {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
 
 // HintedFor says whether the endpoint is hinted for zone.
 func (e *Endpoint) HintedFor(zone string) bool {

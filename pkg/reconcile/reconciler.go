@@ -380,6 +380,12 @@ func (r *Reconciler) initialSyncOnce() {
 		r.queue.AddRateLimited(allSynced)
 		return
 	}
+	// Backends a restore kept for draining flows, and nobody claimed.
+	if u, ok := r.lb.(interface{ ReleaseUnclaimed() error }); ok {
+		if err := u.ReleaseUnclaimed(); err != nil {
+			slog.Error("removing unused backends", "err", err)
+		}
+	}
 	r.mu.Lock()
 	if !r.firstEvent.IsZero() {
 		r.initialSync.Wall = time.Since(r.firstEvent)
