@@ -53,12 +53,7 @@ func withSourceRanges(manifest string, ranges ...string) string {
 // fromOutside sends count requests from the client outside the cluster.
 func fromOutside(t *testing.T, sb *sandbox.Sandbox, proto, addr string, count int, extra ...string) []traffic.Result {
 	t.Helper()
-	args := append([]string{"pod", "request", "--proto", proto, "--count", strconv.Itoa(count)}, extra...)
-	out, err := sb.Output(sb.Topology.External.Name, filepath.Join(binDir, "netcube"), append(args, addr)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return parseResults(t, out)
+	return requestsFrom(t, sb, sb.Topology.External.Name, proto, addr, count, extra...)
 }
 
 func podNames(pods []sandbox.Pod) []string {
@@ -266,12 +261,7 @@ func TestFromNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	fromNode := func(proto, addr string, count int, extra ...string) []traffic.Result {
-		args := append([]string{"pod", "request", "--proto", proto, "--count", strconv.Itoa(count)}, extra...)
-		out, err := sb.Output(node1.Name, filepath.Join(binDir, "netcube"), append(args, addr)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return parseResults(t, out)
+		return requestsFrom(t, sb, node1.Name, proto, addr, count, extra...)
 	}
 	testenv.WaitFor(t, 10*time.Second, "the NodePort Service", func() bool {
 		return fromNode("tcp", "10.96.0.30:80", 1, "--timeout", "200ms")[0].Err == ""

@@ -90,8 +90,15 @@ func assertGone(t *testing.T, top sandbox.Topology) {
 // requests sends count requests from the client pod and returns the results.
 func requests(t *testing.T, sb *sandbox.Sandbox, proto, addr string, count int, extra ...string) []traffic.Result {
 	t.Helper()
+	return requestsFrom(t, sb, sb.Topology.ClientPod().Name, proto, addr, count, extra...)
+}
+
+// requestsFrom sends count requests from who: a pod, a node (its own
+// processes) or the external client.
+func requestsFrom(t *testing.T, sb *sandbox.Sandbox, who, proto, addr string, count int, extra ...string) []traffic.Result {
+	t.Helper()
 	args := append([]string{"pod", "request", "--proto", proto, "--count", fmt.Sprint(count)}, extra...)
-	out, err := sb.Output(sb.Topology.ClientPod().Name, filepath.Join(binDir, "netcube"), append(args, addr)...)
+	out, err := sb.Output(who, filepath.Join(binDir, "netcube"), append(args, addr)...)
 	if err != nil {
 		t.Fatal(err)
 	}

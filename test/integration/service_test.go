@@ -2,7 +2,6 @@ package integration
 
 import (
 	"net"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -451,12 +450,7 @@ func TestHairpin(t *testing.T) {
 				t.Fatal(err)
 			}
 			from := func(proto, addr string, count int, extra ...string) []traffic.Result {
-				args := append([]string{"pod", "request", "--proto", proto, "--count", strconv.Itoa(count)}, extra...)
-				out, err := sb.Output(self.Name, filepath.Join(binDir, "netcube"), append(args, addr)...)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return parseResults(t, out)
+				return requestsFrom(t, sb, self.Name, proto, addr, count, extra...)
 			}
 			for _, ip := range ips {
 				for _, c := range []struct{ proto, port string }{{"tcp", "80"}, {"udp", strconv.Itoa(sandbox.PodPort)}} {
