@@ -72,7 +72,6 @@ type Reconciler struct {
 	// together by the initial sync).
 	delivered bool
 	failures  map[model.ServiceID]error
-	node      *corev1.Node
 	thisNode  model.Node // NodePort addresses, and which endpoints are local
 
 	synced chan struct{} // closed after the first full sync
@@ -189,25 +188,30 @@ func (r *Reconciler) OnEndpointSlice(key types.NamespacedName, slice *model.Endp
 	}
 }
 
-// OnNode records this node's Node object. Nothing is programmed from it yet:
-// its addresses are what NodePort Services will listen on.
+// OnNode reads this node's zone from its Node object (topology-aware
+// routing); NodePort addresses come from the node's interfaces (SetNode).
 func (r *Reconciler) OnNode(name string, node *corev1.Node) {
 	zone := ""
 	if node != nil {
 		zone = node.Labels[corev1.LabelTopologyZone]
 		slog.Info("node", "name", name, "addresses", node.Status.Addresses, "zone", zone)
 	}
+	changed := false
+	r.updateNode(func(n *model.Node) {
+		changed, n.Zone = n.Zone != zone, zone
+	}, func(svc *model.Service) bool { return changed && svc.PreferClose }) // topology-aware Services choose again
+}
+
+// updateNode applies change to what the reconciler knows of this node
+// (under r.mu) and syncs again the Services the change affects.
+func (r *Reconciler) updateNode(change func(*model.Node), affects func(*model.Service) bool) {
 	r.mu.Lock()
-	r.node = node
-	changed := r.thisNode.Zone != zone
-	r.thisNode.Zone = zone
+	change(&r.thisNode)
 	var dirty []model.ServiceID
-	if changed { // topology-aware Services choose their endpoints again
-		for id, st := range r.states {
-			if st.svc != nil && st.svc.PreferClose {
-				r.markDirty(id)
-				dirty = append(dirty, id)
-			}
+	for id, st := range r.states {
+		if st.svc != nil && affects(st.svc) {
+			r.markDirty(id)
+			dirty = append(dirty, id)
 		}
 	}
 	queue := r.delivered
@@ -459,23 +463,10 @@ func (r *Reconciler) syncHealthCheck(id model.ServiceID) error {
 // SetNode tells the reconciler this node's name and NodePort addresses;
 // Services reached from outside are synced again.
 func (r *Reconciler) SetNode(n model.Node) {
-	r.mu.Lock()
-	n.Zone = r.thisNode.Zone // from the Node object (OnNode)
-	r.thisNode = n
-	var external []model.ServiceID
-	for id, st := range r.states {
-		if st.svc != nil && st.svc.External != nil {
-			r.markDirty(id)
-			external = append(external, id)
-		}
-	}
-	queue := r.delivered
-	r.mu.Unlock()
-	if queue {
-		for _, id := range external {
-			r.queue.Add(id)
-		}
-	}
+	r.updateNode(func(have *model.Node) {
+		n.Zone = have.Zone // from the Node object (OnNode)
+		*have = n
+	}, func(svc *model.Service) bool { return svc.External != nil })
 }
 
 // forgetIfEmpty drops the state of a Service that is gone, has no slices
