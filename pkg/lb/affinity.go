@@ -58,23 +58,5 @@ func (c *Cube) removeStaleAffinityMatch() error {
 			want[datapath.AffinityMatchKey{BackendId: id, RevNatId: f.revNATID}] = true
 		}
 	}
-	var stale []datapath.AffinityMatchKey
-	var k datapath.AffinityMatchKey
-	var v uint8
-	it := c.maps.Map(datapath.MapAffinityMatch).Iterate()
-	for it.Next(&k, &v) {
-		if !want[k] {
-			stale = append(stale, k)
-		}
-	}
-	if err := it.Err(); err != nil {
-		return err
-	}
-	for _, k := range stale {
-		c.ops.Deletes++
-		if err := datapath.Remove(c.maps, datapath.MapAffinityMatch, k); err != nil {
-			return err
-		}
-	}
-	return nil
+	return sweep(c, datapath.MapAffinityMatch, func(k datapath.AffinityMatchKey, _ uint8) bool { return want[k] })
 }

@@ -119,21 +119,5 @@ func (c *Cube) removeStaleMaglevTables() error {
 			want[f.revNATID] = true
 		}
 	}
-	var stale []uint32
-	var id, inner uint32
-	it := c.maps.Map(datapath.MapMaglev).Iterate()
-	for it.Next(&id, &inner) {
-		if !want[id] {
-			stale = append(stale, id)
-		}
-	}
-	if err := it.Err(); err != nil {
-		return err
-	}
-	for _, id := range stale {
-		if err := c.deleteMaglevTable(id); err != nil {
-			return err
-		}
-	}
-	return nil
+	return sweep(c, datapath.MapMaglev, func(id, _ uint32) bool { return want[id] })
 }

@@ -58,14 +58,9 @@ func (c *Cube) restoreRanges() error {
 	for _, f := range c.frontends {
 		live[f.revNATID] = true
 	}
-	var stale []datapath.SourceRangeKey
-	var k datapath.SourceRangeKey
-	var v uint8
-	it := c.maps.Map(datapath.MapSourceRanges).Iterate()
-	for it.Next(&k, &v) {
+	return sweep(c, datapath.MapSourceRanges, func(k datapath.SourceRangeKey, _ uint8) bool {
 		if !live[k.RevNatId] {
-			stale = append(stale, k)
-			continue
+			return false
 		}
 		bits := int(k.Prefixlen) - 32
 		addr := k.Addr.IP()
@@ -73,15 +68,6 @@ func (c *Cube) restoreRanges() error {
 			bits -= 96
 		}
 		c.ranges[k.RevNatId] = append(c.ranges[k.RevNatId], netip.PrefixFrom(addr, bits))
-	}
-	if err := it.Err(); err != nil {
-		return err
-	}
-	for _, k := range stale {
-		c.ops.Deletes++
-		if err := datapath.Remove(c.maps, datapath.MapSourceRanges, k); err != nil {
-			return err
-		}
-	}
-	return nil
+		return true
+	})
 }

@@ -134,21 +134,30 @@ func (c *Cube) removeOrphanRevNAT() error {
 	for _, f := range c.frontends {
 		used[f.revNATID] = true
 	}
-	var orphans []uint32
-	var id uint32
-	var fe datapath.Frontend
-	it := c.maps.Map(datapath.MapRevNAT).Iterate()
-	for it.Next(&id, &fe) {
+	return sweep(c, datapath.MapRevNAT, func(id uint32, _ datapath.Frontend) bool {
 		c.nextRevNATID = max(c.nextRevNATID, id+1)
-		if !used[id] {
-			orphans = append(orphans, id)
+		return used[id]
+	})
+}
+
+// sweep reads every entry of the named map after a restore and deletes
+// those keep does not want (keep may also take note of the others).
+func sweep[K, V any](c *Cube, name string, keep func(K, V) bool) error {
+	var stale []K
+	var k K
+	var v V
+	it := c.maps.Map(name).Iterate()
+	for it.Next(&k, &v) {
+		if !keep(k, v) {
+			stale = append(stale, k)
 		}
 	}
 	if err := it.Err(); err != nil {
-		return fmt.Errorf("read %s: %w", datapath.MapRevNAT, err)
+		return fmt.Errorf("read %s: %w", name, err)
 	}
-	for _, id := range orphans {
-		if err := c.deleteID(datapath.MapRevNAT, id); err != nil {
+	for _, k := range stale {
+		c.ops.Deletes++
+		if err := datapath.Remove(c.maps, name, k); err != nil {
 			return err
 		}
 	}
