@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"io"
 	"net"
 	"strings"
 	"testing"
@@ -25,20 +24,7 @@ func ptr[T any](v T) *T { return &v }
 // kube-apiserver, Services and EndpointSlices created, changed and deleted
 // with client-go take effect on real traffic from a pod within a bound.
 func TestTrafficFollowsTheAPI(t *testing.T) {
-	testenv.RequireRoot(t)
-	name := testenv.Name("a")
-	_ = sandbox.Down(name, io.Discard)
-	var log strings.Builder
-	sb, err := sandbox.Up(sandbox.Config{Name: name, SocketLB: true, APIServer: true, BinDir: binDir}, &log)
-	if err != nil {
-		t.Fatalf("sandbox up: %v\n%s", err, log.String())
-	}
-	t.Cleanup(func() {
-		if err := sandbox.Down(name, io.Discard); err != nil {
-			t.Error(err)
-		}
-		assertGone(t, sb.Topology)
-	})
+	sb := upWith(t, "a", sandbox.Config{SocketLB: true, APIServer: true})
 	c, err := sb.Client()
 	if err != nil {
 		t.Fatal(err)

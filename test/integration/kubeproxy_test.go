@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -45,19 +44,7 @@ func TestKubeProxyBaseline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := testenv.Name("k")
-	_ = sandbox.Down(name, io.Discard)
-	var log strings.Builder
-	sb, err := sandbox.Up(sandbox.Config{Name: name, APIServer: true, BinDir: binDir}, &log)
-	if err != nil {
-		t.Fatalf("sandbox up: %v\n%s", err, log.String())
-	}
-	t.Cleanup(func() {
-		if err := sandbox.Down(name, io.Discard); err != nil {
-			t.Error(err)
-		}
-		assertGone(t, sb.Topology)
-	})
+	sb := upWith(t, "k", sandbox.Config{APIServer: true})
 	// Node 2 without netcube: agent stopped, programs detached.
 	node := sb.Topology.Nodes[1]
 	if err := sb.StopAgent(node.Name, false); err != nil {

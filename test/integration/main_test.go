@@ -46,14 +46,22 @@ func TestMain(m *testing.M) {
 // if the test fails.
 func up(t *testing.T, socketLB bool) *sandbox.Sandbox {
 	t.Helper()
-	testenv.RequireRoot(t)
-	name := testenv.Name("t")
+	prefix := "t"
 	if socketLB {
-		name += "s"
+		prefix = "ts"
 	}
+	return upWith(t, prefix, sandbox.Config{SocketLB: socketLB})
+}
+
+// upWith is up with any sandbox configuration; its name starts with prefix.
+func upWith(t *testing.T, prefix string, cfg sandbox.Config) *sandbox.Sandbox {
+	t.Helper()
+	testenv.RequireRoot(t)
+	name := testenv.Name(prefix)
+	cfg.Name, cfg.BinDir = name, binDir
 	_ = sandbox.Down(name, io.Discard)
 	var log strings.Builder
-	sb, err := sandbox.Up(sandbox.Config{Name: name, SocketLB: socketLB, BinDir: binDir}, &log)
+	sb, err := sandbox.Up(cfg, &log)
 	if err != nil {
 		t.Fatalf("sandbox up: %v\n%s", err, log.String())
 	}
