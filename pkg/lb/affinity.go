@@ -1,7 +1,6 @@
 package lb
 
 import (
-	"slices"
 
 	"github.com/netcube/netcube/pkg/datapath"
 )
@@ -17,8 +16,9 @@ func (c *Cube) writeAffinityMatch(revNAT, affinity uint32, ids []uint32, prevAff
 	if affinity == 0 {
 		return nil
 	}
+	had := newSmallSet(prev)
 	for _, id := range ids {
-		if prevAffinity != 0 && slices.Contains(prev, id) {
+		if prevAffinity != 0 && had.has(id) {
 			continue
 		}
 		c.ops.Updates++
@@ -37,8 +37,9 @@ func (c *Cube) deleteAffinityMatch(revNAT, prevAffinity uint32, prev []uint32, a
 	if prevAffinity == 0 {
 		return
 	}
+	keep := newSmallSet(ids)
 	for _, id := range prev {
-		if affinity != 0 && slices.Contains(ids, id) {
+		if affinity != 0 && keep.has(id) {
 			continue
 		}
 		c.ops.Deletes++

@@ -311,9 +311,10 @@ func (c *Cube) upsert(fb model.FrontendBackends) error {
 // out, and its flows are balanced again.
 func (c *Cube) holdDraining(proto model.Proto, bs []model.Backend, slots []uint32) []uint32 {
 	var ids []uint32
+	inSlots := newSmallSet(slots)
 	for _, b := range bs {
 		k := backendKey(b, proto)
-		if have, ok := c.backends[k]; ok && (slices.Contains(slots, have.id) || slices.Contains(ids, have.id)) {
+		if have, ok := c.backends[k]; ok && (inSlots.has(have.id) || slices.Contains(ids, have.id)) {
 			continue
 		}
 		id, err := c.acquire(k)

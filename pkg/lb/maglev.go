@@ -95,13 +95,14 @@ func cmpString(a, b string) int {
 	return 0
 }
 
-// sameSet says whether a and b hold the same ids.
+// sameIDs says whether a and b hold the same ids (slot lists: no repeats).
 func sameIDs(a, b []uint32) bool {
 	if len(a) != len(b) {
 		return false
 	}
+	in := newSmallSet(b)
 	for _, x := range a {
-		if !slices.Contains(b, x) {
+		if !in.has(x) {
 			return false
 		}
 	}
