@@ -1,7 +1,6 @@
 package lb
 
 import (
-
 	"github.com/netcube/netcube/pkg/datapath"
 )
 
