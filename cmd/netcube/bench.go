@@ -11,14 +11,18 @@ import (
 	"time"
 
 	"github.com/netcube/netcube/pkg/bench"
+	"github.com/netcube/netcube/pkg/kubeenv"
 )
 
 func benchCmd(args []string) error {
 	if len(args) > 0 && args[0] == "sync" {
 		return benchSync(args[1:])
 	}
+	if len(args) > 0 && args[0] == "compare" {
+		return benchCompare(args[1:])
+	}
 	if len(args) == 0 || args[0] != "datapath" {
-		return errors.New("usage: netcube bench datapath|sync [flags]")
+		return errors.New("usage: netcube bench datapath|sync|compare [flags]")
 	}
 	fs := flag.NewFlagSet("bench datapath", flag.ExitOnError)
 	cfg := bench.DatapathConfig{Log: os.Stdout}
@@ -80,4 +84,47 @@ func ints(s string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// benchCompare: netcube against the real kube-proxy as Services grow.
+func benchCompare(args []string) error {
+	fs := flag.NewFlagSet("bench compare", flag.ExitOnError)
+	sizes := fs.String("services", "1,1000,5000,10000,30000", "numbers of other Services in the cluster, ascending")
+	peers := fs.String("peers", "", "data planes to run, comma-separated (default: netcube,iptables-nft,iptables-legacy,nftables)")
+	quick := fs.Bool("quick", false, "tiny sizes and short runs: checks the harness end to end")
+	cfg := bench.CompareConfig{Log: os.Stdout}
+	fs.IntVar(&cfg.KubeProxyMax, "kube-proxy-max", 30000, "largest size kube-proxy runs at (0: every size)")
+	fs.DurationVar(&cfg.Duration, "duration", 2*time.Second, "length of each throughput, latency and rate measurement")
+	fs.IntVar(&cfg.Runs, "runs", 3, "repetitions (medians are reported)")
+	fs.IntVar(&cfg.Reactions, "reactions", 3, "endpoint scale-up/down pairs timed per family")
+	fs.DurationVar(&cfg.ChurnFor, "churn", 8*time.Second, "length of the rolling-update run")
+	fs.DurationVar(&cfg.ChurnEvery, "churn-every", time.Second, "one replica replaced this often during the rolling update")
+	fs.DurationVar(&cfg.SyncTimeout, "sync-timeout", 30*time.Minute, "longest wait for a data plane to program every Service or change")
+	fs.StringVar(&cfg.OutDir, "out", "docs/benchmarks", "directory for compare.{json,md} and plots/ (\"\": none)")
+	_ = fs.Parse(args)
+	cfg.Command = "bin/netcube bench compare " + strings.Join(args, " ")
+	if *quick {
+		*sizes, cfg.Duration, cfg.Runs, cfg.Reactions = "1,100", time.Second, 1, 1
+		cfg.ChurnFor, cfg.ChurnEvery = 2*time.Second, 500*time.Millisecond
+	}
+	var err error
+	if cfg.Sizes, err = ints(*sizes); err != nil {
+		return err
+	}
+	if *peers != "" {
+		cfg.Peers = strings.Split(*peers, ",")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cfg.BinDir = filepath.Dir(exe)
+	if cfg.ToolsDir, err = kubeenv.ToolsDir(); err != nil {
+		return err
+	}
+	rep, err := bench.Compare(cfg)
+	if rep != nil && cfg.OutDir != "" {
+		fmt.Printf("report: %s\n", filepath.Join(cfg.OutDir, "compare.md"))
+	}
+	return err
 }

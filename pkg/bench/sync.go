@@ -15,7 +15,6 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -296,26 +295,7 @@ func (a *agentProc) initialApply() (apply, wall time.Duration, updates int, err 
 }
 
 // usage returns the agent's CPU seconds and peak RSS (MiB) so far.
-func (a *agentProc) usage() (cpu, rssMB float64) {
-	pid := a.cmd.Process.Pid
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-		ut, _ := strconv.ParseFloat(f[11], 64)
-		st, _ := strconv.ParseFloat(f[12], 64)
-		cpu = (ut + st) / 100 // USER_HZ
-	}
-	if f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if kb, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-				v, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(kb), "kB")), 64)
-				rssMB = v / 1024
-			}
-		}
-		f.Close()
-	}
-	return cpu, rssMB
-}
+func (a *agentProc) usage() (cpu, rssMB float64) { return procUsage(a.cmd.Process.Pid) }
 
 func (a *agentProc) saveHeapProfile(path string) {
 	resp, err := http.Get("http://" + a.metrics + "/debug/pprof/heap")

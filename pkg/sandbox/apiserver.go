@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -43,8 +44,14 @@ func startAPIServer(cfg Config, t Topology) error {
 	}
 	env, err := kubeenv.Start(kubeenv.Options{
 		Dir: t.kubeDir(), Netns: t.Underlay, Address: apiServerIP4.String(), Port: apiServerPort, Detach: true,
+		ServiceCIDRs: cfg.ServiceCIDRs,
 	})
 	if err != nil {
+		return err
+	}
+	// Bulk loads (the benchmark's thousands of Services) write to etcd
+	// directly; Env tells them where it listens.
+	if err := os.WriteFile(filepath.Join(t.kubeDir(), "etcd-url"), []byte(env.EtcdURL), 0o644); err != nil {
 		return err
 	}
 	if cfg.Manifests != "" {
@@ -56,6 +63,24 @@ func startAPIServer(cfg Config, t Topology) error {
 		}
 	}
 	return nil
+}
+
+// Env returns the sandbox's control plane: a client (usable from the host's
+// namespace) and etcd's address, for kubeenv.StoreDirect.
+func (sb *Sandbox) Env() (*kubeenv.Env, error) {
+	if !sb.Config.APIServer {
+		return nil, fmt.Errorf("sandbox %s runs without an API server (up --apiserver)", sb.Config.Name)
+	}
+	env, err := kubeenv.Connect(sb.Topology.kubeDir(), sb.Topology.Underlay)
+	if err != nil {
+		return nil, err
+	}
+	url, err := os.ReadFile(filepath.Join(sb.Topology.kubeDir(), "etcd-url"))
+	if err != nil {
+		return nil, err
+	}
+	env.EtcdURL = string(url)
+	return env, nil
 }
 
 // Client returns a client of the sandbox's API server (usable from the

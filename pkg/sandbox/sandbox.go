@@ -105,9 +105,7 @@ func Up(cfg Config, log io.Writer) (sb *Sandbox, err error) {
 	}
 	fmt.Fprintf(log, "  pods: starting servers on TCP and UDP %d\n", PodPort)
 	for _, p := range t.Pods() {
-		err := spawn(t, "pod-"+p.Name, p.Netns, p.Cgroup,
-			filepath.Join(cfg.BinDir, "netcube"), "pod", "serve", "--name", p.Name, "--port", strconv.Itoa(PodPort))
-		if err != nil {
+		if err := sb.StartServer(p.Name); err != nil {
 			return nil, err
 		}
 	}
@@ -170,10 +168,12 @@ func (sb *Sandbox) StartAgent(node string) error {
 	if sb.Config.APIServer {
 		source = []string{"--kubeconfig", t.Kubeconfig()}
 	}
-	err = spawn(t, agentName(node), n.Netns, "", append([]string{filepath.Join(sb.Config.BinDir, "netcube-agent")},
+	args := append([]string{filepath.Join(sb.Config.BinDir, "netcube-agent")},
 		append(source, "--node-name", n.Name, "--bpf-root", n.PinDir, "--cgroup", n.Cgroup,
 			"--socket-lb="+strconv.FormatBool(sb.Config.SocketLB), "--pod-iface-prefix", podIfPrefix, "--node-ifaces", "eth0",
-			"--ready-file", ready)...)...)
+			"--ready-file", ready)...)
+	args = append(args, sb.Config.AgentArgs...)
+	err = spawn(t, agentName(node), n.Netns, "", args...)
 	if err != nil {
 		return err
 	}
@@ -203,6 +203,23 @@ func (sb *Sandbox) waitPodsAttached(n Node) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// StartServer starts a pod's echo server (TCP and UDP PodPort), as the
+// sandbox does at start.
+func (sb *Sandbox) StartServer(pod string) error {
+	p, ok := sb.Topology.Pod(pod)
+	if !ok {
+		return fmt.Errorf("no pod %q in sandbox %s", pod, sb.Config.Name)
+	}
+	return spawn(sb.Topology, "pod-"+p.Name, p.Netns, p.Cgroup,
+		filepath.Join(sb.Config.BinDir, "netcube"), "pod", "serve", "--name", p.Name, "--port", strconv.Itoa(PodPort))
+}
+
+// StopServer kills a pod's echo server, as when the pod is deleted: new
+// connections to it are refused from then on.
+func (sb *Sandbox) StopServer(pod string) error {
+	return stop(sb.Topology, "pod-"+pod, syscall.SIGKILL, 5*time.Second)
 }
 
 // StopAgent stops a node's agent: gracefully (SIGTERM), or as a crash
@@ -340,3 +357,6 @@ func Down(name string, log io.Writer) error {
 		name, len(namespaces), t.PinRoot, t.CgroupRoot)
 	return errors.Join(errs...)
 }
+
+// AgentPID returns the pid of a node's agent, if it is running.
+func (sb *Sandbox) AgentPID(node string) (int, bool) { return pidOf(sb.Topology, agentName(node)) }

@@ -19,6 +19,11 @@ type Config struct {
 	// APIServer runs a real kube-apiserver and etcd in the sandbox; the
 	// agents watch it instead of a manifest directory.
 	APIServer bool
+	// ServiceCIDRs is the API server's ClusterIP ranges (default
+	// "10.96.0.0/16,fd00:10:96::/112"; the benchmark needs more).
+	ServiceCIDRs string `json:",omitempty"`
+	// AgentArgs are extra flags for every agent (map sizes, say).
+	AgentArgs []string `json:",omitempty"`
 }
 
 func (c *Config) defaults() {

@@ -216,7 +216,7 @@ func TestExternalAccess(t *testing.T) {
 		}
 	})
 	t.Run("loadBalancerSourceRanges admit only clients within them", func(t *testing.T) {
-		answeredBy(t, fromOutside(t, sb, "tcp", "198.51.100.8:80", 10), everyone, node2.IP4)
+		answeredBy(t, fromOutside(t, sb, "tcp", "198.51.100.8:80", 40), everyone, node2.IP4)
 		r := fromOutside(t, sb, "tcp", "198.51.100.9:80", 1, "--timeout", "300ms")[0]
 		if !strings.Contains(r.Err, "timeout") {
 			t.Errorf("client outside the ranges: %+v, want a timeout", r)

@@ -16,21 +16,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/netcube/netcube/internal/testenv"
+	"github.com/netcube/netcube/pkg/bench"
 	"github.com/netcube/netcube/pkg/datapath"
 	"github.com/netcube/netcube/pkg/kubeenv"
 	"github.com/netcube/netcube/pkg/sandbox"
 )
-
-// kubeProxyModes are the benchmark's baselines: kube-proxy's iptables mode
-// with each iptables backend, and its nftables mode.
-var kubeProxyModes = []struct {
-	name, mode, backend string // backend: the iptables binaries kube-proxy finds first in PATH
-	rules               []string
-}{
-	{"iptables-nft", "iptables", "nft", []string{"iptables-nft-save"}},
-	{"iptables-legacy", "iptables", "legacy", []string{"iptables-legacy-save"}},
-	{"nftables", "nftables", "", []string{"nft", "list", "table", "ip", "kube-proxy"}},
-}
 
 // TestKubeProxyBaseline: the real kube-proxy, built from the Go module
 // proxy like the API server, runs on a sandbox node in place of netcube
@@ -95,51 +85,21 @@ func TestKubeProxyBaseline(t *testing.T) {
 	vip := svc.Spec.ClusterIP
 	addr := net.JoinHostPort(vip, "80")
 	client := clientPod.Name
-	inNode := func(args ...string) *exec.Cmd {
-		return exec.Command("nsenter", append([]string{"--net=/run/netns/" + node.Netns, "--"}, args...)...)
-	}
-
-	for _, m := range kubeProxyModes {
-		t.Run(m.name, func(t *testing.T) {
-			path := os.Getenv("PATH")
-			if m.backend != "" { // iptables, ip6tables and their save/restore from the wanted backend
-				dir := t.TempDir()
-				for _, tool := range []string{"iptables", "iptables-save", "iptables-restore", "ip6tables", "ip6tables-save", "ip6tables-restore"} {
-					target, err := exec.LookPath(strings.Replace(tool, "tables", "tables-"+m.backend, 1))
-					if err != nil {
-						t.Fatal(err)
-					}
-					if err := os.Symlink(target, filepath.Join(dir, tool)); err != nil {
-						t.Fatal(err)
-					}
-				}
-				path = dir + ":" + path
-			}
-			kp := inNode(filepath.Join(tools, "kube-proxy"), "--kubeconfig", sb.Topology.Kubeconfig(),
-				"--hostname-override", node.Name, "--proxy-mode", m.mode, "--conntrack-max-per-core", "0",
-				"--cluster-cidr", "10.244.0.0/16,fd00:10:244::/56", "--v", "1")
-			kp.Env = append(os.Environ(), "PATH="+path)
-			logf, err := os.Create(filepath.Join(t.TempDir(), "kube-proxy.log"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			kp.Stdout, kp.Stderr = logf, logf
+	for _, m := range bench.KubeProxyModes {
+		t.Run(m.Name, func(t *testing.T) {
+			kp := &bench.KubeProxy{Mode: m, Node: node, Tools: tools, Config: sb.Topology.Kubeconfig(),
+				LogFile: filepath.Join(t.TempDir(), "kube-proxy.log")}
 			if err := kp.Start(); err != nil {
 				t.Fatal(err)
 			}
 			stopped := false
-			stop := func() {
-				if !stopped {
-					stopped = true
-					_ = kp.Process.Kill()
-					_ = kp.Wait()
-				}
-			}
-			defer stop()
 			defer func() {
 				if t.Failed() {
-					b, _ := os.ReadFile(logf.Name())
+					b, _ := os.ReadFile(kp.LogFile)
 					t.Logf("kube-proxy log:\n%s", b)
+				}
+				if !stopped {
+					_ = kp.Stop()
 				}
 			}()
 
@@ -156,21 +116,66 @@ func TestKubeProxyBaseline(t *testing.T) {
 			if len(seen) != len(backends) {
 				t.Errorf("answered by %v, want both %s and %s", seen, backends[0].Name, backends[1].Name)
 			}
-			rules, err := inNode(m.rules...).CombinedOutput()
-			if err != nil || !strings.Contains(string(rules), vip) {
-				t.Fatalf("%s in %s: %v\n%.2000s", m.rules[0], node.Name, err, rules)
+			rules, err := kp.Rules()
+			if err != nil || !strings.Contains(rules, vip) {
+				t.Fatalf("kube-proxy's rules: %v\n%.2000s", err, rules)
+			}
+			if n, err := kp.Entries(); err != nil || n < 10 {
+				t.Errorf("kube-proxy's rules count: %d, %v", n, err)
+			}
+			if m.Backend != "" {
+				// The benchmark moves a Service's rule to either end of
+				// KUBE-SERVICES; it still serves from there.
+				for _, first := range []bool{true, false} {
+					if err := kp.Place([]string{vip}, first); err != nil {
+						t.Fatal(err)
+					}
+					chain := kubeServices(t, kp)
+					at := 0
+					if !first {
+						at = len(chain) - 2 // before the KUBE-NODEPORTS jump
+					}
+					if !strings.Contains(chain[at], "-d "+vip+"/32 ") || !strings.Contains(chain[len(chain)-1], "KUBE-NODEPORTS") {
+						t.Errorf("first=%v: KUBE-SERVICES is\n%s", first, strings.Join(chain, "\n"))
+					}
+					if r := requestsFrom(t, sb, client, "tcp", addr, 1)[0]; r.Err != "" {
+						t.Errorf("first=%v: %s", first, r.Err)
+					}
+				}
 			}
 
 			// The harness removes each peer's rules before the next starts.
-			stop()
-			cleanup := inNode(filepath.Join(tools, "kube-proxy"), "--cleanup", "--proxy-mode", m.mode)
-			cleanup.Env = append(os.Environ(), "PATH="+path)
-			if out, err := cleanup.CombinedOutput(); err != nil {
-				t.Fatalf("kube-proxy --cleanup: %v\n%s", err, out)
+			stopped = true
+			if err := kp.Stop(); err != nil {
+				t.Fatal(err)
 			}
-			if rules, _ := inNode(m.rules...).CombinedOutput(); strings.Contains(string(rules), vip) {
-				t.Fatalf("rules left after kube-proxy --cleanup:\n%.2000s", rules)
+			out, _ := exec.Command("nsenter", "--net=/run/netns/"+node.Netns, "--", "iptables-nft-save").CombinedOutput()
+			legacy, _ := exec.Command("nsenter", "--net=/run/netns/"+node.Netns, "--", "iptables-legacy-save").CombinedOutput()
+			nft, _ := exec.Command("nsenter", "--net=/run/netns/"+node.Netns, "--", "nft", "list", "ruleset").CombinedOutput()
+			for _, left := range [][]byte{out, legacy, nft} {
+				if strings.Contains(string(left), vip) {
+					t.Fatalf("rules left after kube-proxy --cleanup:\n%.2000s", left)
+				}
 			}
 		})
 	}
+}
+
+// kubeServices lists the rules of the nat table's KUBE-SERVICES chain (IPv4).
+func kubeServices(t *testing.T, kp *bench.KubeProxy) []string {
+	t.Helper()
+	rules, err := kp.Rules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chain []string
+	for _, l := range strings.Split(rules, "\n") {
+		if strings.HasPrefix(l, "-A KUBE-SERVICES ") {
+			chain = append(chain, l)
+		}
+		if strings.HasPrefix(l, "COMMIT") && len(chain) > 0 {
+			break // the first table printed is IPv4's nat
+		}
+	}
+	return chain
 }
