@@ -92,6 +92,7 @@ func benchCompare(args []string) error {
 	sizes := fs.String("services", "1,1000,5000,10000,30000", "numbers of other Services in the cluster, ascending")
 	peers := fs.String("peers", "", "data planes to run, comma-separated (default: netcube,iptables-nft,iptables-legacy,nftables)")
 	quick := fs.Bool("quick", false, "tiny sizes and short runs: checks the harness end to end")
+	reportOnly := fs.Bool("report-only", false, "render compare.md and the plots again from --out's compare.json; measure nothing")
 	cfg := bench.CompareConfig{Log: os.Stdout}
 	fs.IntVar(&cfg.KubeProxyMax, "kube-proxy-max", 30000, "largest size kube-proxy runs at (0: every size)")
 	fs.DurationVar(&cfg.Duration, "duration", 2*time.Second, "length of each throughput, latency and rate measurement")
@@ -102,7 +103,14 @@ func benchCompare(args []string) error {
 	fs.DurationVar(&cfg.SyncTimeout, "sync-timeout", 30*time.Minute, "longest wait for a data plane to program every Service or change")
 	fs.StringVar(&cfg.OutDir, "out", "docs/benchmarks", "directory for compare.{json,md} and plots/ (\"\": none)")
 	_ = fs.Parse(args)
-	cfg.Command = "bin/netcube bench compare " + strings.Join(args, " ")
+	if *reportOnly {
+		rep, err := bench.LoadCompareReport(cfg.OutDir)
+		if err != nil {
+			return err
+		}
+		return rep.Write(cfg.OutDir)
+	}
+	cfg.Command = "make bench-compare (bin/netcube bench compare " + strings.Join(args, " ") + ")"
 	if *quick {
 		*sizes, cfg.Duration, cfg.Runs, cfg.Reactions = "1,100", time.Second, 1, 1
 		cfg.ChurnFor, cfg.ChurnEvery = 2*time.Second, 500*time.Millisecond

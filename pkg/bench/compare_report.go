@@ -222,16 +222,44 @@ func (r *CompareReport) point(peer string, n int) (PeerPoint, bool) {
 	return PeerPoint{}, false
 }
 
-// ceiling is the pod->pod median of every peer's runs at size n: the same
-// path with no Service in it, measured in each peer's slot.
+// ceiling is pod->pod at size n, measured in netcube's slot (the same
+// pods, no Service). Not pooled over every slot: kube-proxy's rules tax
+// pod->pod connections too (their first packet walks KUBE-SERVICES in the
+// node's PREROUTING), which writeDirectTax shows.
 func (r *CompareReport) ceiling(m cmpMetric, n, fam int) []float64 {
-	var all []float64
-	for _, p := range r.Points {
-		if p.Services == n {
-			all = append(all, m.direct(p, fam)...)
-		}
+	if p, ok := r.point("netcube", n); ok {
+		return m.direct(p, fam)
 	}
-	return all
+	return nil
+}
+
+// writeDirectTax: new pod->pod connections per second (no Service
+// involved) while each data plane is installed.
+func (r *CompareReport) writeDirectTax(b *strings.Builder) {
+	m := metricByFile("conn-rate")
+	b.WriteString("## New connections/s pod→pod (no Service) under each data plane\n\n")
+	b.WriteString("kube-proxy's nat rules sit in the node's PREROUTING: the first packet of every new connection through the node walks KUBE-SERVICES, whether or not it is for a Service. netcube leaves pod→pod connections alone.\n\n")
+	peers := r.peers()
+	for fi, fam := range familyNames {
+		fmt.Fprintf(b, "| Services, %s |", fam)
+		for _, p := range peers {
+			fmt.Fprintf(b, " %s |", p)
+		}
+		b.WriteString("\n|---:|" + strings.Repeat("---:|", len(peers)) + "\n")
+		for _, n := range r.sizes() {
+			fmt.Fprintf(b, "| %d |", n)
+			for _, peer := range peers {
+				p, ok := r.point(peer, n)
+				if !ok {
+					b.WriteString(" – |")
+					continue
+				}
+				fmt.Fprintf(b, " %s |", spreadOf(m.direct(p, fi), m.format))
+			}
+			b.WriteString("\n")
+		}
+		b.WriteString("\n")
+	}
 }
 
 var familyNames = []string{"IPv4", "IPv6"}
@@ -251,7 +279,7 @@ func (r *CompareReport) Markdown(plots map[string]string) string {
 	b.WriteString("Only the node's Service data plane changes: netcube's agent (socket-LB for pods, tc for the rest), or the real kube-proxy in iptables mode ")
 	b.WriteString("with the nft and the legacy iptables backend, or in nftables mode; each is started on a clean node (the previous one's rules removed by `kube-proxy --cleanup`, netcube's pins removed). ")
 	fmt.Fprintf(&b, "\"Services\" counts the cluster's other Services: dual-stack ClusterIP Services with one endpoint per family (stored in etcd directly, as the API server would), beside the two measured ones. ")
-	fmt.Fprintf(&b, "Each steady-state figure is the median of %d runs of %gs [min–max]; pod→pod (the same pods, no Service: the ceiling) is measured in every peer's slot, back to back with it. ", r.Config.Runs, r.Config.DurationS)
+	fmt.Fprintf(&b, "Each steady-state figure is the median of %d runs of %gs [min–max]; pod→pod (the same pods, no Service) is measured in every peer's slot, back to back with it; the pod→pod column is netcube's slot (the ceiling netcube's targets refer to). ", r.Config.Runs, r.Config.DurationS)
 	b.WriteString("Request/response client and server are pinned to CPU 1; iperf3 client to CPU 0, server to CPU 1. ")
 	b.WriteString("For iptables, the measured Services' KUBE-SERVICES rules are moved to the end of the chain (just before the KUBE-NODEPORTS jump) and, for the \"first\" rows, to its top: kube-proxy itself writes that chain in Go map order, a new random order each sync. ")
 	b.WriteString("nftables mode and netcube look Services up in a map: order does not apply. ")
@@ -263,6 +291,7 @@ func (r *CompareReport) Markdown(plots map[string]string) string {
 
 	r.writeTargets(&b)
 	r.writeRatios(&b)
+	r.writeDirectTax(&b)
 
 	for _, m := range cmpMetrics {
 		fams := familyNames
@@ -445,4 +474,18 @@ func (r *CompareReport) writeTargets(b *strings.Builder) {
 		}
 	}
 	b.WriteString("\n")
+}
+
+// LoadCompareReport reads dir/compare.json, so that the Markdown and plots
+// can be rendered again without measuring again.
+func LoadCompareReport(dir string) (*CompareReport, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "compare.json"))
+	if err != nil {
+		return nil, err
+	}
+	var r CompareReport
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "compare.json"), err)
+	}
+	return &r, nil
 }
