@@ -64,6 +64,15 @@ func machine(tools string) map[string]string {
 		}
 	}
 	version("kube-proxy", filepath.Join(tools, "kube-proxy"), "--version")
+	// Built from the module proxy, it has no version stamped in: the
+	// pinning says which.
+	if b, err := os.ReadFile("hack/tools/go.mod"); err == nil && strings.Contains(m["kube-proxy"], "v0.0.0") {
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) == 2 && f[0] == "k8s.io/kubernetes" {
+				m["kube-proxy"] = "k8s.io/kubernetes " + f[1]
+			}
+		}
+	}
 	version("iptables", "iptables-nft", "--version")
 	version("nft", "nft", "--version")
 	version("iperf3", "iperf3", "--version")
