@@ -186,29 +186,16 @@ func waitReachable(sb *sandbox.Sandbox, pod, bin, addr string) error {
 
 func measure(sb *sandbox.Sandbox, pod string, cfg DatapathConfig, host string, port int, src netip.Addr) (Measurement, error) {
 	var m Measurement
-	secs := strconv.Itoa(max(1, int(cfg.Duration.Seconds())))
-	iperf := []string{"-c", host, "-p", strconv.Itoa(iperfPort), "-t", secs, "-A", "0", "-J"}
 	load := []string{"pod", "load", "--duration", cfg.Duration.String()}
+	srcArg := ""
 	if src.IsValid() {
-		iperf = append(iperf, "-B", src.String())
 		load = append(load, "--source", src.String())
+		srcArg = src.String()
 	}
-	out, err := runIn(sb, pod, exec.Command("iperf3", iperf...))
-	if err != nil {
+	var err error
+	if m.TCPGbps, err = bulk(sb, pod, host, iperfPort, 1, srcArg, cfg.Duration); err != nil {
 		return m, err
 	}
-	var ip struct {
-		End struct {
-			SumReceived struct {
-				BitsPerSecond float64 `json:"bits_per_second"`
-			} `json:"sum_received"`
-		} `json:"end"`
-		Error string `json:"error"`
-	}
-	if err := json.Unmarshal(out, &ip); err != nil || ip.Error != "" {
-		return m, fmt.Errorf("iperf3 to %s: %v %s", host, err, ip.Error)
-	}
-	m.TCPGbps = ip.End.SumReceived.BitsPerSecond / 1e9
 
 	addr := net.JoinHostPort(host, strconv.Itoa(port))
 	for _, persistent := range []bool{true, false} {
