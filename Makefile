@@ -41,9 +41,9 @@ bench: deps build ## pod->Service vs pod->pod, socket-LB on and off
 bench-sync: deps build tools ## control plane: sync cost at 1k..100k Services against a real kube-apiserver
 	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube bench sync --services 1000,10000,30000,100000 --endpoints 1,10
 
-bench-compare: deps build tools ## netcube vs the real kube-proxy (iptables-nft, iptables-legacy, nftables) at 1..30k Services: docs/benchmarks/compare.md
+bench-compare: deps build tools ## netcube vs the real kube-proxy (iptables-nft, iptables-legacy, nftables) at 1..30k Services (netcube to 100k): docs/benchmarks/compare.md
 	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube bench compare \
-		--services 1,1000,5000,10000,30000 --runs 3 --duration 1s --reactions 3 --churn 6s --churn-every 1s
+		--services 1,1000,5000,10000,30000,100000 --kube-proxy-max 30000 --runs 3 --duration 1s --reactions 3 --churn 6s --churn-every 1s
 
 lint:
 	$(GO) vet ./...

@@ -94,6 +94,7 @@ func benchCompare(args []string) error {
 	quick := fs.Bool("quick", false, "tiny sizes and short runs: checks the harness end to end")
 	reportOnly := fs.Bool("report-only", false, "render compare.md and the plots again from --out's compare.json; measure nothing")
 	cfg := bench.CompareConfig{Log: os.Stdout}
+	fs.BoolVar(&cfg.Merge, "merge", false, "keep --out's earlier points at the sizes not measured now (add a size to a report)")
 	fs.IntVar(&cfg.KubeProxyMax, "kube-proxy-max", 30000, "largest size kube-proxy runs at (0: every size)")
 	fs.DurationVar(&cfg.Duration, "duration", 2*time.Second, "length of each throughput, latency and rate measurement")
 	fs.IntVar(&cfg.Runs, "runs", 3, "repetitions (medians are reported)")

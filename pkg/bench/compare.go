@@ -32,12 +32,16 @@ type CompareConfig struct {
 	Log          io.Writer
 	Command      string // how the report says to reproduce it
 	Sandbox      string // name of the sandbox the benchmark builds (default "kpb")
+	// Merge keeps OutDir's earlier points at the sizes not measured now, so
+	// a large size can be added to a report without measuring it all again.
+	Merge bool
 }
 
 // PeerPoint is everything measured for one data plane at one size.
 type PeerPoint struct {
-	Peer     string `json:"peer"`
-	Services int    `json:"services"`
+	Peer       string    `json:"peer"`
+	Services   int       `json:"services"`
+	MeasuredAt time.Time `json:"measured_at"`
 	// Control plane: start -> every Service programmed (the measured ones
 	// answer in both families), rules or map entries then, and the proxy's
 	// CPU seconds (with its iptables/nft children) and peak RSS over the
@@ -84,6 +88,11 @@ const (
 // it is measured, so a long run that fails keeps what it has.
 func Compare(cfg CompareConfig) (*CompareReport, error) {
 	rep := newCompareReport(cfg)
+	if cfg.Merge {
+		if err := rep.keepEarlier(cfg.OutDir); err != nil {
+			return nil, err
+		}
+	}
 	peers := cfg.Peers
 	if len(peers) == 0 {
 		peers = []string{"netcube"}
@@ -147,7 +156,7 @@ func (c *cluster) peer(name string, cfg CompareConfig) (peer, error) {
 }
 
 func (c *cluster) measurePeer(p peer, n int, cfg CompareConfig) (PeerPoint, error) {
-	pt := PeerPoint{Peer: p.name(), Services: n}
+	pt := PeerPoint{Peer: p.name(), Services: n, MeasuredAt: time.Now().UTC()}
 	t0 := time.Now()
 	if err := p.start(); err != nil {
 		return pt, err

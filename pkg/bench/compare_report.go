@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,6 +33,16 @@ type CompareReport struct {
 		Command      string  `json:"command"`
 	} `json:"config"`
 	Points []PeerPoint `json:"points"`
+	// Merged lists the runs the points come from, when sizes were added to
+	// an earlier report (--merge).
+	Merged []Session `json:"merged,omitempty"`
+}
+
+// Session is one run of the benchmark and the sizes it measured.
+type Session struct {
+	At      time.Time `json:"at"`
+	Sizes   []int     `json:"sizes"`
+	Command string    `json:"command"`
 }
 
 func newCompareReport(cfg CompareConfig) *CompareReport {
@@ -281,9 +292,13 @@ func (r *CompareReport) Markdown(plots map[string]string) string {
 	peers, sizes := r.peers(), r.sizes()
 	fmt.Fprintf(&b, "# netcube vs kube-proxy: Service data planes side by side\n\n")
 	fmt.Fprintf(&b, "Measured %s on %s (%s, %s CPUs, kernel %s); kube-proxy %s, %s, %s, %s.\n\n",
-		r.MeasuredAt.Format("2006-01-02 15:04 UTC"), r.Machine["host"], r.Machine["cpu"], r.Machine["cpus"], r.Machine["kernel"],
+		r.measured(), r.Machine["host"], r.Machine["cpu"], r.Machine["cpus"], r.Machine["kernel"],
 		r.Machine["kube-proxy"], r.Machine["iptables"], r.Machine["nft"], r.Machine["iperf3"])
-	fmt.Fprintf(&b, "Reproduce: `%s`.\n\n", r.Config.Command)
+	if len(r.Merged) < 2 {
+		fmt.Fprintf(&b, "Reproduce: `%s`.\n\n", r.Config.Command)
+	} else {
+		b.WriteString("Reproduce: `make bench-compare` (every size in one run; this report's sizes were measured in the runs above, each size's data planes back to back).\n\n")
+	}
 	b.WriteString("**Method.** One sandbox node (a network namespace) with four pods and a client outside the cluster, a real kube-apiserver + etcd. ")
 	b.WriteString("Only the node's Service data plane changes: netcube's agent (socket-LB for pods, tc for the rest), or the real kube-proxy in iptables mode ")
 	b.WriteString("with the nft and the legacy iptables backend, or in nftables mode; each is started on a clean node (the previous one's rules removed by `kube-proxy --cleanup`, netcube's pins removed). ")
@@ -497,4 +512,61 @@ func LoadCompareReport(dir string) (*CompareReport, error) {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "compare.json"), err)
 	}
 	return &r, nil
+}
+
+// keepEarlier takes the points of dir's compare.json at the sizes this run
+// does not measure. They must have been measured the same way: a merged
+// report compares points of different runs only across sizes, never across
+// data planes at one size.
+func (r *CompareReport) keepEarlier(dir string) error {
+	old, err := LoadCompareReport(dir)
+	if err != nil {
+		return fmt.Errorf("merge: %w", err)
+	}
+	if old.Config.Runs != r.Config.Runs || old.Config.DurationS != r.Config.DurationS || old.Config.Reactions != r.Config.Reactions ||
+		old.Config.ChurnS != r.Config.ChurnS || old.Config.ChurnEveryS != r.Config.ChurnEveryS {
+		return fmt.Errorf("merge: %s was measured with other settings (runs %d, duration %gs, reactions %d, churn %gs every %gs); use the same",
+			filepath.Join(dir, "compare.json"), old.Config.Runs, old.Config.DurationS, old.Config.Reactions, old.Config.ChurnS, old.Config.ChurnEveryS)
+	}
+	for _, p := range old.Points {
+		if slices.Contains(r.Config.Sizes, p.Services) {
+			continue
+		}
+		if p.MeasuredAt.IsZero() {
+			p.MeasuredAt = old.MeasuredAt
+		}
+		r.Points = append(r.Points, p)
+	}
+	earlier := old.Merged
+	if len(earlier) == 0 {
+		earlier = []Session{{At: old.MeasuredAt, Sizes: old.sizes(), Command: old.Config.Command}}
+	}
+	for _, m := range earlier {
+		m.Sizes = slices.DeleteFunc(m.Sizes, func(n int) bool { return slices.Contains(r.Config.Sizes, n) })
+		if len(m.Sizes) > 0 {
+			r.Merged = append(r.Merged, m)
+		}
+	}
+	r.Merged = append(r.Merged, Session{At: r.MeasuredAt, Sizes: r.Config.Sizes, Command: r.Config.Command})
+	r.Config.Sizes = append(r.sizes(), r.Config.Sizes...)
+	slices.Sort(r.Config.Sizes)
+	r.Config.Sizes = slices.Compact(r.Config.Sizes)
+	return nil
+}
+
+// measured says when the points were measured: one date, or one per run
+// when sizes were merged from several.
+func (r *CompareReport) measured() string {
+	if len(r.Merged) < 2 {
+		return r.MeasuredAt.Format("2006-01-02 15:04 UTC")
+	}
+	var parts []string
+	for _, m := range r.Merged {
+		sizes := make([]string, len(m.Sizes))
+		for i, n := range m.Sizes {
+			sizes[i] = strconv.Itoa(n)
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s Services, `%s`)", m.At.Format("2006-01-02 15:04 UTC"), strings.Join(sizes, ", "), m.Command))
+	}
+	return strings.Join(parts, " and ")
 }
