@@ -101,7 +101,7 @@ func benchCompare(args []string) error {
 	fs.IntVar(&cfg.Reactions, "reactions", 3, "endpoint scale-up/down pairs timed per family")
 	fs.DurationVar(&cfg.ChurnFor, "churn", 8*time.Second, "length of the rolling-update run")
 	fs.DurationVar(&cfg.ChurnEvery, "churn-every", time.Second, "one replica replaced this often during the rolling update")
-	fs.DurationVar(&cfg.SyncTimeout, "sync-timeout", 30*time.Minute, "longest wait for a data plane to program every Service or change")
+	fs.DurationVar(&cfg.SyncTimeout, "sync-timeout", 2*time.Hour, "longest wait for a data plane to program every Service or change")
 	fs.StringVar(&cfg.OutDir, "out", "docs/benchmarks", "directory for compare.{json,md} and plots/ (\"\": none)")
 	_ = fs.Parse(args)
 	if *reportOnly {
@@ -111,7 +111,7 @@ func benchCompare(args []string) error {
 		}
 		return rep.Write(cfg.OutDir)
 	}
-	cfg.Command = "make bench-compare (bin/netcube bench compare " + strings.Join(args, " ") + ")"
+	cfg.Command = "bin/netcube bench compare " + strings.Join(args, " ")
 	if *quick {
 		*sizes, cfg.Duration, cfg.Runs, cfg.Reactions = "1,100", time.Second, 1, 1
 		cfg.ChurnFor, cfg.ChurnEvery = 2*time.Second, 500*time.Millisecond

@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/netcube/netcube/pkg/traffic"
@@ -108,6 +111,8 @@ func Compare(cfg CompareConfig) (*CompareReport, error) {
 		return nil, err
 	}
 	defer c.close()
+	current, stopWatching := c.onInterrupt()
+	defer stopWatching()
 	start := time.Now()
 	for _, n := range cfg.Sizes {
 		fmt.Fprintf(cfg.Log, "== %d Services (%s elapsed)\n", n, time.Since(start).Round(time.Second))
@@ -123,7 +128,9 @@ func Compare(cfg CompareConfig) (*CompareReport, error) {
 				continue
 			}
 			fmt.Fprintf(cfg.Log, "  -- %s at %d Services (%s elapsed)\n", name, n, time.Since(start).Round(time.Second))
+			current(p)
 			pt, err := c.measurePeer(p, n, cfg)
+			current(nil)
 			if stopErr := p.stop(); err == nil {
 				err = stopErr
 			}
@@ -140,6 +147,39 @@ func Compare(cfg CompareConfig) (*CompareReport, error) {
 	}
 	fmt.Fprintf(cfg.Log, "== done in %s\n", time.Since(start).Round(time.Second))
 	return rep, nil
+}
+
+// onInterrupt makes an interrupted run (Ctrl-C, SIGTERM) stop the peer
+// being measured (kube-proxy --cleanup) and take the sandbox down before it
+// exits. The first returned func tells it which peer runs (nil: none); the
+// second hands the signals back when the run is over.
+func (c *cluster) onInterrupt() (func(peer), func()) {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	var mu sync.Mutex
+	var running peer
+	done := make(chan struct{})
+	go func() {
+		var s os.Signal
+		select {
+		case s = <-sig:
+		case <-done:
+			return
+		}
+		mu.Lock() // held until exit: the run cannot start another peer
+		fmt.Fprintf(c.log, "%s: cleaning up\n", s)
+		if running != nil {
+			_ = running.stop()
+		}
+		c.close()
+		os.Exit(130)
+	}()
+	set := func(p peer) {
+		mu.Lock()
+		defer mu.Unlock()
+		running = p
+	}
+	return set, func() { signal.Stop(sig); close(done) }
 }
 
 func (c *cluster) peer(name string, cfg CompareConfig) (peer, error) {
