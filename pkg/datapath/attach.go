@@ -122,12 +122,30 @@ func (d *Datapath) AttachCgroup(path string) error {
 // DetachCgroup removes the socket-LB programs (socket-LB turned off).
 func (d *Datapath) DetachCgroup() error {
 	for name := range d.sockHooks() {
-		err := os.Remove(d.linkPin(cgroupLinkPrefix + name))
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := detachPinned(d.linkPin(cgroupLinkPrefix + name)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// detachPinned detaches the link pinned at pin now and removes the pin.
+// Removing the pin alone detaches too, but only once the kernel frees the
+// pin's inode after an RCU grace period and a deferred work item: until
+// then the programs keep acting on traffic. A missing pin is not an error.
+func detachPinned(pin string) error {
+	l, err := link.LoadPinnedLink(pin, nil)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("open pinned link %s: %w", pin, err)
+	}
+	defer l.Close()
+	if err := l.Detach(); err != nil && !errors.Is(err, ebpf.ErrNotSupported) {
+		return fmt.Errorf("detach %s: %w", pin, err)
+	}
+	return l.Unpin()
 }
 
 func (d *Datapath) linkPin(name string) string {

@@ -3,6 +3,7 @@ package datapath
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -175,9 +176,19 @@ func (m *Maps) Delete(name string, key any) error {
 	return nil
 }
 
-// Unpin removes every pin under dir: maps, and links (which detaches the
-// programs). Used by `netcube-agent --cleanup` and `netcube sandbox down`.
+// Unpin detaches every program linked under dir (before it returns, so the
+// next data plane starts on a clean node) and removes every pin: maps and
+// links. Used by `netcube-agent --cleanup` and `netcube sandbox down`.
 func Unpin(dir string) error {
+	err := filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() || filepath.Base(filepath.Dir(path)) != "links" {
+			return err
+		}
+		return detachPinned(path)
+	})
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
 	if err := os.RemoveAll(dir); err != nil && !os.IsNotExist(err) {
 		return fmt.Errorf("remove pins under %s: %w", dir, err)
 	}
