@@ -160,25 +160,7 @@ func serve(addr netip.AddrPort, name string) error {
 // attaches socket-LB to a fresh cgroup; both are removed when the test ends.
 func attachSockLB(t *testing.T) (*lb.Cube, *os.File) {
 	t.Helper()
-	testenv.RequireRoot(t)
-	testenv.EnsureBPFFS(t)
-	root, err := cgroup.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cg := filepath.Join(root, testenv.Name("netcube-test-sock-"))
-	pins := filepath.Join(datapath.BPFFS, testenv.Name("netcube-test-sock-"))
-	t.Cleanup(func() {
-		if err := datapath.Unpin(pins); err != nil {
-			t.Error(err)
-		}
-		if err := cgroup.Remove(root, cg); err != nil {
-			t.Error(err)
-		}
-	})
-	if err := cgroup.Create(cg); err != nil {
-		t.Fatal(err)
-	}
+	cg, pins := cgroupAndPins(t, "netcube-test-sock-")
 	dp, err := datapath.Load(datapath.Config{PinDir: pins})
 	if err != nil {
 		t.Fatal(err)
@@ -193,6 +175,32 @@ func attachSockLB(t *testing.T) (*lb.Cube, *os.File) {
 	}
 	t.Cleanup(func() { dir.Close() })
 	return lb.New(dp.Maps()), dir
+}
+
+// cgroupAndPins creates a fresh cgroup (never the root cgroup) and names a
+// private pin directory; both are removed when the test ends.
+func cgroupAndPins(t *testing.T, prefix string) (cg, pins string) {
+	t.Helper()
+	testenv.RequireRoot(t)
+	testenv.EnsureBPFFS(t)
+	root, err := cgroup.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cg = filepath.Join(root, testenv.Name(prefix))
+	pins = filepath.Join(datapath.BPFFS, testenv.Name(prefix))
+	t.Cleanup(func() {
+		if err := datapath.Unpin(pins); err != nil {
+			t.Error(err)
+		}
+		if err := cgroup.Remove(root, cg); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := cgroup.Create(cg); err != nil {
+		t.Fatal(err)
+	}
+	return cg, pins
 }
 
 // inCgroup runs the child in the cgroup and returns what it saw.

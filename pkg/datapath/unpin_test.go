@@ -2,14 +2,11 @@ package datapath_test
 
 import (
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
-	"github.com/netcube/netcube/internal/cgroup"
-	"github.com/netcube/netcube/internal/testenv"
 	"github.com/netcube/netcube/pkg/datapath"
 )
 
@@ -18,23 +15,7 @@ import (
 // pod's sockets any more. Removing the link pins alone detaches them only
 // some time later.
 func TestUnpinDetachesAtOnce(t *testing.T) {
-	testenv.RequireRoot(t)
-	testenv.EnsureBPFFS(t)
-	root, err := cgroup.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cg := filepath.Join(root, testenv.Name("netcube-test-unpin-"))
-	pins := filepath.Join(datapath.BPFFS, testenv.Name("netcube-test-unpin-"))
-	t.Cleanup(func() {
-		_ = datapath.Unpin(pins)
-		if err := cgroup.Remove(root, cg); err != nil {
-			t.Error(err)
-		}
-	})
-	if err := cgroup.Create(cg); err != nil {
-		t.Fatal(err)
-	}
+	cg, pins := cgroupAndPins(t, "netcube-test-unpin-")
 	dir, err := os.Open(cg)
 	if err != nil {
 		t.Fatal(err)
