@@ -64,6 +64,11 @@ static always_inline int addr_is_v4(const struct nc_addr *a)
 }
 
 /* csum_fold folds a 32-bit one's complement sum into the 16-bit checksum. */
+static always_inline int addr_equal(const struct nc_addr *a, const struct nc_addr *b)
+{
+	return a->w[0] == b->w[0] && a->w[1] == b->w[1] && a->w[2] == b->w[2] && a->w[3] == b->w[3];
+}
+
 static always_inline __u16 csum_fold(__u32 sum)
 {
 	sum = (sum & 0xffff) + (sum >> 16);

@@ -173,3 +173,32 @@ static always_inline int ct_reply_taken(const struct nc_addr *baddr, __be16 bpor
 
 	return bpf_map_lookup_elem(&ct_flows, &k) != NULL;
 }
+
+/* ct_reply_matches says whether the service entry ct of flow f still has
+ * its reply half: the reply entry from the backend baddr:bport, with the
+ * same reverse-NAT id and, for a SNATed flow, keyed on the SNAT address
+ * and remembering this client. */
+static always_inline int ct_reply_matches(const struct flow *f, const struct ct_entry *ct,
+					  const struct nc_addr *baddr, __be16 bport)
+{
+	struct ct_key k = {
+		.saddr = *baddr,
+		.daddr = f->saddr,
+		.sport = bport,
+		.dport = f->sport,
+		.proto = f->proto,
+		.dir = CT_REPLY,
+	};
+	struct ct_entry *r;
+
+	if (ct->flags & CT_F_SNAT) {
+		k.daddr = ct->nat_addr;
+		k.dport = ct->nat_port;
+	}
+	r = bpf_map_lookup_elem(&ct_flows, &k);
+	if (!r || r->rev_nat_id != ct->rev_nat_id)
+		return 0;
+	if (ct->flags & CT_F_SNAT)
+		return addr_equal(&r->nat_addr, &f->saddr) && r->nat_port == f->sport;
+	return 1;
+}

@@ -62,11 +62,6 @@ static always_inline void hairpin_addr(struct nc_addr *a, __u8 family)
 	a->w[3] = bpf_htonl(0x42);
 }
 
-static always_inline int addr_equal(const struct nc_addr *a, const struct nc_addr *b)
-{
-	return a->w[0] == b->w[0] && a->w[1] == b->w[1] && a->w[2] == b->w[2] && a->w[3] == b->w[3];
-}
-
 /* SNAT source ports: above the kernel's default ephemeral range
  * (32768-60999), so this node's own connections never hold one. */
 #define SNAT_PORT_MIN 61000

@@ -54,7 +54,11 @@ static always_inline int xlate_reply(struct __sk_buff *skb, const struct flow *f
 }
 
 /* xlate_established fills x from conntrack when f is an established flow
- * whose backend still exists: it stays there (and on its SNAT port). */
+ * whose backend still exists and whose reply half is still there: it stays
+ * on its backend (and its SNAT port). A service entry whose reply entry is
+ * gone (forgotten by a direct flow that reused the client port, or evicted)
+ * is never trusted: replies would not be translated back, so the flow is
+ * treated as new and both halves are written again. */
 static always_inline int xlate_established(const struct flow *f, struct xlate *x)
 {
 	struct ct_entry *ct = ct_lookup(f, CT_SERVICE);
@@ -62,7 +66,7 @@ static always_inline int xlate_established(const struct flow *f, struct xlate *x
 	if (!ct)
 		return 0;
 	x->backend = lb_lookup_backend(ct->backend_id);
-	if (!x->backend)
+	if (!x->backend || !ct_reply_matches(f, ct, &x->backend->addr, x->backend->port))
 		return 0;
 	x->backend_id = ct->backend_id;
 	if (ct->flags & CT_F_SNAT) {

@@ -40,6 +40,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	if err := datapath.CheckKernel(); err != nil {
+		return err
+	}
 	if err := datapath.EnsureBPFFS(); err != nil {
 		return err
 	}

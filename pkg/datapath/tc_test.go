@@ -161,6 +161,22 @@ func TestPacketFlows(t *testing.T) {
 			},
 		},
 		{
+			// The black hole of issue 14: the direct flow above forgot the
+			// Service flow's reply entry; its Service entry, left behind,
+			// must not be trusted for the next Service flow on that port.
+			name:     "a Service flow whose reply entry was forgotten is balanced afresh, replies reverse-NATed",
+			services: map[model.Frontend][]model.Backend{frontend(vip4, model.TCP): backends(be4)},
+			steps: []step{
+				{name: "Service flow SYN", in: tcp4SYN, verdict: actOK, out: pkt.Rewrite(tcp4SYN, client4, be4)},
+				{name: "its SYN-ACK is reverse-NATed", toPod: true, in: pkt.TCP(be4, client4, synAck, nil), verdict: actOK,
+					out: pkt.Rewrite(pkt.TCP(be4, client4, synAck, nil), vip4, client4)},
+				{name: "direct SYN, same client port, to the backend", in: pkt.TCP(client4, be4, syn, nil), verdict: actOK},
+				{name: "Service flow SYN again, same client port", in: tcp4SYN, verdict: actOK, out: pkt.Rewrite(tcp4SYN, client4, be4)},
+				{name: "its SYN-ACK is reverse-NATed again", toPod: true, in: pkt.TCP(be4, client4, synAck, nil), verdict: actOK,
+					out: pkt.Rewrite(pkt.TCP(be4, client4, synAck, nil), vip4, client4)},
+			},
+		},
+		{
 			name: "a Service without endpoints refuses at once: RST for TCP, ICMP port unreachable for UDP",
 			services: map[model.Frontend][]model.Backend{
 				frontend(vip4, model.TCP): nil, frontend(vip6, model.TCP): nil,
