@@ -15,18 +15,35 @@ import (
 	"time"
 )
 
-// RequireRoot skips a test that needs root (BPF, namespaces) when run
-// unprivileged on a laptop, but fails it in CI, where skipping would hide
-// that nothing was tested.
+// SkipRootEnv, set to 1, lets a developer without root skip the tests that
+// need it, on purpose. Without it (and always in CI) such a test fails:
+// a run that tested nothing must not look green.
+const SkipRootEnv = "NETCUBE_SKIP_ROOT_TESTS"
+
+// RootMissing says why tests needing root cannot run here ("": they can, or
+// they are skipped on purpose: skip is then true).
+func RootMissing() (why string, skip bool) {
+	if os.Geteuid() == 0 {
+		return "", false
+	}
+	if os.Getenv(SkipRootEnv) == "1" && os.Getenv("CI") == "" {
+		return "", true
+	}
+	return "this test needs root (BPF, network namespaces): run it as root (make test), or set " +
+		SkipRootEnv + "=1 to skip such tests on purpose (never in CI)", false
+}
+
+// RequireRoot fails a test that needs root when run unprivileged, unless
+// skipping was asked for (SkipRootEnv) outside CI.
 func RequireRoot(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() == 0 {
-		return
+	why, skip := RootMissing()
+	if skip {
+		t.Skip("needs root (BPF, network namespaces); skipped: " + SkipRootEnv + "=1")
 	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("this test needs root, and CI runs as root: refusing to skip")
+	if why != "" {
+		t.Fatal(why)
 	}
-	t.Skip("needs root (BPF, network namespaces)")
 }
 
 // Name returns a short name unique to this test process, for namespaces,

@@ -26,6 +26,7 @@ import (
 	"github.com/netcube/netcube/pkg/k8s"
 	"github.com/netcube/netcube/pkg/lb"
 	"github.com/netcube/netcube/pkg/reconcile"
+	"github.com/netcube/netcube/pkg/report"
 	"github.com/netcube/netcube/pkg/source"
 	"github.com/netcube/netcube/pkg/source/kube"
 	"github.com/netcube/netcube/pkg/source/yamldir"
@@ -36,7 +37,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if _, set := os.LookupEnv("GOGC"); !set && cfg.GCPercent > 0 {
 		debug.SetGCPercent(cfg.GCPercent)
 	}
-	src, err := newSource(cfg)
+	rep := report.New()
+	src, err := newSource(cfg, rep)
 	if err != nil {
 		return err
 	}
@@ -82,8 +84,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 
 	var rec *reconcile.Reconciler
-	m := newMetrics(cube, maps, func() int { return rec.Pending() })
+	m := newMetrics(cube, maps, func() int { return rec.Pending() }, rep)
 	rec = reconcile.New(cube, m)
+	rec.SetReporter(rep)
 	node, err := setupNode(dp, cfg.NodeName, cfg.NodeInterfaces)
 	if err != nil {
 		return err
@@ -132,10 +135,11 @@ func Run(ctx context.Context, cfg Config) error {
 }
 
 // newSource picks the state source: a YAML directory, or the Kubernetes API
-// (kubeconfig, or in-cluster config).
-func newSource(cfg Config) (source.Source, error) {
+// (kubeconfig, or in-cluster config), whose problems go to rep (and, from
+// the API, as Events on the objects).
+func newSource(cfg Config, rep *report.Reporter) (source.Source, error) {
 	if cfg.Manifests != "" {
-		return &yamldir.Source{Dir: cfg.Manifests}, nil
+		return &yamldir.Source{Dir: cfg.Manifests, Report: rep}, nil
 	}
 	var rc *rest.Config
 	var err error
@@ -153,7 +157,23 @@ func newSource(cfg Config) (source.Source, error) {
 	// when listing 100,000 objects.
 	rc.ContentType = "application/vnd.kubernetes.protobuf"
 	rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	return &kube.Source{Config: rc, ProxyName: cfg.ProxyName, NodeName: cfg.NodeName}, nil
+	events, err := kube.NewEventSink(rc, cfg.NodeName)
+	if err != nil {
+		return nil, err
+	}
+	rep.Sink = events
+	return &sourceWithEvents{&kube.Source{Config: rc, ProxyName: cfg.ProxyName, NodeName: cfg.NodeName, Report: rep}, events}, nil
+}
+
+// sourceWithEvents runs the API source and its Event writer together.
+type sourceWithEvents struct {
+	*kube.Source
+	events *kube.EventSink
+}
+
+func (s *sourceWithEvents) Run(ctx context.Context, h source.Handler) error {
+	go s.events.Run(ctx)
+	return s.Source.Run(ctx, h)
 }
 
 // serve starts the metrics and health endpoints. /healthz says the agent is

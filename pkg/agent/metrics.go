@@ -10,6 +10,7 @@ import (
 
 	"github.com/netcube/netcube/pkg/datapath"
 	"github.com/netcube/netcube/pkg/lb"
+	"github.com/netcube/netcube/pkg/report"
 )
 
 // metrics are the agent's Prometheus metrics.
@@ -22,7 +23,7 @@ type metrics struct {
 	mapOps       *prometheus.CounterVec
 }
 
-func newMetrics(cube *lb.Cube, maps *datapath.Maps, pending func() int) *metrics {
+func newMetrics(cube *lb.Cube, maps *datapath.Maps, pending func() int, rep *report.Reporter) *metrics {
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
 		syncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -56,6 +57,13 @@ func newMetrics(cube *lb.Cube, maps *datapath.Maps, pending func() int) *metrics
 	m.registry.MustRegister(fill(prometheus.GaugeOpts{
 		Name: "netcube_services_pending", Help: "Services waiting to be synced (including retries).",
 	}, func() float64 { return float64(pending()) }))
+	for _, reason := range report.Reasons {
+		m.registry.MustRegister(fill(prometheus.GaugeOpts{
+			Name:        "netcube_config_problems",
+			Help:        "Objects netcube cannot program as written, now, by reason (each also logged, and an Event in API mode).",
+			ConstLabels: prometheus.Labels{"reason": string(reason)},
+		}, func() float64 { return float64(rep.Count()[reason]) }))
+	}
 	m.registry.MustRegister(m.syncDuration, m.eventToMap, m.syncErrors, m.lastSync, m.mapOps,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	maps.Observe = func(mapName, op string, err error) {

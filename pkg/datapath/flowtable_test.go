@@ -31,11 +31,11 @@ func TestFlowTable(t *testing.T) {
 	}
 	var eps []*model.EndpointSlice
 	for _, s := range apiSlices {
-		eps = append(eps, k8s.ToEndpointSlice(s))
+		eps = append(eps, must(k8s.ToEndpointSlice(s)))
 	}
 	node := model.Node{Name: node1.Name, Addrs: []netip.Addr{node1.IP4, node1.IP6}}
 	for _, s := range svcs {
-		svc := k8s.ToService(s)
+		svc := must(k8s.ToService(s))
 		var own []*model.EndpointSlice
 		for _, e := range eps {
 			if e.Service == svc.ID {
@@ -123,4 +123,13 @@ func TestFlowTable(t *testing.T) {
 			}
 		})
 	}
+}
+
+// must returns a conversion's result, panicking on input the test meant
+// to be valid.
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

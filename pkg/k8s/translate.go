@@ -1,220 +1,14 @@
 package k8s
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/netcube/netcube/pkg/model"
 )
-
-// ServiceNameLabel links an EndpointSlice to its Service.
-const ServiceNameLabel = discoveryv1.LabelServiceName
-
-// ServiceOf returns the Service an EndpointSlice belongs to, if any.
-func ServiceOf(s *discoveryv1.EndpointSlice) (model.ServiceID, bool) {
-	name := s.Labels[ServiceNameLabel]
-	return model.ServiceID{Namespace: s.Namespace, Name: name}, name != ""
-}
-
-// Proxied says whether netcube programs a Service at all: headless and
-// ExternalName Services have no virtual IP to load-balance.
-func Proxied(svc *corev1.Service) bool {
-	if svc.Spec.Type == corev1.ServiceTypeExternalName {
-		return false
-	}
-	return svc.Spec.ClusterIP != "" && svc.Spec.ClusterIP != corev1.ClusterIPNone
-}
-
-// ValidateService reports what makes a Service unusable, naming the field.
-func ValidateService(svc *corev1.Service) error {
-	var errs []error
-	if svc.Name == "" {
-		errs = append(errs, errors.New("metadata.name is empty"))
-	}
-	if !Proxied(svc) {
-		return errors.Join(errs...)
-	}
-	if _, err := ParseAlgorithm(svc.Annotations[AnnotationAlgorithm]); err != nil {
-		errs = append(errs, fmt.Errorf("metadata.annotations[%s]: %w", AnnotationAlgorithm, err))
-	}
-	for _, ip := range clusterIPs(svc) {
-		if _, err := netip.ParseAddr(ip); err != nil {
-			errs = append(errs, fmt.Errorf("spec.clusterIPs: %q is not an IP address", ip))
-		}
-	}
-	for i, p := range svc.Spec.Ports {
-		if p.Port < 1 || p.Port > 65535 {
-			errs = append(errs, fmt.Errorf("spec.ports[%d].port: %d is not in 1-65535", i, p.Port))
-		}
-		if _, ok := protocol(p.Protocol); !ok {
-			errs = append(errs, fmt.Errorf("spec.ports[%d].protocol: %q is not supported (TCP, UDP)", i, p.Protocol))
-		}
-		if len(svc.Spec.Ports) > 1 && p.Name == "" {
-			errs = append(errs, fmt.Errorf("spec.ports[%d].name: required when a Service has several ports", i))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// ValidateEndpointSlice reports what makes an EndpointSlice unusable.
-func ValidateEndpointSlice(s *discoveryv1.EndpointSlice) error {
-	var errs []error
-	if s.Name == "" {
-		errs = append(errs, errors.New("metadata.name is empty"))
-	}
-	switch s.AddressType {
-	case discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6, discoveryv1.AddressTypeFQDN:
-	default:
-		errs = append(errs, fmt.Errorf("addressType: %q is not IPv4, IPv6 or FQDN", s.AddressType))
-	}
-	for i, p := range s.Ports {
-		if p.Port != nil && (*p.Port < 1 || *p.Port > 65535) {
-			errs = append(errs, fmt.Errorf("ports[%d].port: %d is not in 1-65535", i, *p.Port))
-		}
-	}
-	if s.AddressType == discoveryv1.AddressTypeFQDN {
-		return errors.Join(errs...)
-	}
-	for i, ep := range s.Endpoints {
-		for _, a := range ep.Addresses {
-			ip, err := netip.ParseAddr(a)
-			if err != nil || ip.Is4() != (s.AddressType == discoveryv1.AddressTypeIPv4) {
-				errs = append(errs, fmt.Errorf("endpoints[%d].addresses: %q is not an %s address", i, a, s.AddressType))
-			}
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// ToService converts a Service to what netcube programs, or nil when netcube
-// does not program it (headless and ExternalName Services). Ports of
-// protocols netcube does not handle (SCTP) are left out; ValidateService is
-// the strict check for hand-written input.
-func ToService(svc *corev1.Service) *model.Service {
-	if !Proxied(svc) {
-		return nil
-	}
-	out := &model.Service{ID: model.ServiceID{Namespace: svc.Namespace, Name: svc.Name}}
-	for _, s := range clusterIPs(svc) {
-		if ip, err := netip.ParseAddr(s); err == nil {
-			out.ClusterIPs = append(out.ClusterIPs, ip.Unmap())
-		}
-	}
-	for _, p := range svc.Spec.Ports {
-		proto, ok := protocol(p.Protocol)
-		if !ok || p.Port < 1 || p.Port > 65535 {
-			continue
-		}
-		sp := model.ServicePort{Name: p.Name, Port: uint16(p.Port), Proto: proto}
-		if p.NodePort > 0 && p.NodePort <= 65535 {
-			sp.NodePort = uint16(p.NodePort)
-		}
-		out.Ports = append(out.Ports, sp)
-	}
-	out.External = externalAccess(svc)
-	out.Affinity = affinity(svc)
-	out.InternalLocal = svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal
-	out.Algorithm, _ = ParseAlgorithm(svc.Annotations[AnnotationAlgorithm])
-	out.PreferClose = preferClose(svc)
-	out.PreferSameNode = svc.Spec.TrafficDistribution != nil && *svc.Spec.TrafficDistribution == corev1.ServiceTrafficDistributionPreferSameNode
-	return out
-}
-
-// placements interns endpoint placements: there are a handful per node,
-// shared by all the endpoints of every Service (their strings too).
-var placements struct {
-	sync.Mutex
-	m map[model.Placement]*model.Placement
-}
-
-func placement(k model.Placement) *model.Placement {
-	placements.Lock()
-	defer placements.Unlock()
-	if p := placements.m[k]; p != nil {
-		return p
-	}
-	if placements.m == nil {
-		placements.m = map[model.Placement]*model.Placement{}
-	}
-	p := &k
-	placements.m[k] = p
-	return p
-}
-
-// ToEndpointSlice converts an EndpointSlice, or returns nil when it serves
-// no Service netcube programs (no service-name label, or FQDN addresses).
-// An endpoint's first address is its address, as in kube-proxy (the API
-// says the others are fungible).
-func ToEndpointSlice(s *discoveryv1.EndpointSlice) *model.EndpointSlice {
-	id, ok := ServiceOf(s)
-	if !ok || (s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6) {
-		return nil
-	}
-	v6 := s.AddressType == discoveryv1.AddressTypeIPv6
-	out := &model.EndpointSlice{Name: s.Name, Service: id, IPv6: v6}
-	for _, p := range s.Ports {
-		if p.Port == nil || *p.Port < 1 || *p.Port > 65535 {
-			continue // a port without a number: no target for this name
-		}
-		proto, ok := model.TCP, true
-		if p.Protocol != nil {
-			proto, ok = protocol(*p.Protocol)
-		}
-		if !ok {
-			continue
-		}
-		name := ""
-		if p.Name != nil {
-			name = *p.Name
-		}
-		out.Ports = append(out.Ports, model.EndpointPort{Name: name, Port: uint16(*p.Port), Proto: proto})
-	}
-	out.Endpoints = make([]model.Endpoint, 0, len(s.Endpoints))
-	for _, ep := range s.Endpoints {
-		if len(ep.Addresses) == 0 {
-			continue
-		}
-		ip, err := netip.ParseAddr(ep.Addresses[0])
-		if err != nil || ip.Is4() == v6 {
-			continue
-		}
-		c := ep.Conditions
-		ready := c.Ready == nil || *c.Ready
-		serving := ready
-		if c.Serving != nil {
-			serving = *c.Serving
-		}
-		e := model.Endpoint{Addr: ip, Ready: ready, Serving: serving, Terminating: c.Terminating != nil && *c.Terminating}
-		var node, zones, nodes string
-		if ep.NodeName != nil {
-			node = *ep.NodeName
-		}
-		if ep.Hints != nil {
-			names := make([]string, 0, len(ep.Hints.ForZones))
-			for _, z := range ep.Hints.ForZones {
-				names = append(names, z.Name)
-			}
-			zones = strings.Join(names, ",")
-			names = names[:0]
-			for _, n := range ep.Hints.ForNodes {
-				names = append(names, n.Name)
-			}
-			nodes = strings.Join(names, ",")
-		}
-		if node != "" || zones != "" || nodes != "" {
-			e.Placement = placement(model.Placement{NodeName: node, ForZones: zones, ForNodes: nodes})
-		}
-		out.Endpoints = append(out.Endpoints, e)
-	}
-	return out
-}
 
 // AnnotationAlgorithm picks a Service's load-balancing algorithm: "maglev"
 // or "random"; absent, the agent's --lb-algorithm.
@@ -245,54 +39,6 @@ func preferClose(svc *corev1.Service) bool {
 		mode = svc.Annotations[corev1.DeprecatedAnnotationTopologyAwareHints]
 	}
 	return mode == "Auto" || mode == "auto"
-}
-
-// DefaultAffinitySeconds is sessionAffinityConfig.clientIP.timeoutSeconds
-// when unset (the API's default: 3 hours).
-const DefaultAffinitySeconds = 10800
-
-func affinity(svc *corev1.Service) uint32 {
-	if svc.Spec.SessionAffinity != corev1.ServiceAffinityClientIP {
-		return 0
-	}
-	if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil && *c.ClientIP.TimeoutSeconds > 0 {
-		return uint32(*c.ClientIP.TimeoutSeconds)
-	}
-	return DefaultAffinitySeconds
-}
-
-// externalAccess reads how a Service is reached from outside the cluster,
-// or nil when it is not.
-func externalAccess(svc *corev1.Service) *model.ExternalAccess {
-	var ips, lbIPs []netip.Addr
-	var ranges []netip.Prefix
-	for _, s := range svc.Spec.ExternalIPs {
-		if ip, err := netip.ParseAddr(s); err == nil {
-			ips = append(ips, ip.Unmap())
-		}
-	}
-	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
-		for _, in := range svc.Status.LoadBalancer.Ingress {
-			if ip, err := netip.ParseAddr(in.IP); err == nil {
-				lbIPs = append(lbIPs, ip.Unmap())
-			}
-		}
-		for _, s := range svc.Spec.LoadBalancerSourceRanges {
-			if p, err := netip.ParsePrefix(strings.TrimSpace(s)); err == nil {
-				ranges = append(ranges, netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-unmappedBits(p)).Masked())
-			}
-		}
-	}
-	nodePorts := svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer
-	if len(ips) == 0 && len(lbIPs) == 0 && !nodePorts {
-		return nil
-	}
-	ext := &model.ExternalAccess{IPs: ips, LoadBalancerIPs: lbIPs, SourceRanges: ranges,
-		LocalOnly: svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal}
-	if hc := svc.Spec.HealthCheckNodePort; ext.LocalOnly && hc > 0 && hc <= 65535 {
-		ext.HealthCheckNodePort = uint16(hc)
-	}
-	return ext
 }
 
 // LocalEndpoints counts the ready endpoints on node among a Service's
@@ -378,7 +124,9 @@ func Frontends(svc *model.Service, slices []*model.EndpointSlice, node model.Nod
 				add(ip, sp.Port)
 			}
 			// loadBalancerSourceRanges restrict the LoadBalancer IPs, with
-			// the ranges of their family (none: no restriction).
+			// the ranges of their family: a Service with ranges of one
+			// family only lets no client of the other in (fail closed;
+			// kube-proxy leaves that family open).
 			var ranges []netip.Prefix
 			for _, r := range svc.External.SourceRanges {
 				if r.Addr().Is6() == v6 {
@@ -387,7 +135,7 @@ func Frontends(svc *model.Service, slices []*model.EndpointSlice, node model.Nod
 			}
 			for _, ip := range svc.External.LoadBalancerIPs {
 				add(ip, sp.Port)
-				if len(ranges) > 0 && ip.Is6() == v6 {
+				if svc.External.Restricted && ip.Is6() == v6 {
 					out[len(out)-1].Flags |= model.SourceRanges
 					out[len(out)-1].SourceRanges = ranges
 				}
@@ -395,15 +143,6 @@ func Frontends(svc *model.Service, slices []*model.EndpointSlice, node model.Nod
 		}
 	}
 	return out
-}
-
-// unmappedBits: an IPv4-mapped IPv6 prefix (::ffff:a.b.c.d/n) loses 96
-// bits when its address is unmapped.
-func unmappedBits(p netip.Prefix) int {
-	if p.Addr().Is4In6() {
-		return 96
-	}
-	return 0
 }
 
 // clusterBackends are a frontend's backends: this node's (onNode, for a
@@ -530,23 +269,6 @@ func slicePort(s *model.EndpointSlice, sp model.ServicePort) (uint16, bool) {
 		if p.Name == sp.Name && p.Proto == sp.Proto {
 			return p.Port, true
 		}
-	}
-	return 0, false
-}
-
-func clusterIPs(svc *corev1.Service) []string {
-	if len(svc.Spec.ClusterIPs) > 0 {
-		return svc.Spec.ClusterIPs
-	}
-	return []string{svc.Spec.ClusterIP}
-}
-
-func protocol(p corev1.Protocol) (model.Proto, bool) {
-	switch p {
-	case corev1.ProtocolTCP, "":
-		return model.TCP, true
-	case corev1.ProtocolUDP:
-		return model.UDP, true
 	}
 	return 0, false
 }

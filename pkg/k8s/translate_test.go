@@ -147,9 +147,9 @@ func TestFrontends(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var in []*model.EndpointSlice
 			for _, s := range c.slices {
-				in = append(in, ToEndpointSlice(s))
+				in = append(in, must(ToEndpointSlice(s)))
 			}
-			got := Frontends(ToService(c.svc), in, model.Node{})
+			got := Frontends(must(ToService(c.svc)), in, model.Node{})
 			if len(got) != len(c.want) {
 				t.Fatalf("got %v, want %v", got, c.want)
 			}
@@ -160,23 +160,6 @@ func TestFrontends(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-func TestValidate(t *testing.T) {
-	bad := service([]string{"10.96.0.300"}, corev1.ServicePort{Name: "a", Port: 0}, corev1.ServicePort{Port: 80, Protocol: "SCTP"})
-	err := ValidateService(bad)
-	for _, want := range []string{`"10.96.0.300" is not an IP`, "spec.ports[0].port: 0", `spec.ports[1].protocol: "SCTP"`, "spec.ports[1].name: required"} {
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("error %v does not say %q", err, want)
-		}
-	}
-	if err := ValidateService(service([]string{"10.96.0.1"}, corev1.ServicePort{Port: 80})); err != nil {
-		t.Errorf("valid Service rejected: %v", err)
-	}
-	s := slice(discoveryv1.AddressTypeIPv4, nil, ep{addr: "fd00::1"})
-	if err := ValidateEndpointSlice(s); err == nil || !strings.Contains(err.Error(), `"fd00::1" is not an IPv4 address`) {
-		t.Errorf("IPv6 address in IPv4 slice: %v", err)
 	}
 }
 
@@ -192,8 +175,8 @@ func TestExternalFrontends(t *testing.T) {
 	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.7"}, {IP: "2001:db8::7"}, {Hostname: "lb.example"}}
 	ports := []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr[int32](8080), Protocol: ptr(corev1.ProtocolTCP)}}
 	eps := []*model.EndpointSlice{
-		ToEndpointSlice(slice(discoveryv1.AddressTypeIPv4, ports, ep{addr: "10.0.0.1", node: "node1"}, ep{addr: "10.0.0.2", node: "node2"})),
-		ToEndpointSlice(slice(discoveryv1.AddressTypeIPv6, ports, ep{addr: "fd00:10::1", node: "node2"})),
+		must(ToEndpointSlice(slice(discoveryv1.AddressTypeIPv4, ports, ep{addr: "10.0.0.1", node: "node1"}, ep{addr: "10.0.0.2", node: "node2"}))),
+		must(ToEndpointSlice(slice(discoveryv1.AddressTypeIPv6, ports, ep{addr: "fd00:10::1", node: "node2"}))),
 	}
 	node := model.Node{Name: "node1", Addrs: []netip.Addr{netip.MustParseAddr("172.30.0.1"), netip.MustParseAddr("fd00:172:30::1")}}
 	all4 := []model.Backend{be("10.0.0.1:8080"), be("10.0.0.2:8080")}
@@ -231,7 +214,7 @@ func TestExternalFrontends(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			svc.Spec.ExternalTrafficPolicy = c.policy
-			got := Frontends(ToService(svc), eps, node)
+			got := Frontends(must(ToService(svc)), eps, node)
 			if len(got) != len(c.want) {
 				t.Fatalf("got %d frontends %v, want %d", len(got), got, len(c.want))
 			}
@@ -247,7 +230,7 @@ func TestExternalFrontends(t *testing.T) {
 	// A ClusterIP Service with an external IP has no NodePort frontends.
 	plain := service([]string{"10.96.0.2"}, corev1.ServicePort{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP})
 	plain.Spec.ExternalIPs = []string{"192.0.2.11"}
-	got := Frontends(ToService(plain), nil, node)
+	got := Frontends(must(ToService(plain)), nil, node)
 	if len(got) != 2 || got[1].Frontend != fe("192.0.2.11", 80, model.TCP) || got[1].Flags != model.External {
 		t.Errorf("ClusterIP Service with an external IP: %v", got)
 	}
@@ -258,10 +241,10 @@ func TestExternalFrontends(t *testing.T) {
 func TestLocalEndpoints(t *testing.T) {
 	notReady := ptr(false)
 	eps := []*model.EndpointSlice{
-		ToEndpointSlice(slice(discoveryv1.AddressTypeIPv4, nil,
+		must(ToEndpointSlice(slice(discoveryv1.AddressTypeIPv4, nil,
 			ep{addr: "10.0.0.1", node: "node1"}, ep{addr: "10.0.0.2", node: "node1"},
-			ep{addr: "10.0.0.3", node: "node1", ready: notReady}, ep{addr: "10.0.0.4", node: "node2"})),
-		ToEndpointSlice(slice(discoveryv1.AddressTypeIPv6, nil, ep{addr: "fd00::1", node: "node1"}, ep{addr: "fd00::2", node: "node1"})),
+			ep{addr: "10.0.0.3", node: "node1", ready: notReady}, ep{addr: "10.0.0.4", node: "node2"}))),
+		must(ToEndpointSlice(slice(discoveryv1.AddressTypeIPv6, nil, ep{addr: "fd00::1", node: "node1"}, ep{addr: "fd00::2", node: "node1"}))),
 	}
 	for node, want := range map[string]int{"node1": 2, "node2": 1, "node3": 0} {
 		if got := LocalEndpoints(eps, node); got != want {
@@ -286,7 +269,7 @@ func TestAffinity(t *testing.T) {
 		{corev1.ServiceAffinityClientIP, &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr[int32](60)}}, 60},
 	} {
 		svc.Spec.SessionAffinity, svc.Spec.SessionAffinityConfig = c.affinity, c.config
-		fes := Frontends(ToService(svc), nil, node)
+		fes := Frontends(must(ToService(svc)), nil, node)
 		if len(fes) != 2 {
 			t.Fatalf("%v", fes)
 		}
@@ -306,9 +289,9 @@ func TestInternalTrafficPolicyLocal(t *testing.T) {
 	svc.Spec.Type = corev1.ServiceTypeNodePort
 	svc.Spec.InternalTrafficPolicy = ptr(corev1.ServiceInternalTrafficPolicyLocal)
 	ports := []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr[int32](8080), Protocol: ptr(corev1.ProtocolTCP)}}
-	eps := []*model.EndpointSlice{ToEndpointSlice(slice(discoveryv1.AddressTypeIPv4, ports,
-		ep{addr: "10.0.0.1", node: "node1"}, ep{addr: "10.0.0.2", node: "node2"}))}
-	fes := Frontends(ToService(svc), eps, model.Node{Name: "node2", Addrs: []netip.Addr{netip.MustParseAddr("172.30.0.2")}})
+	eps := []*model.EndpointSlice{must(ToEndpointSlice(slice(discoveryv1.AddressTypeIPv4, ports,
+		ep{addr: "10.0.0.1", node: "node1"}, ep{addr: "10.0.0.2", node: "node2"})))}
+	fes := Frontends(must(ToService(svc)), eps, model.Node{Name: "node2", Addrs: []netip.Addr{netip.MustParseAddr("172.30.0.2")}})
 	if len(fes) != 2 {
 		t.Fatalf("%v", fes)
 	}
@@ -342,7 +325,7 @@ func TestTerminatingEndpoints(t *testing.T) {
 			{addr: "10.0.0.4", ready: no, serving: no, terminating: yes},
 		}, []model.Backend{be("10.0.0.2:8080")}, []model.Backend{be("10.0.0.4:8080")}},
 	} {
-		fes := Frontends(ToService(svc), []*model.EndpointSlice{ToEndpointSlice(slice(discoveryv1.AddressTypeIPv4, ports, c.eps...))}, model.Node{})
+		fes := Frontends(must(ToService(svc)), []*model.EndpointSlice{must(ToEndpointSlice(slice(discoveryv1.AddressTypeIPv4, ports, c.eps...)))}, model.Node{})
 		if len(fes) != 1 || !slices.Equal(fes[0].Backends, c.ready) || !slices.Equal(fes[0].Draining, c.drained) {
 			t.Errorf("%s: %+v; want backends %v, draining %v", c.name, fes, c.ready, c.drained)
 		}
@@ -365,19 +348,21 @@ func TestAlgorithm(t *testing.T) {
 		{"random", model.AlgorithmMaglev, false},
 	} {
 		svc.Annotations = map[string]string{AnnotationAlgorithm: c.annotation}
-		fes := Frontends(ToService(svc), nil, model.Node{Algorithm: c.def})
+		fes := Frontends(must(ToService(svc)), nil, model.Node{Algorithm: c.def})
 		if got := fes[0].Flags&model.Maglev != 0; got != c.maglev {
 			t.Errorf("annotation %q, default %d: Maglev %v, want %v", c.annotation, c.def, got, c.maglev)
 		}
 	}
 	svc.Annotations = map[string]string{AnnotationAlgorithm: "round-robin"}
-	if err := ValidateService(svc); err == nil || !strings.Contains(err.Error(), "round-robin") {
+	if _, err := ToService(svc); err == nil || !strings.Contains(err.Error(), "round-robin") {
 		t.Errorf("bad algorithm: %v", err)
 	}
 }
 
 // TestSourceRanges: loadBalancerSourceRanges restrict the LoadBalancer IPs
-// only (not NodePorts, not external IPs), each with its family's ranges.
+// only (not NodePorts, not external IPs), each with its family's ranges; a
+// family without ranges lets no client in (fail closed), and neither does
+// any family when one range cannot be read.
 func TestSourceRanges(t *testing.T) {
 	svc := service([]string{"10.96.0.1", "fd00::1"}, corev1.ServicePort{Name: "http", Port: 80, NodePort: 30080})
 	svc.Spec.Type = corev1.ServiceTypeLoadBalancer
@@ -386,19 +371,45 @@ func TestSourceRanges(t *testing.T) {
 	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.7"}, {IP: "2001:db8::7"}}
 	node := model.Node{Addrs: []netip.Addr{netip.MustParseAddr("172.30.0.1")}}
 	want := []netip.Prefix{netip.MustParsePrefix("172.30.0.0/24"), netip.MustParsePrefix("10.1.2.3/32")}
-	for _, f := range Frontends(ToService(svc), nil, node) {
-		restricted := f.Flags&model.SourceRanges != 0
-		switch f.Frontend.Addr.String() {
-		case "198.51.100.7":
-			if !restricted || !slices.Equal(f.SourceRanges, want) {
-				t.Errorf("v4 LoadBalancer IP: %+v, want ranges %v", f, want)
-			}
-		default: // ClusterIPs, NodePort, external IP, and the v6 LB IP (no v6 ranges)
-			if restricted {
-				t.Errorf("%s restricted: %+v", f.Frontend, f)
+	check := func(fes model.Frontends, v4Ranges []netip.Prefix) {
+		t.Helper()
+		// 2 ClusterIPs, 1 NodePort on the node's v4 address, 1 external
+		// IP, 2 LoadBalancer IPs.
+		if len(fes) != 6 {
+			t.Fatalf("%d frontends, want 6: %v", len(fes), fes)
+		}
+		restricted := 0
+		for _, f := range fes {
+			isRestricted := f.Flags&model.SourceRanges != 0
+			switch f.Frontend.Addr.String() {
+			case "198.51.100.7":
+				restricted++
+				if !isRestricted || !slices.Equal(f.SourceRanges, v4Ranges) {
+					t.Errorf("v4 LoadBalancer IP: %+v, want ranges %v", f, v4Ranges)
+				}
+			case "2001:db8::7": // no v6 range given: no v6 client allowed
+				restricted++
+				if !isRestricted || len(f.SourceRanges) != 0 {
+					t.Errorf("v6 LoadBalancer IP: %+v, want restricted to no client", f)
+				}
+			default: // ClusterIPs, NodePort, external IP
+				if isRestricted {
+					t.Errorf("%s restricted: %+v", f.Frontend, f)
+				}
 			}
 		}
+		if restricted != 2 {
+			t.Errorf("%d LoadBalancer frontends, want 2", restricted)
+		}
 	}
+	check(Frontends(must(ToService(svc)), nil, node), want)
+
+	svc.Spec.LoadBalancerSourceRanges = []string{"172.30.0.0/24", "10.1.2.300/32"}
+	walled, err := ToService(svc)
+	if err == nil || !strings.Contains(err.Error(), `spec.loadBalancerSourceRanges[1]: "10.1.2.300/32"`) || !FailsClosed(err) {
+		t.Fatalf("invalid range: error %v, want it named and failing closed", err)
+	}
+	check(Frontends(walled, nil, node), nil)
 }
 
 // TestTopologyHints: a Service preferring close endpoints uses the ready
@@ -420,7 +431,7 @@ func TestTopologyHints(t *testing.T) {
 	sliceOf := func(eps ...discoveryv1.Endpoint) []*model.EndpointSlice {
 		s := slice(discoveryv1.AddressTypeIPv4, ports)
 		s.Endpoints = eps
-		return []*model.EndpointSlice{ToEndpointSlice(s)}
+		return []*model.EndpointSlice{must(ToEndpointSlice(s))}
 	}
 	onNode := func(e discoveryv1.Endpoint, node string) discoveryv1.Endpoint {
 		if e.Hints == nil {
@@ -462,9 +473,18 @@ func TestTopologyHints(t *testing.T) {
 		if tc.mode != "" {
 			svc.Annotations = map[string]string{corev1.AnnotationTopologyMode: tc.mode}
 		}
-		fes := Frontends(ToService(svc), sliceOf(tc.eps...), model.Node{Name: "n1", Zone: tc.zone})
+		fes := Frontends(must(ToService(svc)), sliceOf(tc.eps...), model.Node{Name: "n1", Zone: tc.zone})
 		if len(fes) != 1 || !slices.Equal(fes[0].Backends, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, fes, tc.want)
 		}
 	}
+}
+
+// must returns a conversion's result, panicking on input the test meant
+// to be valid.
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

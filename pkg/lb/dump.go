@@ -88,3 +88,13 @@ func Lookup(maps *datapath.Maps, fe model.Frontend) (bs []model.Backend, ok bool
 	}
 	return bs, true, nil
 }
+
+// Flags reads one frontend's options as a packet would find them in its
+// master entry; ok is false when the frontend is not programmed.
+func Flags(maps *datapath.Maps, fe model.Frontend) (flags model.FrontendFlags, ok bool) {
+	var master datapath.ServiceValue
+	if err := maps.Map(datapath.MapServices).Lookup(serviceKey(fe, 0), &master); err != nil {
+		return 0, false
+	}
+	return model.FrontendFlags(master.Flags), true
+}

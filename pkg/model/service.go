@@ -9,7 +9,11 @@ import (
 // it arrives, so neither the source nor the reconciler keeps API objects
 // (at 100,000 Services those would be most of the agent's memory).
 type Service struct {
-	ID         ServiceID
+	ID ServiceID
+	// Created is metadata.creationTimestamp in Unix seconds (0: unknown,
+	// as in most manifest files): of two Services claiming one frontend,
+	// the older one has it.
+	Created    int64
 	ClusterIPs []netip.Addr
 	Ports      []ServicePort
 	// External is how the Service is reached from outside the cluster;
@@ -54,10 +58,15 @@ type ServicePort struct {
 type ExternalAccess struct {
 	IPs             []netip.Addr // spec.externalIPs
 	LoadBalancerIPs []netip.Addr // status.loadBalancer.ingress[].ip
-	// SourceRanges (loadBalancerSourceRanges): only these clients may
-	// reach the LoadBalancer IPs; none: anyone.
+	// Restricted: loadBalancerSourceRanges were given, so only clients in
+	// SourceRanges may reach the LoadBalancer IPs, in each family only
+	// those of its family (none of a family: no client of it).
+	Restricted   bool
 	SourceRanges []netip.Prefix
-	LocalOnly    bool // externalTrafficPolicy: Local
+	// Walled: a source range could not be read, so no client at all may
+	// reach the LoadBalancer IPs (fail closed); SourceRanges is empty.
+	Walled    bool
+	LocalOnly bool // externalTrafficPolicy: Local
 	// HealthCheckNodePort (LocalOnly): where this node tells load
 	// balancers how many local endpoints it has; 0: none.
 	HealthCheckNodePort uint16

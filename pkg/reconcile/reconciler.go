@@ -16,6 +16,7 @@ import (
 
 	"github.com/netcube/netcube/pkg/k8s"
 	"github.com/netcube/netcube/pkg/model"
+	"github.com/netcube/netcube/pkg/report"
 	"github.com/netcube/netcube/pkg/source"
 )
 
@@ -58,6 +59,7 @@ type Reconciler struct {
 	lb       LoadBalancer
 	observer Observer
 	health   HealthChecks
+	report   *report.Reporter // frontend conflicts; nil: not reported
 	queue    workqueue.TypedRateLimitingInterface[model.ServiceID]
 
 	mu sync.Mutex // guards the maps and the fields below the source writes
@@ -73,6 +75,8 @@ type Reconciler struct {
 	delivered bool
 	failures  map[model.ServiceID]error
 	thisNode  model.Node // NodePort addresses, and which endpoints are local
+	// owners: which Service programs each frontend (the worker's).
+	owners owners
 
 	synced chan struct{} // closed after the first full sync
 	// sourceDone is closed when the source has delivered its initial state.
@@ -130,6 +134,7 @@ func New(lb LoadBalancer, observer Observer) *Reconciler {
 		states:     map[model.ServiceID]*serviceState{},
 		slices:     map[types.NamespacedName]*model.EndpointSlice{},
 		failures:   map[model.ServiceID]error{},
+		owners:     newOwners(),
 		synced:     make(chan struct{}),
 		sourceDone: make(chan struct{}),
 	}
@@ -399,43 +404,82 @@ func (r *Reconciler) initialSyncOnce() {
 }
 
 // syncService makes one Service's frontends in the datapath match the
-// cluster's view of it. Upsert writes only what differs from what the lb
-// cube has, so unchanged frontends cost no map writes.
+// cluster's view of it: those it owns (owners.go) are applied, those it no
+// longer wants are deleted unless another Service now owns them. Upsert
+// writes only what differs from what the lb cube has, so unchanged
+// frontends cost no map writes.
 func (r *Reconciler) syncService(id model.ServiceID, st *serviceState) error {
 	r.mu.Lock()
 	wanted := r.wanted(st)
-	r.mu.Unlock()
-
-	// kept is rebuilt as the frontends go: on an error it holds exactly
-	// what is in the maps, for the retry to start from.
+	fes := frontendsOf(wanted)
+	won, changed := r.claim(id, fes, st.applied)
+	r.reportConflicts(id, fes, won)
 	have := st.applied
+	ownedElsewhere := map[model.Frontend]bool{}
+	for _, fe := range have {
+		if owner, ok := r.owners.of[fe]; ok && owner != id {
+			ownedElsewhere[fe] = true // its owner programs it over ours
+		}
+	}
+	r.mu.Unlock()
+	r.resync(changed)
+
+	// kept is rebuilt as the frontends go: on an error it holds what may
+	// be in the maps, for the retry to start from.
 	var kept []model.Frontend
 	defer func() { st.applied = kept }()
 	for i, fe := range have {
-		if _, ok := wanted.Find(fe); ok {
+		switch {
+		case won[fe]:
 			kept = append(kept, fe)
-			continue
-		}
-		if err := r.lb.Delete(fe); err != nil {
-			kept = append(kept, have[i:]...)
-			return fmt.Errorf("service %s: %w", id, err)
+		case ownedElsewhere[fe]:
+		default:
+			if err := r.lb.Delete(fe); err != nil {
+				kept = append(kept, have[i:]...)
+				return fmt.Errorf("service %s: %w", id, err)
+			}
 		}
 	}
 	for _, f := range wanted {
+		if !won[f.Frontend] {
+			continue
+		}
+		if !slices.Contains(kept, f.Frontend) {
+			kept = append(kept, f.Frontend) // before Apply: a failed one is retried or deleted
+		}
 		if err := r.lb.Apply(f); err != nil {
 			return fmt.Errorf("service %s: %w", id, err)
 		}
-		if !slices.Contains(kept, f.Frontend) {
-			kept = append(kept, f.Frontend)
-		}
 	}
 	return nil
+}
+
+// resync queues Services whose share of a contended frontend changed.
+func (r *Reconciler) resync(ids []model.ServiceID) {
+	if len(ids) == 0 {
+		return
+	}
+	r.mu.Lock()
+	for _, id := range ids {
+		r.markDirty(id)
+	}
+	queue := r.delivered
+	r.mu.Unlock()
+	if queue {
+		for _, id := range ids {
+			r.queue.Add(id)
+		}
+	}
 }
 
 // wanted is what the Service should be programmed as now; r.mu is held.
 func (r *Reconciler) wanted(st *serviceState) model.Frontends {
 	return k8s.Frontends(st.svc, st.slices, r.thisNode)
 }
+
+// SetReporter makes the reconciler report frontend conflicts to rep; call
+// before Run.
+func (r *Reconciler) SetReporter(rep *report.Reporter) { r.report = rep }
 
 // SetHealthChecks makes the reconciler keep hc's ports in step with the
 // Services; call before Run.
@@ -496,7 +540,20 @@ func (r *Reconciler) applyAll() (unapplied []model.Frontend) {
 			ids = append(ids, id)
 		}
 	}
+	// Ownership first, from every Service's frontends (without backends:
+	// cheap), so that each batch programs only what its Services own.
+	var changed []model.ServiceID
+	for _, id := range ids {
+		st := r.states[id]
+		c := model.Frontends(nil)
+		if st.svc != nil {
+			c = k8s.Frontends(st.svc, nil, r.thisNode)
+		}
+		_, ch := r.claim(id, frontendsOf(c), st.applied)
+		changed = append(changed, ch...)
+	}
 	r.mu.Unlock()
+	r.resync(changed)
 	var b batch
 	for chunk := range slices.Chunk(ids, initialBatch) {
 		unapplied = append(unapplied, r.applyBatch(&b, chunk)...)
@@ -528,6 +585,14 @@ func (r *Reconciler) applyBatch(b *batch, ids []model.ServiceID) (unapplied []mo
 		st := r.states[id]
 		st.dirtySince = 0
 		w := r.wanted(st)
+		fes := frontendsOf(w)
+		won := make(map[model.Frontend]bool, len(w))
+		w = slices.DeleteFunc(w, func(f model.FrontendBackends) bool {
+			owner, ok := r.owners.of[f.Frontend]
+			won[f.Frontend] = ok && owner == id
+			return !won[f.Frontend]
+		})
+		r.reportConflicts(id, fes, won)
 		b.states, b.count, b.items = append(b.states, st), append(b.count, len(w)), append(b.items, w...)
 	}
 	r.mu.Unlock()

@@ -20,13 +20,13 @@ import (
 )
 
 func svc(i int) *model.Service {
-	return k8s.ToService(&corev1.Service{
+	return must(k8s.ToService(&corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s%d", i), Namespace: "default"},
 		Spec: corev1.ServiceSpec{
 			ClusterIP: netip.AddrFrom4([4]byte{10, byte(96 + i>>16), byte(i >> 8), byte(i)}).String(),
 			Ports:     []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP}},
 		},
-	})
+	}))
 }
 
 func slice(i int, endpoints ...string) *model.EndpointSlice {
@@ -42,7 +42,7 @@ func slice(i int, endpoints ...string) *model.EndpointSlice {
 	for _, e := range endpoints {
 		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{e}})
 	}
-	return k8s.ToEndpointSlice(s)
+	return must(k8s.ToEndpointSlice(s))
 }
 
 func svcKey(i int) types.NamespacedName {
@@ -248,4 +248,13 @@ func TestKeysAreWhatWasDelivered(t *testing.T) {
 	if got, want := sorted(r.EndpointSliceKeys()), []types.NamespacedName{sliceKey(0), sliceKey(1), sliceKey(7)}; !slices.Equal(got, want) {
 		t.Errorf("EndpointSliceKeys() = %v, want %v", got, want)
 	}
+}
+
+// must returns a conversion's result, panicking on input the test meant
+// to be valid.
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

@@ -13,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -160,6 +161,16 @@ func TestRBACIsEnough(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = c.CoreV1().Services("default").Delete(ctx, "rbac-probe", metav1.DeleteOptions{}) })
 	testenv.WaitFor(t, bound, "Service seen with the ServiceAccount's rights", func() bool { return !absent(programmed(t, a.pins), svc) })
+	// Events: the one thing the agent writes (a slice naming no Service).
+	orphan := slice("default", "", "rbac-orphan", false, ready("10.244.9.9"))
+	delete(orphan.Labels, discoveryv1.LabelServiceName)
+	if _, err := c.DiscoveryV1().EndpointSlices("default").Create(ctx, orphan, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.DiscoveryV1().EndpointSlices("default").Delete(ctx, "rbac-orphan", metav1.DeleteOptions{})
+	})
+	eventFor(t, "default", "EndpointSlice", "rbac-orphan", "InvalidField")
 	log, _ := os.ReadFile(a.log)
 	if bytes.Contains(log, []byte("forbidden")) {
 		t.Errorf("agent was denied something:\n%s", log)

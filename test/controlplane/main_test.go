@@ -30,9 +30,12 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	if os.Geteuid() != 0 && os.Getenv("CI") == "" {
-		fmt.Println("skipping control-plane tests: they need root (BPF)")
+	if why, skip := testenv.RootMissing(); skip {
+		fmt.Println("skipping control-plane tests: they need root (BPF); " + testenv.SkipRootEnv + "=1")
 		os.Exit(0)
+	} else if why != "" {
+		fmt.Fprintln(os.Stderr, "FAIL: control-plane tests: "+why)
+		os.Exit(1)
 	}
 	code, err := setup(m)
 	if err != nil {

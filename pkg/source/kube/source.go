@@ -26,6 +26,7 @@ import (
 
 	"github.com/netcube/netcube/pkg/k8s"
 	"github.com/netcube/netcube/pkg/model"
+	"github.com/netcube/netcube/pkg/report"
 	"github.com/netcube/netcube/pkg/source"
 )
 
@@ -43,6 +44,9 @@ type Source struct {
 	// otherwise only Services labelled with this name are handled.
 	ProxyName string
 	NodeName  string // this node (for its Node object); "" = none
+	// Report gets each object's invalid fields (the agent does not trust
+	// that the API server validated what it relies on).
+	Report *report.Reporter
 }
 
 var _ source.Source = (*Source)(nil)
@@ -76,19 +80,29 @@ func (s *Source) Run(ctx context.Context, h source.Handler) error {
 	}
 	selected := func(o *metav1.ListOptions) { o.LabelSelector = sel.String() }
 	services := &stream[*model.Service]{
-		name:    "services",
-		api:     resource{c: c, rest: c.core, name: "services", list: func() runtime.Object { return &corev1.ServiceList{} }, tweak: selected},
-		convert: func(o runtime.Object) *model.Service { return k8s.ToService(o.(*corev1.Service)) },
+		name: "services",
+		api:  resource{c: c, rest: c.core, name: "services", list: func() runtime.Object { return &corev1.ServiceList{} }, tweak: selected},
+		convert: func(o runtime.Object) *model.Service {
+			api := o.(*corev1.Service)
+			svc, err := k8s.ToService(api)
+			s.Report.SetErr(report.Object{Kind: "Service", Namespace: api.Namespace, Name: api.Name}, report.InvalidField, err)
+			return svc
+		},
 		deliver: h.OnService,
+		forget:  s.forget("Service"),
 		known:   h.ServiceKeys,
 	}
 	slices := &stream[*model.EndpointSlice]{
 		name: "endpointslices",
 		api:  resource{c: c, rest: c.discovery, name: "endpointslices", list: func() runtime.Object { return &discoveryv1.EndpointSliceList{} }, tweak: selected},
 		convert: func(o runtime.Object) *model.EndpointSlice {
-			return k8s.ToEndpointSlice(o.(*discoveryv1.EndpointSlice))
+			api := o.(*discoveryv1.EndpointSlice)
+			slice, err := k8s.ToEndpointSlice(api)
+			s.Report.SetErr(report.Object{Kind: "EndpointSlice", Namespace: api.Namespace, Name: api.Name}, report.InvalidField, err)
+			return slice
 		},
 		deliver: h.OnEndpointSlice,
+		forget:  s.forget("EndpointSlice"),
 		known:   h.EndpointSliceKeys,
 	}
 	// Synced means "every object listed has been handed to h". Declaring
@@ -114,6 +128,13 @@ func (s *Source) Run(ctx context.Context, h source.Handler) error {
 	h.OnSynced()
 	<-ctx.Done()
 	return nil
+}
+
+// forget clears the problems of a deleted object of kind.
+func (s *Source) forget(kind string) func(types.NamespacedName) {
+	return func(k types.NamespacedName) {
+		s.Report.Clear(report.Object{Kind: kind, Namespace: k.Namespace, Name: k.Name}, report.InvalidField)
+	}
 }
 
 // nodeStream watches this node's Node object.

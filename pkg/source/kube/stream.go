@@ -35,6 +35,7 @@ type stream[T any] struct {
 	api     lister
 	convert func(runtime.Object) T
 	deliver func(types.NamespacedName, T) // the zero T: deleted
+	forget  func(types.NamespacedName)    // optional: told of each deletion
 	known   func() []types.NamespacedName // what the handler holds
 	// pageSize: objects per list request (0: defaultPageSize).
 	pageSize int64
@@ -142,11 +143,19 @@ func (s *stream[T]) listAll(ctx context.Context) (string, error) {
 }
 
 func (s *stream[T]) deleteMissing(seen map[types.NamespacedName]struct{}) {
-	var gone T
 	for _, k := range s.known() {
 		if _, ok := seen[k]; !ok {
-			s.deliver(k, gone)
+			s.delete(k)
 		}
+	}
+}
+
+// delete delivers k's deletion.
+func (s *stream[T]) delete(k types.NamespacedName) {
+	var gone T
+	s.deliver(k, gone)
+	if s.forget != nil {
+		s.forget(k)
 	}
 }
 
@@ -197,8 +206,7 @@ func (s *stream[T]) watchFrom(ctx context.Context, rv string) (string, error) {
 				return rv, err
 			}
 		case watch.Deleted:
-			var gone T
-			s.deliver(types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}, gone)
+			s.delete(types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()})
 		}
 		rv = m.GetResourceVersion()
 	}

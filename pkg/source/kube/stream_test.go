@@ -132,7 +132,7 @@ func TestStream(t *testing.T) {
 	h := &holder{held: map[types.NamespacedName]string{}}
 	s := &stream[*model.Service]{
 		name: "services", api: api,
-		convert:  func(o runtime.Object) *model.Service { return k8s.ToService(o.(*corev1.Service)) },
+		convert:  func(o runtime.Object) *model.Service { svc, _ := k8s.ToService(o.(*corev1.Service)); return svc },
 		deliver:  h.deliver,
 		known:    h.keys,
 		pageSize: 2,

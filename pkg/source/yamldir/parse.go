@@ -14,6 +14,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/netcube/netcube/pkg/k8s"
+	"github.com/netcube/netcube/pkg/model"
+	"github.com/netcube/netcube/pkg/report"
 )
 
 // objKey identifies an object across files.
@@ -24,24 +26,63 @@ type objKey struct {
 
 func (k objKey) String() string { return k.kind + " " + k.NamespacedName.String() }
 
-// object is one decoded, valid document.
+func (k objKey) object() report.Object {
+	return report.Object{Kind: k.kind, Namespace: k.Namespace, Name: k.Name}
+}
+
+// object is one decoded, valid document, converted.
 type object struct {
-	svc   *corev1.Service
-	slice *discoveryv1.EndpointSlice
+	svc   *model.Service
+	slice *model.EndpointSlice
+}
+
+// parsed is what one file holds.
+type parsed struct {
+	objs map[objKey]object
+	// invalid: objects whose documents decode but are not valid, with why;
+	// each keeps its last valid version (unless it fails closed, and is
+	// then in objs too, restricted).
+	invalid map[objKey]error
+	// unread: documents netcube does not read (another kind or
+	// apiVersion), one line each.
+	unread []string
 }
 
 // parseFile decodes the documents of one file. A syntax error fails the
-// whole file (nothing in it can be trusted); an invalid object is returned
-// in invalid with its error, the others in objs.
-func parseFile(data []byte) (objs map[objKey]object, invalid map[objKey]error, err error) {
-	objs, invalid = map[objKey]object{}, map[objKey]error{}
+// whole file (nothing in it can be trusted).
+func parseFile(data []byte) (parsed, error) {
+	p := parsed{objs: map[objKey]object{}, invalid: map[objKey]error{}}
+	err := eachDocument(data, func(i int, tm metav1.TypeMeta, doc []byte) error {
+		key, obj, err := decode(tm, doc)
+		switch {
+		case key.kind == "":
+			p.unread = append(p.unread, fmt.Sprintf("document %d: kind %q apiVersion %q is not read by netcube (v1 Service, discovery.k8s.io/v1 EndpointSlice)", i, tm.Kind, tm.APIVersion))
+		case err != nil:
+			p.invalid[key] = err
+			if k8s.FailsClosed(err) {
+				p.objs[key] = obj
+			}
+		default:
+			p.objs[key] = obj
+		}
+		return nil
+	})
+	if err != nil {
+		return parsed{}, err
+	}
+	return p, nil
+}
+
+// eachDocument calls fn with each non-empty document of a YAML (or JSON)
+// stream, numbered from 1, and its type.
+func eachDocument(data []byte, fn func(i int, tm metav1.TypeMeta, doc []byte) error) error {
 	r := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for i := 0; ; i++ {
+	for i := 1; ; i++ {
 		var raw map[string]any
 		if err := r.Decode(&raw); errors.Is(err, io.EOF) {
-			return objs, invalid, nil
+			return nil
 		} else if err != nil {
-			return nil, nil, fmt.Errorf("document %d: %w", i+1, err)
+			return fmt.Errorf("document %d: %w", i, err)
 		}
 		if raw == nil {
 			continue // empty document
@@ -49,36 +90,36 @@ func parseFile(data []byte) (objs map[objKey]object, invalid map[objKey]error, e
 		doc, _ := yaml.Marshal(raw)
 		var tm metav1.TypeMeta
 		_ = yaml.Unmarshal(doc, &tm)
-		key, obj, err := decode(tm, doc)
-		switch {
-		case key.kind == "":
-			continue // a kind netcube does not read (Deployment, ...)
-		case err != nil:
-			invalid[key] = err
-		default:
-			objs[key] = obj
+		if err := fn(i, tm, doc); err != nil {
+			return err
 		}
 	}
 }
 
+// decode reads one document of a kind netcube reads, strictly (an unknown
+// field is an error: a typo must not be silently ignored), and converts it.
 func decode(tm metav1.TypeMeta, doc []byte) (objKey, object, error) {
 	switch {
 	case tm.Kind == "Service" && tm.APIVersion == "v1":
 		var s corev1.Service
 		err := yaml.UnmarshalStrict(doc, &s)
 		key := objKey{"Service", nsName(s.ObjectMeta)}
-		if err == nil {
-			err = k8s.ValidateService(&s)
+		if err != nil {
+			return key, object{}, err
 		}
-		return key, object{svc: &s}, err
+		s.Namespace = key.Namespace
+		svc, err := k8s.ToService(&s)
+		return key, object{svc: svc}, err
 	case tm.Kind == "EndpointSlice" && tm.APIVersion == "discovery.k8s.io/v1":
 		var s discoveryv1.EndpointSlice
 		err := yaml.UnmarshalStrict(doc, &s)
 		key := objKey{"EndpointSlice", nsName(s.ObjectMeta)}
-		if err == nil {
-			err = k8s.ValidateEndpointSlice(&s)
+		if err != nil {
+			return key, object{}, err
 		}
-		return key, object{slice: &s}, err
+		s.Namespace = key.Namespace
+		slice, err := k8s.ToEndpointSlice(&s)
+		return key, object{slice: slice}, err
 	}
 	return objKey{}, object{}, nil
 }
@@ -95,21 +136,24 @@ func nsName(m metav1.ObjectMeta) types.NamespacedName {
 // on the first invalid one (for tests and tools sharing the sandbox's
 // manifests).
 func Parse(data []byte) ([]*corev1.Service, []*discoveryv1.EndpointSlice, error) {
-	objs, invalid, err := parseFile(data)
-	if err != nil {
-		return nil, nil, err
-	}
-	for k, err := range invalid {
-		return nil, nil, fmt.Errorf("%s: %w", k, err)
-	}
 	var svcs []*corev1.Service
 	var slices []*discoveryv1.EndpointSlice
-	for _, o := range objs {
-		if o.svc != nil {
-			svcs = append(svcs, o.svc)
-		} else {
-			slices = append(slices, o.slice)
+	err := eachDocument(data, func(i int, tm metav1.TypeMeta, doc []byte) error {
+		key, _, err := decode(tm, doc)
+		if err != nil {
+			return fmt.Errorf("document %d: %s: %w", i, key, err)
 		}
-	}
-	return svcs, slices, nil
+		switch key.kind {
+		case "Service":
+			var s corev1.Service
+			svcs = append(svcs, &s)
+			return yaml.Unmarshal(doc, &s)
+		case "EndpointSlice":
+			var s discoveryv1.EndpointSlice
+			slices = append(slices, &s)
+			return yaml.Unmarshal(doc, &s)
+		}
+		return nil
+	})
+	return svcs, slices, err
 }

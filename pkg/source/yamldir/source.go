@@ -7,13 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
 
-	"github.com/netcube/netcube/pkg/k8s"
-	"github.com/netcube/netcube/pkg/model"
+	"github.com/netcube/netcube/pkg/report"
 	"github.com/netcube/netcube/pkg/source"
 )
 
@@ -21,24 +21,32 @@ import (
 // and `kubectl apply`-like tools write a file in several steps.
 const settle = 30 * time.Millisecond
 
-// Source watches Dir.
+// Source watches Dir. Every problem found is reported (Report): a file
+// that does not parse (its objects stay as they were), a document of a kind
+// netcube does not read, an invalid object (it keeps its last valid
+// version, unless it restricts access: then the restricted version
+// applies), an object defined in two files (the one in the file first by
+// name applies; when it goes, the next one does).
 type Source struct {
-	Dir string
-	// OnError receives every problem found in a file (default: logged).
-	OnError func(error)
+	Dir    string
+	Report *report.Reporter
 
 	files map[string]map[objKey]object // what each file currently contributes
-	h     source.Handler
+	// delivered: for each object handed to the handler, from which file.
+	delivered map[objKey]delivered
+	h         source.Handler
+}
+
+type delivered struct {
+	file string
+	obj  object
 }
 
 var _ source.Source = (*Source)(nil)
 
 // Run delivers the directory's objects, then every change, until ctx ends.
 func (s *Source) Run(ctx context.Context, h source.Handler) error {
-	if s.OnError == nil {
-		s.OnError = func(err error) { slog.Error("manifest rejected", "err", err) }
-	}
-	s.files, s.h = map[string]map[objKey]object{}, h
+	s.files, s.delivered, s.h = map[string]map[objKey]object{}, map[objKey]delivered{}, h
 
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -68,7 +76,7 @@ func (s *Source) Run(ctx context.Context, h source.Handler) error {
 			pending[ev.Name] = true
 			timer.Reset(settle)
 		case err := <-w.Errors:
-			s.OnError(fmt.Errorf("watching %s: %w", s.Dir, err))
+			slog.Error("watching the manifest directory", "dir", s.Dir, "err", err)
 		case <-timer.C:
 			for f := range pending {
 				s.reload(f)
@@ -95,60 +103,105 @@ func (s *Source) reload(path string) {
 	if !manifest(path) {
 		return
 	}
+	file := report.Object{Kind: "File", Name: path}
 	old := s.files[path]
 	next := map[objKey]object{}
 	data, err := os.ReadFile(path)
 	switch {
 	case os.IsNotExist(err):
-		// Removed: all its objects go.
+		// Removed: all its objects go, and its problems with them.
+		s.Report.Clear(file, report.UnreadObject)
+		for k := range old {
+			s.Report.Clear(k.object(), report.InvalidField)
+		}
 	case err != nil:
-		s.OnError(fmt.Errorf("%s: %w (keeping its previous objects)", path, err))
+		s.Report.Set(file, report.UnreadObject, fmt.Sprintf("%v (keeping its previous objects)", err))
 		return
 	default:
-		objs, invalid, err := parseFile(data)
+		p, err := parseFile(data)
 		if err != nil {
-			s.OnError(fmt.Errorf("%s: %w (keeping its previous objects)", path, err))
+			s.Report.Set(file, report.UnreadObject, fmt.Sprintf("%v (keeping its previous objects)", err))
 			return
 		}
-		for k, err := range invalid {
-			s.OnError(fmt.Errorf("%s: %s: %w", path, k, err))
-			if prev, ok := old[k]; ok {
-				objs[k] = prev // an invalid edit keeps the last valid version
+		s.Report.Set(file, report.UnreadObject, strings.Join(p.unread, "; "))
+		for k := range old {
+			if _, ok := p.invalid[k]; !ok {
+				s.Report.Clear(k.object(), report.InvalidField)
 			}
 		}
-		next = objs
-	}
-
-	for k := range old {
-		if _, ok := next[k]; !ok {
-			s.deliver(k, object{})
+		for k := range p.objs {
+			if _, ok := p.invalid[k]; !ok {
+				s.Report.Clear(k.object(), report.InvalidField)
+			}
 		}
-	}
-	for k, o := range next {
-		if prev, ok := old[k]; !ok || !reflect.DeepEqual(prev, o) {
-			s.deliver(k, o)
+		for k, err := range p.invalid {
+			what := "keeping its last valid version"
+			if _, ok := p.objs[k]; ok {
+				what = "applied with access restricted"
+			} else if prev, ok := old[k]; ok {
+				p.objs[k] = prev // an invalid edit keeps the last valid version
+			} else {
+				what = "not applied"
+			}
+			s.Report.Set(k.object(), report.InvalidField, fmt.Sprintf("%s: %v (%s)", path, err, what))
 		}
+		next = p.objs
 	}
 	if len(next) == 0 {
 		delete(s.files, path)
 	} else {
 		s.files[path] = next
 	}
+	for k := range old {
+		if _, ok := next[k]; !ok {
+			s.settle(k)
+		}
+	}
+	for k := range next {
+		s.settle(k)
+	}
+}
+
+// settle delivers object k as the files now define it: the version of the
+// first file (by name) that has it, or a deletion when none has; nothing
+// when that is what was delivered already. Two files defining it are
+// reported.
+func (s *Source) settle(k objKey) {
+	var files []string
+	for f, objs := range s.files {
+		if _, ok := objs[k]; ok {
+			files = append(files, f)
+		}
+	}
+	slices.Sort(files)
+	if len(files) > 1 {
+		s.Report.Set(k.object(), report.DuplicateObject, fmt.Sprintf("defined in %s; the one in %s (first by file name) applies",
+			strings.Join(files, " and "), files[0]))
+	} else {
+		s.Report.Clear(k.object(), report.DuplicateObject)
+	}
+	prev, had := s.delivered[k]
+	if len(files) == 0 {
+		if had {
+			delete(s.delivered, k)
+			s.deliver(k, object{})
+		}
+		return
+	}
+	want := delivered{files[0], s.files[files[0]][k]}
+	if had && reflect.DeepEqual(prev.obj, want.obj) {
+		s.delivered[k] = want
+		return
+	}
+	s.delivered[k] = want
+	s.deliver(k, want.obj)
 }
 
 func (s *Source) deliver(k objKey, o object) {
 	switch k.kind {
 	case "Service":
-		var svc *model.Service
-		if o.svc != nil {
-			svc = k8s.ToService(o.svc)
-		}
-		s.h.OnService(k.NamespacedName, svc)
+		s.h.OnService(k.NamespacedName, o.svc)
 	case "EndpointSlice":
-		var slice *model.EndpointSlice
-		if o.slice != nil {
-			slice = k8s.ToEndpointSlice(o.slice)
-		}
-		s.h.OnEndpointSlice(k.NamespacedName, slice)
+		s.h.OnEndpointSlice(k.NamespacedName, o.slice)
 	}
 }

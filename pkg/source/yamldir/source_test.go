@@ -2,6 +2,7 @@ package yamldir
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/netcube/netcube/pkg/model"
+	"github.com/netcube/netcube/pkg/report"
 )
 
 // recorder is a source.Handler keeping every event in order.
@@ -72,6 +74,13 @@ addressType: IPv4
 endpoints: [{addresses: ["10.0.0.1"]}]
 `
 
+// sink passes every reported problem on as an error.
+type sink chan error
+
+func (s sink) Warn(obj report.Object, reason report.Reason, message string) {
+	s <- fmt.Errorf("%s %s: %s", obj, reason, message)
+}
+
 type harness struct {
 	t      *testing.T
 	dir    string
@@ -87,7 +96,7 @@ func start(t *testing.T, files map[string]string) *harness {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
-	src := &Source{Dir: h.dir, OnError: func(err error) { h.errs <- err }}
+	src := &Source{Dir: h.dir, Report: &report.Reporter{Sink: sink(h.errs)}}
 	done := make(chan struct{})
 	go func() { _ = src.Run(ctx, h.rec); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
@@ -180,4 +189,80 @@ func TestBadInputIsNamedAndLosesNothing(t *testing.T) {
 	h.write("new.yaml", "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: x}\naddressType: IPv5\n")
 	h.expectError("new.yaml", "EndpointSlice default/x", "IPv5")
 	h.expect()
+}
+
+// TestEverythingNotReadIsReported: a kind or apiVersion netcube does not
+// read, and an EndpointSlice that names no Service, are reported, naming
+// the file and document or the object; nothing is delivered for them.
+func TestEverythingNotReadIsReported(t *testing.T) {
+	h := start(t, map[string]string{"good.yaml": svcYAML("a", "10.96.0.1")})
+	h.expect("Service default/a 10.96.0.1", "synced")
+	h.write("other.yaml", svcYAML("a2", "10.96.0.2")+"---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n---\n"+
+		strings.Replace(svcYAML("b", "10.96.0.3"), "apiVersion: v1", "apiVersion: v2", 1))
+	h.expectError("other.yaml", `document 2: kind "Deployment" apiVersion "apps/v1" is not read by netcube`,
+		`document 3: kind "Service" apiVersion "v2"`)
+	h.expect("Service default/a2 10.96.0.2") // the readable document still applies
+	h.write("orphan.yaml", strings.Replace(sliceYAML, "labels: {kubernetes.io/service-name: a}", "labels: {}", 1))
+	h.expectError("EndpointSlice default/a-1", "metadata.labels[kubernetes.io/service-name]: missing")
+	h.expect()
+}
+
+// TestObjectInTwoFiles: the same object in two files is reported; the one in
+// the file first by name applies whichever was written last, and when it is
+// removed the other takes over (it is never silently deleted).
+func TestObjectInTwoFiles(t *testing.T) {
+	h := start(t, map[string]string{"b.yaml": svcYAML("a", "10.96.0.2")})
+	h.expect("Service default/a 10.96.0.2", "synced")
+	h.write("a.yaml", svcYAML("a", "10.96.0.1"))
+	h.expectError("Service default/a DuplicateObject", "a.yaml and", "b.yaml", "the one in "+filepath.Join(h.dir, "a.yaml")+" (first by file name) applies")
+	h.expect("Service default/a 10.96.0.1")
+	h.write("b.yaml", svcYAML("a", "10.96.0.9")) // the losing copy changes: nothing applies
+	h.expect()
+	if err := os.Remove(filepath.Join(h.dir, "a.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	h.expect("Service default/a 10.96.0.9") // handed over, not deleted
+	if err := os.Remove(filepath.Join(h.dir, "b.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	h.expect("delete Service default/a")
+}
+
+// TestInvalidSourceRangesFailClosed: an edit whose loadBalancerSourceRanges
+// cannot be read does not keep the previous (open) version, as other
+// invalid edits do: it applies with no client allowed.
+func TestInvalidSourceRangesFailClosed(t *testing.T) {
+	lb := func(ranges string) string {
+		return "apiVersion: v1\nkind: Service\nmetadata: {name: lb}\nspec:\n  type: LoadBalancer\n  clusterIP: 10.96.0.5\n" +
+			"  loadBalancerSourceRanges: [" + ranges + "]\n  ports: [{port: 80, nodePort: 30080}]\nstatus: {loadBalancer: {ingress: [{ip: 192.0.2.5}]}}\n"
+	}
+	rec := &rangeRecorder{recorder: &recorder{}}
+	h := &harness{t: t, dir: t.TempDir(), rec: rec.recorder, errs: make(chan error, 100)}
+	h.write("lb.yaml", lb("10.0.0.0/8"))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		_ = (&Source{Dir: h.dir, Report: &report.Reporter{Sink: sink(h.errs)}}).Run(ctx, rec)
+		close(done)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	h.expect("Service default/lb 10.96.0.5 ranges [10.0.0.0/8]", "synced")
+	h.write("lb.yaml", lb("10.0.0.0/8, 10.0.0.0/33"))
+	h.expectError("Service default/lb", `spec.loadBalancerSourceRanges[1]: "10.0.0.0/33"`, "applied with access restricted")
+	h.expect("Service default/lb 10.96.0.5 walled")
+}
+
+// rangeRecorder records a Service's source ranges too.
+type rangeRecorder struct{ *recorder }
+
+func (r *rangeRecorder) OnService(k types.NamespacedName, s *model.Service) {
+	if s == nil || s.External == nil {
+		r.recorder.OnService(k, s)
+		return
+	}
+	if s.External.Walled {
+		r.add("Service " + k.String() + " " + s.ClusterIPs[0].String() + " walled")
+		return
+	}
+	r.add(fmt.Sprintf("Service %s %s ranges %v", k, s.ClusterIPs[0], s.External.SourceRanges))
 }

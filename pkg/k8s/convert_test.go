@@ -1,0 +1,192 @@
+package k8s
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/netcube/netcube/pkg/model"
+)
+
+// validLB is a Service using every field the datapath reads.
+func validLB() *corev1.Service {
+	svc := service([]string{"10.96.0.1", "fd00::1"},
+		corev1.ServicePort{Name: "http", Port: 80, NodePort: 30080},
+		corev1.ServicePort{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP, NodePort: 30053})
+	svc.Spec.Type = corev1.ServiceTypeLoadBalancer
+	svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	svc.Spec.HealthCheckNodePort = 31000
+	svc.Spec.ExternalIPs = []string{"192.0.2.10"}
+	svc.Spec.LoadBalancerSourceRanges = []string{"10.0.0.0/8"}
+	svc.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+	svc.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr[int32](60)}}
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.7"}, {Hostname: "lb.example"}}
+	return svc
+}
+
+// TestServiceFieldsValidated: every field the datapath uses is checked, an
+// invalid one is named (object field path and value) and left out, and
+// the rest of the Service is still programmed.
+func TestServiceFieldsValidated(t *testing.T) {
+	if got, err := ToService(validLB()); err != nil || got == nil {
+		t.Fatalf("valid Service: %v, %v", got, err)
+	}
+	cases := []struct {
+		name  string
+		edit  func(*corev1.Service)
+		error string
+		check func(*testing.T, *model.Service) // the rest is kept
+	}{
+		{"external IP", func(s *corev1.Service) { s.Spec.ExternalIPs = []string{"192.0.2.300", "192.0.2.11"} },
+			`spec.externalIPs[0]: "192.0.2.300" is not an IP address`,
+			func(t *testing.T, s *model.Service) {
+				if len(s.External.IPs) != 1 || s.External.IPs[0] != netip.MustParseAddr("192.0.2.11") {
+					t.Errorf("external IPs %v, want only the valid one", s.External.IPs)
+				}
+			}},
+		{"node port", func(s *corev1.Service) { s.Spec.Ports[0].NodePort = 70000 },
+			"spec.ports[0].nodePort: 70000 is not in 1-65535",
+			func(t *testing.T, s *model.Service) {
+				if s.Ports[0].NodePort != 0 || s.Ports[1].NodePort != 30053 || len(s.Ports) != 2 {
+					t.Errorf("ports %+v, want the invalid NodePort left out, the port kept", s.Ports)
+				}
+			}},
+		{"node port on a ClusterIP Service", func(s *corev1.Service) {
+			s.Spec.Type, s.Spec.HealthCheckNodePort, s.Spec.LoadBalancerSourceRanges = corev1.ServiceTypeClusterIP, 0, nil
+		}, "spec.ports[0].nodePort: 30080 on a Service of type ClusterIP", func(t *testing.T, s *model.Service) {
+			if s.Ports[0].NodePort != 0 || len(s.External.LoadBalancerIPs) != 0 || len(s.External.IPs) != 1 {
+				t.Errorf("ports %+v, external %+v: want only the external IP", s.Ports, s.External)
+			}
+		}},
+		{"health check node port", func(s *corev1.Service) { s.Spec.HealthCheckNodePort = -1 },
+			"spec.healthCheckNodePort: -1 is not in 1-65535",
+			func(t *testing.T, s *model.Service) {
+				if s.External.HealthCheckNodePort != 0 || !s.External.LocalOnly {
+					t.Errorf("%+v: want no health check, still Local", s.External)
+				}
+			}},
+		{"health check node port without Local", func(s *corev1.Service) {
+			s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyCluster
+		}, "spec.healthCheckNodePort: 31000 needs type LoadBalancer with externalTrafficPolicy Local", nil},
+		{"load balancer ingress IP", func(s *corev1.Service) {
+			s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: "lb"})
+		}, `status.loadBalancer.ingress[2].ip: "lb" is not an IP address`,
+			func(t *testing.T, s *model.Service) {
+				if len(s.External.LoadBalancerIPs) != 1 {
+					t.Errorf("LB IPs %v, want the valid one", s.External.LoadBalancerIPs)
+				}
+			}},
+		{"affinity timeout too long", func(s *corev1.Service) { s.Spec.SessionAffinityConfig.ClientIP.TimeoutSeconds = ptr[int32](86401) },
+			"spec.sessionAffinityConfig.clientIP.timeoutSeconds: 86401 is not in 1-86400",
+			func(t *testing.T, s *model.Service) {
+				if s.Affinity != DefaultAffinitySeconds {
+					t.Errorf("affinity %d, want the default", s.Affinity)
+				}
+			}},
+		{"affinity timeout zero", func(s *corev1.Service) { s.Spec.SessionAffinityConfig.ClientIP.TimeoutSeconds = ptr[int32](0) },
+			"timeoutSeconds: 0 is not in 1-86400", nil},
+		{"session affinity kind", func(s *corev1.Service) { s.Spec.SessionAffinity = "Cookie" },
+			`spec.sessionAffinity: "Cookie" is not None or ClientIP`, nil},
+		{"cluster IP", func(s *corev1.Service) { s.Spec.ClusterIPs = []string{"10.96.0.1", "fd00::g"} },
+			`spec.clusterIPs[1]: "fd00::g" is not an IP address`,
+			func(t *testing.T, s *model.Service) {
+				if len(s.ClusterIPs) != 1 {
+					t.Errorf("cluster IPs %v, want the valid one", s.ClusterIPs)
+				}
+			}},
+		{"no cluster IP and not headless", func(s *corev1.Service) { s.Spec.ClusterIP, s.Spec.ClusterIPs = "", nil },
+			"spec.clusterIP: no valid cluster IP (and not headless): netcube programs nothing for this Service",
+			func(t *testing.T, s *model.Service) {
+				if s != nil {
+					t.Errorf("programmed %+v", s)
+				}
+			}},
+		{"unknown type", func(s *corev1.Service) { s.Spec.Type = "Gateway" },
+			`spec.type: "Gateway" is not a type netcube programs`, nil},
+		{"port", func(s *corev1.Service) { s.Spec.Ports[1].Port = 0 },
+			"spec.ports[1].port: 0 is not in 1-65535",
+			func(t *testing.T, s *model.Service) {
+				if len(s.Ports) != 1 || s.Ports[0].Port != 80 {
+					t.Errorf("ports %+v, want the valid one", s.Ports)
+				}
+			}},
+		{"protocol", func(s *corev1.Service) { s.Spec.Ports[1].Protocol = corev1.ProtocolSCTP },
+			`spec.ports[1].protocol: "SCTP" is not supported (TCP, UDP)`, nil},
+		{"unnamed port among several", func(s *corev1.Service) { s.Spec.Ports[1].Name = "" },
+			"spec.ports[1].name: required when a Service has several ports", nil},
+		{"algorithm annotation", func(s *corev1.Service) { s.Annotations = map[string]string{AnnotationAlgorithm: "round-robin"} },
+			`metadata.annotations[netcube.io/lb-algorithm]: load-balancing algorithm "round-robin"`, nil},
+		{"source range", func(s *corev1.Service) { s.Spec.LoadBalancerSourceRanges = []string{"10.0.0.0/8", "everyone"} },
+			`spec.loadBalancerSourceRanges[1]: "everyone" is not a CIDR`,
+			func(t *testing.T, s *model.Service) {
+				if !s.External.Walled || !s.External.Restricted || len(s.External.SourceRanges) != 0 {
+					t.Errorf("%+v: want walled (no client)", s.External)
+				}
+			}},
+		{"source ranges on a NodePort Service", func(s *corev1.Service) { s.Spec.Type, s.Spec.HealthCheckNodePort = corev1.ServiceTypeNodePort, 0 },
+			"spec.loadBalancerSourceRanges: set on a Service of type NodePort", nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in := validLB()
+			c.edit(in)
+			got, err := ToService(in)
+			if err == nil || !strings.Contains(err.Error(), c.error) {
+				t.Fatalf("error %v, want it to say %q", err, c.error)
+			}
+			if FailsClosed(err) != (c.name == "source range") {
+				t.Errorf("FailsClosed %v", FailsClosed(err))
+			}
+			if c.check != nil {
+				c.check(t, got)
+			}
+		})
+	}
+}
+
+// TestNotProgrammedIsNotAnError: headless and ExternalName Services are
+// valid, and netcube has nothing to program for them.
+func TestNotProgrammedIsNotAnError(t *testing.T) {
+	headless := service([]string{"None"}, corev1.ServicePort{Port: 80})
+	ext := service([]string{"10.96.0.1"}, corev1.ServicePort{Port: 80})
+	ext.Spec.Type, ext.Spec.ClusterIP, ext.Spec.ClusterIPs, ext.Spec.ExternalName = corev1.ServiceTypeExternalName, "", nil, "example.com"
+	for _, svc := range []*corev1.Service{headless, ext} {
+		if got, err := ToService(svc); got != nil || err != nil {
+			t.Errorf("%+v: got %v, %v; want nothing, no error", svc.Spec, got, err)
+		}
+	}
+}
+
+// TestEndpointSliceFieldsValidated: a slice without the service-name label
+// is reported (it used to vanish silently), and invalid ports and
+// addresses are named and left out.
+func TestEndpointSliceFieldsValidated(t *testing.T) {
+	ports := []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr[int32](8080)}, {Name: ptr("big"), Port: ptr[int32](70000)}}
+	s := slice(discoveryv1.AddressTypeIPv4, ports, ep{addr: "10.0.0.1"}, ep{addr: "fd00::1"}, ep{addr: "10.0.0.2"})
+	got, err := ToEndpointSlice(s)
+	for _, want := range []string{"ports[1].port: 70000 is not in 1-65535", `endpoints[1].addresses[0]: "fd00::1" is not an IPv4 address`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not say %q", err, want)
+		}
+	}
+	if got == nil || len(got.Endpoints) != 2 || len(got.Ports) != 1 {
+		t.Errorf("got %+v, want the 2 valid endpoints and the valid port", got)
+	}
+
+	delete(s.Labels, ServiceNameLabel)
+	got, err = ToEndpointSlice(s)
+	if got != nil || err == nil || !strings.Contains(err.Error(), "metadata.labels[kubernetes.io/service-name]: missing") {
+		t.Errorf("unlabelled slice: %v, %v; want it reported", got, err)
+	}
+	s.AddressType = "IPv5"
+	if _, err := ToEndpointSlice(s); err == nil || !strings.Contains(err.Error(), `addressType: "IPv5"`) {
+		t.Errorf("bad address type: %v", err)
+	}
+	s.AddressType = discoveryv1.AddressTypeFQDN
+	if got, err := ToEndpointSlice(s); got != nil || err != nil {
+		t.Errorf("FQDN slice: %v, %v; want nothing, no error", got, err)
+	}
+}

@@ -1,0 +1,110 @@
+package kube
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+
+	"github.com/netcube/netcube/pkg/report"
+)
+
+// EventSink writes each reported problem as a Warning Event on its object,
+// where `kubectl describe` and `kubectl get events` show it. Events wait in
+// a bounded queue so that whoever reports never waits for the API server;
+// when the queue is full an Event is dropped (the problem is still logged
+// and counted).
+type EventSink struct {
+	c     *client
+	node  string
+	queue chan problem
+}
+
+type problem struct {
+	obj    report.Object
+	reason report.Reason
+	msg    string
+}
+
+var _ report.Sink = (*EventSink)(nil)
+
+// NewEventSink returns a sink writing Events through the API server cfg
+// names, as the agent of node.
+func NewEventSink(cfg *rest.Config, node string) (*EventSink, error) {
+	c, err := newClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &EventSink{c: c, node: node, queue: make(chan problem, 256)}, nil
+}
+
+// Warn implements report.Sink.
+func (e *EventSink) Warn(obj report.Object, reason report.Reason, msg string) {
+	select {
+	case e.queue <- problem{obj, reason, msg}:
+	default:
+		slog.Warn("event queue full, event dropped", "object", obj.String(), "reason", string(reason))
+	}
+}
+
+// Run writes the queued Events until ctx ends.
+func (e *EventSink) Run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case p := <-e.queue:
+			if err := e.write(ctx, p); err != nil {
+				slog.Error("writing event", "object", p.obj.String(), "reason", string(p.reason), "err", err)
+			}
+		}
+	}
+}
+
+// write creates the Event, naming the object by UID (read now: the agent
+// keeps no API objects) so that `kubectl describe` finds it.
+func (e *EventSink) write(ctx context.Context, p problem) error {
+	var rc *rest.RESTClient
+	var into runtime.Object
+	ref := corev1.ObjectReference{Kind: p.obj.Kind, Namespace: p.obj.Namespace, Name: p.obj.Name}
+	switch p.obj.Kind {
+	case "Service":
+		rc, into, ref.APIVersion = e.c.core, &corev1.Service{}, "v1"
+	case "EndpointSlice":
+		rc, into, ref.APIVersion = e.c.discovery, &discoveryv1.EndpointSlice{}, discoveryv1.SchemeGroupVersion.String()
+	default:
+		return nil // not an API object
+	}
+	resource := map[string]string{"Service": "services", "EndpointSlice": "endpointslices"}[p.obj.Kind]
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := rc.Get().Namespace(p.obj.Namespace).Resource(resource).Name(p.obj.Name).Do(ctx).Into(into); err != nil {
+		return err
+	}
+	m, _ := into.(metav1.Object)
+	ref.UID, ref.ResourceVersion = m.GetUID(), m.GetResourceVersion()
+	msg := p.msg
+	if len(msg) > 1024 {
+		msg = msg[:1021] + "..."
+	}
+	now := metav1.Now()
+	ev := &corev1.Event{
+		ObjectMeta:          metav1.ObjectMeta{GenerateName: p.obj.Name + ".", Namespace: p.obj.Namespace},
+		InvolvedObject:      ref,
+		Reason:              string(p.reason),
+		Message:             msg,
+		Type:                corev1.EventTypeWarning,
+		Source:              corev1.EventSource{Component: "netcube-agent", Host: e.node},
+		FirstTimestamp:      now,
+		LastTimestamp:       now,
+		Count:               1,
+		ReportingController: "netcube.io/agent",
+		ReportingInstance:   e.node,
+	}
+	return e.c.core.Post().Namespace(p.obj.Namespace).Resource("events").Body(ev).Do(ctx).Error()
+}
