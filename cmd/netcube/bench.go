@@ -96,6 +96,7 @@ func benchCompare(args []string) error {
 	cfg := bench.CompareConfig{Log: os.Stdout}
 	fs.BoolVar(&cfg.Merge, "merge", false, "keep --out's earlier points at the sizes not measured now (add a size to a report)")
 	fs.IntVar(&cfg.KubeProxyMax, "kube-proxy-max", 30000, "largest size kube-proxy runs at (0: every size)")
+	fs.IntVar(&cfg.MinSyncZeroMax, "min-sync-zero-max", 10000, "up to this size, also time kube-proxy's endpoint changes with its minimum sync period at 0 (shipped: 1 s); 0: never")
 	fs.DurationVar(&cfg.Duration, "duration", 2*time.Second, "length of each throughput, latency and rate measurement")
 	fs.IntVar(&cfg.Runs, "runs", 3, "repetitions (medians are reported)")
 	fs.IntVar(&cfg.Reactions, "reactions", 3, "endpoint scale-up/down pairs timed per family")

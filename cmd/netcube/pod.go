@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/netcube/netcube/pkg/traffic"
@@ -36,7 +37,12 @@ func podCmd(args []string) error {
 		count := fs.Int("count", 1, "requests to send (request; 0 = until killed)")
 		interval := fs.Duration("interval", 0, "pause between requests (request)")
 		duration := fs.Duration("duration", 5*time.Second, "how long to run (load)")
-		source := fs.String("source", "", "local address to send from (load)")
+		source := fs.String("source", "", "local address to send from")
+		fs.Func("source-port", "local port of request 0; request i uses this plus i (request)", func(v string) error {
+			p, err := strconv.ParseUint(v, 10, 16)
+			c.SourcePort = uint16(p)
+			return err
+		})
 		_ = fs.Parse(args[1:])
 		if *source != "" {
 			ip, err := netip.ParseAddr(*source)

@@ -31,6 +31,10 @@ type Case struct {
 	Verdict  string   // Answered, Reject or Drop
 	Want     []string // Answered: exactly these pods answer
 	SNAT     bool     // Answered: the endpoint sees node 1's address, not the client's
+	// Control (Drop rows): the row, earlier in the table, that shows the
+	// same client reaching the same kind of frontend (same protocol and
+	// family) when allowed: a drop is only believed after a delivery.
+	Control string
 }
 
 // Services of the table (ClusterIPs x.y.0.8x; NodePorts 301xx).
@@ -174,22 +178,60 @@ func Cases(t sandbox.Topology) []Case {
 			{Name: "pod -> ClusterIP without endpoints: REJECT", Proto: "tcp", To: at(svc("flows-empty"), 80), Verdict: Reject},
 			{Name: "pod -> ClusterIP without endpoints: REJECT", Proto: "udp", To: at(svc("flows-empty"), pp), Verdict: Reject},
 			{Name: "pod -> ClusterIP, internalTrafficPolicy Local: this node's endpoints", Proto: "tcp", To: at(svc("flows-itp"), 80), Want: near},
-			{Name: "pod -> ClusterIP, internalTrafficPolicy Local, none here: DROP", Proto: "tcp", To: at(svc("flows-itp-far"), 80), Verdict: Drop},
+			{Name: "pod -> ClusterIP, internalTrafficPolicy Local, none here: DROP", Proto: "tcp", To: at(svc("flows-itp-far"), 80), Verdict: Drop,
+				Control: "pod -> ClusterIP, internalTrafficPolicy Local: this node's endpoints"},
 			{Name: "pod -> NodePort of its node: every ready endpoint", Proto: "tcp", To: at(nodeIP, 30180), Want: all},
 			{Name: "external -> NodePort, externalTrafficPolicy Cluster: every endpoint, masqueraded", External: true, Proto: "tcp", To: at(nodeIP, 30180), Want: all, SNAT: true},
 			{Name: "external -> NodePort, externalTrafficPolicy Cluster: every endpoint, masqueraded", External: true, Proto: "udp", To: at(nodeIP, 30181), Want: all, SNAT: true},
 			{Name: "external -> NodePort without endpoints: REJECT", External: true, Proto: "tcp", To: at(nodeIP, 30182), Verdict: Reject},
 			{Name: "external -> NodePort without endpoints: REJECT", External: true, Proto: "udp", To: at(nodeIP, 30183), Verdict: Reject},
 			{Name: "external -> NodePort, externalTrafficPolicy Local: this node's endpoints, client kept", External: true, Proto: "tcp", To: at(nodeIP, 30184), Want: near},
-			{Name: "external -> NodePort, externalTrafficPolicy Local, none here: DROP", External: true, Proto: "tcp", To: at(nodeIP, 30186), Verdict: Drop},
+			{Name: "external -> NodePort, externalTrafficPolicy Local, none here: DROP", External: true, Proto: "tcp", To: at(nodeIP, 30186), Verdict: Drop,
+				Control: "external -> NodePort, externalTrafficPolicy Local: this node's endpoints, client kept"},
 			{Name: "external -> ExternalIP: every endpoint, masqueraded", External: true, Proto: "tcp", To: at(ip(externalIP[fam]), 80), Want: all, SNAT: true},
 			{Name: "external -> LoadBalancer IP: every endpoint, masqueraded", External: true, Proto: "tcp", To: at(ip(lbIP[fam]), 80), Want: all, SNAT: true},
-			{Name: "external -> LoadBalancer IP, outside loadBalancerSourceRanges: DROP", External: true, Proto: "tcp", To: at(ip(walledIP[fam]), 80), Verdict: Drop},
+			{Name: "external -> LoadBalancer IP, outside loadBalancerSourceRanges: DROP", External: true, Proto: "tcp", To: at(ip(walledIP[fam]), 80), Verdict: Drop,
+				Control: "external -> LoadBalancer IP: every endpoint, masqueraded"},
+		}
+		full := map[string]string{}
+		for i, r := range rows {
+			rows[i].Name = fmt.Sprintf("%s %s %s %s", fname, r.Proto, r.To, r.Name)
+			full[r.Name] = rows[i].Name
 		}
 		for _, r := range rows {
-			r.Name = fmt.Sprintf("%s %s %s %s", fname, r.Proto, r.To, r.Name)
+			if r.Control != "" {
+				r.Control = full[r.Control]
+			}
 			out = append(out, r)
 		}
 	}
 	return out
+}
+
+// Controls checks, as the table runs, that every Drop row's control row
+// ran before it on the same client, protocol and family, and delivered.
+type Controls struct {
+	answered map[string]Case
+}
+
+// Answered records a row that delivered.
+func (c *Controls) Answered(r Case) {
+	if c.answered == nil {
+		c.answered = map[string]Case{}
+	}
+	c.answered[r.Name] = r
+}
+
+// Check says what is wrong with a Drop row's control ("" if nothing).
+func (c *Controls) Check(r Case) string {
+	ctl, ok := c.answered[r.Control]
+	switch {
+	case r.Control == "":
+		return "a DROP row without a control row (a drop proves nothing until the same path is shown delivering)"
+	case !ok:
+		return "control row " + r.Control + " did not run before it, or did not deliver"
+	case ctl.External != r.External || ctl.Proto != r.Proto || ctl.To.Addr().Is6() != r.To.Addr().Is6():
+		return "control row " + r.Control + " is not the same client, protocol and family"
+	}
+	return ""
 }

@@ -23,18 +23,22 @@ type CompareConfig struct {
 	Peers []string
 	// KubeProxyMax is the largest size kube-proxy runs at (0: all sizes).
 	KubeProxyMax int
-	Duration     time.Duration // of each throughput, latency and rate measurement
-	Runs         int           // repetitions of those; medians are reported
-	Reactions    int           // scale-up/down pairs timed per family
-	ChurnFor     time.Duration // length of the rolling-update run
-	ChurnEvery   time.Duration // one replica replaced this often
-	SyncTimeout  time.Duration // for a peer's full sync (kube-proxy at 30,000 takes minutes)
-	BinDir       string
-	ToolsDir     string // kube-proxy, kube-apiserver, etcd
-	OutDir       string // compare.{json,md} and plots/; "" = none
-	Log          io.Writer
-	Command      string // how the report says to reproduce it
-	Sandbox      string // name of the sandbox the benchmark builds (default "kpb")
+	// MinSyncZeroMax: up to this size, kube-proxy's endpoint changes are
+	// also timed with its --*-min-sync-period at 0 (shipped: 1 s, which
+	// dominates its reaction at small sizes); 0: never.
+	MinSyncZeroMax int
+	Duration       time.Duration // of each throughput, latency and rate measurement
+	Runs           int           // repetitions of those; medians are reported
+	Reactions      int           // scale-up/down pairs timed per family
+	ChurnFor       time.Duration // length of the rolling-update run
+	ChurnEvery     time.Duration // one replica replaced this often
+	SyncTimeout    time.Duration // for a peer's full sync (kube-proxy at 30,000 takes minutes)
+	BinDir         string
+	ToolsDir       string // kube-proxy, kube-apiserver, etcd
+	OutDir         string // compare.{json,md} and plots/; "" = none
+	Log            io.Writer
+	Command        string // how the report says to reproduce it
+	Sandbox        string // name of the sandbox the benchmark builds (default "kpb")
 	// Merge keeps OutDir's earlier points at the sizes not measured now, so
 	// a large size can be added to a report without measuring it all again.
 	Merge bool
@@ -45,8 +49,12 @@ type PeerPoint struct {
 	Peer       string    `json:"peer"`
 	Services   int       `json:"services"`
 	MeasuredAt time.Time `json:"measured_at"`
-	// Control plane: start -> every Service programmed (the measured ones
-	// answer in both families), rules or map entries then, and the proxy's
+	// Control plane: start -> every Service programmed (netcube: its agent
+	// reports its initial sync applied, which it does after the last
+	// Service's map writes; kube-proxy: the measured Services answer in
+	// both families, each family's rules being restored at once; either way
+	// checked by the count not growing a second later), rules or map
+	// entries then, and the proxy's
 	// CPU seconds (with its iptables/nft children) and peak RSS over the
 	// whole point.
 	FullSyncS  float64         `json:"full_sync_s"`
@@ -65,6 +73,11 @@ type FamilyFigures struct {
 	ReactionUpMs   []float64       `json:"reaction_up_ms"`
 	ReactionDownMs []float64       `json:"reaction_down_ms"`
 	Churn          traffic.Summary `json:"churn"`
+	// The same, kube-proxy restarted with --iptables-min-sync-period (or
+	// --nftables-min-sync-period) 0; netcube, which batches nothing, has
+	// its own figures here again.
+	MinSyncZeroUpMs   []float64 `json:"min_sync_zero_up_ms,omitempty"`
+	MinSyncZeroDownMs []float64 `json:"min_sync_zero_down_ms,omitempty"`
 }
 
 // Run is one repetition of the steady-state measurements.
@@ -210,6 +223,19 @@ func (c *cluster) measurePeer(p peer, n int, cfg CompareConfig) (PeerPoint, erro
 	if pt.Entries, err = p.entries(); err != nil {
 		return pt, err
 	}
+	// netcube's clock must stop at its last Service, not at the first ones
+	// to answer: nothing may be written after it. (kube-proxy may rewrite
+	// its rules on its own schedule; its restores are all-or-nothing.)
+	if p.name() == "netcube" {
+		time.Sleep(time.Second)
+		later, err := p.entries()
+		if err != nil {
+			return pt, err
+		}
+		if later != pt.Entries {
+			return pt, fmt.Errorf("full sync timed at %d map entries, %d a second later: the clock stopped before the last Service was programmed", pt.Entries, later)
+		}
+	}
 	fmt.Fprintf(cfg.Log, "     full sync %.2f s, %d rules/entries\n", pt.FullSyncS, pt.Entries)
 
 	fams := c.families()
@@ -275,7 +301,50 @@ func (c *cluster) measurePeer(p peer, n int, cfg CompareConfig) (PeerPoint, erro
 	}
 	pt.CPUSeconds, pt.PeakRSSMB = procUsage(p.pid())
 	fmt.Fprintf(cfg.Log, "     CPU %.1f s, peak RSS %.0f MB\n", pt.CPUSeconds, pt.PeakRSSMB)
+	if cfg.MinSyncZeroMax > 0 && n <= cfg.MinSyncZeroMax {
+		if err := c.minSyncZero(p, &pt, cfg); err != nil {
+			return pt, err
+		}
+	}
 	return pt, nil
+}
+
+// minSyncZero times endpoint changes again with kube-proxy's minimum sync
+// period at 0 (restarted so; its caller stops it). netcube's figures are
+// copied: it has no such period.
+func (c *cluster) minSyncZero(p peer, pt *PeerPoint, cfg CompareConfig) error {
+	kp, ok := p.(*KubeProxy)
+	if !ok {
+		for i := range pt.Families {
+			f := &pt.Families[i]
+			f.MinSyncZeroUpMs, f.MinSyncZeroDownMs = f.ReactionUpMs, f.ReactionDownMs
+		}
+		return nil
+	}
+	if err := kp.stop(); err != nil {
+		return err
+	}
+	kp.MinSyncZero = true
+	defer func() { kp.MinSyncZero = false }()
+	if err := kp.start(); err != nil {
+		return err
+	}
+	alive := func() bool { return kp.pid() != 0 && processAlive(kp.pid()) }
+	if err := c.waitServing(cfg.SyncTimeout, alive); err != nil {
+		return fmt.Errorf("full sync with min-sync-period 0: %w", err)
+	}
+	for i, f := range c.families() {
+		ff := &pt.Families[i]
+		for range cfg.Reactions {
+			up, down, err := c.reaction(f, cfg.SyncTimeout)
+			if err != nil {
+				return err
+			}
+			ff.MinSyncZeroUpMs, ff.MinSyncZeroDownMs = append(ff.MinSyncZeroUpMs, ms(up)), append(ff.MinSyncZeroDownMs, ms(down))
+		}
+		fmt.Fprintf(cfg.Log, "     %s, min-sync-period 0: endpoint added -> reached %v ms, removed -> left %v ms\n", f.name, ff.MinSyncZeroUpMs, ff.MinSyncZeroDownMs)
+	}
+	return nil
 }
 
 // onlyR1: 20 requests in a row are all answered by r1.

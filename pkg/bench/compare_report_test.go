@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/netcube/netcube/pkg/traffic"
 )
 
 // Adding a size to a report keeps the earlier sizes, replaces a size that
@@ -50,5 +52,31 @@ func TestMergeKeepsEarlierSizes(t *testing.T) {
 	other := newCompareReport(CompareConfig{Sizes: []int{30000}, Runs: 5, Duration: time.Second})
 	if err := other.keepEarlier(dir); err == nil || !strings.Contains(err.Error(), "other settings") {
 		t.Errorf("merging runs of 5 into runs of 3: err %v, want a refusal", err)
+	}
+}
+
+// A figure that was not measured is missing, never a ratio of 0 that
+// passes an "at most" target.
+func TestMissingFigureIsNotARatio(t *testing.T) {
+	r := &CompareReport{}
+	kp := PeerPoint{Peer: "iptables-nft", Services: 10000}
+	nc := PeerPoint{Peer: "netcube", Services: 10000}
+	for range familyNames {
+		run := Run{RR: map[string]traffic.Summary{pathService: {StdDev: 50, P99: 100}, pathDirect: {StdDev: 40, P99: 90}}}
+		kp.Families = append(kp.Families, FamilyFigures{Runs: []Run{run}, ReactionUpMs: []float64{500}})
+		nc.Families = append(nc.Families, FamilyFigures{}) // no runs: nothing measured
+	}
+	r.Points = []PeerPoint{nc, kp}
+	if v, ok := r.ratio("rr-stddev", "iptables-nft", 10000, 0); ok {
+		t.Errorf("ratio %v of a missing figure", v)
+	}
+	var b strings.Builder
+	r.writeTargets(&b)
+	for _, l := range strings.Split(b.String(), "\n") {
+		if strings.Contains(l, "std-dev ratio") || strings.Contains(l, "endpoint change") {
+			if !strings.Contains(l, "| missing | not measured |") {
+				t.Errorf("row %q: want the figure missing, not measured", l)
+			}
+		}
 	}
 }

@@ -25,8 +25,9 @@ type DatapathConfig struct {
 	BinDir   string
 	OutDir   string // where datapath.{json,md} go; "" = don't write
 	Log      io.Writer
-	// MeasuredAt is set when the measurement starts.
+	// MeasuredAt and Commit are set when the measurement starts.
 	MeasuredAt time.Time
+	Commit     string
 }
 
 // Ports of the benchmark's own servers in the backend pod.
@@ -64,7 +65,7 @@ type Result struct {
 // Datapath runs the benchmark: for socket-LB on and off, pod->pod and
 // pod->ClusterIP to a backend on the same node, alternating, Runs times.
 func Datapath(cfg *DatapathConfig) ([]Result, error) {
-	cfg.MeasuredAt = time.Now()
+	cfg.MeasuredAt, cfg.Commit = time.Now(), Commit()
 	var results []Result
 	for _, socketLB := range []bool{true, false} {
 		rs, err := datapathMode(*cfg, socketLB)

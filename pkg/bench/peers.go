@@ -109,9 +109,11 @@ type KubeProxy struct {
 	Tools   string // holds the kube-proxy binary (hack/build-tools.sh)
 	Config  string // kubeconfig
 	LogFile string
-	binDir  string // the backend's iptables tools, first in kube-proxy's PATH
-	cmd     *exec.Cmd
-	exited  chan struct{}
+	// MinSyncZero: start with the minimum sync period at 0 (shipped: 1 s).
+	MinSyncZero bool
+	binDir      string // the backend's iptables tools, first in kube-proxy's PATH
+	cmd         *exec.Cmd
+	exited      chan struct{}
 }
 
 func (k *KubeProxy) name() string { return k.Mode.Name }
@@ -149,6 +151,9 @@ func (k *KubeProxy) start() error {
 		"--hostname-override", k.Node.Name, "--proxy-mode", k.Mode.Mode, "--conntrack-max-per-core", "0",
 		"--cluster-cidr", "10.244.0.0/16,fd00:10:244::/56", "--iptables-sync-period", "1h",
 		"--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "127.0.0.1:10256", "--v", "1")
+	if k.MinSyncZero {
+		k.cmd.Args = append(k.cmd.Args, "--"+k.Mode.Mode+"-min-sync-period", "0s")
+	}
 	logf, err := os.Create(k.LogFile)
 	if err != nil {
 		return err

@@ -34,8 +34,8 @@ func Markdown(cfg DatapathConfig, results []Result) string {
 	var uts unix.Utsname
 	_ = unix.Uname(&uts)
 	fmt.Fprintf(&b, "# netcube datapath: pod→Service vs pod→pod\n\n")
-	fmt.Fprintf(&b, "Measured %s on %s (kernel %s, %d CPUs); %d runs of %s per figure, medians; ",
-		cfg.MeasuredAt.UTC().Format("2006-01-02 15:04 UTC"), unix.ByteSliceToString(uts.Nodename[:]),
+	fmt.Fprintf(&b, "Measured %s, netcube %s, on %s (kernel %s, %d CPUs); %d runs of %s per figure, medians; ",
+		cfg.MeasuredAt.UTC().Format("2006-01-02 15:04 UTC"), commitName(cfg.Commit), unix.ByteSliceToString(uts.Nodename[:]),
 		unix.ByteSliceToString(uts.Release[:]), runtime.NumCPU(), cfg.Runs, cfg.Duration)
 	fmt.Fprintf(&b, "pod→pod and pod→Service alternate back to back. Backend on the client's node; ")
 	fmt.Fprintf(&b, "request/response client and server pinned to CPU 1, iperf3 client CPU 0 / server CPU 1.\n")

@@ -47,8 +47,9 @@ type SyncConfig struct {
 
 // SyncResult is one (Services, endpoints) point.
 type SyncResult struct {
-	Services  int `json:"services"`
-	Endpoints int `json:"endpoints_per_service"`
+	Commit    string `json:"commit,omitempty"` // the netcube commit measured
+	Services  int    `json:"services"`
+	Endpoints int    `json:"endpoints_per_service"`
 	// API write (client returns) -> new backend visible in the maps.
 	WriteToMapP50 float64 `json:"write_to_map_p50_ms"`
 	WriteToMapP99 float64 `json:"write_to_map_p99_ms"`
@@ -353,7 +354,7 @@ func freeLoopbackAddr() (string, error) {
 }
 
 func syncPoint(cfg SyncConfig, env *kubeenv.Env, n, eps int) (SyncResult, error) {
-	r := SyncResult{Services: n, Endpoints: eps}
+	r := SyncResult{Commit: Commit(), Services: n, Endpoints: eps}
 	pins := filepath.Join(datapath.BPFFS, fmt.Sprintf("netcube-bench-sync-%d", os.Getpid()))
 	_ = datapath.Unpin(pins)
 	defer datapath.Unpin(pins)

@@ -19,8 +19,14 @@ func SyncMarkdown(cfg SyncConfig, results []SyncResult, at time.Time) string {
 	var uts unix.Utsname
 	_ = unix.Uname(&uts)
 	fmt.Fprintf(&b, "# netcube control plane: sync cost vs number of Services\n\n")
-	fmt.Fprintf(&b, "Measured %s on %s (kernel %s, %d CPUs) against a real kube-apiserver + etcd (v1.36.3, built from the Go module proxy) on the same machine. ",
-		at.UTC().Format("2006-01-02 15:04 UTC"), unix.ByteSliceToString(uts.Nodename[:]), unix.ByteSliceToString(uts.Release[:]), runtime.NumCPU())
+	var commits []string
+	for _, r := range results {
+		if c := commitName(r.Commit); !slices.Contains(commits, c) {
+			commits = append(commits, c)
+		}
+	}
+	fmt.Fprintf(&b, "Measured %s (netcube %s) on %s (kernel %s, %d CPUs) against a real kube-apiserver + etcd (v1.36.3, built from the Go module proxy) on the same machine. ",
+		at.UTC().Format("2006-01-02 15:04 UTC"), strings.Join(commits, ", "), unix.ByteSliceToString(uts.Nodename[:]), unix.ByteSliceToString(uts.Release[:]), runtime.NumCPU())
 	fmt.Fprintf(&b, "Each Service: one ClusterIP, one TCP port, one EndpointSlice. %d endpoint changes timed per point, through the API. ", cfg.Changes)
 	b.WriteString("The Services, their EndpointSlices and ClusterIP IPAddress objects are written straight into etcd in the API server's storage encoding (`kubeenv.StoreDirect`): ")
 	b.WriteString("kube-apiserver v1.36 does O(Services) work per Service create (`ipallocator.Allocator.Used` lists every IPAddress), so creating 100,000 through the API takes hours. ")

@@ -53,8 +53,14 @@ func TestFlowTable(t *testing.T) {
 		podOf[p.IP4], podOf[p.IP6] = p.Name, p.Name
 	}
 
+	var controls flowcases.Controls
 	for _, c := range flowcases.Cases(top) {
 		t.Run(c.Name, func(t *testing.T) {
+			if c.Verdict == flowcases.Drop {
+				if why := controls.Check(c); why != "" {
+					t.Fatal(why)
+				}
+			}
 			v6 := c.To.Addr().Is6()
 			client, nodeIP := top.ClientPod().IP4, node1.IP4
 			if c.External {
@@ -120,6 +126,9 @@ func TestFlowTable(t *testing.T) {
 			}
 			if len(seen) != len(c.Want) {
 				t.Errorf("48 flows reached %v, want every one of %v", seen, c.Want)
+			}
+			if !t.Failed() {
+				controls.Answered(c)
 			}
 		})
 	}

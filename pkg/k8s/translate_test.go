@@ -440,6 +440,8 @@ func TestTopologyHints(t *testing.T) {
 		e.Hints.ForNodes = append(e.Hints.ForNodes, discoveryv1.ForNode{Name: node})
 		return e
 	}
+	notReady := func(e discoveryv1.Endpoint) discoveryv1.Endpoint { e.Conditions.Ready = ptr(false); return e }
+	runsOn := func(e discoveryv1.Endpoint, node string) discoveryv1.Endpoint { e.NodeName = ptr(node); return e }
 	preferClose := ptr(corev1.ServiceTrafficDistributionPreferClose)
 	sameNode := ptr(corev1.ServiceTrafficDistributionPreferSameNode)
 	a, b, c := be("10.0.0.1:8080"), be("10.0.0.2:8080"), be("10.0.0.3:8080")
@@ -467,8 +469,15 @@ func TestTopologyHints(t *testing.T) {
 			[]discoveryv1.Endpoint{onNode(hinted("10.0.0.1", "z1"), "n2"), onNode(hinted("10.0.0.2", "z1"), "n1"), onNode(hinted("10.0.0.3", "z2"), "n3")}, []model.Backend{b}},
 		{"PreferSameNode, none for this node: this zone's", sameNode, "", "z1",
 			[]discoveryv1.Endpoint{onNode(hinted("10.0.0.1", "z1"), "n2"), onNode(hinted("10.0.0.2", "z2"), "n3")}, []model.Backend{a}},
+		{"a not-ready endpoint without hints does not disable them", preferClose, "", "z1",
+			[]discoveryv1.Endpoint{hinted("10.0.0.1", "z1"), hinted("10.0.0.2", "z2"), notReady(hinted("10.0.0.3"))}, []model.Backend{a}},
+		{"internalTrafficPolicy Local ignores hints: this node's endpoints", preferClose, "local", "z1",
+			[]discoveryv1.Endpoint{runsOn(hinted("10.0.0.1", "z2"), "n1"), runsOn(hinted("10.0.0.2", "z1"), "n2")}, []model.Backend{a}},
 	} {
 		svc := service([]string{"10.96.0.1"}, corev1.ServicePort{Name: "http", Port: 80})
+		if tc.mode == "local" {
+			tc.mode, svc.Spec.InternalTrafficPolicy = "", ptr(corev1.ServiceInternalTrafficPolicyLocal)
+		}
 		svc.Spec.TrafficDistribution = tc.td
 		if tc.mode != "" {
 			svc.Annotations = map[string]string{corev1.AnnotationTopologyMode: tc.mode}

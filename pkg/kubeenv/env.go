@@ -47,6 +47,7 @@ type Env struct {
 	Config     *rest.Config
 	Client     kubernetes.Interface
 	etcd, api  *exec.Cmd
+	apiArgs    []string // to start the API server again
 }
 
 // Start starts etcd and kube-apiserver and waits until the API server is
@@ -98,8 +99,7 @@ func Start(opts Options) (env *Env, err error) {
 		return nil, err
 	}
 	d := opts.Dir
-	env.api, err = env.spawn("kube-apiserver", filepath.Join(opts.ToolsDir, "kube-apiserver"),
-		"--etcd-servers", etcdURL,
+	env.apiArgs = []string{"--etcd-servers", etcdURL,
 		"--bind-address", opts.Address, "--advertise-address", opts.Address, "--secure-port", strconv.Itoa(opts.Port),
 		"--tls-cert-file", filepath.Join(d, "apiserver.crt"), "--tls-private-key-file", filepath.Join(d, "apiserver.key"),
 		"--client-ca-file", filepath.Join(d, "ca.crt"),
@@ -110,8 +110,8 @@ func Start(opts Options) (env *Env, err error) {
 		"--authorization-mode", "Node,RBAC",
 		"--enable-priority-and-fairness=false", // a benchmark's bulk writes are not to be throttled
 		"--max-requests-inflight", "2000", "--max-mutating-requests-inflight", "1000",
-		"--profiling=false", "--cert-dir", d)
-	if err != nil {
+		"--profiling=false", "--cert-dir", d}
+	if env.api, err = env.spawn("kube-apiserver", filepath.Join(opts.ToolsDir, "kube-apiserver"), env.apiArgs...); err != nil {
 		return nil, err
 	}
 	env.URL = "https://" + net.JoinHostPort(opts.Address, strconv.Itoa(opts.Port))
@@ -216,16 +216,38 @@ func Connect(dir, netns string) (*Env, error) {
 // Stop stops the API server and etcd.
 func (e *Env) Stop() {
 	for _, c := range []*exec.Cmd{e.api, e.etcd} {
-		if c == nil || c.Process == nil {
-			continue
-		}
-		_ = syscall.Kill(-c.Process.Pid, syscall.SIGTERM)
-		deadline := time.Now().Add(10 * time.Second)
-		for !processGone(c) && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
-		_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+		stopProcess(c)
 	}
+}
+
+func stopProcess(c *exec.Cmd) {
+	if c == nil || c.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-c.Process.Pid, syscall.SIGTERM)
+	deadline := time.Now().Add(10 * time.Second)
+	for !processGone(c) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+}
+
+// RestartAPIServer stops the API server (every watch on it ends), runs
+// while (e.g. writes straight to etcd, a compaction), starts it again and
+// waits until it is ready.
+func (e *Env) RestartAPIServer(while func() error) error {
+	if e.apiArgs == nil {
+		return errors.New("RestartAPIServer needs a control plane started by this process")
+	}
+	stopProcess(e.api)
+	if err := while(); err != nil {
+		return err
+	}
+	var err error
+	if e.api, err = e.spawn("kube-apiserver", filepath.Join(e.ToolsDir, "kube-apiserver"), e.apiArgs...); err != nil {
+		return err
+	}
+	return e.waitReady(90 * time.Second)
 }
 
 // freePorts finds n free TCP ports where the control plane will listen.

@@ -43,13 +43,6 @@ type StoredObject struct {
 // creating them through the API takes hours. The caller owns validity:
 // nothing here runs validation, defaulting or admission.
 func (e *Env) StoreDirect(ctx context.Context, objs []StoredObject) error {
-	if e.EtcdURL == "" {
-		return errors.New("StoreDirect needs a control plane started by this process")
-	}
-	httpc := &http.Client{}
-	if e.Netns != "" {
-		httpc.Transport = &http.Transport{DialContext: NetnsDialer(e.Netns)}
-	}
 	const perTxn = 128 // etcd's default --max-txn-ops
 	for start := 0; start < len(objs); start += perTxn {
 		var ops []map[string]any
@@ -61,22 +54,75 @@ func (e *Env) StoreDirect(ctx context.Context, objs []StoredObject) error {
 			ops = append(ops, map[string]any{"requestPut": map[string]string{
 				"key": base64.StdEncoding.EncodeToString([]byte(key)), "value": base64.StdEncoding.EncodeToString(val)}})
 		}
-		body, _ := json.Marshal(map[string]any{"success": ops})
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.EtcdURL+"/v3/kv/txn", bytes.NewReader(body))
-		if err != nil {
+		if _, err := e.etcdCall(ctx, "kv/txn", map[string]any{"success": ops}); err != nil {
 			return err
-		}
-		resp, err := httpc.Do(req)
-		if err != nil {
-			return fmt.Errorf("etcd txn: %w", err)
-		}
-		msg, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("etcd txn: %s: %s", resp.Status, msg)
 		}
 	}
 	return nil
+}
+
+// DeleteDirect deletes an object straight from etcd (as a watch would see
+// it deleted while it was not watching).
+func (e *Env) DeleteDirect(ctx context.Context, resource schema.GroupResource, namespace, name string) error {
+	prefix, ok := storagePrefix[resource]
+	if !ok {
+		return fmt.Errorf("no storage layout known for %s", resource)
+	}
+	key := prefix + namespace + "/" + name
+	resp, err := e.etcdCall(ctx, "kv/deleterange", map[string]any{"key": base64.StdEncoding.EncodeToString([]byte(key))})
+	if err != nil {
+		return err
+	}
+	if resp["deleted"] == nil {
+		return fmt.Errorf("etcd: no key %s", key)
+	}
+	return nil
+}
+
+// Compact compacts etcd's history up to now: a watch from an older
+// resource version can no longer resume and must list again.
+func (e *Env) Compact(ctx context.Context) error {
+	resp, err := e.etcdCall(ctx, "kv/range", map[string]any{"key": base64.StdEncoding.EncodeToString([]byte("/registry/"))})
+	if err != nil {
+		return err
+	}
+	header, _ := resp["header"].(map[string]any)
+	rev, _ := header["revision"].(string)
+	if rev == "" {
+		return fmt.Errorf("etcd: no revision in %v", resp)
+	}
+	_, err = e.etcdCall(ctx, "kv/compaction", map[string]any{"revision": rev, "physical": true})
+	return err
+}
+
+// etcdCall calls etcd's JSON gateway (/v3/<path>).
+func (e *Env) etcdCall(ctx context.Context, path string, body any) (map[string]any, error) {
+	if e.EtcdURL == "" {
+		return nil, errors.New("writing to etcd needs a control plane started by this process")
+	}
+	httpc := &http.Client{}
+	if e.Netns != "" {
+		httpc.Transport = &http.Transport{DialContext: NetnsDialer(e.Netns)}
+	}
+	b, _ := json.Marshal(body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.EtcdURL+"/v3/"+path, bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	resp, err := httpc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("etcd %s: %w", path, err)
+	}
+	msg, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("etcd %s: %s: %s", path, resp.Status, msg)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(msg, &out); err != nil {
+		return nil, fmt.Errorf("etcd %s: %w", path, err)
+	}
+	return out, nil
 }
 
 func encodeForStorage(o StoredObject) (string, []byte, error) {

@@ -236,11 +236,34 @@ func TestRestoreRebuildsFromMaps(t *testing.T) {
 	if r.Ops() != before {
 		t.Errorf("re-applying unchanged state did %+v map operations", r.Ops())
 	}
-	// New ids never reuse old ones.
+	// New ids never reuse old ones (a conntrack entry naming a freed id
+	// must not find another backend or frontend under it).
+	oldBackends, oldRevNAT := ids(t, maps, datapath.MapBackends), ids(t, maps, datapath.MapRevNAT)
 	if err := r.Upsert(testFrontend(100), backendsN(1, 500)); err != nil {
 		t.Fatal(err)
 	}
 	checkMaps(t, r)
+	for _, c := range []struct {
+		name string
+		old  map[uint32]bool
+	}{{datapath.MapBackends, oldBackends}, {datapath.MapRevNAT, oldRevNAT}} {
+		top := uint32(0)
+		for id := range c.old {
+			top = max(top, id)
+		}
+		added := 0
+		for id := range ids(t, maps, c.name) {
+			if !c.old[id] {
+				added++
+				if id <= top {
+					t.Errorf("%s: new id %d not above every earlier one (up to %d)", c.name, id, top)
+				}
+			}
+		}
+		if added == 0 {
+			t.Errorf("%s: no new id to check", c.name)
+		}
+	}
 }
 
 func TestFullMapIsAClearErrorAndChangesNothing(t *testing.T) {
@@ -363,4 +386,20 @@ func TestRestoreKeepsDrainingBackends(t *testing.T) {
 	if err := maps.Map(datapath.MapBackends).Lookup(ids[terminating[1]], &got); err == nil {
 		t.Errorf("backend %s, claimed by nobody, still in the map", terminating[1])
 	}
+}
+
+// ids lists the keys of a map keyed by id (lb_backends, lb_revnat).
+func ids(t *testing.T, maps *datapath.Maps, name string) map[uint32]bool {
+	t.Helper()
+	out := map[uint32]bool{}
+	var id uint32
+	var value []byte
+	it := maps.Map(name).Iterate()
+	for it.Next(&id, &value) {
+		out[id] = true
+	}
+	if err := it.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -24,6 +24,9 @@ type Client struct {
 	Timeout time.Duration // per request
 	// Source, if valid, is the local address to send from.
 	Source netip.Addr
+	// SourcePort, if set, is the local port of request 0; request i uses
+	// SourcePort+i (one known flow each, e.g. to follow a flow's backend).
+	SourcePort uint16
 	// Persistent keeps one connection (one socket, for UDP) for all
 	// requests; otherwise each request opens a new one.
 	Persistent bool
@@ -35,7 +38,7 @@ type Client struct {
 // Do sends one request and reads the answer.
 func (c *Client) Do(seq int) Result {
 	start := time.Now()
-	line, err := c.do()
+	line, err := c.do(seq)
 	backend, peer, _ := strings.Cut(line, " ")
 	res := Result{Seq: seq, Backend: backend, Peer: peer, Micros: float64(time.Since(start).Nanoseconds()) / 1e3}
 	if err != nil {
@@ -45,12 +48,24 @@ func (c *Client) Do(seq int) Result {
 	return res
 }
 
-func (c *Client) do() (string, error) {
+func (c *Client) do(seq int) (string, error) {
 	if c.Timeout == 0 {
 		c.Timeout = 2 * time.Second
 	}
 	if c.conn == nil {
-		conn, err := net.DialTimeout(c.Proto, c.Addr, c.Timeout)
+		d := net.Dialer{Timeout: c.Timeout}
+		if c.SourcePort != 0 || c.Source.IsValid() {
+			local := netip.AddrPortFrom(c.Source, c.SourcePort+uint16(seq))
+			if c.SourcePort == 0 {
+				local = netip.AddrPortFrom(c.Source, 0)
+			}
+			if c.Proto == "udp" {
+				d.LocalAddr = net.UDPAddrFromAddrPort(local)
+			} else {
+				d.LocalAddr = net.TCPAddrFromAddrPort(local)
+			}
+		}
+		conn, err := d.Dial(c.Proto, c.Addr)
 		if err != nil {
 			return "", err
 		}

@@ -1,7 +1,8 @@
 package controlplane
 
 import (
-	"github.com/netcube/netcube/internal/testenv"
+	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/netcube/netcube/internal/testenv"
+	"github.com/netcube/netcube/pkg/datapath"
+	"github.com/netcube/netcube/pkg/k8s"
+	"github.com/netcube/netcube/pkg/lb"
+	"github.com/netcube/netcube/pkg/model"
 	"github.com/netcube/netcube/pkg/source/kube"
 )
 
@@ -98,7 +104,8 @@ func TestAgentFollowsTheAPI(t *testing.T) {
 }
 
 // TestServicesNotOurs: Services of another proxy, headless and ExternalName
-// Services are never programmed.
+// Services (even with an external IP) are never programmed, and a Service
+// turned into an ExternalName one leaves the maps.
 func TestServicesNotOurs(t *testing.T) {
 	a := startAgent(t, pinDir(t))
 	c, ns := env.Client, "default"
@@ -106,8 +113,9 @@ func TestServicesNotOurs(t *testing.T) {
 	headless := service(ns, "headless", nil)
 	headless.Spec.ClusterIP, headless.Spec.IPFamilyPolicy = corev1.ClusterIPNone, nil
 	external := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "external", Namespace: ns},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "example.com"}}
-	var created []*corev1.Service
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "example.com", ExternalIPs: []string{"192.0.2.77"},
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}}}
+	var created []*corev1.Service // other-proxy, headless, external
 	for _, s := range []*corev1.Service{other, headless, external} {
 		got, err := c.CoreV1().Services(ns).Create(ctx(t), s, metav1.CreateOptions{})
 		if err != nil {
@@ -140,9 +148,26 @@ func TestServicesNotOurs(t *testing.T) {
 			}
 		}
 	}
-	if len(created[2].Spec.ClusterIPs) != 0 {
-		t.Errorf("ExternalName Service got ClusterIPs %v", created[2].Spec.ClusterIPs)
+	for fe := range got {
+		if fe.Addr.String() == "192.0.2.77" {
+			t.Errorf("the ExternalName Service's external IP was programmed: %s", fe)
+		}
 	}
+
+	// A programmed Service turned into an ExternalName one leaves the maps.
+	turned, err := c.CoreV1().Services(ns).Create(ctx(t), service(ns, "turned", nil), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.CoreV1().Services(ns).Delete(ctx(t), "turned", metav1.DeleteOptions{}) })
+	testenv.WaitFor(t, bound, "the Service programmed", func() bool { return !absent(programmed(t, a.pins), turned) })
+	update := turned.DeepCopy()
+	update.Spec.Type, update.Spec.ExternalName = corev1.ServiceTypeExternalName, "example.com"
+	update.Spec.ClusterIP, update.Spec.ClusterIPs, update.Spec.IPFamilies, update.Spec.IPFamilyPolicy = "", nil, nil, nil
+	if _, err := c.CoreV1().Services(ns).Update(ctx(t), update, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, bound, "the Service, now ExternalName, gone from the maps", func() bool { return absent(programmed(t, a.pins), turned) })
 }
 
 // TestRestartResyncs: changes made while the agent is down are applied on
@@ -190,5 +215,86 @@ func TestRestartResyncs(t *testing.T) {
 	}
 	if !holds(got, expect(keep, []string{"10.244.1.1"}, nil)) {
 		t.Errorf("unchanged Service disturbed: %s", describe(got))
+	}
+}
+
+// TestLBAlgorithmFlag: with --lb-algorithm maglev, a Service without the
+// annotation is programmed for Maglev, and one annotated random is not.
+func TestLBAlgorithmFlag(t *testing.T) {
+	a := startAgent(t, pinDir(t), "--lb-algorithm", "maglev")
+	c, ns := env.Client, "default"
+	plain := service(ns, "algo-default", nil)
+	random := service(ns, "algo-random", nil)
+	random.Annotations = map[string]string{k8s.AnnotationAlgorithm: "random"}
+	var created []*corev1.Service
+	for _, s := range []*corev1.Service{plain, random} {
+		got, err := c.CoreV1().Services(ns).Create(ctx(t), s, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		created = append(created, got)
+		t.Cleanup(func() { _ = c.CoreV1().Services(ns).Delete(ctx(t), s.Name, metav1.DeleteOptions{}) })
+	}
+	maglev := func(svc *corev1.Service) (on, ok bool) {
+		maps, closeMaps, err := datapath.OpenPinned(a.pins)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer closeMaps()
+		f, ok := lb.Flags(maps, model.Frontend{Addr: netip.MustParseAddr(svc.Spec.ClusterIPs[0]), Port: 80, Proto: model.TCP})
+		return f&model.Maglev != 0, ok
+	}
+	testenv.WaitFor(t, bound, "both Services programmed", func() bool {
+		_, a := maglev(created[0])
+		_, b := maglev(created[1])
+		return a && b
+	})
+	if on, _ := maglev(created[0]); !on {
+		t.Error("a Service without the annotation is not Maglev under --lb-algorithm maglev")
+	}
+	if on, _ := maglev(created[1]); on {
+		t.Error("a Service annotated random is Maglev")
+	}
+}
+
+// TestRelistAfterWatchExpiry: the API server goes away while a Service is
+// deleted and etcd's history is compacted, so the agent's watch cannot
+// resume when it comes back ("resource version too old"): the agent lists
+// again, removes the Service the new list lacks and keeps the others.
+func TestRelistAfterWatchExpiry(t *testing.T) {
+	a := startAgent(t, pinDir(t))
+	c, ns := env.Client, "default"
+	var svcs []*corev1.Service
+	for _, name := range []string{"relist-keep", "relist-gone"} {
+		s, err := c.CoreV1().Services(ns).Create(ctx(t), service(ns, name, nil), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		svcs = append(svcs, s)
+		t.Cleanup(func() { _ = c.CoreV1().Services(ns).Delete(ctx(t), name, metav1.DeleteOptions{}) })
+	}
+	keep, gone := svcs[0], svcs[1]
+	testenv.WaitFor(t, bound, "both Services programmed", func() bool {
+		got := programmed(t, a.pins)
+		return !absent(got, keep) && !absent(got, gone)
+	})
+	err := env.RestartAPIServer(func() error {
+		if err := env.DeleteDirect(ctx(t), corev1.Resource("services"), ns, "relist-gone"); err != nil {
+			return err
+		}
+		return env.Compact(ctx(t))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 60*time.Second, "the Service deleted while the watch was down removed", func() bool {
+		return absent(programmed(t, a.pins), gone)
+	})
+	if absent(programmed(t, a.pins), keep) {
+		t.Error("the Service still there was removed too")
+	}
+	log, _ := os.ReadFile(a.log)
+	if !strings.Contains(string(log), "watch expired, relisting") {
+		t.Errorf("the agent did not relist after the watch expired:\n%s", log)
 	}
 }

@@ -217,14 +217,44 @@ func TestExternalAccess(t *testing.T) {
 	})
 	t.Run("loadBalancerSourceRanges admit only clients within them", func(t *testing.T) {
 		answeredBy(t, fromOutside(t, sb, "tcp", "198.51.100.8:80", 40), everyone, node2.IP4)
-		r := fromOutside(t, sb, "tcp", "198.51.100.9:80", 1, "--timeout", "300ms")[0]
-		if !strings.Contains(r.Err, "timeout") {
-			t.Errorf("client outside the ranges: %+v, want a timeout", r)
-		}
-		// The v6 ranges do not hold the client: dropped too.
-		r = fromOutside(t, sb, "tcp", "[2001:db8::8]:80", 1, "--timeout", "300ms")[0]
+		// The v6 ranges do not hold the client: dropped.
+		r := fromOutside(t, sb, "tcp", "[2001:db8::8]:80", 1, "--timeout", "300ms")[0]
 		if !strings.Contains(r.Err, "timeout") {
 			t.Errorf("v6 client outside the ranges: %+v, want a timeout", r)
+		}
+		// One LoadBalancer IP, walled step by step: first its ranges hold
+		// the client (the control), then they do not, then one of them
+		// cannot be read (fail closed, though a valid one holds the client).
+		walled := func(ranges ...string) string {
+			return withSourceRanges(externalService("walled", "LoadBalancer", "Cluster", []string{"10.96.0.35", "fd00:10:96::35"}, [2]int{30101, 30102},
+				nil, []string{"198.51.100.9"}, all), ranges...)
+		}
+		others := strings.SplitN(manifests, "---\n"+walled("10.0.0.0/8"), 2)[0]
+		for _, step := range []struct {
+			name   string
+			ranges []string
+			answer bool
+		}{
+			{"ranges holding the client", []string{top.External.IP4.String() + "/32"}, true},
+			{"ranges without the client", []string{"10.0.0.0/8"}, false},
+			{"ranges holding the client", []string{top.External.IP4.String() + "/32"}, true},
+			{"an unreadable range beside one holding the client", []string{top.External.IP4.String() + "/32", "10.0.0.0/33"}, false},
+		} {
+			if err := top.WriteManifest("external.yaml", others+"---\n"+walled(step.ranges...)); err != nil {
+				t.Fatal(err)
+			}
+			testenv.WaitFor(t, 10*time.Second, step.name+" applied", func() bool {
+				return (fromOutside(t, sb, "tcp", "198.51.100.9:80", 1, "--timeout", "200ms")[0].Err == "") == step.answer
+			})
+			if step.answer {
+				answeredBy(t, fromOutside(t, sb, "tcp", "198.51.100.9:80", 20), everyone, node2.IP4)
+				continue
+			}
+			for _, r := range fromOutside(t, sb, "tcp", "198.51.100.9:80", 3, "--timeout", "300ms") {
+				if !strings.Contains(r.Err, "timeout") {
+					t.Errorf("%s: %+v, want a timeout", step.name, r)
+				}
+			}
 		}
 	})
 	t.Run("no endpoints: NodePort and external IP refuse at once, TCP and UDP", func(t *testing.T) {

@@ -40,6 +40,7 @@ func TestFlowTable(t *testing.T) {
 			testenv.WaitFor(t, 10*time.Second, "the table's Services", func() bool {
 				return send(cases[0], 1, "--timeout", "200ms")[0].Err == ""
 			})
+			var controls flowcases.Controls
 			for _, c := range cases {
 				t.Run(c.Name, func(t *testing.T) {
 					switch c.Verdict {
@@ -49,6 +50,9 @@ func TestFlowTable(t *testing.T) {
 						}
 						return
 					case flowcases.Drop:
+						if why := controls.Check(c); why != "" {
+							t.Fatal(why)
+						}
 						if r := send(c, 1, "--timeout", "300ms")[0]; !strings.Contains(r.Err, "timeout") {
 							t.Fatalf("%+v, want a timeout (dropped)", r)
 						}
@@ -84,6 +88,9 @@ func TestFlowTable(t *testing.T) {
 					}
 					if len(seen) != len(c.Want) {
 						t.Errorf("answered by %v, want every one of %v", seen, c.Want)
+					}
+					if !t.Failed() {
+						controls.Answered(c)
 					}
 				})
 			}

@@ -2,12 +2,15 @@ package integration
 
 import (
 	"net"
+	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/netcube/netcube/internal/testenv"
+	"github.com/netcube/netcube/pkg/datapath"
 	"github.com/netcube/netcube/pkg/sandbox"
 	"github.com/netcube/netcube/pkg/traffic"
 )
@@ -259,8 +262,10 @@ func TestInternalTrafficPolicyLocal(t *testing.T) {
 					sandbox.SliceYAML(name, true, sandbox.EndpointPorts, pods)
 			}
 			everywhere, elsewhere := []string{"10.96.0.50", "fd00:10:96::50"}, []string{"10.96.0.51", "fd00:10:96::51"}
+			// local-elsewhere first has an endpoint on the client's node
+			// too: the positive control for the drop below.
 			if err := sb.Topology.WriteManifest("local.yaml", localSvc("local-everywhere", everywhere, sb.Topology.EchoBackends())+"---\n"+
-				localSvc("local-elsewhere", elsewhere, remote)); err != nil {
+				localSvc("local-elsewhere", elsewhere, append(remote, local[0]))); err != nil {
 				t.Fatal(err)
 			}
 			for _, ip := range everywhere {
@@ -274,13 +279,32 @@ func TestInternalTrafficPolicyLocal(t *testing.T) {
 					}
 				}
 			}
+			type target struct{ proto, addr string }
+			var targets []target
 			for _, ip := range elsewhere {
 				for _, c := range []struct{ proto, port string }{{"tcp", "80"}, {"udp", strconv.Itoa(sandbox.PodPort)}} {
-					addr := net.JoinHostPort(ip, c.port)
-					r := requests(t, sb, c.proto, addr, 1, "--timeout", "300ms")[0]
-					if !strings.Contains(r.Err, "timeout") {
-						t.Errorf("%s %s: %+v, want a timeout (no endpoint on this node)", c.proto, addr, r)
+					targets = append(targets, target{c.proto, net.JoinHostPort(ip, c.port)})
+				}
+			}
+			for _, c := range targets {
+				for _, r := range requests(t, sb, c.proto, c.addr, 5) {
+					if r.Err != "" || r.Backend != local[0].Name {
+						t.Fatalf("control: %s %s: %+v, want an answer from %s, on the client's node", c.proto, c.addr, r, local[0].Name)
 					}
+				}
+			}
+			// Its local endpoint moves away: the same frontends now drop.
+			if err := sb.Topology.WriteManifest("local.yaml", localSvc("local-everywhere", everywhere, sb.Topology.EchoBackends())+"---\n"+
+				localSvc("local-elsewhere", elsewhere, remote)); err != nil {
+				t.Fatal(err)
+			}
+			testenv.WaitFor(t, 10*time.Second, "the local endpoint's removal applied", func() bool {
+				return requests(t, sb, "tcp", targets[0].addr, 1, "--timeout", "200ms")[0].Err != ""
+			})
+			for _, c := range targets {
+				r := requests(t, sb, c.proto, c.addr, 1, "--timeout", "300ms")[0]
+				if !strings.Contains(r.Err, "timeout") {
+					t.Errorf("%s %s: %+v, want a timeout (no endpoint on this node)", c.proto, c.addr, r)
 				}
 			}
 		})
@@ -426,11 +450,26 @@ func TestTerminatingEndpoints(t *testing.T) {
 			if err := sb.Topology.WriteManifest("echo.yaml", echo+"---\n"+echoSlices(all, everyone)); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(300 * time.Millisecond)
-			for _, r := range requests(t, sb, "tcp", "10.96.0.10:80", 20) {
+			// Observed, not slept on: until now new connections avoided
+			// kept; with every endpoint terminating, the serving ones,
+			// kept among them, take new connections.
+			testenv.WaitFor(t, 5*time.Second, "new connections reaching "+kept+" once every endpoint is terminating", func() bool {
+				for _, r := range requests(t, sb, "tcp", "10.96.0.10:80", 10) {
+					if r.Backend == kept {
+						return true
+					}
+				}
+				return false
+			})
+			seen := map[string]int{}
+			for _, r := range requests(t, sb, "tcp", "10.96.0.10:80", 40) {
 				if r.Err != "" {
 					t.Fatalf("every endpoint terminating: request %d failed: %s (want the serving ones to answer)", r.Seq, r.Err)
 				}
+				seen[r.Backend]++
+			}
+			if len(seen) != len(all) {
+				t.Errorf("every endpoint terminating: answers from %v, want every serving one of %v", seen, podNames(all))
 			}
 		})
 	}
@@ -468,37 +507,171 @@ func TestHairpin(t *testing.T) {
 }
 
 // TestMaglevService: a Service annotated netcube.io/lb-algorithm: maglev
-// serves on both paths, spreading new connections over its endpoints (the
-// tc path hashes each flow; socket-LB chooses at random at connect time).
+// serves on both paths (socket-LB still chooses at random at connect
+// time). On the tc path it has Maglev's properties, with real flows (fixed
+// source ports) from the client outside the cluster to an external IP: a
+// flow lands on the same endpoint through either node and after an agent
+// restart, and removing one of N endpoints moves about 1/N of the flows,
+// leaving the others where they were (random choice would move half of
+// them). Conntrack is flushed before each comparison, so every flow is
+// placed afresh, by the table alone.
 func TestMaglevService(t *testing.T) {
-	for _, path := range paths {
-		t.Run(path.name, func(t *testing.T) {
-			sb := up(t, path.socketLB)
-			ips := []string{"10.96.0.70", "fd00:10:96::70"}
-			svc := strings.Replace(sandbox.ServiceYAML("hashed", ips, sandbox.EchoPorts), "  namespace: default\n",
-				"  namespace: default\n  annotations: {netcube.io/lb-algorithm: maglev}\n", 1)
-			backends := sb.Topology.EchoBackends()
-			if err := sb.Topology.WriteManifest("hashed.yaml", svc+"---\n"+
-				sandbox.SliceYAML("hashed", false, sandbox.EndpointPorts, backends)+"---\n"+
-				sandbox.SliceYAML("hashed", true, sandbox.EndpointPorts, backends)); err != nil {
-				t.Fatal(err)
-			}
-			for _, ip := range ips {
-				addr := net.JoinHostPort(ip, "80")
-				testenv.WaitFor(t, 10*time.Second, addr, func() bool {
-					return requests(t, sb, "tcp", addr, 1, "--timeout", "200ms")[0].Err == ""
-				})
-				seen := map[string]int{}
-				for _, r := range requests(t, sb, "tcp", addr, 40) {
-					if r.Err != "" {
-						t.Fatalf("%s: request %d failed: %s", addr, r.Seq, r.Err)
-					}
-					seen[r.Backend]++
-				}
-				if len(seen) < 2 {
-					t.Errorf("%s: 40 connections all went to %v", addr, seen)
-				}
-			}
+	sb := up(t, true)
+	ips := []string{"10.96.0.70", "fd00:10:96::70"}
+	backends := sb.Topology.EchoBackends()
+	if err := sb.Topology.WriteManifest("hashed.yaml", maglevService(ips, nil, backends)); err != nil {
+		t.Fatal(err)
+	}
+	for _, ip := range ips {
+		addr := net.JoinHostPort(ip, "80")
+		testenv.WaitFor(t, 10*time.Second, addr, func() bool {
+			return requests(t, sb, "tcp", addr, 1, "--timeout", "200ms")[0].Err == ""
 		})
+		seen := map[string]int{}
+		for _, r := range requests(t, sb, "tcp", addr, 40) {
+			if r.Err != "" {
+				t.Fatalf("socket-LB %s: request %d failed: %s", addr, r.Seq, r.Err)
+			}
+			seen[r.Backend]++
+		}
+		if len(seen) < 2 {
+			t.Errorf("socket-LB %s: 40 connections all went to %v", addr, seen)
+		}
+	}
+}
+
+func maglevService(ips, externalIPs []string, pods []sandbox.Pod) string {
+	svc := strings.Replace(sandbox.ServiceYAML("hashed", ips, sandbox.EchoPorts), "  namespace: default\n",
+		"  namespace: default\n  annotations: {netcube.io/lb-algorithm: maglev}\n", 1)
+	if len(externalIPs) > 0 {
+		svc = strings.Replace(svc, "spec:\n", "spec:\n  externalIPs: ["+strings.Join(externalIPs, ", ")+"]\n", 1)
+	}
+	return svc + "---\n" + sandbox.SliceYAML("hashed", false, sandbox.EndpointPorts, pods) + "---\n" +
+		sandbox.SliceYAML("hashed", true, sandbox.EndpointPorts, pods)
+}
+
+func TestMaglevProperties(t *testing.T) {
+	sb := up(t, false)
+	top := sb.Topology
+	node1, node2 := top.Nodes[0], top.Nodes[1]
+	backends := top.EchoBackends()
+	const extIP, flows, firstPort = "192.0.2.70", 300, 41000
+	if err := top.WriteManifest("hashed.yaml", maglevService([]string{"10.96.0.70", "fd00:10:96::70"}, []string{extIP}, backends)); err != nil {
+		t.Fatal(err)
+	}
+	via := func(n sandbox.Node) {
+		t.Helper()
+		if err := top.RouteFromExternal(netip.MustParsePrefix(extIP+"/32"), n.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addr := net.JoinHostPort(extIP, "80")
+	// place sends the flows, after flushing n's conntrack, and returns
+	// the endpoint of each.
+	place := func(n sandbox.Node) []string {
+		t.Helper()
+		flushConntrack(t, n.PinDir)
+		rs := fromOutside(t, sb, "tcp", addr, flows, "--source-port", strconv.Itoa(firstPort))
+		out := make([]string, len(rs))
+		for i, r := range rs {
+			if r.Err != "" {
+				t.Fatalf("flow %d: %s", i, r.Err)
+			}
+			out[i] = r.Backend
+		}
+		return out
+	}
+	via(node1)
+	testenv.WaitFor(t, 10*time.Second, addr, func() bool { return fromOutside(t, sb, "tcp", addr, 1, "--timeout", "200ms")[0].Err == "" })
+	first := place(node1)
+	count := map[string]int{}
+	for _, b := range first {
+		count[b]++
+	}
+	t.Logf("%d flows over %d endpoints: %v", flows, len(backends), count)
+	if len(count) != len(backends) {
+		t.Fatalf("flows reached %v, want all of %v", count, podNames(backends))
+	}
+	same := func(what string, got []string) {
+		t.Helper()
+		moved := 0
+		for i := range got {
+			if got[i] != first[i] {
+				moved++
+			}
+		}
+		if moved > 0 {
+			t.Errorf("%s: %d of %d flows landed on another endpoint; Maglev places a flow the same everywhere", what, moved, flows)
+		}
+	}
+	via(node2)
+	same("through node 2", place(node2))
+	if err := sb.StopAgent(node2.Name, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.StartAgent(node2.Name); err != nil {
+		t.Fatal(err)
+	}
+	same("after node 2's agent restarted", place(node2))
+
+	removed := backends[len(backends)-1].Name
+	if err := top.WriteManifest("hashed.yaml", maglevService([]string{"10.96.0.70", "fd00:10:96::70"}, []string{extIP}, backends[:len(backends)-1])); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 10*time.Second, removed+" removed", func() bool {
+		for _, r := range fromOutside(t, sb, "tcp", addr, 30) {
+			if r.Backend == removed {
+				return false
+			}
+		}
+		return true
+	})
+	after := place(node2)
+	remapped, disturbed, stayed := 0, 0, 0
+	for i := range after {
+		switch {
+		case after[i] == removed:
+			t.Fatalf("flow %d still reaches the removed endpoint %s", i, removed)
+		case first[i] == removed:
+			remapped++
+		case after[i] != first[i]:
+			disturbed++
+		default:
+			stayed++
+		}
+	}
+	ideal := 1 / float64(len(backends))
+	frac := float64(remapped+disturbed) / flows
+	t.Logf("one of %d endpoints removed: %.1f%% of flows moved (ideal %.1f%%), %d of %d flows of the other endpoints moved",
+		len(backends), 100*frac, 100*ideal, disturbed, disturbed+stayed)
+	if float64(disturbed) > 0.05*float64(disturbed+stayed) {
+		t.Errorf("%d of %d flows of the remaining endpoints moved; Maglev moves almost none (random choice: half)", disturbed, disturbed+stayed)
+	}
+	if frac < ideal/2 || frac > ideal*1.5 {
+		t.Errorf("%.1f%% of flows moved, want about %.1f%%", 100*frac, 100*ideal)
+	}
+}
+
+// flushConntrack empties a node's conntrack table, so that the next
+// packets of every flow are load-balanced afresh.
+func flushConntrack(t *testing.T, pinDir string) {
+	t.Helper()
+	maps, closeMaps, err := datapath.OpenPinned(pinDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeMaps()
+	ct := maps.Map(datapath.MapCT)
+	var keys [][]byte
+	var k, v []byte
+	it := ct.Iterate()
+	for it.Next(&k, &v) {
+		keys = append(keys, slices.Clone(k))
+	}
+	if err := it.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		_ = ct.Delete(k)
 	}
 }

@@ -1,0 +1,90 @@
+package agent
+
+import (
+	"flag"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/netcube/netcube/pkg/datapath"
+)
+
+// ParseFlags reads the agent's command line over base (the defaults, with
+// the node name from the environment): the --config file, if one is given,
+// then every flag given, so that a flag on the command line wins over the
+// file, and the file over the defaults. cleanup is --cleanup.
+func ParseFlags(name string, args []string, base Config) (cfg Config, cleanup bool, err error) {
+	first := clone(base)
+	fs, file, clean := flagSet(name, &first)
+	if err := fs.Parse(args); err != nil {
+		return Config{}, false, err
+	}
+	if *file == "" {
+		return first, *clean, nil
+	}
+	// Again, over the file: the flags given overwrite what it set.
+	cfg = clone(base)
+	if err := LoadFile(*file, &cfg); err != nil {
+		return Config{}, false, err
+	}
+	fs, _, _ = flagSet(name, &cfg)
+	if err := fs.Parse(args); err != nil {
+		return Config{}, false, err
+	}
+	return cfg, *clean, nil
+}
+
+func clone(c Config) Config {
+	c.MapSizes = maps.Clone(c.MapSizes)
+	c.NodeInterfaces = slices.Clone(c.NodeInterfaces)
+	return c
+}
+
+// flagSet binds every flag to a field of cfg.
+func flagSet(name string, cfg *Config) (fs *flag.FlagSet, configFile *string, cleanup *bool) {
+	fs = flag.NewFlagSet(name, flag.ContinueOnError)
+	configFile = fs.String("config", "", "config file (YAML, fields as in pkg/agent.Config); flags given override it")
+	cleanup = fs.Bool("cleanup", false, "remove everything pinned under --bpf-root (detaches the datapath, drops flow state) and exit")
+	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", cfg.Kubeconfig, "kubeconfig of the API server (default: in-cluster config)")
+	fs.StringVar(&cfg.Manifests, "manifests", cfg.Manifests, "instead of the API: a directory of Service and EndpointSlice YAML, watched for changes")
+	fs.StringVar(&cfg.ProxyName, "proxy-name", cfg.ProxyName, "handle only Services labelled service.kubernetes.io/service-proxy-name=<this> (default: unlabelled ones)")
+	fs.StringVar(&cfg.NodeName, "node-name", cfg.NodeName, "this node's name (default $NODE_NAME, then the hostname)")
+	fs.StringVar(&cfg.BPFRoot, "bpf-root", cfg.BPFRoot, "bpffs directory for this node's pinned maps and links")
+	fs.BoolVar(&cfg.SocketLB, "socket-lb", cfg.SocketLB, "translate pod->Service at connect time (cgroup hooks); off: per-packet tc path only")
+	fs.StringVar(&cfg.Cgroup, "cgroup", cfg.Cgroup, "cgroup v2 directory holding the pods (socket-LB attaches here, never to the root cgroup)")
+	fs.StringVar(&cfg.PodIfacePrefix, "pod-iface-prefix", cfg.PodIfacePrefix, "host-side pod veths are named <prefix>*")
+	fs.StringVar(&cfg.MetricsBindAddress, "metrics-bind-address", cfg.MetricsBindAddress, "address of /metrics (\"\": off)")
+	fs.StringVar(&cfg.HealthzBindAddress, "healthz-bind-address", cfg.HealthzBindAddress, "address of /healthz and /readyz (\"\": off)")
+	fs.StringVar(&cfg.ReadyFile, "ready-file", cfg.ReadyFile, "file written once the first sync is applied")
+	fs.BoolVar(&cfg.Profiling, "profiling", cfg.Profiling, "serve /debug/pprof on the metrics address")
+	fs.Func("node-ifaces", "the node's uplinks, comma-separated: NodePorts, ExternalIPs and LoadBalancer IPs are served there (default: the default routes' interfaces; none: no external access)", func(v string) error {
+		cfg.NodeInterfaces = strings.Split(v, ",")
+		return nil
+	})
+	fs.StringVar(&cfg.LBAlgorithm, "lb-algorithm", cfg.LBAlgorithm, "how new flows pick a backend unless their Service's netcube.io/lb-algorithm annotation says: random or maglev")
+	fs.StringVar(&cfg.NodePortRange, "nodeport-range", cfg.NodePortRange, "NodePort range (lo-hi) that the node's own processes may not bind (socket-LB)")
+	fs.IntVar(&cfg.GCPercent, "gc-percent", cfg.GCPercent, "Go GC target percentage (GOGC); the GOGC environment variable wins")
+	byFlag := map[string][]string{} // a size flag may size several maps
+	for m, f := range datapath.MapSizeFlags {
+		byFlag[f] = append(byFlag[f], m)
+	}
+	for f, ms := range byFlag {
+		slices.Sort(ms)
+		fs.Func(f, fmt.Sprintf("entries of map %s (default %d)", strings.Join(ms, ", "), datapath.DefaultMapSizes[ms[0]]), func(v string) error {
+			n, err := strconv.ParseUint(v, 10, 32)
+			if err != nil {
+				return err
+			}
+			if cfg.MapSizes == nil {
+				cfg.MapSizes = map[string]uint32{}
+			}
+			for _, m := range ms {
+				cfg.MapSizes[m] = uint32(n)
+			}
+			return nil
+		})
+	}
+	return fs, configFile, cleanup
+}

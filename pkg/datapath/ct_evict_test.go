@@ -1,0 +1,60 @@
+package datapath_test
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/netcube/netcube/internal/pkt"
+	"github.com/netcube/netcube/internal/testenv"
+	"github.com/netcube/netcube/pkg/datapath"
+	"github.com/netcube/netcube/pkg/lb"
+	"github.com/netcube/netcube/pkg/model"
+)
+
+// TestConntrackEvictedFlowIsBalancedAgain: when churn of new flows fills
+// the (LRU) conntrack table, an idle flow's entries are evicted; its next
+// packet is balanced again and both halves are written anew, so its
+// replies are still translated back to the Service address. (An idle flow
+// must not be evicted at all: the reliability issue's conntrack lifecycle
+// is about that; here, what happens when it is.)
+func TestConntrackEvictedFlowIsBalancedAgain(t *testing.T) {
+	testenv.RequireRoot(t)
+	dp, err := datapath.Load(datapath.Config{MapSizes: map[string]uint32{
+		"lb_services": 64, "lb_backends": 64, "lb_revnat": 64, "ct_flows": 256,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dp.Close() })
+	cube := lb.New(dp.Maps())
+	if err := cube.Upsert(frontend(vip4, model.TCP), backends(be4)); err != nil {
+		t.Fatal(err)
+	}
+	synIn := pkt.TCP(client4, vip4, syn, nil)
+	reply := pkt.TCP(be4, client4, synAck, nil)
+	data := pkt.TCP(client4, vip4, pkt.TCPOpts{ACK: true, Seq: 1001, Ack: 5001, Window: 502}, []byte("later"))
+	run(t, dp, step{name: "the idle flow's SYN", in: synIn, verdict: actOK, out: pkt.Rewrite(synIn, client4, be4)})
+	run(t, dp, step{name: "its reply", toPod: true, in: reply, verdict: actOK, out: pkt.Rewrite(reply, vip4, client4)})
+
+	serviceEntry := datapath.CTKey{Saddr: datapath.AddrFrom(client4.Addr()), Daddr: datapath.AddrFrom(vip4.Addr()),
+		Sport: datapath.Port(client4.Port()), Dport: datapath.Port(vip4.Port()), Proto: uint8(model.TCP), Dir: datapath.CTService}
+	var e datapath.CTEntry
+	if err := dp.Maps().Map(datapath.MapCT).Lookup(&serviceEntry, &e); err != nil {
+		t.Fatalf("the flow has no conntrack entry: %v", err)
+	}
+	evicted := false
+	for i := 0; i < 4000 && !evicted; i++ { // churn: short flows from other ports
+		src := netip.AddrPortFrom(netip.MustParseAddr("10.244.1.99"), uint16(10000+i))
+		in := pkt.TCP(src, vip4, syn, nil)
+		out := make([]byte, 1600)
+		if v, err := dp.Programs().FromPod.Run(runOpts(in, out)); err != nil || v != actOK {
+			t.Fatalf("churn flow %d: verdict %d, %v", i, v, err)
+		}
+		evicted = dp.Maps().Map(datapath.MapCT).Lookup(&serviceEntry, &e) != nil
+	}
+	if !evicted {
+		t.Fatal("4,000 new flows did not evict the idle flow from a 256-entry table; nothing tested")
+	}
+	run(t, dp, step{name: "the evicted flow's next packet, balanced again", in: data, verdict: actOK, out: pkt.Rewrite(data, client4, be4)})
+	run(t, dp, step{name: "its reply, translated back", toPod: true, in: reply, verdict: actOK, out: pkt.Rewrite(reply, vip4, client4)})
+}
