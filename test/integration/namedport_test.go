@@ -29,7 +29,9 @@ func TestNamedTargetPortDiffersPerPod(t *testing.T) {
 			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 			ips := []string{"10.96.0.95", "fd00:10:96::95"}
 			ports := []sandbox.PortSpec{{Name: "http", Port: 80, Protocol: "TCP", TargetPort: "web"}}
-			at := func(port int) []sandbox.PortSpec { return []sandbox.PortSpec{{Name: "http", Port: port, Protocol: "TCP"}} }
+			at := func(port int) []sandbox.PortSpec {
+				return []sandbox.PortSpec{{Name: "http", Port: port, Protocol: "TCP"}}
+			}
 			var docs []string
 			for _, v6 := range []bool{false, true} {
 				a := sandbox.SliceYAML("named", v6, at(8080), pods[:len(pods)-1])
