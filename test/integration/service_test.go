@@ -1,16 +1,20 @@
 package integration
 
 import (
+	"errors"
 	"net"
 	"net/netip"
-	"slices"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/netcube/netcube/internal/testenv"
 	"github.com/netcube/netcube/pkg/datapath"
+	"github.com/netcube/netcube/pkg/lb"
 	"github.com/netcube/netcube/pkg/sandbox"
 	"github.com/netcube/netcube/pkg/traffic"
 )
@@ -631,7 +635,13 @@ func TestMaglevProperties(t *testing.T) {
 	for i := range after {
 		switch {
 		case after[i] == removed:
-			t.Fatalf("flow %d still reaches the removed endpoint %s", i, removed)
+			maps, closeMaps, err := datapath.OpenPinned(node2.PinDir)
+			if err == nil {
+				fes, _ := lb.Dump(maps)
+				closeMaps()
+				t.Logf("node2's frontends: %v", fes)
+			}
+			t.Fatalf("flow %d still reaches the removed endpoint %s (flows: %v)", i, removed, after)
 		case first[i] == removed:
 			remapped++
 		case after[i] != first[i]:
@@ -656,22 +666,31 @@ func TestMaglevProperties(t *testing.T) {
 // packets of every flow are load-balanced afresh.
 func flushConntrack(t *testing.T, pinDir string) {
 	t.Helper()
-	maps, closeMaps, err := datapath.OpenPinned(pinDir)
+	ct, err := ebpf.LoadPinnedMap(filepath.Join(pinDir, datapath.MapCT), nil) // writable: not datapath.OpenPinned
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closeMaps()
-	ct := maps.Map(datapath.MapCT)
-	var keys [][]byte
-	var k, v []byte
+	defer ct.Close()
+	var keys []datapath.CTKey
+	var k datapath.CTKey
+	var v datapath.CTEntry
 	it := ct.Iterate()
 	for it.Next(&k, &v) {
-		keys = append(keys, slices.Clone(k))
+		keys = append(keys, k)
 	}
 	if err := it.Err(); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range keys {
-		_ = ct.Delete(k)
+		if err := ct.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			t.Fatal(err)
+		}
+	}
+	left := 0
+	for it := ct.Iterate(); it.Next(&k, &v); {
+		left++
+	}
+	if left > 0 {
+		t.Fatalf("%d conntrack entries left after flushing", left)
 	}
 }
