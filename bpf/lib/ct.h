@@ -78,20 +78,29 @@ static always_inline struct ct_entry *ct_lookup(const struct flow *f, __u8 dir)
 	return bpf_map_lookup_elem(&ct_flows, &k);
 }
 
+/* ct_reply_key is the key of the reply entry of a flow translated to
+ * backend baddr:bport, whose replies go to to:to_port (the client, or the
+ * address it was SNATed to). */
+static always_inline void ct_reply_key(struct ct_key *k, const struct nc_addr *baddr, __be16 bport,
+				       const struct nc_addr *to, __be16 to_port, __u8 proto)
+{
+	k->saddr = *baddr;
+	k->daddr = *to;
+	k->sport = bport;
+	k->dport = to_port;
+	k->proto = proto;
+	k->dir = CT_REPLY;
+	k->pad = 0;
+}
+
 /* ct_forget_reply drops the reply entry a new flow f could be mistaken for:
  * a direct connection that reuses the client port of an ended Service flow
  * to the same backend must not have its replies reverse-NATed. */
 static always_inline void ct_forget_reply(const struct flow *f)
 {
-	struct ct_key k = {
-		.saddr = f->daddr,
-		.daddr = f->saddr,
-		.sport = f->dport,
-		.dport = f->sport,
-		.proto = f->proto,
-		.dir = CT_REPLY,
-	};
+	struct ct_key k;
 
+	ct_reply_key(&k, &f->daddr, f->dport, &f->saddr, f->sport, f->proto);
 	bpf_map_delete_elem(&ct_flows, &k);
 }
 
@@ -111,21 +120,14 @@ static always_inline int ct_create_flow(const struct flow *f, __u32 backend_id,
 		.created_ns = bpf_ktime_get_ns(),
 		.flags = flags,
 	};
-	struct ct_key k = {
-		.saddr = *baddr,
-		.daddr = f->saddr,
-		.sport = bport,
-		.dport = f->sport,
-		.proto = f->proto,
-		.dir = CT_REPLY,
-	};
+	struct ct_key k;
 	int err;
 
+	ct_reply_key(&k, baddr, bport, &f->saddr, f->sport, f->proto);
 	if (flags & CT_F_SNAT) {
 		e.nat_addr = f->saddr; /* the reply goes back to the client */
 		e.nat_port = f->sport;
-		k.daddr = *snat_addr;
-		k.dport = snat_port;
+		ct_reply_key(&k, baddr, bport, snat_addr, snat_port, f->proto);
 	}
 	err = bpf_map_update_elem(&ct_flows, &k, &e, BPF_ANY);
 	if (err)
@@ -162,15 +164,9 @@ static always_inline int ct_create_external(const struct flow *f, __u32 backend_
 static always_inline int ct_reply_taken(const struct nc_addr *baddr, __be16 bport,
 					const struct nc_addr *addr, __be16 port, __u8 proto)
 {
-	struct ct_key k = {
-		.saddr = *baddr,
-		.daddr = *addr,
-		.sport = bport,
-		.dport = port,
-		.proto = proto,
-		.dir = CT_REPLY,
-	};
+	struct ct_key k;
 
+	ct_reply_key(&k, baddr, bport, addr, port, proto);
 	return bpf_map_lookup_elem(&ct_flows, &k) != NULL;
 }
 
@@ -181,20 +177,13 @@ static always_inline int ct_reply_taken(const struct nc_addr *baddr, __be16 bpor
 static always_inline int ct_reply_matches(const struct flow *f, const struct ct_entry *ct,
 					  const struct nc_addr *baddr, __be16 bport)
 {
-	struct ct_key k = {
-		.saddr = *baddr,
-		.daddr = f->saddr,
-		.sport = bport,
-		.dport = f->sport,
-		.proto = f->proto,
-		.dir = CT_REPLY,
-	};
+	struct ct_key k;
 	struct ct_entry *r;
 
-	if (ct->flags & CT_F_SNAT) {
-		k.daddr = ct->nat_addr;
-		k.dport = ct->nat_port;
-	}
+	if (ct->flags & CT_F_SNAT)
+		ct_reply_key(&k, baddr, bport, &ct->nat_addr, ct->nat_port, f->proto);
+	else
+		ct_reply_key(&k, baddr, bport, &f->saddr, f->sport, f->proto);
 	r = bpf_map_lookup_elem(&ct_flows, &k);
 	if (!r || r->rev_nat_id != ct->rev_nat_id)
 		return 0;
