@@ -27,7 +27,7 @@ func TestCompareQuick(t *testing.T) {
 	out := t.TempDir()
 	var log strings.Builder
 	cfg := bench.CompareConfig{
-		Sizes: []int{1, 100}, Duration: time.Second, Runs: 1, Reactions: 1,
+		Sizes: []int{1, 100}, Duration: time.Second, Runs: 1, Reactions: 1, MinSyncZeroMax: 1,
 		ChurnFor: 2 * time.Second, ChurnEvery: 500 * time.Millisecond, SyncTimeout: 2 * time.Minute,
 		BinDir: binDir, ToolsDir: tools, OutDir: out, Log: &log, Command: "test", Sandbox: testenv.Name("kb"),
 	}
@@ -76,6 +76,10 @@ func TestCompareQuick(t *testing.T) {
 				}
 				if len(f.ReactionUpMs) != 1 || f.ReactionUpMs[0] <= 0 || len(f.ReactionDownMs) != 1 {
 					t.Errorf("%s %s: reaction %v / %v", peer, f.Family, f.ReactionUpMs, f.ReactionDownMs)
+				}
+				// With the minimum sync period at 0 (up to MinSyncZeroMax).
+				if zero := n <= cfg.MinSyncZeroMax; zero != (len(f.MinSyncZeroUpMs) == 1 && f.MinSyncZeroUpMs[0] > 0 && len(f.MinSyncZeroDownMs) == 1) {
+					t.Errorf("%s %s at %d: min-sync-period 0 reaction %v / %v", peer, f.Family, n, f.MinSyncZeroUpMs, f.MinSyncZeroDownMs)
 				}
 				if f.Churn.Requests == 0 {
 					t.Errorf("%s %s: no requests during the rolling update", peer, f.Family)
