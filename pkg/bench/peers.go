@@ -152,7 +152,9 @@ func (k *KubeProxy) start() error {
 		"--cluster-cidr", "10.244.0.0/16,fd00:10:244::/56", "--iptables-sync-period", "1h",
 		"--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "127.0.0.1:10256", "--v", "1")
 	if k.MinSyncZero {
-		k.cmd.Args = append(k.cmd.Args, "--"+k.Mode.Mode+"-min-sync-period", "0s")
+		// The iptables flag sets the minimum period of nftables mode too
+		// (kube-proxy's processV1Alpha1Flags: every mode but IPVS).
+		k.cmd.Args = append(k.cmd.Args, "--iptables-min-sync-period", "0s")
 	}
 	logf, err := os.Create(k.LogFile)
 	if err != nil {
