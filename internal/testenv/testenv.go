@@ -9,10 +9,11 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/netcube/netcube/pkg/datapath"
 	"os"
 	"testing"
 	"time"
+
+	"github.com/netcube/netcube/pkg/datapath"
 )
 
 // SkipRootEnv, set to 1, lets a developer without root skip the tests that

@@ -21,11 +21,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/netcube/netcube/pkg/cube"
+	"github.com/netcube/netcube/pkg/cubes"
 	"github.com/netcube/netcube/pkg/datapath"
-	"github.com/netcube/netcube/pkg/healthcheck"
-	"github.com/netcube/netcube/pkg/k8s"
-	"github.com/netcube/netcube/pkg/lb"
-	"github.com/netcube/netcube/pkg/reconcile"
 	"github.com/netcube/netcube/pkg/report"
 	"github.com/netcube/netcube/pkg/source"
 	"github.com/netcube/netcube/pkg/source/kube"
@@ -48,18 +46,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := datapath.EnsureBPFFS(); err != nil {
 		return err
 	}
-	dp, err := datapath.Load(datapath.Config{PinDir: cfg.BPFRoot, MapSizes: cfg.MapSizes})
+	dp, err := datapath.Load(datapath.Config{PinDir: cfg.BPFRoot, Cubes: cubes.All, MapSizes: cfg.MapSizes})
 	if err != nil {
 		return err
 	}
 	defer dp.Close()
-
-	maps := dp.Maps()
-	cube, err := lb.Restore(maps)
-	if err != nil {
-		return fmt.Errorf("restore load-balancer state from %s: %w", cfg.BPFRoot, err)
-	}
-	slog.Info("datapath loaded", "pins", cfg.BPFRoot, "restored_frontends", len(cube.Frontends()))
+	slog.Info("datapath loaded", "pins", cfg.BPFRoot)
 
 	if cfg.SocketLB {
 		if cfg.Cgroup == "" {
@@ -72,32 +64,21 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	slog.Info("socket-LB", "enabled", cfg.SocketLB, "cgroup", cfg.Cgroup)
-	if cfg.SocketLB {
-		cube.OnBackendsLeft(closeLeftUDPSockets(ctx, dp, cfg.Cgroup))
-		lo, hi, err := ParsePortRange(cfg.NodePortRange)
-		if err != nil {
-			return fmt.Errorf("--nodeport-range: %w", err)
-		}
-		if err := maps.SetNodePortRange(lo, hi); err != nil {
-			return err
-		}
+	settings := cube.Settings{SocketLB: cfg.SocketLB, Cgroup: cfg.Cgroup, LBAlgorithm: cfg.LBAlgorithm}
+	if settings.NodePortLo, settings.NodePortHi, err = ParsePortRange(cfg.NodePortRange); err != nil {
+		return fmt.Errorf("--nodeport-range: %w", err)
 	}
-
-	var rec *reconcile.Reconciler
-	m := newMetrics(cube, maps, func() int { return rec.Pending() }, rep)
-	rec = reconcile.New(cube, m)
-	rec.SetReporter(rep)
 	node, err := setupNode(dp, cfg.NodeName, cfg.NodeInterfaces)
 	if err != nil {
 		return err
 	}
-	if node.Algorithm, err = k8s.ParseAlgorithm(cfg.LBAlgorithm); err != nil {
-		return fmt.Errorf("--lb-algorithm: %w", err)
+
+	m := newMetrics(rep)
+	rec, stop, err := startCubes(ctx, dp, m, cube.Env{Program: dp.Program, Node: node, Settings: settings, Report: rep})
+	defer stop()
+	if err != nil {
+		return err
 	}
-	rec.SetNode(node)
-	health := healthcheck.New()
-	defer health.Close()
-	rec.SetHealthChecks(health)
 	if err := serve(ctx, cfg, m, rec); err != nil {
 		return err
 	}
@@ -109,9 +90,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 	select {
 	case <-rec.Synced():
-		is := rec.InitialSync()
-		slog.Info("initial sync applied", "frontends", len(cube.Frontends()), "map_ops", cube.Ops(),
-			"apply_seconds", is.Apply.Seconds(), "first_event_to_applied_seconds", is.Wall.Seconds())
+		slog.Info("initial sync applied", rec.Summary()...)
 		if cfg.ReadyFile != "" {
 			if err := os.WriteFile(cfg.ReadyFile, []byte("ready\n"), 0o644); err != nil {
 				return err
@@ -132,6 +111,40 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	slog.Info("agent stopping; the datapath stays in place")
 	return nil
+}
+
+// startCubes starts every registered cube, each with its own maps, and
+// returns the one that reconciles Services; stop stops them all.
+func startCubes(ctx context.Context, dp *datapath.Datapath, m *metrics, env cube.Env) (rec cube.Reconciler, stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for _, s := range stops {
+			s()
+		}
+	}
+	for _, c := range cubes.All {
+		e := env
+		e.Maps = dp.MapsOf(c)
+		e.Maps.Observe = m.observeMap
+		st, err := c.Start(ctx, e)
+		if err != nil {
+			return nil, stop, fmt.Errorf("cube %s: %w", c.Name(), err)
+		}
+		if st.Stop != nil {
+			stops = append(stops, st.Stop)
+		}
+		m.registry.MustRegister(st.Metrics...)
+		if st.Reconciler != nil {
+			if rec != nil {
+				return nil, stop, fmt.Errorf("cube %s: a second cube reconciling Services", c.Name())
+			}
+			rec = st.Reconciler
+		}
+	}
+	if rec == nil {
+		return nil, stop, errors.New("no registered cube reconciles Services")
+	}
+	return rec, stop, nil
 }
 
 // newSource picks the state source: a YAML directory, or the Kubernetes API
@@ -178,7 +191,7 @@ func (s *sourceWithEvents) Run(ctx context.Context, h source.Handler) error {
 
 // serve starts the metrics and health endpoints. /healthz says the agent is
 // alive; /readyz that its first sync is applied and no Service is failing.
-func serve(ctx context.Context, cfg Config, m *metrics, rec *reconcile.Reconciler) error {
+func serve(ctx context.Context, cfg Config, m *metrics, rec cube.Reconciler) error {
 	health := http.NewServeMux()
 	health.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	health.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {

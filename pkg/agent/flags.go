@@ -8,7 +8,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/netcube/netcube/pkg/datapath"
+	"github.com/netcube/netcube/pkg/cube"
+	"github.com/netcube/netcube/pkg/cubes"
 )
 
 // ParseFlags reads the agent's command line over base (the defaults, with
@@ -66,13 +67,8 @@ func flagSet(name string, cfg *Config) (fs *flag.FlagSet, configFile *string, cl
 	fs.StringVar(&cfg.LBAlgorithm, "lb-algorithm", cfg.LBAlgorithm, "how new flows pick a backend unless their Service's netcube.io/lb-algorithm annotation says: random or maglev")
 	fs.StringVar(&cfg.NodePortRange, "nodeport-range", cfg.NodePortRange, "NodePort range (lo-hi) that the node's own processes may not bind (socket-LB)")
 	fs.IntVar(&cfg.GCPercent, "gc-percent", cfg.GCPercent, "Go GC target percentage (GOGC); the GOGC environment variable wins")
-	byFlag := map[string][]string{} // a size flag may size several maps
-	for m, f := range datapath.MapSizeFlags {
-		byFlag[f] = append(byFlag[f], m)
-	}
-	for f, ms := range byFlag {
-		slices.Sort(ms)
-		fs.Func(f, fmt.Sprintf("entries of map %s (default %d)", strings.Join(ms, ", "), datapath.DefaultMapSizes[ms[0]]), func(v string) error {
+	for f, ms := range sizeFlags(cubes.All) {
+		fs.Func(f, fmt.Sprintf("entries of map %s (default %d)", strings.Join(ms.maps, ", "), ms.size), func(v string) error {
 			n, err := strconv.ParseUint(v, 10, 32)
 			if err != nil {
 				return err
@@ -80,11 +76,36 @@ func flagSet(name string, cfg *Config) (fs *flag.FlagSet, configFile *string, cl
 			if cfg.MapSizes == nil {
 				cfg.MapSizes = map[string]uint32{}
 			}
-			for _, m := range ms {
+			for _, m := range ms.maps {
 				cfg.MapSizes[m] = uint32(n)
 			}
 			return nil
 		})
 	}
 	return fs, configFile, cleanup
+}
+
+// sizedMaps are the maps one size flag sizes, and their default.
+type sizedMaps struct {
+	maps []string
+	size uint32
+}
+
+// sizeFlags collects the size flags the cubes declare: a flag may size
+// several maps (of one cube or of several).
+func sizeFlags(cs []cube.Cube) map[string]sizedMaps {
+	out := map[string]sizedMaps{}
+	for _, c := range cs {
+		for _, m := range c.Maps() {
+			if m.SizeFlag == "" {
+				continue
+			}
+			f := out[m.SizeFlag]
+			f.maps = append(f.maps, m.Name)
+			slices.Sort(f.maps)
+			f.size = max(f.size, m.DefaultSize)
+			out[m.SizeFlag] = f
+		}
+	}
+	return out
 }

@@ -14,10 +14,11 @@ import (
 )
 
 // setupNode finds this node's uplinks (given, or those holding a default
-// route; "none": no external access at all) and their addresses, attaches the node program to each, writes
-// the SNAT addresses, and returns what the Service translation needs:
+// route; "none": no external access at all) and their addresses, attaches
+// the node program to each, and returns the node as the cubes see it:
 // NodePorts are served on every address found, as kube-proxy serves them on
-// every node address by default.
+// every node address by default, and the first of each family is the SNAT
+// address.
 func setupNode(dp *datapath.Datapath, name string, ifaces []string) (model.Node, error) {
 	node := model.Node{Name: name}
 	switch {
@@ -26,7 +27,6 @@ func setupNode(dp *datapath.Datapath, name string, ifaces []string) (model.Node,
 	case len(ifaces) == 1 && ifaces[0] == "none": // a test agent on the machine's own network
 		ifaces = nil
 	}
-	var v4, v6 netip.Addr
 	for _, ifname := range ifaces {
 		ifc, err := net.InterfaceByName(ifname)
 		if err != nil {
@@ -41,21 +41,11 @@ func setupNode(dp *datapath.Datapath, name string, ifaces []string) (model.Node,
 			if err != nil || !p.Addr().IsGlobalUnicast() {
 				continue
 			}
-			ip := p.Addr().Unmap()
-			node.Addrs = append(node.Addrs, ip)
-			if ip.Is4() && !v4.IsValid() {
-				v4 = ip
-			}
-			if ip.Is6() && !v6.IsValid() {
-				v6 = ip
-			}
+			node.Addrs = append(node.Addrs, p.Addr().Unmap())
 		}
 		if err := dp.AttachNode(ifname, ifc.Index); err != nil {
 			return node, err
 		}
-	}
-	if err := dp.Maps().SetNodeAddrs(v4, v6); err != nil {
-		return node, err
 	}
 	slog.Info("node", "name", name, "interfaces", ifaces, "nodeport_addresses", node.Addrs)
 	return node, nil

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/netcube/netcube/pkg/cubes/lb"
 	"github.com/netcube/netcube/pkg/datapath"
 	"github.com/netcube/netcube/pkg/sandbox"
 )
@@ -70,7 +71,7 @@ func (p *netcubePeer) entries() (int, error) {
 	}
 	defer closeMaps()
 	n := 0
-	for _, name := range []string{datapath.MapServices, datapath.MapBackends, datapath.MapRevNAT} {
+	for _, name := range []string{lb.MapServices, lb.MapBackends, lb.MapRevNAT} {
 		var k, v []byte
 		it := maps.Map(name).Iterate()
 		for it.Next(&k, &v) {

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/netcube/netcube/pkg/cubes/lb"
 	"github.com/netcube/netcube/pkg/datapath"
 	"github.com/netcube/netcube/pkg/model"
 )
@@ -47,7 +48,7 @@ func TestSessionAffinity(t *testing.T) {
 	}
 
 	// An expired affinity is chosen afresh (32 tries: both backends).
-	aff := dp.Maps().Map(datapath.MapAffinity)
+	aff := dp.Maps().Map(lb.MapAffinity)
 	key := datapath.AffinityKey{Client: datapath.AddrFrom(client4.Addr()), RevNatId: revNATOf(t, dp, fe)}
 	seen = map[netip.AddrPort]bool{}
 	for i := range 32 {
@@ -56,7 +57,7 @@ func TestSessionAffinity(t *testing.T) {
 			t.Fatal(err)
 		}
 		v.LastNs = 1 // long ago
-		if err := aff.Put(key, v); err != nil {
+		if err := aff.Update(key, v); err != nil {
 			t.Fatal(err)
 		}
 		seen[flowFrom(client4.Addr(), uint16(3000+i))] = true
@@ -77,7 +78,7 @@ func TestSessionAffinity(t *testing.T) {
 	}
 	// Without affinity nothing is remembered.
 	apply(0, be4, be4b)
-	if n := countEntries(t, dp, datapath.MapAffinityMatch); n != 0 {
+	if n := countEntries(t, dp, lb.MapAffinityMatch); n != 0 {
 		t.Errorf("%d affinity match entries left after affinity was turned off", n)
 	}
 }
@@ -86,7 +87,7 @@ func revNATOf(t *testing.T, dp *datapath.Datapath, fe model.Frontend) uint32 {
 	t.Helper()
 	var v datapath.ServiceValue
 	k := datapath.ServiceKey{Addr: datapath.AddrFrom(fe.Addr), Port: datapath.Port(fe.Port), Proto: uint8(fe.Proto)}
-	if err := dp.Maps().Map(datapath.MapServices).Lookup(k, &v); err != nil {
+	if err := dp.Maps().Map(lb.MapServices).Lookup(k, &v); err != nil {
 		t.Fatal(err)
 	}
 	return v.RevNatId

@@ -13,6 +13,13 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type bpfCtDir uint8
+
+const (
+	bpfCtDirCT_SERVICE bpfCtDir = 1
+	bpfCtDirCT_REPLY   bpfCtDir = 2
+)
+
 type bpfCtEntry struct {
 	_         structs.HostLayout
 	BackendId uint32
@@ -20,10 +27,17 @@ type bpfCtEntry struct {
 	CreatedNs uint64
 	NatAddr   bpfNcAddr
 	NatPort   uint16
-	Flags     uint8
+	Flags     bpfCtFlags
 	Pad       uint8
 	Pad2      uint32
 }
+
+type bpfCtFlags uint8
+
+const (
+	bpfCtFlagsCT_F_EXTERNAL bpfCtFlags = 1
+	bpfCtFlagsCT_F_SNAT     bpfCtFlags = 2
+)
 
 type bpfCtKey struct {
 	_     structs.HostLayout
@@ -32,7 +46,7 @@ type bpfCtKey struct {
 	Sport uint16
 	Dport uint16
 	Proto uint8
-	Dir   uint8
+	Dir   bpfCtDir
 	Pad   uint16
 }
 
@@ -78,6 +92,15 @@ type bpfLbSourceRangeKey struct {
 	Addr      bpfNcAddr
 }
 
+type bpfLbSvcFlags uint16
+
+const (
+	bpfLbSvcFlagsLB_SVC_EXTERNAL      bpfLbSvcFlags = 1
+	bpfLbSvcFlagsLB_SVC_LOCAL         bpfLbSvcFlags = 2
+	bpfLbSvcFlagsLB_SVC_MAGLEV        bpfLbSvcFlags = 4
+	bpfLbSvcFlagsLB_SVC_SOURCE_RANGES bpfLbSvcFlags = 8
+)
+
 type bpfLbSvcKey struct {
 	_     structs.HostLayout
 	Addr  bpfNcAddr
@@ -93,13 +116,21 @@ type bpfLbSvcVal struct {
 	BackendId uint32
 	RevNatId  uint32
 	Count     uint16
-	Flags     uint16
+	Flags     bpfLbSvcFlags
 }
 
 type bpfNcAddr struct {
 	_ structs.HostLayout
 	W [4]uint32
 }
+
+type bpfNodeAddrIndex uint32
+
+const (
+	bpfNodeAddrIndexNODE_ADDR_V4  bpfNodeAddrIndex = 0
+	bpfNodeAddrIndexNODE_ADDR_V6  bpfNodeAddrIndex = 1
+	bpfNodeAddrIndexNODE_ADDR_MAX bpfNodeAddrIndex = 2
+)
 
 type bpfNodeConfig struct {
 	_           structs.HostLayout

@@ -6,8 +6,9 @@ import (
 
 	"github.com/netcube/netcube/internal/pkt"
 	"github.com/netcube/netcube/internal/testenv"
+	"github.com/netcube/netcube/pkg/cubes/ct"
+	"github.com/netcube/netcube/pkg/cubes/lb"
 	"github.com/netcube/netcube/pkg/datapath"
-	"github.com/netcube/netcube/pkg/lb"
 	"github.com/netcube/netcube/pkg/model"
 )
 
@@ -39,7 +40,7 @@ func TestConntrackEvictedFlowIsBalancedAgain(t *testing.T) {
 	serviceEntry := datapath.CTKey{Saddr: datapath.AddrFrom(client4.Addr()), Daddr: datapath.AddrFrom(vip4.Addr()),
 		Sport: datapath.Port(client4.Port()), Dport: datapath.Port(vip4.Port()), Proto: uint8(model.TCP), Dir: datapath.CTService}
 	var e datapath.CTEntry
-	if err := dp.Maps().Map(datapath.MapCT).Lookup(&serviceEntry, &e); err != nil {
+	if err := dp.Maps().Map(ct.MapFlows).Lookup(&serviceEntry, &e); err != nil {
 		t.Fatalf("the flow has no conntrack entry: %v", err)
 	}
 	evicted := false
@@ -50,7 +51,7 @@ func TestConntrackEvictedFlowIsBalancedAgain(t *testing.T) {
 		if v, err := dp.Programs().FromPod.Run(runOpts(in, out)); err != nil || v != actOK {
 			t.Fatalf("churn flow %d: verdict %d, %v", i, v, err)
 		}
-		evicted = dp.Maps().Map(datapath.MapCT).Lookup(&serviceEntry, &e) != nil
+		evicted = dp.Maps().Map(ct.MapFlows).Lookup(&serviceEntry, &e) != nil
 	}
 	if !evicted {
 		t.Fatal("4,000 new flows did not evict the idle flow from a 256-entry table; nothing tested")

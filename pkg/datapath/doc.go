@@ -1,8 +1,11 @@
-// Package datapath owns the netcube BPF object: it loads it, pins its maps
-// and links under the bpffs root, attaches the programs (tcx on pod veths,
-// cgroup hooks for socket-LB) and replaces them atomically on agent restart.
+// Package datapath owns the netcube BPF object: it loads it, sizes and pins
+// its maps (as the registered cubes declare them), hands each cube its own
+// maps, attaches the entry programs (tcx on pod veths and node uplinks,
+// cgroup hooks for socket-LB) and replaces them atomically on agent
+// restart.
 //
-// It knows nothing about Services or Kubernetes: the cubes (package lb, ...)
-// write the maps it exposes. The map layouts are defined once, in bpf/lib/*.h,
-// and generated into Go by bpf2go (bpf_bpfel.go, committed).
+// It knows nothing about Services or Kubernetes: the cubes (pkg/cubes/...)
+// decide what the maps hold. The map layouts are defined once, in
+// bpf/cubes/*/*_maps.h, and generated into Go by bpf2go (bpf_bpfel.go,
+// committed; types.go exports them).
 package datapath

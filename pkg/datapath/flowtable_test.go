@@ -7,6 +7,8 @@ import (
 
 	"github.com/netcube/netcube/internal/flowcases"
 	"github.com/netcube/netcube/internal/pkt"
+	"github.com/netcube/netcube/pkg/cubes/lb"
+	"github.com/netcube/netcube/pkg/cubes/nat"
 	"github.com/netcube/netcube/pkg/k8s"
 	"github.com/netcube/netcube/pkg/model"
 	"github.com/netcube/netcube/pkg/sandbox"
@@ -22,7 +24,7 @@ func TestFlowTable(t *testing.T) {
 	top := sandbox.Layout(sandbox.Config{}, "/sys/fs/cgroup") // the addresses only
 	node1 := top.Nodes[0]
 	dp, cube := load(t)
-	if err := dp.Maps().SetNodeAddrs(node1.IP4, node1.IP6); err != nil {
+	if err := nat.SetNodeAddrs(dp.Maps(), node1.IP4, node1.IP6); err != nil {
 		t.Fatal(err)
 	}
 	svcs, apiSlices, err := yamldir.Parse([]byte(flowcases.Manifests(top)))
@@ -42,7 +44,7 @@ func TestFlowTable(t *testing.T) {
 				own = append(own, e)
 			}
 		}
-		for _, fb := range k8s.Frontends(svc, own, node) {
+		for _, fb := range lb.Frontends(svc, own, node) {
 			if err := cube.Apply(fb); err != nil {
 				t.Fatal(err)
 			}

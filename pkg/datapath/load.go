@@ -8,35 +8,30 @@ import (
 	"path/filepath"
 
 	"github.com/cilium/ebpf"
-	"golang.org/x/sys/unix"
+
+	"github.com/netcube/netcube/pkg/cube"
 )
 
 // Datapath is the loaded BPF object: programs and (pinned) maps.
 type Datapath struct {
-	objs        bpfObjects
-	pinDir      string
-	sizes       map[string]uint32
-	maglevInner *ebpf.MapSpec
+	objs   bpfObjects
+	pinDir string
+	maps   map[string]*kernelMap
+	flags  map[string]string // size flag by map name
 }
 
 // Load loads the BPF object. With cfg.PinDir set, maps are pinned there and
 // maps already pinned (by an earlier agent) are reused, so the state of
 // established flows survives a restart. Without it (tests), maps are private.
+// The maps of cfg.Cubes are sized as they declare (or as cfg.MapSizes says).
 func Load(cfg Config) (*Datapath, error) {
 	spec, err := loadBpf()
 	if err != nil {
 		return nil, fmt.Errorf("parse BPF object: %w", err)
 	}
-	sizes := map[string]uint32{}
-	for name, ms := range spec.Maps {
-		size, ok := cfg.MapSizes[name]
-		if !ok || size == 0 {
-			size = DefaultMapSizes[name]
-		}
-		if size != 0 {
-			ms.MaxEntries = size
-		}
-		sizes[name] = ms.MaxEntries
+	flags, err := sizeMaps(spec, cfg)
+	if err != nil {
+		return nil, err
 	}
 
 	opts := &ebpf.CollectionOptions{}
@@ -51,11 +46,7 @@ func Load(cfg Config) (*Datapath, error) {
 		}
 	}
 
-	inner := spec.Maps[MapMaglev].InnerMap
-	if inner == nil || inner.MaxEntries != MaglevTableSize {
-		return nil, fmt.Errorf("BPF object: %s tables are not of %d entries", MapMaglev, MaglevTableSize)
-	}
-	d := &Datapath{pinDir: cfg.PinDir, sizes: sizes, maglevInner: inner.Copy()}
+	d := &Datapath{pinDir: cfg.PinDir, flags: flags}
 	if err := spec.LoadAndAssign(&d.objs, opts); err != nil {
 		if errors.Is(err, ebpf.ErrMapIncompatible) {
 			return nil, fmt.Errorf("%w: a map pinned under %s has another size or layout than this agent's; "+
@@ -68,23 +59,77 @@ func Load(cfg Config) (*Datapath, error) {
 		}
 		return nil, fmt.Errorf("load BPF programs: %w", err)
 	}
+	d.maps = map[string]*kernelMap{}
+	for name, m := range d.objs.bpfMaps.byName() {
+		km := &kernelMap{Map: m, name: name}
+		if inner := spec.Maps[name].InnerMap; inner != nil {
+			km.inner = inner.Copy()
+		}
+		d.maps[name] = km
+	}
 	return d, nil
+}
+
+// sizeMaps applies the cubes' declared sizes (or cfg.MapSizes) to the
+// object's maps, and returns each map's size flag. A cube declaring a map
+// the object lacks, or one another cube declares, is refused.
+func sizeMaps(spec *ebpf.CollectionSpec, cfg Config) (map[string]string, error) {
+	flags := map[string]string{}
+	owner := map[string]string{}
+	for _, c := range cfg.Cubes {
+		for _, m := range c.Maps() {
+			ms, ok := spec.Maps[m.Name]
+			if !ok {
+				return nil, fmt.Errorf("cube %s declares map %s, which the BPF object does not define", c.Name(), m.Name)
+			}
+			if o, dup := owner[m.Name]; dup {
+				return nil, fmt.Errorf("map %s is declared by cube %s and by cube %s", m.Name, o, c.Name())
+			}
+			owner[m.Name], flags[m.Name] = c.Name(), m.SizeFlag
+			if m.DefaultSize != 0 {
+				ms.MaxEntries = m.DefaultSize
+			}
+		}
+	}
+	for name, size := range cfg.MapSizes {
+		ms, ok := spec.Maps[name]
+		if !ok {
+			return nil, fmt.Errorf("map size given for %s, which the BPF object does not define", name)
+		}
+		if size != 0 {
+			ms.MaxEntries = size
+		}
+	}
+	return flags, nil
 }
 
 // Close releases this process's handles. Pinned maps and links stay: the
 // datapath keeps forwarding without the agent.
 func (d *Datapath) Close() error { return d.objs.Close() }
 
-// Maps exposes the maps to the cubes that own their contents.
-func (d *Datapath) Maps() *Maps {
-	o := d.objs.bpfMaps
-	return &Maps{sizes: d.sizes, maglevInner: d.maglevInner, byName: map[string]*ebpf.Map{
-		MapServices: o.LbServices, MapBackends: o.LbBackends, MapRevNAT: o.LbRevnat,
-		MapCT: o.CtFlows, MapSockRevNAT: o.SockRevnat, MapSockUDP: o.SockUdpBackend,
-		MapNodeAddrs: o.NodeAddrs, MapAffinity: o.LbAffinity, MapAffinityMatch: o.LbAffinityMatch,
-		MapMaglev: o.LbMaglev, MapSourceRanges: o.LbSourceRanges, MapNodeConfig: o.NodeConfig,
-	}}
+// Maps returns every map of the object (tests, inspection).
+func (d *Datapath) Maps() *cube.Maps {
+	all := make([]cube.Map, 0, len(d.maps))
+	for _, m := range d.maps {
+		all = append(all, m)
+	}
+	return cube.NewMaps(all, d.flags)
 }
+
+// MapsOf returns the maps c declares: what the cube is given at Start.
+func (d *Datapath) MapsOf(c cube.Cube) *cube.Maps {
+	var own []cube.Map
+	for _, m := range c.Maps() {
+		if km, ok := d.maps[m.Name]; ok {
+			own = append(own, km)
+		}
+	}
+	return cube.NewMaps(own, d.flags)
+}
+
+// Program returns the program of the object named name (its C function),
+// or nil.
+func (d *Datapath) Program(name string) *ebpf.Program { return d.objs.bpfPrograms.byName()[name] }
 
 // Programs exposes the programs, for tests that run them with BPF_PROG_RUN.
 func (d *Datapath) Programs() Programs {
@@ -103,77 +148,6 @@ type Programs struct {
 	FromPod, ToPod, FromNet                        *ebpf.Program
 	Connect4, Connect6, Sendmsg4, Sendmsg6         *ebpf.Program
 	Recvmsg4, Recvmsg6, Getpeername4, Getpeername6 *ebpf.Program
-}
-
-// Map names, as in bpf/lib/*.h. Each map is written by exactly one cube.
-const (
-	MapServices   = "lb_services"      // lb cube (agent)
-	MapBackends   = "lb_backends"      // lb cube (agent)
-	MapRevNAT     = "lb_revnat"        // lb cube (agent)
-	MapCT         = "ct_flows"         // conntrack (datapath)
-	MapSockRevNAT = "sock_revnat"      // socket-LB (datapath)
-	MapSockUDP    = "sock_udp_backend" // socket-LB (datapath)
-	MapNodeAddrs  = "node_addrs"       // node cube (agent)
-	MapNodeConfig = "node_config"      // node cube (agent): netns, NodePort range
-	// Session affinity: the choices (datapath), the backends each Service
-	// with affinity still has (lb cube, agent).
-	MapAffinity      = "lb_affinity"
-	MapAffinityMatch = "lb_affinity_match"
-	MapMaglev        = "lb_maglev"        // lb cube (agent): Maglev tables by revNAT id
-	MapSourceRanges  = "lb_source_ranges" // lb cube (agent): loadBalancerSourceRanges
-)
-
-// Maps are the datapath's maps, by name.
-type Maps struct {
-	byName map[string]*ebpf.Map
-	sizes  map[string]uint32
-	// maglevInner is the layout of a Maglev table (lb_maglev's values).
-	maglevInner *ebpf.MapSpec
-	// Observe, if set, is told about every update and delete (metrics).
-	Observe func(mapName, op string, err error)
-}
-
-// Map returns the named map.
-func (m *Maps) Map(name string) *ebpf.Map { return m.byName[name] }
-
-// Size returns the configured number of entries of a map.
-func (m *Maps) Size(name string) uint32 { return m.sizes[name] }
-
-// Update writes key=value into the named map, turning "map full" into a
-// MapFullError that names the size flag.
-func (m *Maps) Update(name string, key, value any) error {
-	err := m.classify(name, m.byName[name].Update(key, value, ebpf.UpdateAny))
-	if m.Observe != nil {
-		m.Observe(name, "update", err)
-	}
-	return err
-}
-
-// classify turns a failed update's "map full" into a MapFullError that names
-// the size flag, and says which map any other failure came from.
-func (m *Maps) classify(name string, err error) error {
-	switch {
-	case errors.Is(err, unix.E2BIG) || errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.ENOSPC):
-		return &MapFullError{Map: name, Size: m.sizes[name], Err: err}
-	case err != nil:
-		return fmt.Errorf("update map %s: %w", name, err)
-	}
-	return nil
-}
-
-// Delete removes key from the named map; a missing key is not an error.
-func (m *Maps) Delete(name string, key any) error {
-	err := m.byName[name].Delete(key)
-	if errors.Is(err, ebpf.ErrKeyNotExist) {
-		err = nil
-	}
-	if m.Observe != nil {
-		m.Observe(name, "delete", err)
-	}
-	if err != nil {
-		return fmt.Errorf("delete from map %s: %w", name, err)
-	}
-	return nil
 }
 
 // Unpin detaches every program linked under dir (before it returns, so the
@@ -197,20 +171,31 @@ func Unpin(dir string) error {
 
 // OpenPinned opens the maps pinned under dir by a running agent, for
 // inspection (tests, CLI). The caller must not write to them.
-func OpenPinned(dir string) (*Maps, func(), error) {
-	m := &Maps{byName: map[string]*ebpf.Map{}, sizes: map[string]uint32{}}
+func OpenPinned(dir string) (*cube.Maps, func(), error) {
+	spec, err := loadBpf()
+	if err != nil {
+		return nil, nil, fmt.Errorf("parse BPF object: %w", err)
+	}
+	var maps []cube.Map
 	closeAll := func() {
-		for _, mp := range m.byName {
-			mp.Close()
+		for _, m := range maps {
+			m.(*kernelMap).Close()
 		}
 	}
-	for name := range MapSizeFlags {
+	for name, ms := range spec.Maps {
+		if ms.Pinning != ebpf.PinByName {
+			continue
+		}
 		mp, err := ebpf.LoadPinnedMap(filepath.Join(dir, name), &ebpf.LoadPinOptions{ReadOnly: true})
 		if err != nil {
 			closeAll()
 			return nil, nil, fmt.Errorf("open pinned map %s: %w", name, err)
 		}
-		m.byName[name], m.sizes[name] = mp, mp.MaxEntries()
+		maps = append(maps, &kernelMap{Map: mp, name: name})
 	}
-	return m, closeAll, nil
+	return cube.NewMaps(maps, nil), closeAll, nil
 }
+
+// Spec returns the BPF object as compiled (maps unsized and unloaded):
+// its maps' layouts, for tests that stand in for the kernel.
+func Spec() (*ebpf.CollectionSpec, error) { return loadBpf() }

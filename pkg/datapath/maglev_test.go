@@ -8,8 +8,9 @@ import (
 	"testing"
 
 	"github.com/netcube/netcube/internal/pkt"
+	"github.com/netcube/netcube/pkg/cubes/ct"
+	"github.com/netcube/netcube/pkg/cubes/lb"
 	"github.com/netcube/netcube/pkg/datapath"
-	"github.com/netcube/netcube/pkg/lb"
 	"github.com/netcube/netcube/pkg/model"
 )
 
@@ -36,7 +37,7 @@ func randomFlows(n int) []netip.AddrPort {
 // placed afresh by the algorithm.
 func placeFlows(tb testing.TB, dp *datapath.Datapath, flows []netip.AddrPort, candidates []netip.AddrPort) []netip.AddrPort {
 	tb.Helper()
-	clearMap(tb, dp, datapath.MapCT)
+	clearMap(tb, dp, ct.MapFlows)
 	out := make([]netip.AddrPort, len(flows))
 	buf := make([]byte, 1600)
 	for i, c := range flows {
@@ -72,7 +73,7 @@ func clearMap(tb testing.TB, dp *datapath.Datapath, name string) {
 	}
 }
 
-func applyMaglev(tb testing.TB, cube *lb.Cube, bs []netip.AddrPort) {
+func applyMaglev(tb testing.TB, cube *lb.Tables, bs []netip.AddrPort) {
 	tb.Helper()
 	if err := cube.Apply(model.FrontendBackends{Frontend: frontend(vip4, model.TCP), Flags: model.Maglev, Backends: backends(bs...)}); err != nil {
 		tb.Fatal(err)

@@ -17,8 +17,8 @@ import (
 
 	"github.com/netcube/netcube/internal/cgroup"
 	"github.com/netcube/netcube/internal/testenv"
+	"github.com/netcube/netcube/pkg/cubes/lb"
 	"github.com/netcube/netcube/pkg/datapath"
-	"github.com/netcube/netcube/pkg/lb"
 	"github.com/netcube/netcube/pkg/model"
 )
 
@@ -158,7 +158,7 @@ func serve(addr netip.AddrPort, name string) error {
 
 // attachSockLB loads the datapath with pins in a private directory and
 // attaches socket-LB to a fresh cgroup; both are removed when the test ends.
-func attachSockLB(t *testing.T) (*lb.Cube, *os.File) {
+func attachSockLB(t *testing.T) (*lb.Tables, *os.File) {
 	t.Helper()
 	cg, pins := cgroupAndPins(t, "netcube-test-sock-")
 	dp, err := datapath.Load(datapath.Config{PinDir: pins})

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/netcube/netcube/internal/pkt"
+	"github.com/netcube/netcube/pkg/cubes/lb"
+	"github.com/netcube/netcube/pkg/cubes/nat"
 	"github.com/netcube/netcube/pkg/datapath"
 	"github.com/netcube/netcube/pkg/model"
 )
@@ -124,7 +126,7 @@ func TestExternalPacketFlows(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dp, cube := load(t)
-			if err := dp.Maps().SetNodeAddrs(node4, node6); err != nil {
+			if err := nat.SetNodeAddrs(dp.Maps(), node4, node6); err != nil {
 				t.Fatal(err)
 			}
 			for _, fb := range c.services {
@@ -182,7 +184,7 @@ func TestTerminatingEndpointKeepsFlows(t *testing.T) {
 	run(t, dp, step{name: "a new flow goes to the ready endpoint", in: synB, verdict: actOK, out: pkt.Rewrite(synB, clientB, be4b)})
 	apply([]netip.AddrPort{be4b}, nil)
 	run(t, dp, step{name: "be4 gone: flow A is balanced again", in: dataA, verdict: actOK, out: pkt.Rewrite(dataA, client4, be4b)})
-	if n := cube.Entries()[datapath.MapBackends]; n != 1 {
+	if n := cube.Entries()[lb.MapBackends]; n != 1 {
 		t.Errorf("%d backends in the map after be4 left, want 1", n)
 	}
 }
@@ -221,7 +223,7 @@ func TestHairpin(t *testing.T) {
 // dropped), follows changes to the ranges, and admits anyone without.
 func TestLoadBalancerSourceRanges(t *testing.T) {
 	dp, cube := load(t)
-	if err := dp.Maps().SetNodeAddrs(node4, node6); err != nil {
+	if err := nat.SetNodeAddrs(dp.Maps(), node4, node6); err != nil {
 		t.Fatal(err)
 	}
 	lb6 := netip.MustParseAddrPort("[2001:db8::7]:80")
@@ -271,7 +273,7 @@ func TestLoadBalancerSourceRanges(t *testing.T) {
 	n := 0
 	var k datapath.SourceRangeKey
 	var v uint8
-	for it := dp.Maps().Map(datapath.MapSourceRanges).Iterate(); it.Next(&k, &v); {
+	for it := dp.Maps().Map(lb.MapSourceRanges).Iterate(); it.Next(&k, &v); {
 		if k.RevNatId == revNATOf(t, dp, frontend(extIP4, model.TCP)) {
 			n++
 		}

@@ -8,8 +8,8 @@ import (
 
 	"github.com/netcube/netcube/internal/pkt"
 	"github.com/netcube/netcube/internal/testenv"
+	"github.com/netcube/netcube/pkg/cubes/lb"
 	"github.com/netcube/netcube/pkg/datapath"
-	"github.com/netcube/netcube/pkg/lb"
 	"github.com/netcube/netcube/pkg/model"
 )
 
@@ -47,7 +47,7 @@ func backends(aps ...netip.AddrPort) []model.Backend {
 	return out
 }
 
-func load(t testing.TB) (*datapath.Datapath, *lb.Cube) {
+func load(t testing.TB) (*datapath.Datapath, *lb.Tables) {
 	t.Helper()
 	testenv.RequireRoot(t)
 	dp, err := datapath.Load(datapath.Config{MapSizes: map[string]uint32{

@@ -5,7 +5,7 @@ import (
 	"net/netip"
 )
 
-// Map layouts, generated from bpf/lib/*.h. Ports are in network byte order,
+// Map layouts, generated from bpf/cubes/*/*_maps.h. Ports are in network byte order,
 // as the datapath sees them; use Port and HostPort to convert.
 type (
 	Addr         = bpfNcAddr
@@ -23,16 +23,29 @@ type (
 	SourceRangeKey   = bpfLbSourceRangeKey
 )
 
-// IP protocol numbers as stored in the maps.
-const (
-	ProtoTCP uint8 = 6
-	ProtoUDP uint8 = 17
+// Enums of the maps, generated from the C (bpf2go -type): the names
+// below only export them.
+type (
+	CTDir         = bpfCtDir         // enum ct_dir
+	CTFlags       = bpfCtFlags       // enum ct_flags
+	ServiceFlags  = bpfLbSvcFlags    // enum lb_svc_flags
+	NodeAddrIndex = bpfNodeAddrIndex // enum node_addr_index
 )
 
-// Conntrack directions (enum ct_dir in bpf/lib/ct.h).
 const (
-	CTService uint8 = 1
-	CTReply   uint8 = 2
+	CTService = bpfCtDirCT_SERVICE
+	CTReply   = bpfCtDirCT_REPLY
+
+	CTExternal = bpfCtFlagsCT_F_EXTERNAL
+	CTSNAT     = bpfCtFlagsCT_F_SNAT
+
+	ServiceExternal     = bpfLbSvcFlagsLB_SVC_EXTERNAL
+	ServiceLocal        = bpfLbSvcFlagsLB_SVC_LOCAL
+	ServiceMaglev       = bpfLbSvcFlagsLB_SVC_MAGLEV
+	ServiceSourceRanges = bpfLbSvcFlagsLB_SVC_SOURCE_RANGES
+
+	NodeAddrV4 = bpfNodeAddrIndexNODE_ADDR_V4
+	NodeAddrV6 = bpfNodeAddrIndexNODE_ADDR_V6
 )
 
 // AddrFrom converts an address into the datapath's 16-byte form (IPv4 as
@@ -64,3 +77,9 @@ func Port(p uint16) uint16 {
 
 // HostPort converts a map port back into host order.
 func HostPort(p uint16) uint16 { return Port(p) }
+
+// Layouts of the single-entry configuration maps.
+type (
+	NodeConfig        = bpfNodeConfig
+	SockDestroyTarget = bpfSockDestroyTarget
+)

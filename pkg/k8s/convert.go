@@ -366,3 +366,17 @@ func endpoint(ip netip.Addr, ep discoveryv1.Endpoint) model.Endpoint {
 	}
 	return e
 }
+
+// ToNode converts this node's Node object (nil: deleted).
+func ToNode(n *corev1.Node) *model.NodeInfo {
+	if n == nil {
+		return nil
+	}
+	info := &model.NodeInfo{Name: n.Name, Zone: n.Labels[corev1.LabelTopologyZone]}
+	for _, a := range n.Status.Addresses {
+		if ip, err := netip.ParseAddr(a.Address); err == nil {
+			info.Addresses = append(info.Addresses, ip.Unmap())
+		}
+	}
+	return info
+}

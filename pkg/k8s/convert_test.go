@@ -8,12 +8,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
+	"github.com/netcube/netcube/internal/apiobj"
 	"github.com/netcube/netcube/pkg/model"
 )
 
 // validLB is a Service using every field the datapath reads.
 func validLB() *corev1.Service {
-	svc := service([]string{"10.96.0.1", "fd00::1"},
+	svc := apiobj.Service([]string{"10.96.0.1", "fd00::1"},
 		corev1.ServicePort{Name: "http", Port: 80, NodePort: 30080},
 		corev1.ServicePort{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP, NodePort: 30053})
 	svc.Spec.Type = corev1.ServiceTypeLoadBalancer
@@ -22,7 +23,7 @@ func validLB() *corev1.Service {
 	svc.Spec.ExternalIPs = []string{"192.0.2.10"}
 	svc.Spec.LoadBalancerSourceRanges = []string{"10.0.0.0/8"}
 	svc.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
-	svc.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr[int32](60)}}
+	svc.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: apiobj.Ptr[int32](60)}}
 	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.7"}, {Hostname: "lb.example"}}
 	return svc
 }
@@ -79,14 +80,16 @@ func TestServiceFieldsValidated(t *testing.T) {
 					t.Errorf("LB IPs %v, want the valid one", s.External.LoadBalancerIPs)
 				}
 			}},
-		{"affinity timeout too long", func(s *corev1.Service) { s.Spec.SessionAffinityConfig.ClientIP.TimeoutSeconds = ptr[int32](86401) },
+		{"affinity timeout too long", func(s *corev1.Service) {
+			s.Spec.SessionAffinityConfig.ClientIP.TimeoutSeconds = apiobj.Ptr[int32](86401)
+		},
 			"spec.sessionAffinityConfig.clientIP.timeoutSeconds: 86401 is not in 1-86400",
 			func(t *testing.T, s *model.Service) {
 				if s.Affinity != DefaultAffinitySeconds {
 					t.Errorf("affinity %d, want the default", s.Affinity)
 				}
 			}},
-		{"affinity timeout zero", func(s *corev1.Service) { s.Spec.SessionAffinityConfig.ClientIP.TimeoutSeconds = ptr[int32](0) },
+		{"affinity timeout zero", func(s *corev1.Service) { s.Spec.SessionAffinityConfig.ClientIP.TimeoutSeconds = apiobj.Ptr[int32](0) },
 			"timeoutSeconds: 0 is not in 1-86400", nil},
 		{"session affinity kind", func(s *corev1.Service) { s.Spec.SessionAffinity = "Cookie" },
 			`spec.sessionAffinity: "Cookie" is not None or ClientIP`, nil},
@@ -150,8 +153,8 @@ func TestServiceFieldsValidated(t *testing.T) {
 // TestNotProgrammedIsNotAnError: headless and ExternalName Services are
 // valid, and netcube has nothing to program for them.
 func TestNotProgrammedIsNotAnError(t *testing.T) {
-	headless := service([]string{"None"}, corev1.ServicePort{Port: 80})
-	ext := service([]string{"10.96.0.1"}, corev1.ServicePort{Port: 80})
+	headless := apiobj.Service([]string{"None"}, corev1.ServicePort{Port: 80})
+	ext := apiobj.Service([]string{"10.96.0.1"}, corev1.ServicePort{Port: 80})
 	ext.Spec.Type, ext.Spec.ClusterIP, ext.Spec.ClusterIPs, ext.Spec.ExternalName = corev1.ServiceTypeExternalName, "", nil, "example.com"
 	for _, svc := range []*corev1.Service{headless, ext} {
 		if got, err := ToService(svc); got != nil || err != nil {
@@ -164,8 +167,8 @@ func TestNotProgrammedIsNotAnError(t *testing.T) {
 // is reported (it used to vanish silently), and invalid ports and
 // addresses are named and left out.
 func TestEndpointSliceFieldsValidated(t *testing.T) {
-	ports := []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr[int32](8080)}, {Name: ptr("big"), Port: ptr[int32](70000)}}
-	s := slice(discoveryv1.AddressTypeIPv4, ports, ep{addr: "10.0.0.1"}, ep{addr: "fd00::1"}, ep{addr: "10.0.0.2"})
+	ports := []discoveryv1.EndpointPort{{Name: apiobj.Ptr("http"), Port: apiobj.Ptr[int32](8080)}, {Name: apiobj.Ptr("big"), Port: apiobj.Ptr[int32](70000)}}
+	s := apiobj.Slice(discoveryv1.AddressTypeIPv4, ports, apiobj.EP{Addr: "10.0.0.1"}, apiobj.EP{Addr: "fd00::1"}, apiobj.EP{Addr: "10.0.0.2"})
 	got, err := ToEndpointSlice(s)
 	for _, want := range []string{"ports[1].port: 70000 is not in 1-65535", `endpoints[1].addresses[0]: "fd00::1" is not an IPv4 address`} {
 		if err == nil || !strings.Contains(err.Error(), want) {

@@ -70,26 +70,26 @@ type FrontendBackends struct {
 	SourceRanges []netip.Prefix
 }
 
-// FrontendFlags are a frontend's options, as the datapath reads them
-// (enum lb_svc_flags in bpf/lib/lb.h).
+// FrontendFlags are a frontend's options (the lb cube turns them into
+// the datapath's enum lb_svc_flags).
 type FrontendFlags uint16
 
 const (
 	// External: reached from outside the cluster through this node
 	// (NodePort, ExternalIP, LoadBalancer IP); its source is translated
 	// to the node unless Local.
-	External FrontendFlags = 1
+	External FrontendFlags = 1 << iota
 	// Local: externalTrafficPolicy Local (on External frontends) or
 	// internalTrafficPolicy Local (on ClusterIPs). Only this node's
 	// endpoints are backends, the client's address is kept, and with none
 	// the packet is dropped, not refused.
-	Local FrontendFlags = 2
+	Local
 	// Maglev: new flows are placed by Maglev consistent hashing instead of
 	// at random.
-	Maglev FrontendFlags = 4
+	Maglev
 	// SourceRanges: only clients within FrontendBackends.SourceRanges may
 	// reach the frontend (a LoadBalancer IP with loadBalancerSourceRanges).
-	SourceRanges FrontendFlags = 8
+	SourceRanges
 )
 
 // Find returns fe's backends, if fe is one of the frontends.

@@ -73,6 +73,13 @@ type ExternalAccess struct {
 }
 
 // Node is what the Service translation needs to know of this node.
+// NodeInfo is this node as its Node object describes it.
+type NodeInfo struct {
+	Name      string
+	Zone      string       // topology.kubernetes.io/zone ("": unknown)
+	Addresses []netip.Addr // status.addresses that are IPs
+}
+
 type Node struct {
 	Name  string       // endpoints with this nodeName are local
 	Addrs []netip.Addr // NodePorts are served on these

@@ -7,7 +7,6 @@ package source
 import (
 	"context"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/netcube/netcube/pkg/model"
@@ -21,9 +20,9 @@ import (
 type Handler interface {
 	OnService(key types.NamespacedName, svc *model.Service)
 	OnEndpointSlice(key types.NamespacedName, slice *model.EndpointSlice)
-	// OnNode delivers this node's Node object (its addresses, for the
-	// node-facing Service types).
-	OnNode(name string, node *corev1.Node)
+	// OnNode delivers this node as its Node object describes it (nil:
+	// deleted).
+	OnNode(name string, node *model.NodeInfo)
 	// OnSynced is called once, after the initial state has been delivered:
 	// only then may the agent remove what the state no longer contains.
 	OnSynced()

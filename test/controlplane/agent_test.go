@@ -11,9 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/netcube/netcube/internal/testenv"
+	"github.com/netcube/netcube/pkg/cubes/lb"
 	"github.com/netcube/netcube/pkg/datapath"
 	"github.com/netcube/netcube/pkg/k8s"
-	"github.com/netcube/netcube/pkg/lb"
 	"github.com/netcube/netcube/pkg/model"
 	"github.com/netcube/netcube/pkg/source/kube"
 )

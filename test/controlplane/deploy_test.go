@@ -3,12 +3,13 @@ package controlplane
 import (
 	"bytes"
 	"context"
-	"github.com/netcube/netcube/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/netcube/netcube/internal/testenv"
 
 	appsv1 "k8s.io/api/apps/v1"
 	authv1 "k8s.io/api/authentication/v1"

@@ -1,12 +1,13 @@
 package integration
 
 import (
-	"github.com/netcube/netcube/internal/testenv"
 	"os"
 	"path/filepath"
 	"regexp"
 	"testing"
 	"time"
+
+	"github.com/netcube/netcube/internal/testenv"
 )
 
 // TestAgentRestartKeepsConnections: established TCP and UDP flows through a

@@ -13,8 +13,9 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/netcube/netcube/internal/testenv"
+	"github.com/netcube/netcube/pkg/cubes/ct"
+	"github.com/netcube/netcube/pkg/cubes/lb"
 	"github.com/netcube/netcube/pkg/datapath"
-	"github.com/netcube/netcube/pkg/lb"
 	"github.com/netcube/netcube/pkg/sandbox"
 	"github.com/netcube/netcube/pkg/traffic"
 )
@@ -666,15 +667,15 @@ func TestMaglevProperties(t *testing.T) {
 // packets of every flow are load-balanced afresh.
 func flushConntrack(t *testing.T, pinDir string) {
 	t.Helper()
-	ct, err := ebpf.LoadPinnedMap(filepath.Join(pinDir, datapath.MapCT), nil) // writable: not datapath.OpenPinned
+	flows, err := ebpf.LoadPinnedMap(filepath.Join(pinDir, ct.MapFlows), nil) // writable: not datapath.OpenPinned
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ct.Close()
+	defer flows.Close()
 	var keys []datapath.CTKey
 	var k datapath.CTKey
 	var v datapath.CTEntry
-	it := ct.Iterate()
+	it := flows.Iterate()
 	for it.Next(&k, &v) {
 		keys = append(keys, k)
 	}
@@ -682,12 +683,12 @@ func flushConntrack(t *testing.T, pinDir string) {
 		t.Fatal(err)
 	}
 	for _, k := range keys {
-		if err := ct.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		if err := flows.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			t.Fatal(err)
 		}
 	}
 	left := 0
-	for it := ct.Iterate(); it.Next(&k, &v); {
+	for it := flows.Iterate(); it.Next(&k, &v); {
 		left++
 	}
 	if left > 0 {

@@ -155,7 +155,7 @@ func (s *Source) nodeStream(c *client, h source.Handler) *stream[*corev1.Node] {
 				have = &k
 			}
 			mu.Unlock()
-			h.OnNode(k.Name, n)
+			h.OnNode(k.Name, k8s.ToNode(n))
 		},
 		known: func() []types.NamespacedName {
 			mu.Lock()

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/netcube/netcube/pkg/model"
@@ -53,7 +52,7 @@ func (r *recorder) OnSynced() { r.add("synced") }
 func (r *recorder) ServiceKeys() []types.NamespacedName       { return nil }
 func (r *recorder) EndpointSliceKeys() []types.NamespacedName { return nil }
 
-func (r *recorder) OnNode(name string, n *corev1.Node) { r.add("Node " + name) }
+func (r *recorder) OnNode(name string, n *model.NodeInfo) { r.add("Node " + name) }
 
 func (r *recorder) take() []string {
 	r.mu.Lock()

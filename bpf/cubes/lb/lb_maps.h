@@ -1,0 +1,167 @@
+/* lb_maps.h: the load-balancer cube's maps and their layouts (logic:
+ * lb.h). The Go side, pkg/cubes/lb, writes all but lb_affinity.
+ */
+#pragma once
+#include "lib/common.h"
+
+#ifndef LB_SERVICES_MAX
+#define LB_SERVICES_MAX 65536 /* the agent resizes every map before load */
+#endif
+
+/* Options of a frontend, in its master entry. */
+enum lb_svc_flags : __u16 {
+	/* Reached from outside the cluster through this node (NodePort,
+	 * ExternalIP, LoadBalancer IP): handled by the node program. */
+	LB_SVC_EXTERNAL = 1,
+	/* externalTrafficPolicy Local (with LB_SVC_EXTERNAL) or
+	 * internalTrafficPolicy Local: only this node's endpoints are in the
+	 * slots, the client's address is kept, and with no local endpoint
+	 * the packet is dropped (not refused, as kube-proxy does). */
+	LB_SVC_LOCAL = 2,
+	/* Backends chosen by Maglev consistent hashing of the flow (the same
+	 * choice on every node, and few flows move when backends change)
+	 * instead of at random. */
+	LB_SVC_MAGLEV = 4,
+	/* loadBalancerSourceRanges: only clients in lb_source_ranges for this
+	 * frontend's revNAT id may connect; others are dropped. */
+	LB_SVC_SOURCE_RANGES = 8,
+};
+
+struct lb_svc_key {
+	struct nc_addr addr; /* frontend (ClusterIP) */
+	__be16 port;
+	__u8 proto;          /* IPPROTO_TCP or IPPROTO_UDP */
+	__u8 pad;
+	__u16 slot;          /* 0 = master entry, 1..count = backend slots */
+	__u16 pad2;
+};
+
+struct lb_svc_val {
+	__u32 backend_id;    /* slot entries; master entry: ClientIP affinity
+			      * timeout in seconds, 0 = none */
+	__u32 rev_nat_id;    /* master entry */
+	__u16 count;         /* master entry: number of backend slots */
+	enum lb_svc_flags flags; /* master entry */
+};
+
+/* lb_source_ranges: {revNAT id, client prefix} -> allowed. The LPM key's
+ * prefix covers the 32-bit revNAT id, then the address (IPv4 as
+ * ::ffff:a.b.c.d, so an IPv4 /n is a prefix of 32 + 96 + n bits). */
+struct lb_source_range_key {
+	__u32 prefixlen;
+	__u32 rev_nat_id;
+	struct nc_addr addr;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__type(key, struct lb_source_range_key);
+	__type(value, __u8);
+	__uint(max_entries, 16384);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} lb_source_ranges SEC(".maps");
+
+struct lb_backend {
+	struct nc_addr addr;
+	__be16 port;
+	__u8 proto;
+	__u8 flags;          /* endpoint state (ready/terminating); none yet, 0 */
+};
+
+struct lb_frontend {
+	struct nc_addr addr; /* frontend the client believes it talks to */
+	__be16 port;
+	__u16 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct lb_svc_key);
+	__type(value, struct lb_svc_val);
+	__uint(max_entries, LB_SERVICES_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} lb_services SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32);
+	__type(value, struct lb_backend);
+	__uint(max_entries, LB_SERVICES_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} lb_backends SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32);
+	__type(value, struct lb_frontend);
+	__uint(max_entries, LB_SERVICES_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} lb_revnat SEC(".maps");
+
+/* Session affinity (sessionAffinity: ClientIP). The datapath remembers,
+ * per client and Service, the backend it last chose and when; the agent
+ * lists which backends are still the Service's (lb_affinity_match), so a
+ * client never sticks to a backend that left. */
+#ifndef AFFINITY_MAX
+#define AFFINITY_MAX 65536
+#endif
+
+struct lb_affinity_key {
+	struct nc_addr client; /* an address, or a pod's netns cookie (socket-LB) */
+	__u32 rev_nat_id;
+	__u32 pad;
+};
+
+struct lb_affinity_val {
+	__u64 last_ns;
+	__u32 backend_id;
+	__u32 pad;
+};
+
+struct lb_affinity_match_key {
+	__u32 backend_id;
+	__u32 rev_nat_id;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct lb_affinity_key);
+	__type(value, struct lb_affinity_val);
+	__uint(max_entries, AFFINITY_MAX);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} lb_affinity SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct lb_affinity_match_key);
+	__type(value, __u8);
+	__uint(max_entries, LB_SERVICES_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} lb_affinity_match SEC(".maps");
+
+/* Maglev: per frontend (by revNAT id), a lookup table of MAGLEV_M backend
+ * ids that the agent computes (pkg/lb/maglev.go) and swaps in whole, as a
+ * new inner map, whenever the backends change. */
+#ifndef MAGLEV_M
+#define MAGLEV_M 16381 /* a prime; >= 100 entries per backend up to 163 backends */
+#endif
+
+struct maglev_table {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, MAGLEV_M);
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
+	__type(key, __u32); /* revNAT id */
+	__uint(max_entries, 65536);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+	__array(values, struct maglev_table);
+} lb_maglev SEC(".maps");

@@ -1,0 +1,108 @@
+/* sock.h: the socket-LB cube. Translates a Service address to a backend once,
+ * when a pod's socket connects (or sends an unconnected datagram), so the
+ * packets of that flow are never touched again. It remembers, per socket,
+ * which backend stands for which frontend so that getpeername() and
+ * recvmsg() report the Service address the application asked for. */
+#pragma once
+#include "lib/common.h"
+#include "lb.h"
+#include "sock_maps.h"
+
+/* sock_translate maps *addr:*port (a frontend) to a backend in place.
+ * Returns 1 to let the syscall go on, 0 to fail it with ECONNREFUSED. */
+static always_inline int sock_translate(void *ctx, struct nc_addr *addr, __be16 *port,
+					__u8 proto, int sticky)
+{
+	struct lb_svc_val *svc = lb_lookup_service(addr, *port, proto);
+	struct sock_key key = {
+		.cookie = bpf_get_socket_cookie(ctx),
+		.addr = *addr,
+		.port = *port,
+	};
+	struct lb_backend *backend = NULL;
+	__u32 backend_id = 0, *pinned;
+
+	if (!svc)
+		return 1; /* not a Service */
+	if (svc->flags & LB_SVC_SOURCE_RANGES)
+		return 1; /* the pod's address decides: the tc path checks it */
+
+	if (sticky) {
+		pinned = bpf_map_lookup_elem(&sock_udp_backend, &key);
+		if (pinned) {
+			backend_id = *pinned;
+			backend = lb_lookup_backend(backend_id);
+		}
+	}
+	if (!backend) {
+		/* The client is the pod: its network namespace, known at connect
+		 * time, where its source address may not be yet. */
+		__u64 netns = bpf_get_netns_cookie(ctx);
+		struct nc_addr client = { .w = { (__u32)netns, (__u32)(netns >> 32), 0xffffffff, 0 } };
+
+		/* Maglev hashes flows, and a socket has no source port yet:
+		 * at connect time the choice is random (as Cilium's socket-LB). */
+		struct lb_svc_val choice = *svc;
+
+		choice.flags &= ~LB_SVC_MAGLEV;
+		backend_id = lb_pick(&client, 0, addr, *port, proto, &choice);
+		backend = backend_id ? lb_lookup_backend(backend_id) : NULL;
+	}
+	if (!backend) {
+		/* A Local policy without a local endpoint drops rather than
+		 * refuses: left untranslated, the packets meet from_pod, which
+		 * drops them. */
+		if (svc->flags & LB_SVC_LOCAL)
+			return 1;
+		bpf_set_retval(-ECONNREFUSED);
+		return 0;
+	}
+	if (sticky)
+		bpf_map_update_elem(&sock_udp_backend, &key, &backend_id, BPF_ANY);
+
+	struct sock_revnat_val rn = { .rev_nat_id = svc->rev_nat_id };
+	key.addr = backend->addr;
+	key.port = backend->port;
+	bpf_map_update_elem(&sock_revnat, &key, &rn, BPF_ANY);
+
+	*addr = backend->addr;
+	*port = backend->port;
+	return 1;
+}
+
+/* sock_reverse maps a backend address seen by the socket back to the
+ * frontend the application addressed. */
+static always_inline void sock_reverse(void *ctx, struct nc_addr *addr, __be16 *port)
+{
+	struct sock_key key = {
+		.cookie = bpf_get_socket_cookie(ctx),
+		.addr = *addr,
+		.port = *port,
+	};
+	struct sock_revnat_val *rn = bpf_map_lookup_elem(&sock_revnat, &key);
+	struct lb_frontend *fe;
+
+	if (!rn)
+		return;
+	fe = lb_lookup_revnat(rn->rev_nat_id);
+	if (!fe)
+		return;
+	*addr = fe->addr;
+	*port = fe->port;
+}
+
+/* NodePort bind protection: on the node itself (its network namespace; a
+ * pod's is its own), no process may bind a port of the NodePort range, so
+ * none can hold a port a NodePort Service will need (Cilium does the same). */
+static always_inline int sock_bind_allowed(struct bpf_sock_addr *ctx)
+{
+	__u32 zero = 0, port = bpf_ntohs((__be16)ctx->user_port);
+	struct node_config *c = bpf_map_lookup_elem(&node_config, &zero);
+
+	if (!c || !c->netns_cookie || c->netns_cookie != bpf_get_netns_cookie(ctx))
+		return 1;
+	if (port < c->nodeport_min || port > c->nodeport_max)
+		return 1;
+	bpf_set_retval(-EADDRINUSE);
+	return 0;
+}

@@ -1,0 +1,75 @@
+/* sock_maps.h: socket-LB's maps (part of the load-balancer cube; logic:
+ * sock.h): per-socket translations, the node's configuration the socket
+ * hooks read, and the target of the UDP socket iterator.
+ */
+#pragma once
+#include "lib/common.h"
+
+#ifndef SOCK_MAX
+#define SOCK_MAX 65536
+#endif
+
+struct sock_key {
+	__u64 cookie;        /* bpf_get_socket_cookie() */
+	struct nc_addr addr; /* backend (revnat map) or frontend (udp map) */
+	__be16 port;
+	__u16 pad;
+	__u32 pad2;
+};
+
+struct sock_revnat_val {
+	__u32 rev_nat_id;
+	__u32 pad;
+};
+
+/* Backend -> frontend, per socket: for getpeername and recvmsg. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct sock_key);
+	__type(value, struct sock_revnat_val);
+	__uint(max_entries, SOCK_MAX);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} sock_revnat SEC(".maps");
+
+/* Frontend -> backend id, per unconnected UDP socket: keeps a socket's
+ * datagrams to one Service on one backend, as conntrack does for a 5-tuple. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct sock_key);
+	__type(value, __u32);
+	__uint(max_entries, SOCK_MAX);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} sock_udp_backend SEC(".maps");
+
+/* node_config[0]: what the socket hooks need to know of the node. */
+struct node_config {
+	__u64 netns_cookie;  /* the node's own network namespace (not a pod's) */
+	__u16 nodeport_min;  /* the NodePort range, protected from bind() */
+	__u16 nodeport_max;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct node_config);
+	__uint(max_entries, 1);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} node_config SEC(".maps");
+
+/* sock_destroy_target[0]: the backend whose connected sockets to close,
+ * and the frontend (revNAT id) it left: a socket connected to it through
+ * another Service that still has it stays. */
+struct sock_destroy_target {
+	struct nc_addr addr;
+	__be16 port;
+	__u16 pad;
+	__u32 rev_nat_id;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct sock_destroy_target);
+	__uint(max_entries, 1);
+} sock_destroy_target SEC(".maps");

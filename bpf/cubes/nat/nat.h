@@ -1,0 +1,58 @@
+/* nat.h: the NAT cube. Rewrites a flow's source or destination address and
+ * port in place, keeping the IPv4 header and L4 checksums valid. */
+#pragma once
+#include <stddef.h>
+#include "lib/common.h"
+#include "lib/parse.h"
+
+enum nat_side {
+	NAT_SRC = 0, /* reverse NAT: replies appear to come from the frontend */
+	NAT_DST = 1, /* DNAT: frontend -> backend */
+};
+
+static always_inline __u32 l4_csum_off(const struct flow *f)
+{
+	return f->l4_off + (f->proto == IPPROTO_TCP ? offsetof(struct tcphdr, check)
+						    : offsetof(struct udphdr, check));
+}
+
+/* nat_rewrite replaces one side of f with to_addr:to_port. Returns 0 or -1. */
+static always_inline int nat_rewrite(struct __sk_buff *skb, const struct flow *f, int side,
+				     const struct nc_addr *to_addr, __be16 to_port)
+{
+	const struct nc_addr *from_addr = side == NAT_DST ? &f->daddr : &f->saddr;
+	__be16 from_port = side == NAT_DST ? f->dport : f->sport;
+	__u32 csum_off = l4_csum_off(f);
+	/* UDP over IPv4 may carry no checksum (0): keep it that way. */
+	__u64 l4_flags = f->proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
+
+	if (f->family == 4) {
+		__u32 addr_off = L3_OFF + (side == NAT_DST ? offsetof(struct iphdr, daddr)
+							   : offsetof(struct iphdr, saddr));
+		__be32 old = from_addr->w[3], new = to_addr->w[3];
+
+		if (bpf_l4_csum_replace(skb, csum_off, old, new, l4_flags | BPF_F_PSEUDO_HDR | 4) ||
+		    bpf_l3_csum_replace(skb, L3_OFF + offsetof(struct iphdr, check), old, new, 4) ||
+		    bpf_skb_store_bytes(skb, addr_off, &new, 4, 0))
+			return -1;
+	} else {
+		__u32 addr_off = L3_OFF + (side == NAT_DST ? offsetof(struct ipv6hdr, daddr)
+							   : offsetof(struct ipv6hdr, saddr));
+		struct nc_addr old = *from_addr, new = *to_addr;
+		__s64 diff = bpf_csum_diff(old.w, 16, new.w, 16, 0);
+
+		if (diff < 0 ||
+		    bpf_l4_csum_replace(skb, csum_off, 0, (__u32)diff, l4_flags | BPF_F_PSEUDO_HDR) ||
+		    bpf_skb_store_bytes(skb, addr_off, new.w, 16, 0))
+			return -1;
+	}
+
+	if (from_port != to_port) {
+		__u32 port_off = f->l4_off + (side == NAT_DST ? 2 : 0);
+
+		if (bpf_l4_csum_replace(skb, csum_off, from_port, to_port, l4_flags | 2) ||
+		    bpf_skb_store_bytes(skb, port_off, &to_port, 2, 0))
+			return -1;
+	}
+	return 0;
+}

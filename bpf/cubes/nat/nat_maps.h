@@ -1,0 +1,15 @@
+/* nat_maps.h: the NAT cube's map (logic: node_addr.h, snat.h, nat.h). */
+#pragma once
+#include "lib/common.h"
+
+/* node_addrs: [NODE_ADDR_V4] and [NODE_ADDR_V6], this node's address for
+ * each family (the source of SNATed flows); all zero: none. */
+enum node_addr_index : __u32 { NODE_ADDR_V4 = 0, NODE_ADDR_V6 = 1, NODE_ADDR_MAX };
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, enum node_addr_index);
+	__type(value, struct nc_addr);
+	__uint(max_entries, NODE_ADDR_MAX);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} node_addrs SEC(".maps");

@@ -1,0 +1,129 @@
+/* sock_lb.c: socket-level load balancing, attached to the pods' cgroup.
+ * Thin entry points: each converts the hook's address to the common form,
+ * calls the socket cube (lib/sock.h) and writes the result back. */
+#include "cubes/lb/sock.h"
+
+static always_inline int ctx_proto(struct bpf_sock_addr *ctx)
+{
+	return ctx->protocol == IPPROTO_TCP || ctx->protocol == IPPROTO_UDP ? ctx->protocol : 0;
+}
+
+/* The IPv6 address fields of the context must be read and written as
+ * 32-bit words. */
+static always_inline void ctx_get6(const struct bpf_sock_addr *ctx, struct nc_addr *a)
+{
+	a->w[0] = ctx->user_ip6[0];
+	a->w[1] = ctx->user_ip6[1];
+	a->w[2] = ctx->user_ip6[2];
+	a->w[3] = ctx->user_ip6[3];
+}
+
+static always_inline void ctx_set6(struct bpf_sock_addr *ctx, const struct nc_addr *a)
+{
+	ctx->user_ip6[0] = a->w[0];
+	ctx->user_ip6[1] = a->w[1];
+	ctx->user_ip6[2] = a->w[2];
+	ctx->user_ip6[3] = a->w[3];
+}
+
+static always_inline int translate4(struct bpf_sock_addr *ctx, int sticky)
+{
+	struct nc_addr addr;
+	__be16 port = (__be16)ctx->user_port;
+	__u8 proto = ctx_proto(ctx);
+	int ret;
+
+	if (!proto)
+		return 1;
+	addr_from_v4(&addr, ctx->user_ip4);
+	ret = sock_translate(ctx, &addr, &port, proto, sticky);
+	ctx->user_ip4 = addr.w[3];
+	ctx->user_port = port;
+	return ret;
+}
+
+static always_inline int translate6(struct bpf_sock_addr *ctx, int sticky)
+{
+	struct nc_addr addr;
+	__be16 port = (__be16)ctx->user_port;
+	__u8 proto = ctx_proto(ctx);
+	int ret;
+
+	if (!proto)
+		return 1;
+	ctx_get6(ctx, &addr);
+	ret = sock_translate(ctx, &addr, &port, proto, sticky);
+	ctx_set6(ctx, &addr);
+	ctx->user_port = port;
+	return ret;
+}
+
+static always_inline int reverse4(struct bpf_sock_addr *ctx)
+{
+	struct nc_addr addr;
+	__be16 port = (__be16)ctx->user_port;
+
+	addr_from_v4(&addr, ctx->user_ip4);
+	sock_reverse(ctx, &addr, &port);
+	ctx->user_ip4 = addr.w[3];
+	ctx->user_port = port;
+	return 1;
+}
+
+static always_inline int reverse6(struct bpf_sock_addr *ctx)
+{
+	struct nc_addr addr;
+	__be16 port = (__be16)ctx->user_port;
+
+	ctx_get6(ctx, &addr);
+	sock_reverse(ctx, &addr, &port);
+	ctx_set6(ctx, &addr);
+	ctx->user_port = port;
+	return 1;
+}
+
+/* NodePort bind protection: on the node itself (its network namespace; a
+ * pod's is its own), no process may bind a port of the NodePort range, so
+ * none can hold a port a NodePort Service will need (Cilium does the same). */
+static always_inline int bind_allowed(struct bpf_sock_addr *ctx)
+{
+	__u32 zero = 0, port = bpf_ntohs((__be16)ctx->user_port);
+	struct node_config *c = bpf_map_lookup_elem(&node_config, &zero);
+
+	if (!c || !c->netns_cookie || c->netns_cookie != bpf_get_netns_cookie(ctx))
+		return 1;
+	if (port < c->nodeport_min || port > c->nodeport_max)
+		return 1;
+	bpf_set_retval(-EADDRINUSE);
+	return 0;
+}
+
+SEC("cgroup/bind4")
+int sock_bind4(struct bpf_sock_addr *ctx) { return sock_bind_allowed(ctx); }
+
+SEC("cgroup/bind6")
+int sock_bind6(struct bpf_sock_addr *ctx) { return sock_bind_allowed(ctx); }
+
+SEC("cgroup/connect4")
+int sock_connect4(struct bpf_sock_addr *ctx) { return translate4(ctx, 0); }
+
+SEC("cgroup/connect6")
+int sock_connect6(struct bpf_sock_addr *ctx) { return translate6(ctx, 0); }
+
+SEC("cgroup/sendmsg4")
+int sock_sendmsg4(struct bpf_sock_addr *ctx) { return translate4(ctx, 1); }
+
+SEC("cgroup/sendmsg6")
+int sock_sendmsg6(struct bpf_sock_addr *ctx) { return translate6(ctx, 1); }
+
+SEC("cgroup/recvmsg4")
+int sock_recvmsg4(struct bpf_sock_addr *ctx) { return reverse4(ctx); }
+
+SEC("cgroup/recvmsg6")
+int sock_recvmsg6(struct bpf_sock_addr *ctx) { return reverse6(ctx); }
+
+SEC("cgroup/getpeername4")
+int sock_getpeername4(struct bpf_sock_addr *ctx) { return reverse4(ctx); }
+
+SEC("cgroup/getpeername6")
+int sock_getpeername6(struct bpf_sock_addr *ctx) { return reverse6(ctx); }

@@ -1,0 +1,51 @@
+/* tc_node.c: Services reached from outside the cluster through this node
+ * (NodePort on the node's addresses, ExternalIPs, LoadBalancer IPs), on the
+ * node's uplink (tcx ingress):
+ *   a reply of such a flow (from a backend on another node, to this node's
+ *   SNAT address)            -> conntrack -> reverse NAT -> back to the client
+ *   a packet to an external frontend -> conntrack -> LB -> DNAT (+ SNAT to
+ *   this node for externalTrafficPolicy Cluster) -> the backend's next hop
+ * Everything else passes untouched. Replies from a backend on this node
+ * leave through its pod's veth, where from_pod translates them back
+ * (lib/xlate.h, shared with from_pod).
+ */
+#include "xlate.h"
+
+SEC("tcx/ingress")
+int from_net(struct __sk_buff *skb)
+{
+	struct flow f = {};
+	struct xlate x = {};
+	struct lb_svc_val *svc;
+	const struct nc_addr *node;
+	int verdict;
+
+	if (parse_flow(skb, &f))
+		return TC_ACT_OK;
+	if (xlate_reply(skb, &f, &verdict))
+		return verdict;
+
+	svc = lb_lookup_service(&f.daddr, f.dport, f.proto);
+	if (!svc || !(svc->flags & LB_SVC_EXTERNAL))
+		return TC_ACT_OK;
+	if (!lb_source_allowed(svc, &f.saddr))
+		return TC_ACT_SHOT;
+
+	if (!xlate_established(&f, &x)) {
+		verdict = xlate_pick(skb, &f, svc, &x);
+		if (!x.backend)
+			return verdict;
+		if (!(svc->flags & LB_SVC_LOCAL)) { /* Cluster: SNAT to this node */
+			node = node_addr(f.family);
+			if (!node)
+				return TC_ACT_SHOT;
+			xlate_snat(&f, node, &x);
+			if (!x.sport)
+				return TC_ACT_SHOT;
+		}
+		if (ct_create_external(&f, x.backend_id, &x.backend->addr, x.backend->port,
+				       svc->rev_nat_id, x.sport != 0, &x.snat, x.sport))
+			return TC_ACT_SHOT;
+	}
+	return xlate_forward(skb, &f, &x, 1);
+}

@@ -1,0 +1,124 @@
+/* xlate.h: a Service flow's translation, as both tc programs do it: the
+ * reply of an external flow translated back; an established flow's backend
+ * (and SNAT) from conntrack; a new flow's backend, or the verdict when it
+ * has none; the rewrite and where the packet goes next. The programs differ
+ * only in which new flows they SNAT, and where to.
+ */
+#pragma once
+#include "lib/parse.h"
+#include "lib/reject.h"
+#include "lib/fib.h"
+#include "cubes/lb/lb.h"
+#include "cubes/ct/ct.h"
+#include "cubes/nat/nat.h"
+#include "cubes/nat/node_addr.h"
+#include "cubes/nat/snat.h"
+
+struct xlate {
+	struct lb_backend *backend;
+	__u32 backend_id;
+	__be16 sport;        /* SNAT source port; 0: no SNAT */
+	__u16 pad;
+	struct nc_addr snat; /* SNAT source address, with sport */
+};
+
+/* reply_external sends the reply of an external flow back to its client:
+ * source back to the frontend, destination back to the client if it was
+ * SNATed, then to the client's next hop. */
+static always_inline int reply_external(struct __sk_buff *skb, const struct flow *f,
+					const struct ct_entry *ct)
+{
+	struct lb_frontend *fe = lb_lookup_revnat(ct->rev_nat_id);
+	struct nc_addr client = f->daddr;
+
+	if (!fe)
+		return TC_ACT_OK;
+	if (ct->flags & CT_F_SNAT) {
+		client = ct->nat_addr;
+		if (nat_rewrite(skb, f, NAT_DST, &ct->nat_addr, ct->nat_port))
+			return TC_ACT_SHOT;
+	}
+	if (nat_rewrite(skb, f, NAT_SRC, &fe->addr, fe->port))
+		return TC_ACT_SHOT;
+	return redirect_to_next_hop(skb, f->family, &fe->addr, &client);
+}
+
+/* xlate_reply says whether f is the reply of an external flow; if so it has
+ * been sent back to its client, with *verdict. */
+static always_inline int xlate_reply(struct __sk_buff *skb, const struct flow *f, int *verdict)
+{
+	struct ct_entry *ct = ct_lookup(f, CT_REPLY);
+
+	if (!ct || !(ct->flags & CT_F_EXTERNAL))
+		return 0;
+	*verdict = reply_external(skb, f, ct);
+	return 1;
+}
+
+/* xlate_established fills x from conntrack when f is an established flow
+ * whose backend still exists and whose reply half is still there: it stays
+ * on its backend (and its SNAT port). A service entry whose reply entry is
+ * gone (forgotten by a direct flow that reused the client port, or evicted)
+ * is never trusted: replies would not be translated back, so the flow is
+ * treated as new and both halves are written again. */
+static always_inline int xlate_established(const struct flow *f, struct xlate *x)
+{
+	struct ct_entry *ct = ct_lookup(f, CT_SERVICE);
+
+	if (!ct)
+		return 0;
+	x->backend = lb_lookup_backend(ct->backend_id);
+	if (!x->backend || !ct_reply_matches(f, ct, &x->backend->addr, x->backend->port))
+		return 0;
+	x->backend_id = ct->backend_id;
+	if (ct->flags & CT_F_SNAT) {
+		x->snat = ct->nat_addr;
+		x->sport = ct->nat_port;
+	}
+	return 1;
+}
+
+/* xlate_pick chooses a new flow's backend (x->backend). Without one
+ * (x->backend NULL), it returns the verdict: a Local policy drops (another
+ * node may have endpoints, as kube-proxy does), anything else is refused
+ * at once. */
+static always_inline int xlate_pick(struct __sk_buff *skb, const struct flow *f,
+				    const struct lb_svc_val *svc, struct xlate *x)
+{
+	x->backend_id = lb_pick(&f->saddr, f->sport, &f->daddr, f->dport, f->proto, svc);
+	x->backend = x->backend_id ? lb_lookup_backend(x->backend_id) : NULL;
+	if (x->backend)
+		return TC_ACT_OK;
+	if (svc->flags & LB_SVC_LOCAL)
+		return TC_ACT_SHOT;
+	return reject(skb, f);
+}
+
+/* xlate_snat gives a new flow the source addr and a port of it free towards
+ * the backend (x->sport stays 0 when none is). */
+static always_inline void xlate_snat(const struct flow *f, const struct nc_addr *addr, struct xlate *x)
+{
+	x->snat = *addr;
+	x->sport = snat_port(f, addr, &x->backend->addr, x->backend->port);
+}
+
+/* xlate_forward rewrites the packet to the backend (and its SNAT source)
+ * and sends it on: a SNATed packet, or any when redirect, straight to the
+ * FIB's next hop (its source may now be this node's own address, which the
+ * kernel's forwarding drops); otherwise to the kernel's routing. */
+static always_inline int xlate_forward(struct __sk_buff *skb, const struct flow *f,
+				       const struct xlate *x, int redirect)
+{
+	struct nc_addr saddr = f->saddr;
+
+	if (x->sport) {
+		saddr = x->snat;
+		if (nat_rewrite(skb, f, NAT_SRC, &x->snat, x->sport))
+			return TC_ACT_SHOT;
+	}
+	if (nat_rewrite(skb, f, NAT_DST, &x->backend->addr, x->backend->port))
+		return TC_ACT_SHOT;
+	if (x->sport || redirect)
+		return redirect_to_next_hop(skb, f->family, &saddr, &x->backend->addr);
+	return TC_ACT_OK;
+}

@@ -1,0 +1,90 @@
+package cube
+
+import (
+	"context"
+
+	"github.com/cilium/ebpf"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/netcube/netcube/pkg/model"
+	"github.com/netcube/netcube/pkg/report"
+	"github.com/netcube/netcube/pkg/source"
+)
+
+// Cube is one registered cube.
+type Cube interface {
+	// Name is the cube's short name (lb, ct, nat), as in bpf/cubes/<name>.
+	Name() string
+	// Maps are the maps the cube owns: it alone writes their contents
+	// from Go (the datapath may write them too, e.g. conntrack).
+	Maps() []MapSpec
+	// Start is called once the object is loaded (pinned maps reused),
+	// with this cube's maps only.
+	Start(ctx context.Context, env Env) (Started, error)
+}
+
+// MapSpec declares a map a cube owns. The map itself (type, key, value,
+// pinning) is defined once, in the cube's bpf/cubes/<name>/<name>_maps.h.
+type MapSpec struct {
+	Name string
+	// DefaultSize is the number of entries when the agent's flags do not
+	// say; 0 keeps the size the object declares (fixed-size maps).
+	DefaultSize uint32
+	// SizeFlag is the agent flag that sizes the map ("": not sizable).
+	// Maps of one flag are sized together.
+	SizeFlag string
+}
+
+// Env is what a cube is given at Start.
+type Env struct {
+	// Maps are the cube's own maps, as loaded (and pinned).
+	Maps *Maps
+	// Program returns a program of the object by its function name, for
+	// cubes that run one themselves (an iterator); nil if absent.
+	Program func(name string) *ebpf.Program
+	// Node is this node: name, zone, the addresses it serves NodePorts on.
+	Node model.Node
+	// Settings are the agent's settings that cubes read.
+	Settings Settings
+	// Report is where objects that cannot be programmed as written are
+	// reported (logged, counted, and Events in API mode).
+	Report *report.Reporter
+}
+
+// Settings are the agent's settings that cubes read.
+type Settings struct {
+	// SocketLB: the socket hooks translate pods' connections (Cgroup is
+	// the pods' cgroup v2 directory).
+	SocketLB bool
+	Cgroup   string
+	// LBAlgorithm is the default backend selection (random, maglev).
+	LBAlgorithm string
+	// NodePortLo..Hi is the NodePort range, kept from bind() on the node.
+	NodePortLo, NodePortHi uint16
+}
+
+// Started is what the agent runs for a cube.
+type Started struct {
+	// Reconciler, if set, receives the state source's changes. Only one
+	// cube reconciles Services today; the agent refuses two.
+	Reconciler Reconciler
+	// Metrics are registered on the agent's /metrics.
+	Metrics []prometheus.Collector
+	// Stop, if set, is called when the agent stops.
+	Stop func()
+}
+
+// Reconciler applies model state (Services, EndpointSlices, this Node) to
+// a cube's maps.
+type Reconciler interface {
+	source.Handler
+	// Run applies queued changes until ctx ends.
+	Run(ctx context.Context)
+	// Synced is closed once the source's initial state is applied.
+	Synced() <-chan struct{}
+	// Failures lists the objects whose last apply failed (retried), for
+	// /readyz.
+	Failures() map[string]error
+	// Summary says, for the log, what the initial sync applied.
+	Summary() []any
+}

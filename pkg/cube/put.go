@@ -1,0 +1,95 @@
+package cube
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// Put writes key=value into the named map like Maps.Update, but hands the
+// map pointers to K and V instead of marshalling them by reflection
+// (which cost a tenth of a full sync). K and V must be the map's layouts
+// (the generated types, or uint32 ids); sizes are checked.
+func Put[K, V any](m *Maps, name string, key K, value V) error {
+	mp := m.Map(name)
+	if uintptr(mp.KeySize()) != unsafe.Sizeof(key) || uintptr(mp.ValueSize()) != unsafe.Sizeof(value) {
+		return fmt.Errorf("map %s: key/value of %d/%d bytes, want %d/%d",
+			name, unsafe.Sizeof(key), unsafe.Sizeof(value), mp.KeySize(), mp.ValueSize())
+	}
+	return m.Update(name, unsafe.Pointer(&key), unsafe.Pointer(&value))
+}
+
+// Remove deletes key from the named map like Maps.Delete, without
+// reflection.
+func Remove[K any](m *Maps, name string, key K) error {
+	if mp := m.Map(name); uintptr(mp.KeySize()) != unsafe.Sizeof(key) {
+		return fmt.Errorf("map %s: key of %d bytes, want %d", name, unsafe.Sizeof(key), mp.KeySize())
+	}
+	return m.Delete(name, unsafe.Pointer(&key))
+}
+
+// Get reads key's value from the named map; ok is false when it has none.
+func Get[K, V any](m *Maps, name string, key K) (v V, ok bool, err error) {
+	mp := m.Map(name)
+	if uintptr(mp.KeySize()) != unsafe.Sizeof(key) || uintptr(mp.ValueSize()) != unsafe.Sizeof(v) {
+		return v, false, fmt.Errorf("map %s: key/value of %d/%d bytes, want %d/%d",
+			name, unsafe.Sizeof(key), unsafe.Sizeof(v), mp.KeySize(), mp.ValueSize())
+	}
+	err = mp.Lookup(unsafe.Pointer(&key), unsafe.Pointer(&v))
+	if isNotExist(err) {
+		return v, false, nil
+	}
+	if err != nil {
+		return v, false, fmt.Errorf("read map %s: %w", name, err)
+	}
+	return v, true, nil
+}
+
+// Each calls fn for every entry of the named map, until fn returns false.
+func Each[K, V any](m *Maps, name string, fn func(K, V) bool) error {
+	var k K
+	var v V
+	it := m.Map(name).Iterate()
+	for it.Next(&k, &v) {
+		if !fn(k, v) {
+			break
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("read %s: %w", name, err)
+	}
+	return nil
+}
+
+// PutBatch writes keys[i]=values[i] into the named map with one batch
+// update per chunk: a full sync's hundreds of thousands of entries would
+// otherwise cost a syscall each. The map writes in order and stops at the
+// first failure; the error then says how many landed.
+func PutBatch[K, V any](m *Maps, name string, keys []K, values []V) (written int, err error) {
+	var k K
+	var v V
+	mp := m.Map(name)
+	if uintptr(mp.KeySize()) != unsafe.Sizeof(k) || uintptr(mp.ValueSize()) != unsafe.Sizeof(v) {
+		return 0, fmt.Errorf("map %s: key/value of %d/%d bytes, want %d/%d",
+			name, unsafe.Sizeof(k), unsafe.Sizeof(v), mp.KeySize(), mp.ValueSize())
+	}
+	if len(keys) != len(values) {
+		return 0, fmt.Errorf("map %s: %d keys, %d values", name, len(keys), len(values))
+	}
+	const chunk = 4096 // bounds the kernel's time in one call
+	for lo := 0; lo < len(keys) && err == nil; lo += chunk {
+		hi := min(lo+chunk, len(keys))
+		var n int
+		n, err = mp.BatchUpdate(keys[lo:hi], values[lo:hi])
+		written += n
+		err = m.classify(name, err)
+		if m.Observe != nil {
+			for range n {
+				m.Observe(name, "update", nil)
+			}
+			if err != nil {
+				m.Observe(name, "update", err)
+			}
+		}
+	}
+	return written, err
+}

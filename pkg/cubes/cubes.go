@@ -1,0 +1,18 @@
+// Package cubes is the registry of the datapath's cubes: the agent loads,
+// sizes and starts each cube listed here, in this order. A new cube is its
+// package under pkg/cubes, its headers under bpf/cubes, and one line here.
+package cubes
+
+import (
+	"github.com/netcube/netcube/pkg/cube"
+	"github.com/netcube/netcube/pkg/cubes/ct"
+	"github.com/netcube/netcube/pkg/cubes/lb"
+	"github.com/netcube/netcube/pkg/cubes/nat"
+)
+
+// All are the registered cubes.
+var All = []cube.Cube{
+	ct.Cube{},
+	nat.Cube{},
+	lb.Cube{},
+}

@@ -1,0 +1,133 @@
+package lb
+
+import (
+	"slices"
+
+	"github.com/netcube/netcube/pkg/datapath"
+	"github.com/netcube/netcube/pkg/model"
+)
+
+// acquireAll returns the ids of the (distinct) backends bs. A frontend holds
+// one reference per backend in its slots, so a reference is taken only for a
+// backend not already among held; new backends are written to the map. The
+// references taken are returned for the caller to release if it cannot finish.
+func (c *Tables) acquireAll(proto model.Proto, bs []model.Backend, held []uint32) (ids, acquired []uint32, err error) {
+	holding := newSmallSet[uint32](held)
+	seen := newSmallSet[model.Backend](nil)
+	ids = make([]uint32, 0, len(bs))
+	for _, b := range bs {
+		if !seen.add(b) {
+			continue
+		}
+		k := backendKey(b, proto)
+		if have, ok := c.backends[k]; ok && holding.has(have.id) {
+			ids = append(ids, have.id)
+			continue
+		}
+		id, err := c.acquire(k)
+		if err != nil {
+			c.releaseAll(acquired)
+			return nil, nil, err
+		}
+		acquired = append(acquired, id)
+		ids = append(ids, id)
+	}
+	return ids, acquired, nil
+}
+
+// backendKey is b as lb_backends stores it, which is also how the cube
+// indexes it.
+func backendKey(b model.Backend, proto model.Proto) datapath.Backend {
+	return datapath.Backend{Addr: datapath.AddrFrom(b.Addr), Port: datapath.Port(b.Port), Proto: uint8(proto)}
+}
+
+func backendOf(k datapath.Backend) model.Backend {
+	return model.Backend{Addr: k.Addr.IP(), Port: datapath.HostPort(k.Port)}
+}
+
+func (c *Tables) acquire(k datapath.Backend) (uint32, error) {
+	if b, ok := c.backends[k]; ok {
+		b.refs++
+		c.backends[k] = b
+		return b.id, nil
+	}
+	id := c.nextBackendID
+	if err := c.writeBackend(id, k); err != nil {
+		return 0, err
+	}
+	c.nextBackendID++
+	c.backends[k] = backendRef{id: id, refs: 1}
+	c.byID[id] = k
+	return id, nil
+}
+
+// releaseAll drops one reference per id; a backend nobody uses is deleted.
+func (c *Tables) releaseAll(ids []uint32) {
+	for _, id := range ids {
+		k, ok := c.byID[id]
+		if !ok {
+			continue
+		}
+		if b := c.backends[k]; b.refs > 1 {
+			b.refs--
+			c.backends[k] = b
+			continue
+		}
+		// A failed delete is tried again (leftovers); meanwhile the entry
+		// cannot mislead the datapath: no slot points at it.
+		removeOrRetry(c, MapBackends, id)
+		delete(c.byID, id)
+		delete(c.backends, k)
+	}
+}
+
+// smallSet is a set that stays a slice while small: most Services have a
+// few backends, and a full sync builds these sets for every frontend, where
+// maps were a third of the allocations.
+type smallSet[T comparable] struct {
+	list []T
+	m    map[T]bool
+}
+
+const smallSetMax = 16
+
+// newSmallSet makes a set of items, which it does not copy: only sets made
+// from nil may be added to.
+func newSmallSet[T comparable](items []T) smallSet[T] {
+	var s smallSet[T]
+	if len(items) > smallSetMax {
+		s.m = make(map[T]bool, len(items))
+		for _, x := range items {
+			s.m[x] = true
+		}
+		return s
+	}
+	s.list = items
+	return s
+}
+
+func (s *smallSet[T]) has(x T) bool {
+	if s.m != nil {
+		return s.m[x]
+	}
+	return slices.Contains(s.list, x)
+}
+
+// add adds x and says whether it was new.
+func (s *smallSet[T]) add(x T) bool {
+	if s.has(x) {
+		return false
+	}
+	if s.m == nil && len(s.list) < smallSetMax {
+		s.list = append(s.list, x)
+		return true
+	}
+	if s.m == nil {
+		s.m = make(map[T]bool, 2*smallSetMax)
+		for _, y := range s.list {
+			s.m[y] = true
+		}
+	}
+	s.m[x] = true
+	return true
+}

@@ -1,0 +1,240 @@
+package lb
+
+import (
+	"net/netip"
+	"slices"
+
+	"github.com/netcube/netcube/pkg/model"
+)
+
+// LocalEndpoints counts the ready endpoints on node among a Service's
+// slices (its health check's answer), each address once, in the family
+// that has more: a dual-stack pod is one endpoint, as in kube-proxy, whose
+// proxier of each family reports its own count.
+func LocalEndpoints(slices []*model.EndpointSlice, node string) int {
+	seen := map[netip.Addr]bool{}
+	v4, v6 := 0, 0
+	for _, s := range slices {
+		for _, e := range s.Endpoints {
+			if e.NodeName() != node || !e.Ready || seen[e.Addr] {
+				continue
+			}
+			seen[e.Addr] = true
+			if e.Addr.Is4() {
+				v4++
+			} else {
+				v6++
+			}
+		}
+	}
+	return max(v4, v6)
+}
+
+// Frontends computes a Service's frontends and the backends of each from
+// the Service's EndpointSlices, as kube-proxy does: slices of the
+// frontend's address family only; endpoint ports matched by the Service
+// port's name and protocol (which also resolves named targetPorts); the
+// ready endpoints, or, when none is ready, the serving ones that are
+// terminating (so a Service being rolled keeps answering).
+//
+// The frontends are each ClusterIP x port (with internalTrafficPolicy
+// Local: only the endpoints on node, flagged Local) and, for a Service reached from
+// outside, each of node's addresses x NodePort and each external IP x port
+// of the ClusterIPs' families, flagged External; with externalTrafficPolicy
+// Local those have only the endpoints on node (and are flagged Local).
+func Frontends(svc *model.Service, slices []*model.EndpointSlice, node model.Node) model.Frontends {
+	if svc == nil {
+		return nil
+	}
+	out := make(model.Frontends, 0, len(svc.ClusterIPs)*len(svc.Ports))
+	algo := model.FrontendFlags(0)
+	if svc.Algorithm == model.AlgorithmMaglev || svc.Algorithm == model.AlgorithmDefault && node.Algorithm == model.AlgorithmMaglev {
+		algo = model.Maglev
+	}
+	internalFlags, internalNode := algo, ""
+	if svc.InternalLocal {
+		internalFlags, internalNode = algo|model.Local, node.Name
+	}
+	for _, ip := range svc.ClusterIPs {
+		for _, sp := range svc.Ports {
+			fe := model.Frontend{Addr: ip, Port: sp.Port, Proto: sp.Proto}
+			bs := clusterBackends(svc, ip.Is6(), sp, slices, node, internalNode)
+			out = append(out, model.FrontendBackends{Frontend: fe, Flags: internalFlags, Affinity: svc.Affinity,
+				Backends: bs, Draining: draining(ip.Is6(), sp, slices, bs)})
+		}
+	}
+	if svc.External == nil {
+		return out
+	}
+	flags, local := algo|model.External, ""
+	if svc.External.LocalOnly {
+		flags, local = flags|model.Local, node.Name
+	}
+	for _, family := range svc.ClusterIPs {
+		v6 := family.Is6()
+		for _, sp := range svc.Ports {
+			bs := clusterBackends(svc, v6, sp, slices, node, local)
+			drain := draining(v6, sp, slices, bs)
+			add := func(addr netip.Addr, port uint16) {
+				if addr.Is6() == v6 {
+					fe := model.Frontend{Addr: addr, Port: port, Proto: sp.Proto}
+					out = append(out, model.FrontendBackends{Frontend: fe, Flags: flags, Affinity: svc.Affinity, Backends: bs, Draining: drain})
+				}
+			}
+			if sp.NodePort != 0 {
+				for _, a := range node.Addrs {
+					add(a, sp.NodePort)
+				}
+			}
+			for _, ip := range svc.External.IPs {
+				add(ip, sp.Port)
+			}
+			// loadBalancerSourceRanges restrict the LoadBalancer IPs, with
+			// the ranges of their family: a Service with ranges of one
+			// family only lets no client of the other in (fail closed;
+			// kube-proxy leaves that family open).
+			var ranges []netip.Prefix
+			for _, r := range svc.External.SourceRanges {
+				if r.Addr().Is6() == v6 {
+					ranges = append(ranges, r)
+				}
+			}
+			for _, ip := range svc.External.LoadBalancerIPs {
+				add(ip, sp.Port)
+				if svc.External.Restricted && ip.Is6() == v6 {
+					out[len(out)-1].Flags |= model.SourceRanges
+					out[len(out)-1].SourceRanges = ranges
+				}
+			}
+		}
+	}
+	return out
+}
+
+// clusterBackends are a frontend's backends: this node's (onNode, for a
+// Local policy), else, for a Service preferring close endpoints whose
+// endpoints are all hinted and some for this node's zone, those; else all.
+// The conditions are kube-proxy's: hints are all or nothing.
+func clusterBackends(svc *model.Service, v6 bool, sp model.ServicePort, slices []*model.EndpointSlice, node model.Node, onNode string) []model.Backend {
+	if onNode != "" || !svc.PreferClose {
+		return readyBackends(v6, sp, slices, onNode)
+	}
+	if svc.PreferSameNode && node.Name != "" && allReady(v6, slices, func(e *model.Endpoint) bool { return e.HintedForNode("") }) {
+		if bs := backendsWhere(v6, sp, slices, func(e *model.Endpoint) bool { return e.Ready && e.HintedForNode(node.Name) }); len(bs) > 0 {
+			return bs
+		}
+	}
+	if node.Zone == "" {
+		return readyBackends(v6, sp, slices, "")
+	}
+	inZone, hinted := 0, true
+	for _, s := range slices {
+		if s.IPv6 != v6 {
+			continue
+		}
+		for i := range s.Endpoints {
+			e := &s.Endpoints[i]
+			if !e.Ready {
+				continue
+			}
+			if !e.Hinted() {
+				hinted = false
+			} else if e.HintedFor(node.Zone) {
+				inZone++
+			}
+		}
+	}
+	if !hinted || inZone == 0 {
+		return readyBackends(v6, sp, slices, "")
+	}
+	return backendsWhere(v6, sp, slices, func(e *model.Endpoint) bool { return e.Ready && e.HintedFor(node.Zone) })
+}
+
+// allReady says whether every ready endpoint of the family satisfies ok.
+func allReady(v6 bool, slices []*model.EndpointSlice, ok func(*model.Endpoint) bool) bool {
+	for _, s := range slices {
+		if s.IPv6 != v6 {
+			continue
+		}
+		for i := range s.Endpoints {
+			if e := &s.Endpoints[i]; e.Ready && !ok(e) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// readyBackends: the ready endpoints, else the serving terminating ones;
+// only those on node onNode unless it is "".
+func readyBackends(v6 bool, sp model.ServicePort, slices []*model.EndpointSlice, onNode string) []model.Backend {
+	ready, terminating := isReady, isServingTerminating
+	if onNode != "" {
+		ready = func(e *model.Endpoint) bool { return e.NodeName() == onNode && isReady(e) }
+		terminating = func(e *model.Endpoint) bool { return e.NodeName() == onNode && isServingTerminating(e) }
+	}
+	if bs := backendsWhere(v6, sp, slices, ready); len(bs) > 0 {
+		return bs
+	}
+	return backendsWhere(v6, sp, slices, terminating)
+}
+
+// draining: the terminating endpoints not among selected, whose
+// established flows are kept.
+func draining(v6 bool, sp model.ServicePort, from []*model.EndpointSlice, selected []model.Backend) []model.Backend {
+	var out []model.Backend
+	for _, b := range backendsWhere(v6, sp, from, func(e *model.Endpoint) bool { return e.Terminating }) {
+		if !slices.Contains(selected, b) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+func isReady(e *model.Endpoint) bool { return e.Ready }
+
+func isServingTerminating(e *model.Endpoint) bool { return e.Serving && e.Terminating }
+
+func backendsWhere(v6 bool, sp model.ServicePort, from []*model.EndpointSlice, usable func(*model.Endpoint) bool) []model.Backend {
+	var bs []model.Backend
+	var seen map[model.Backend]bool // an endpoint may be in two slices while it moves between them
+	for n, s := range from {
+		if s.IPv6 != v6 {
+			continue
+		}
+		port, ok := slicePort(s, sp)
+		if !ok {
+			continue
+		}
+		if n > 0 && seen == nil {
+			seen = make(map[model.Backend]bool, len(bs))
+			for _, b := range bs {
+				seen[b] = true
+			}
+		}
+		for i := range s.Endpoints {
+			if e := &s.Endpoints[i]; usable(e) {
+				b := model.Backend{Addr: e.Addr, Port: port}
+				if seen != nil {
+					if seen[b] {
+						continue
+					}
+					seen[b] = true
+				}
+				bs = append(bs, b)
+			}
+		}
+	}
+	return bs
+}
+
+// slicePort finds the slice port serving Service port sp: same name and
+// protocol (kube-proxy matches by name; an unnamed port matches "").
+func slicePort(s *model.EndpointSlice, sp model.ServicePort) (uint16, bool) {
+	for _, p := range s.Ports {
+		if p.Name == sp.Name && p.Proto == sp.Proto {
+			return p.Port, true
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,66 @@
+package lb
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/netcube/netcube/pkg/cube"
+)
+
+// metrics are the load-balancer cube's Prometheus metrics.
+type metrics struct {
+	syncDuration prometheus.Histogram
+	eventToMap   prometheus.Histogram
+	syncErrors   prometheus.Counter
+	lastSync     prometheus.Gauge
+	gauges       []prometheus.Collector
+}
+
+func newMetrics(tables *Tables, maps *cube.Maps, pending func() int) *metrics {
+	m := &metrics{
+		syncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "netcube_service_sync_duration_seconds",
+			Help:    "Time to apply one Service's change to the datapath.",
+			Buckets: prometheus.ExponentialBuckets(1e-6, 2, 24), // 1µs .. 8s, factor 2
+		}),
+		eventToMap: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "netcube_event_to_programmed_seconds",
+			Help:    "From a change's arrival at the agent to its map writes being done.",
+			Buckets: prometheus.ExponentialBuckets(1e-6, 2, 24), // 1µs .. 8s, factor 2
+		}),
+		syncErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "netcube_service_sync_errors_total", Help: "Service syncs that failed (and are retried).",
+		}),
+		lastSync: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "netcube_last_successful_sync_timestamp_seconds", Help: "When a Service sync last succeeded.",
+		}),
+	}
+	// Fill ratios from the cube's own counts: counting a map's entries in
+	// the kernel means walking it.
+	for _, name := range []string{MapServices, MapBackends, MapRevNAT} {
+		m.gauges = append(m.gauges, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "netcube_map_fill_ratio", Help: "Entries in a map over its size.",
+			ConstLabels: prometheus.Labels{"map": name},
+		}, func() float64 { return float64(tables.Entries()[name]) / float64(maps.Size(name)) }))
+	}
+	m.gauges = append(m.gauges, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "netcube_services_pending", Help: "Services waiting to be synced (including retries).",
+	}, func() float64 { return float64(pending()) }))
+	return m
+}
+
+func (m *metrics) collectors() []prometheus.Collector {
+	return append([]prometheus.Collector{m.syncDuration, m.eventToMap, m.syncErrors, m.lastSync}, m.gauges...)
+}
+
+// ServiceSynced implements Observer.
+func (m *metrics) ServiceSynced(pending, took time.Duration, err error) {
+	m.syncDuration.Observe(took.Seconds())
+	if err != nil {
+		m.syncErrors.Inc()
+		return
+	}
+	m.eventToMap.Observe((pending + took).Seconds())
+	m.lastSync.SetToCurrentTime()
+}

@@ -1,0 +1,143 @@
+package lb
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/netcube/netcube/pkg/model"
+	"github.com/netcube/netcube/pkg/report"
+)
+
+// A frontend (address, port, protocol) is programmed for one Service at a
+// time. Two Services may claim the same one: an ExternalIP or LoadBalancer
+// IP and port, which the API server does not keep unique, or a ClusterIP in
+// hand-written manifests. The owner is the Service created first
+// (metadata.creationTimestamp; unknown counts as newest), ties going to the
+// first by namespace/name, so every agent picks the same one whatever the
+// order it learns of them. The others are reported; when the owner lets go
+// of the frontend (deleted, or no longer claiming it), the next one in
+// that order takes it over.
+type owners struct {
+	// of: the Service programming each claimed frontend.
+	of map[model.Frontend]model.ServiceID
+	// contenders: for the frontends claimed by more than one Service (rare),
+	// every claimant.
+	contenders map[model.Frontend][]model.ServiceID
+}
+
+func newOwners() owners {
+	return owners{of: map[model.Frontend]model.ServiceID{}, contenders: map[model.Frontend][]model.ServiceID{}}
+}
+
+// claim records that id wants exactly the frontends in wanted (nil: none),
+// having had applied before, and returns which of them id owns, and the
+// other Services whose share changed (to be synced again). Its cost is in
+// the Service's frontends and the few contended ones, never in the number
+// of Services. r.mu is held.
+func (r *Reconciler) claim(id model.ServiceID, wanted, applied []model.Frontend) (won map[model.Frontend]bool, changed []model.ServiceID) {
+	o := &r.owners
+	want := make(map[model.Frontend]bool, len(wanted))
+	for _, fe := range wanted {
+		want[fe] = true
+	}
+	// Let go of what id no longer wants: contended frontends first...
+	for fe, ids := range o.contenders {
+		if !want[fe] && slices.Contains(ids, id) {
+			changed = append(changed, r.release(fe, id)...)
+		}
+	}
+	// ... then frontends id owned alone.
+	for _, fe := range applied {
+		if owner, ok := o.of[fe]; ok && owner == id && !want[fe] {
+			delete(o.of, fe)
+		}
+	}
+	won = make(map[model.Frontend]bool, len(wanted))
+	for _, fe := range wanted {
+		owner, ok := o.of[fe]
+		if !ok || owner == id {
+			o.of[fe], won[fe] = id, true
+			continue
+		}
+		ids := o.contenders[fe]
+		if len(ids) == 0 {
+			ids = []model.ServiceID{owner}
+		}
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+		o.contenders[fe] = ids
+		if best := r.first(ids); best == id {
+			o.of[fe], won[fe] = id, true
+			changed = append(changed, others(ids, id)...)
+		}
+	}
+	return won, changed
+}
+
+// release drops id from fe's contenders; if id owned fe, the next in order
+// takes it over. It returns the Services to sync again. r.mu is held.
+func (r *Reconciler) release(fe model.Frontend, id model.ServiceID) []model.ServiceID {
+	o := &r.owners
+	ids := others(o.contenders[fe], id)
+	if len(ids) <= 1 {
+		delete(o.contenders, fe)
+	} else {
+		o.contenders[fe] = ids
+	}
+	if o.of[fe] == id {
+		o.of[fe] = r.first(ids)
+	}
+	return ids
+}
+
+// first is the Service that owns a frontend all of ids claim. r.mu is held.
+func (r *Reconciler) first(ids []model.ServiceID) model.ServiceID {
+	return slices.MinFunc(ids, func(a, b model.ServiceID) int {
+		return cmp.Or(cmp.Compare(r.age(a), r.age(b)), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+}
+
+// age orders Services by creation: older first, unknown last.
+func (r *Reconciler) age(id model.ServiceID) int64 {
+	if st := r.states[id]; st != nil && st.svc != nil && st.svc.Created > 0 {
+		return st.svc.Created
+	}
+	return 1 << 62
+}
+
+func others(ids []model.ServiceID, id model.ServiceID) []model.ServiceID {
+	out := make([]model.ServiceID, 0, len(ids))
+	for _, x := range ids {
+		if x != id {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// reportConflicts reports the frontends id wants but another Service owns
+// (or clears the report). r.mu is held.
+func (r *Reconciler) reportConflicts(id model.ServiceID, wanted []model.Frontend, won map[model.Frontend]bool) {
+	var lost []string
+	for _, fe := range wanted {
+		if !won[fe] {
+			lost = append(lost, fmt.Sprintf("%s is also claimed by Service %s, which is programmed (created earlier, or first by name)", fe, r.owners.of[fe]))
+		}
+	}
+	slices.Sort(lost)
+	lost = slices.Compact(lost)
+	obj := report.Object{Kind: "Service", Namespace: id.Namespace, Name: id.Name}
+	r.report.Set(obj, report.FrontendConflict, strings.Join(lost, "; "))
+}
+
+// frontendsOf lists fs's frontends.
+func frontendsOf(fs model.Frontends) []model.Frontend {
+	out := make([]model.Frontend, len(fs))
+	for i, f := range fs {
+		out[i] = f.Frontend
+	}
+	return out
+}

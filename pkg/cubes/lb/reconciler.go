@@ -1,0 +1,659 @@
+package lb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/netcube/netcube/pkg/model"
+	"github.com/netcube/netcube/pkg/report"
+	"github.com/netcube/netcube/pkg/source"
+)
+
+// LoadBalancer is what the reconciler programs (the lb cube).
+type LoadBalancer interface {
+	// Apply makes a frontend load-balance over its backends, with its
+	// options; it writes nothing when the datapath already has that.
+	Apply(fb model.FrontendBackends) error
+	// UpsertAll is Apply for many frontends at once (batched map writes);
+	// on failure it leaves none of the frontends it did not have.
+	UpsertAll(items []model.FrontendBackends) error
+	Delete(fe model.Frontend) error
+	Frontends() []model.Frontend
+}
+
+// HealthChecks serve the health-check ports of Services with
+// externalTrafficPolicy Local (pkg/healthcheck); optional.
+type HealthChecks interface {
+	Set(id model.ServiceID, port uint16, localEndpoints int) error
+	Delete(id model.ServiceID)
+}
+
+// Observer is told about every Service sync (metrics); optional. pending is
+// how long the Service waited since the first change that made it dirty
+// arrived; took is the sync itself.
+type Observer interface {
+	ServiceSynced(pending, took time.Duration, err error)
+}
+
+// allSynced is queued once the source has delivered its initial state: when
+// the worker reaches it, every Service delivered before it has been applied.
+var allSynced = model.ServiceID{Namespace: "\x00initial-sync"}
+
+// Reconciler implements source.Handler. Changes mark their Service in a
+// rate-limited workqueue (deduplicated: a Service changed ten times before
+// the worker gets to it is synced once); the worker syncs one Service at a
+// time, and a Service whose sync fails is retried with exponential backoff
+// without holding up the others.
+type Reconciler struct {
+	lb       LoadBalancer
+	observer Observer
+	health   HealthChecks
+	report   *report.Reporter // frontend conflicts; nil: not reported
+	queue    workqueue.TypedRateLimitingInterface[model.ServiceID]
+
+	mu sync.Mutex // guards the maps and the fields below the source writes
+	// states is the cluster view, one entry per Service (one map, not one
+	// per aspect: at 100,000 Services each map costs ~10 MB).
+	states map[model.ServiceID]*serviceState
+	// slices holds each EndpointSlice as last delivered: a deletion or a
+	// relabelled slice is removed from the Service it belonged to.
+	slices map[types.NamespacedName]*model.EndpointSlice
+	// delivered: the source's initial state is complete; changes are
+	// queued from then on (before, they are only marked dirty and applied
+	// together by the initial sync).
+	delivered bool
+	failures  map[model.ServiceID]error
+	thisNode  model.Node // NodePort addresses, and which endpoints are local
+	// owners: which Service programs each frontend (the worker's).
+	owners owners
+
+	synced chan struct{} // closed after the first full sync
+	// sourceDone is closed when the source has delivered its initial state.
+	// No Service is applied before: a Service listed before its
+	// EndpointSlices would be programmed without backends for a moment,
+	// rejecting new connections and moving established ones.
+	sourceDone chan struct{}
+	// The initial sync, measured: when the first change arrived, and the
+	// time spent applying Services until the first full sync was done.
+	firstEvent  time.Time
+	initialSync InitialSync
+}
+
+var _ source.Handler = (*Reconciler)(nil)
+
+// serviceState is what the reconciler knows of one Service. The source
+// writes svc, slices and dirtySince under Reconciler.mu; applied belongs to
+// the worker. Only the worker removes a state (forget), once it is empty.
+type serviceState struct {
+	svc        *model.Service // nil: not (or no longer) a Service netcube programs
+	slices     []*model.EndpointSlice
+	dirtySince dirtySince       // when the first unapplied change arrived; zero: clean
+	applied    []model.Frontend // what the datapath has (the lb cube knows their backends)
+}
+
+// dirtySince is a time as nanoseconds on the process's monotonic clock (8
+// bytes where a time.Time takes 24: there is one per Service); 0 means none.
+type dirtySince int64
+
+var processStart = time.Now()
+
+func now() dirtySince { return dirtySince(time.Since(processStart)) + 1 }
+
+func (d dirtySince) IsZero() bool    { return d == 0 }
+func (d dirtySince) Time() time.Time { return processStart.Add(time.Duration(d - 1)) }
+
+// state returns id's state, creating it; r.mu is held.
+func (r *Reconciler) state(id model.ServiceID) *serviceState {
+	st := r.states[id]
+	if st == nil {
+		st = &serviceState{}
+		r.states[id] = st
+	}
+	return st
+}
+
+// New returns a reconciler programming lb; observer may be nil.
+func NewReconciler(lb LoadBalancer, observer Observer) *Reconciler {
+	return &Reconciler{
+		lb:       lb,
+		observer: observer,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[model.ServiceID](100*time.Millisecond, 30*time.Second),
+			workqueue.TypedRateLimitingQueueConfig[model.ServiceID]{Name: "services"}),
+		states:     map[model.ServiceID]*serviceState{},
+		slices:     map[types.NamespacedName]*model.EndpointSlice{},
+		failures:   map[model.ServiceID]error{},
+		owners:     newOwners(),
+		synced:     make(chan struct{}),
+		sourceDone: make(chan struct{}),
+	}
+}
+
+// OnService records a Service change.
+func (r *Reconciler) OnService(key types.NamespacedName, svc *model.Service) {
+	id := model.ServiceID{Namespace: key.Namespace, Name: key.Name}
+	r.mu.Lock()
+	r.state(id).svc = svc
+	r.markDirty(id)
+	queue := r.delivered
+	r.mu.Unlock()
+	if queue {
+		r.queue.Add(id)
+	}
+}
+
+// markDirty remembers when a Service first became dirty; r.mu is held.
+func (r *Reconciler) markDirty(id model.ServiceID) {
+	if st := r.state(id); st.dirtySince.IsZero() {
+		st.dirtySince = now()
+	}
+	if r.firstEvent.IsZero() {
+		r.firstEvent = time.Now()
+	}
+}
+
+// OnEndpointSlice records an EndpointSlice change and queues its Service
+// (and the Service it belonged to before, if its label changed).
+func (r *Reconciler) OnEndpointSlice(key types.NamespacedName, slice *model.EndpointSlice) {
+	var dirty []model.ServiceID
+	r.mu.Lock()
+	if prev, ok := r.slices[key]; ok {
+		st := r.state(prev.Service)
+		st.slices = slices.DeleteFunc(st.slices, func(s *model.EndpointSlice) bool { return s == prev })
+		delete(r.slices, key)
+		dirty = append(dirty, prev.Service)
+		r.markDirty(prev.Service)
+	}
+	if slice != nil {
+		id := slice.Service
+		st := r.state(id)
+		st.slices = append(st.slices, slice)
+		r.slices[key] = slice
+		dirty = append(dirty, id)
+		r.markDirty(id)
+	}
+	queue := r.delivered
+	r.mu.Unlock()
+	if !queue {
+		return
+	}
+	for _, id := range dirty {
+		r.queue.Add(id)
+	}
+}
+
+// OnNode reads this node's zone from its Node object (topology-aware
+// routing); NodePort addresses come from the node's interfaces (SetNode).
+func (r *Reconciler) OnNode(name string, node *model.NodeInfo) {
+	zone := ""
+	if node != nil {
+		zone = node.Zone
+		slog.Info("node", "name", name, "addresses", node.Addresses, "zone", zone)
+	}
+	changed := false
+	r.updateNode(func(n *model.Node) {
+		changed, n.Zone = n.Zone != zone, zone
+	}, func(svc *model.Service) bool { return changed && svc.PreferClose }) // topology-aware Services choose again
+}
+
+// updateNode applies change to what the reconciler knows of this node
+// (under r.mu) and syncs again the Services the change affects.
+func (r *Reconciler) updateNode(change func(*model.Node), affects func(*model.Service) bool) {
+	r.mu.Lock()
+	change(&r.thisNode)
+	var dirty []model.ServiceID
+	for id, st := range r.states {
+		if st.svc != nil && affects(st.svc) {
+			r.markDirty(id)
+			dirty = append(dirty, id)
+		}
+	}
+	queue := r.delivered
+	r.mu.Unlock()
+	if queue {
+		for _, id := range dirty {
+			r.queue.Add(id)
+		}
+	}
+}
+
+// ServiceKeys lists the Services delivered and not deleted.
+func (r *Reconciler) ServiceKeys() []types.NamespacedName {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var keys []types.NamespacedName
+	for id, st := range r.states {
+		if st.svc != nil {
+			keys = append(keys, types.NamespacedName{Namespace: id.Namespace, Name: id.Name})
+		}
+	}
+	return keys
+}
+
+// EndpointSliceKeys lists the EndpointSlices delivered and not deleted.
+func (r *Reconciler) EndpointSliceKeys() []types.NamespacedName {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Collect(maps.Keys(r.slices))
+}
+
+// OnSynced marks the end of the source's initial state.
+func (r *Reconciler) OnSynced() {
+	r.mu.Lock()
+	r.delivered = true
+	r.mu.Unlock()
+	r.queue.Add(allSynced)
+	close(r.sourceDone)
+}
+
+// InitialSync describes the first full sync.
+type InitialSync struct {
+	// Apply is the time spent computing and writing every Service, once
+	// the source's initial state was complete.
+	Apply time.Duration
+	// Wall is from the first change's arrival to every Service applied.
+	Wall time.Duration
+}
+
+// InitialSync is valid once Synced is closed.
+func (r *Reconciler) InitialSync() InitialSync {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.initialSync
+}
+
+// Synced is closed once the first full sync has been applied.
+func (r *Reconciler) Synced() <-chan struct{} { return r.synced }
+
+func (r *Reconciler) isSynced() bool {
+	select {
+	case <-r.synced:
+		return true
+	default:
+		return false
+	}
+}
+
+// Run works the queue, once the source's initial state is complete, until
+// ctx ends.
+func (r *Reconciler) Run(ctx context.Context) {
+	go func() { <-ctx.Done(); r.queue.ShutDown() }()
+	select {
+	case <-r.sourceDone:
+	case <-ctx.Done():
+		return
+	}
+	for r.processNext() {
+	}
+}
+
+// Sync works the queue until it is empty (for tests and benchmarks, which
+// drive the reconciler without Run). Items waiting for a retry are not
+// waited for.
+func (r *Reconciler) Sync() error {
+	select {
+	case <-r.sourceDone:
+	default:
+		return nil // nothing is applied before the initial state is complete
+	}
+	var first error
+	for r.queue.Len() > 0 {
+		id, _ := r.queue.Get()
+		if err := r.handle(id); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func (r *Reconciler) processNext() bool {
+	id, shutdown := r.queue.Get()
+	if shutdown {
+		return false
+	}
+	if err := r.handle(id); err != nil {
+		slog.Error("service not applied, retrying", "service", id, "in", r.queue.NumRequeues(id), "err", err)
+	}
+	return true
+}
+
+// handle syncs one queue item; Done/Forget/AddRateLimited as in
+// sample-controller.
+func (r *Reconciler) handle(id model.ServiceID) error {
+	defer r.queue.Done(id)
+	if id == allSynced {
+		r.initialSyncOnce()
+		r.queue.Forget(id)
+		return nil
+	}
+	r.mu.Lock()
+	st := r.state(id)
+	since, ok := st.dirtySince.Time(), !st.dirtySince.IsZero()
+	st.dirtySince = 0 // a change arriving from here on is a new one
+	r.mu.Unlock()
+	start := time.Now()
+	err := errors.Join(r.syncService(id, st), r.syncHealthCheck(id))
+	if !r.isSynced() {
+		r.mu.Lock()
+		r.initialSync.Apply += time.Since(start)
+		r.mu.Unlock()
+	}
+	if r.observer != nil && ok {
+		r.observer.ServiceSynced(start.Sub(since), time.Since(start), err)
+	}
+	r.mu.Lock()
+	if err != nil {
+		r.failures[id] = err
+		r.markDirty(id)
+	} else {
+		delete(r.failures, id)
+		r.forgetIfEmpty(id, st)
+	}
+	r.mu.Unlock()
+	if err != nil {
+		r.queue.AddRateLimited(id)
+		return err
+	}
+	r.queue.Forget(id)
+	return nil
+}
+
+// initialSyncOnce applies, in one pass, everything the source delivered
+// before it declared its initial state complete; only then can frontends
+// that no Service wants (left in the pinned maps by an earlier agent) be told
+// from ones not yet seen, and removed.
+func (r *Reconciler) initialSyncOnce() {
+	if r.isSynced() {
+		return
+	}
+	start := time.Now()
+	defer func() {
+		r.mu.Lock()
+		r.initialSync.Apply += time.Since(start)
+		r.mu.Unlock()
+	}()
+	unapplied := r.applyAll()
+	if err := r.removeStale(unapplied); err != nil {
+		slog.Error("removing stale frontends", "err", err)
+		r.queue.AddRateLimited(allSynced)
+		return
+	}
+	// Backends a restore kept for draining flows, and nobody claimed.
+	if u, ok := r.lb.(interface{ ReleaseUnclaimed() error }); ok {
+		if err := u.ReleaseUnclaimed(); err != nil {
+			slog.Error("removing unused backends", "err", err)
+		}
+	}
+	r.mu.Lock()
+	if !r.firstEvent.IsZero() {
+		r.initialSync.Wall = time.Since(r.firstEvent)
+	}
+	r.mu.Unlock()
+	close(r.synced)
+}
+
+// syncService makes one Service's frontends in the datapath match the
+// cluster's view of it: those it owns (owners.go) are applied, those it no
+// longer wants are deleted unless another Service now owns them. Upsert
+// writes only what differs from what the lb cube has, so unchanged
+// frontends cost no map writes.
+func (r *Reconciler) syncService(id model.ServiceID, st *serviceState) error {
+	r.mu.Lock()
+	wanted := r.wanted(st)
+	fes := frontendsOf(wanted)
+	won, changed := r.claim(id, fes, st.applied)
+	r.reportConflicts(id, fes, won)
+	have := st.applied
+	ownedElsewhere := map[model.Frontend]bool{}
+	for _, fe := range have {
+		if owner, ok := r.owners.of[fe]; ok && owner != id {
+			ownedElsewhere[fe] = true // its owner programs it over ours
+		}
+	}
+	r.mu.Unlock()
+	r.resync(changed)
+
+	// kept is rebuilt as the frontends go: on an error it holds what may
+	// be in the maps, for the retry to start from.
+	var kept []model.Frontend
+	defer func() { st.applied = kept }()
+	for i, fe := range have {
+		switch {
+		case won[fe]:
+			kept = append(kept, fe)
+		case ownedElsewhere[fe]:
+		default:
+			if err := r.lb.Delete(fe); err != nil {
+				kept = append(kept, have[i:]...)
+				return fmt.Errorf("service %s: %w", id, err)
+			}
+		}
+	}
+	for _, f := range wanted {
+		if !won[f.Frontend] {
+			continue
+		}
+		if !slices.Contains(kept, f.Frontend) {
+			kept = append(kept, f.Frontend) // before Apply: a failed one is retried or deleted
+		}
+		if err := r.lb.Apply(f); err != nil {
+			return fmt.Errorf("service %s: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// resync queues Services whose share of a contended frontend changed.
+func (r *Reconciler) resync(ids []model.ServiceID) {
+	if len(ids) == 0 {
+		return
+	}
+	r.mu.Lock()
+	for _, id := range ids {
+		r.markDirty(id)
+	}
+	queue := r.delivered
+	r.mu.Unlock()
+	if queue {
+		for _, id := range ids {
+			r.queue.Add(id)
+		}
+	}
+}
+
+// wanted is what the Service should be programmed as now; r.mu is held.
+func (r *Reconciler) wanted(st *serviceState) model.Frontends {
+	return Frontends(st.svc, st.slices, r.thisNode)
+}
+
+// SetReporter makes the reconciler report frontend conflicts to rep; call
+// before Run.
+func (r *Reconciler) SetReporter(rep *report.Reporter) { r.report = rep }
+
+// SetHealthChecks makes the reconciler keep hc's ports in step with the
+// Services; call before Run.
+func (r *Reconciler) SetHealthChecks(hc HealthChecks) { r.health = hc }
+
+// syncHealthCheck opens, updates or closes the Service's health-check port.
+func (r *Reconciler) syncHealthCheck(id model.ServiceID) error {
+	if r.health == nil {
+		return nil
+	}
+	r.mu.Lock()
+	port, local := uint16(0), 0
+	if st := r.states[id]; st != nil && st.svc != nil && st.svc.External != nil {
+		port = st.svc.External.HealthCheckNodePort
+		local = LocalEndpoints(st.slices, r.thisNode.Name)
+	}
+	r.mu.Unlock()
+	if port == 0 {
+		r.health.Delete(id)
+		return nil
+	}
+	return r.health.Set(id, port, local)
+}
+
+// SetNode tells the reconciler this node's name and NodePort addresses;
+// Services reached from outside are synced again.
+func (r *Reconciler) SetNode(n model.Node) {
+	r.updateNode(func(have *model.Node) {
+		n.Zone = have.Zone // from the Node object (OnNode)
+		*have = n
+	}, func(svc *model.Service) bool { return svc.External != nil })
+}
+
+// forgetIfEmpty drops the state of a Service that is gone, has no slices
+// left and nothing in the datapath; r.mu is held, by the worker.
+func (r *Reconciler) forgetIfEmpty(id model.ServiceID, st *serviceState) {
+	if st.svc == nil && len(st.slices) == 0 && len(st.applied) == 0 && st.dirtySince.IsZero() {
+		delete(r.states, id)
+	}
+}
+
+// initialBatch is how many Services the initial sync applies at a time:
+// enough for large map-update batches, few enough that the batch's
+// temporary state (wanted frontends, pending map writes) stays small
+// whatever the size of the cluster.
+const initialBatch = 4096
+
+// applyAll applies every dirty Service (the initial sync), initialBatch at a
+// time, through the LB's batched path. If a batch fails, each of its
+// Services is queued to be synced on its own, which retries and reports
+// Service by Service; their wanted frontends are returned, not to be taken
+// for stale meanwhile.
+func (r *Reconciler) applyAll() (unapplied []model.Frontend) {
+	r.mu.Lock()
+	ids := make([]model.ServiceID, 0, len(r.states))
+	for id, st := range r.states {
+		if !st.dirtySince.IsZero() {
+			ids = append(ids, id)
+		}
+	}
+	// Ownership first, from every Service's frontends (without backends:
+	// cheap), so that each batch programs only what its Services own.
+	var changed []model.ServiceID
+	for _, id := range ids {
+		st := r.states[id]
+		c := model.Frontends(nil)
+		if st.svc != nil {
+			c = Frontends(st.svc, nil, r.thisNode)
+		}
+		_, ch := r.claim(id, frontendsOf(c), st.applied)
+		changed = append(changed, ch...)
+	}
+	r.mu.Unlock()
+	r.resync(changed)
+	var b syncBatch
+	for chunk := range slices.Chunk(ids, initialBatch) {
+		unapplied = append(unapplied, r.applyBatch(&b, chunk)...)
+	}
+	for _, id := range b.healthChecked {
+		if err := r.syncHealthCheck(id); err != nil {
+			slog.Error("health check", "service", id, "err", err)
+		}
+	}
+	return unapplied
+}
+
+// syncBatch is applyBatch's scratch space, reused from one batch to the next.
+type syncBatch struct {
+	states []*serviceState
+	count  []int // frontends of states[i] in items
+	items  []model.FrontendBackends
+	// healthChecked: applied Services with a health-check port, opened
+	// once the whole initial sync is done.
+	healthChecked []model.ServiceID
+}
+
+func (r *Reconciler) applyBatch(b *syncBatch, ids []model.ServiceID) (unapplied []model.Frontend) {
+	b.states, b.count, b.items = b.states[:0], b.count[:0], b.items[:0]
+	r.mu.Lock()
+	for _, id := range ids {
+		// Only the worker (this goroutine) cleans or forgets states, so
+		// every listed Service is still here, and still dirty.
+		st := r.states[id]
+		st.dirtySince = 0
+		w := r.wanted(st)
+		fes := frontendsOf(w)
+		won := make(map[model.Frontend]bool, len(w))
+		w = slices.DeleteFunc(w, func(f model.FrontendBackends) bool {
+			owner, ok := r.owners.of[f.Frontend]
+			won[f.Frontend] = ok && owner == id
+			return !won[f.Frontend]
+		})
+		r.reportConflicts(id, fes, won)
+		b.states, b.count, b.items = append(b.states, st), append(b.count, len(w)), append(b.items, w...)
+	}
+	r.mu.Unlock()
+	err := r.lb.UpsertAll(b.items)
+	if err != nil {
+		slog.Error("batched initial sync failed; syncing Service by Service", "services", len(ids), "err", err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	items := b.items
+	for i, id := range ids {
+		fes := make([]model.Frontend, b.count[i])
+		for j := range fes {
+			fes[j] = items[j].Frontend
+		}
+		items = items[b.count[i]:]
+		if err != nil {
+			r.markDirty(id)
+			r.queue.Add(id)
+			unapplied = append(unapplied, fes...)
+			continue
+		}
+		b.states[i].applied = fes
+		if svc := b.states[i].svc; svc != nil && svc.External != nil && svc.External.HealthCheckNodePort != 0 {
+			b.healthChecked = append(b.healthChecked, id)
+		}
+		r.forgetIfEmpty(id, b.states[i])
+	}
+	return unapplied
+}
+
+func (r *Reconciler) removeStale(unapplied []model.Frontend) error {
+	r.mu.Lock()
+	wanted := make(map[model.Frontend]bool, len(r.states)+len(unapplied))
+	for _, st := range r.states {
+		for _, fe := range st.applied {
+			wanted[fe] = true
+		}
+	}
+	r.mu.Unlock()
+	for _, fe := range unapplied {
+		wanted[fe] = true
+	}
+	for _, fe := range r.lb.Frontends() {
+		if !wanted[fe] {
+			if err := r.lb.Delete(fe); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Failures returns the Services that could not be applied, with why.
+func (r *Reconciler) Failures() map[string]error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]error, len(r.failures))
+	for id, err := range r.failures {
+		out[id.String()] = err
+	}
+	return out
+}
+
+// Pending is the number of Services waiting to be synced.
+func (r *Reconciler) Pending() int { return r.queue.Len() }
