@@ -17,7 +17,8 @@ tools:           ## build (or reuse cached) kube-apiserver, etcd and helm from t
 manifests:       ## render deploy/netcube.yaml from the Helm chart
 	$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1)/helm template netcube deploy/helm/netcube > deploy/netcube.yaml
 
-generate:        ## regenerate BPF objects and their Go bindings from bpf/
+generate:        ## regenerate the cubes' hook header from the registry, then the BPF object and its Go bindings from bpf/
+	$(GO) generate ./pkg/cubes/
 	$(GO) generate ./pkg/datapath/
 
 build:

@@ -10,6 +10,7 @@
  * (lib/xlate.h, shared with from_pod).
  */
 #include "xlate.h"
+#include "cubes_gen.h"
 
 SEC("tcx/ingress")
 int from_net(struct __sk_buff *skb)
@@ -22,6 +23,9 @@ int from_net(struct __sk_buff *skb)
 
 	if (parse_flow(skb, &f))
 		return TC_ACT_OK;
+	verdict = cubes_from_net(skb, &f);
+	if (verdict != CUBE_PASS)
+		return verdict;
 	if (xlate_reply(skb, &f, &verdict))
 		return verdict;
 

@@ -1,12 +1,13 @@
 /* tc_pod.c: per-packet Service load balancing on a pod's host-side veth
  * (tcx), for the traffic the socket hooks do not translate.
  *   from_pod (ingress of the host veth): the reply of an external flow to
- *            this pod -> translated back (lib/xlate.h); else
+ *            this pod -> translated back (xlate.h); else
  *            conntrack -> LB -> DNAT, or reject; a pod that is its own
  *            backend (hairpin) is also SNATed to the hairpin address
  *   to_pod   (egress of the host veth):  conntrack -> reverse NAT
  */
 #include "xlate.h"
+#include "cubes_gen.h"
 
 SEC("tcx/ingress")
 int from_pod(struct __sk_buff *skb)
@@ -19,6 +20,9 @@ int from_pod(struct __sk_buff *skb)
 
 	if (parse_flow(skb, &f))
 		return TC_ACT_OK;
+	verdict = cubes_from_pod(skb, &f);
+	if (verdict != CUBE_PASS)
+		return verdict;
 	if (xlate_reply(skb, &f, &verdict))
 		return verdict;
 	svc = lb_lookup_service(&f.daddr, f.dport, f.proto);
@@ -54,9 +58,13 @@ int to_pod(struct __sk_buff *skb)
 	struct flow f = {};
 	struct ct_entry *ct;
 	struct lb_frontend *fe;
+	int verdict;
 
 	if (parse_flow(skb, &f))
 		return TC_ACT_OK;
+	verdict = cubes_to_pod(skb, &f);
+	if (verdict != CUBE_PASS)
+		return verdict;
 	ct = ct_lookup(&f, CT_REPLY);
 	if (!ct)
 		return TC_ACT_OK; /* not a reply of a translated flow */
