@@ -84,7 +84,7 @@ func TestAddingACube(t *testing.T) {
 	}
 
 	allowed := []string{"bpf/cubes/count/count.h", "pkg/cubes/count/count.go", "pkg/cubes/count/count_test.go",
-		"pkg/cubes/cubes.go", // the registration line
+		"pkg/cubes/cubes.go",                                                             // the registration line
 		"bpf/entry/cubes_gen.h", "pkg/datapath/bpf_bpfel.go", "pkg/datapath/bpf_bpfel.o"} // generated
 	after := hashTree(t, tree)
 	for path, h := range after {
