@@ -19,7 +19,7 @@ manifests:       ## render deploy/netcube.yaml from the Helm chart
 
 generate:        ## regenerate the cubes' hook header from the registry, then the BPF object and its Go bindings from bpf/
 	$(GO) generate ./pkg/cubes/
-	$(GO) generate ./pkg/datapath/
+	$(GO) generate ./pkg/datapath/ ./internal/bpftest/
 
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
@@ -48,7 +48,7 @@ bench-compare: deps build tools ## netcube vs the real kube-proxy (iptables-nft,
 
 lint:
 	$(GO) vet ./...
-	@test -z "$$(gofmt -l cmd internal pkg)" || (gofmt -l cmd internal pkg; exit 1)
+	@test -z "$$(gofmt -l cmd internal pkg hack)" || (gofmt -l cmd internal pkg hack; exit 1)
 
 clean:
 	rm -rf $(BIN)

@@ -38,6 +38,15 @@ struct icmphdr {
 
 #define always_inline inline __attribute__((always_inline))
 
+/* The clock and the random numbers the cubes read. The per-header tests
+ * (bpf/test) define them first, to control time and chance. */
+#ifndef nc_now
+#define nc_now() bpf_ktime_get_ns()
+#endif
+#ifndef nc_random
+#define nc_random() bpf_get_prandom_u32()
+#endif
+
 struct nc_addr {
 	__u32 w[4]; /* network byte order; w[3] holds the IPv4 address */
 };
@@ -63,12 +72,12 @@ static always_inline int addr_is_v4(const struct nc_addr *a)
 	return a->w[0] == 0 && a->w[1] == 0 && a->w[2] == bpf_htonl(0x0000ffff);
 }
 
-/* csum_fold folds a 32-bit one's complement sum into the 16-bit checksum. */
 static always_inline int addr_equal(const struct nc_addr *a, const struct nc_addr *b)
 {
 	return a->w[0] == b->w[0] && a->w[1] == b->w[1] && a->w[2] == b->w[2] && a->w[3] == b->w[3];
 }
 
+/* csum_fold folds a 32-bit one's complement sum into the 16-bit checksum. */
 static always_inline __u16 csum_fold(__u32 sum)
 {
 	sum = (sum & 0xffff) + (sum >> 16);

@@ -75,7 +75,7 @@ static always_inline int ct_create_flow(const struct flow *f, __u32 backend_id,
 	struct ct_entry e = {
 		.backend_id = backend_id,
 		.rev_nat_id = rev_nat_id,
-		.created_ns = bpf_ktime_get_ns(),
+		.created_ns = nc_now(),
 		.flags = flags,
 	};
 	struct ct_key k;

@@ -61,7 +61,7 @@ lb_select_backend(const struct nc_addr *addr, __be16 port, __u8 proto,
 
 	if (svc->count == 0)
 		return 0;
-	key.slot = (bpf_get_prandom_u32() % svc->count) + 1;
+	key.slot = (nc_random() % svc->count) + 1;
 	slot = bpf_map_lookup_elem(&lb_services, &key);
 	return slot ? slot->backend_id : 0;
 }
@@ -122,7 +122,7 @@ static always_inline __u32 lb_pick(const struct nc_addr *client, __be16 cport, c
 	if (timeout_ns) {
 		struct lb_affinity_val *a = bpf_map_lookup_elem(&lb_affinity, &ak);
 
-		now = bpf_ktime_get_ns();
+		now = nc_now();
 		if (a && now - a->last_ns <= timeout_ns) {
 			struct lb_affinity_match_key mk = {
 				.backend_id = a->backend_id,

@@ -9,9 +9,11 @@
 
 /* SNAT source ports: above the kernel's default ephemeral range
  * (32768-60999), so this node's own connections never hold one. */
-#define SNAT_PORT_MIN 61000
-#define SNAT_PORT_SPAN 4536
-#define SNAT_TRIES 16
+enum snat_ports {
+	SNAT_PORT_MIN = 61000,
+	SNAT_PORT_SPAN = 4536, /* up to 65535 */
+	SNAT_TRIES = 16,       /* ports probed before giving up */
+};
 
 /* snat_port picks a port of addr not in use towards the backend: the
  * client's port if it is in the range, else from a hash of the flow,
@@ -22,7 +24,7 @@ static always_inline __be16 snat_port(const struct flow *f, const struct nc_addr
 	__u32 start = bpf_ntohs(f->sport);
 
 	if (start < SNAT_PORT_MIN || start >= SNAT_PORT_MIN + SNAT_PORT_SPAN)
-		start = SNAT_PORT_MIN + (f->saddr.w[3] ^ f->sport ^ bpf_get_prandom_u32()) % SNAT_PORT_SPAN;
+		start = SNAT_PORT_MIN + (f->saddr.w[3] ^ f->sport ^ nc_random()) % SNAT_PORT_SPAN;
 	for (int i = 0; i < SNAT_TRIES; i++) {
 		__u32 p = start + i;
 
