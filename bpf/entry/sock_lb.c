@@ -1,6 +1,6 @@
 /* sock_lb.c: socket-level load balancing, attached to the pods' cgroup.
  * Thin entry points: each converts the hook's address to the common form,
- * calls the socket cube (lib/sock.h) and writes the result back. */
+ * calls socket-LB (cubes/lb/sock.h) and writes the result back. */
 #include "cubes/lb/sock.h"
 
 static always_inline int ctx_proto(struct bpf_sock_addr *ctx)

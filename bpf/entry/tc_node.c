@@ -7,7 +7,7 @@
  *   this node for externalTrafficPolicy Cluster) -> the backend's next hop
  * Everything else passes untouched. Replies from a backend on this node
  * leave through its pod's veth, where from_pod translates them back
- * (lib/xlate.h, shared with from_pod).
+ * (xlate.h, shared with from_pod).
  */
 #include "xlate.h"
 #include "cubes_gen.h"

@@ -1,4 +1,5 @@
-/* lb.h: the load-balancer cube. Owns the Service maps and backend selection.
+/* lb.h: the load-balancer cube's logic: backend selection (random, Maglev,
+ * session affinity) over its maps (lb_maps.h).
  *
  * Layout (after Cilium's lb4_services_v2 / lb4_backends / lb4_reverse_nat):
  *   lb_services  {frontend, slot 0}      -> master: backend count, revNAT id

@@ -145,7 +145,7 @@ struct {
 } lb_affinity_match SEC(".maps");
 
 /* Maglev: per frontend (by revNAT id), a lookup table of MAGLEV_M backend
- * ids that the agent computes (pkg/lb/maglev.go) and swaps in whole, as a
+ * ids that the agent computes (pkg/cubes/lb/maglev.go) and swaps in whole, as a
  * new inner map, whenever the backends change. */
 #ifndef MAGLEV_M
 #define MAGLEV_M 16381 /* a prime; >= 100 entries per backend up to 163 backends */

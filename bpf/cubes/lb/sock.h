@@ -1,8 +1,10 @@
-/* sock.h: the socket-LB cube. Translates a Service address to a backend once,
- * when a pod's socket connects (or sends an unconnected datagram), so the
- * packets of that flow are never touched again. It remembers, per socket,
- * which backend stands for which frontend so that getpeername() and
- * recvmsg() report the Service address the application asked for. */
+/* sock.h: socket-LB, the load-balancer cube at the socket. Translates a
+ * Service address to a backend once, when a pod's socket connects (or
+ * sends an unconnected datagram), so the packets of that flow are never
+ * touched again. It remembers, per socket, which backend stands for which
+ * frontend so that getpeername() and recvmsg() report the Service address
+ * the application asked for; and it keeps the NodePort range from bind()
+ * on the node. */
 #pragma once
 #include "lib/common.h"
 #include "lb.h"

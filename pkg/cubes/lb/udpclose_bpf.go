@@ -15,7 +15,7 @@ import (
 	"github.com/netcube/netcube/pkg/datapath"
 )
 
-// sockDestroyer runs bpf/sock_destroy.c's iterator.
+// sockDestroyer runs bpf/entry/sock_destroy.c's iterator.
 type sockDestroyer struct {
 	maps *cube.Maps
 	prog *ebpf.Program // destroy_udp
