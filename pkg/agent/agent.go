@@ -1,8 +1,10 @@
 // Package agent wires one node's netcube together: it loads the datapath
-// (reusing pinned maps and links), restores the lb cube from the maps,
-// attaches the programs to the pods' interfaces and cgroup, runs a state
-// source (Kubernetes API or YAML directory) into the reconciler, and serves
-// metrics and health. It owns no logic of its own beyond that wiring.
+// (reusing pinned maps and links) with the registered cubes' maps, attaches
+// the programs to the node's uplinks, the pods' interfaces and cgroup,
+// starts every registered cube (package cubes) with its own maps, runs a
+// state source (Kubernetes API or YAML directory) into the cube that
+// reconciles Services, and serves metrics and health. It owns no logic of
+// its own beyond that wiring.
 package agent
 
 import (
