@@ -82,22 +82,6 @@ static always_inline int reverse6(struct bpf_sock_addr *ctx)
 	return 1;
 }
 
-/* NodePort bind protection: on the node itself (its network namespace; a
- * pod's is its own), no process may bind a port of the NodePort range, so
- * none can hold a port a NodePort Service will need (Cilium does the same). */
-static always_inline int bind_allowed(struct bpf_sock_addr *ctx)
-{
-	__u32 zero = 0, port = bpf_ntohs((__be16)ctx->user_port);
-	struct node_config *c = bpf_map_lookup_elem(&node_config, &zero);
-
-	if (!c || !c->netns_cookie || c->netns_cookie != bpf_get_netns_cookie(ctx))
-		return 1;
-	if (port < c->nodeport_min || port > c->nodeport_max)
-		return 1;
-	bpf_set_retval(-EADDRINUSE);
-	return 0;
-}
-
 SEC("cgroup/bind4")
 int sock_bind4(struct bpf_sock_addr *ctx) { return sock_bind_allowed(ctx); }
 

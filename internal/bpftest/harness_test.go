@@ -1,13 +1,13 @@
 package bpftest
 
 import (
-	"encoding/binary"
 	"net/netip"
 	"testing"
 
 	"github.com/cilium/ebpf"
 
 	"github.com/netcube/netcube/internal/testenv"
+	"github.com/netcube/netcube/pkg/datapath"
 )
 
 // harness runs bpf/test/headers.c's operations with BPF_PROG_RUN.
@@ -70,22 +70,12 @@ func (h *harness) do(io bpfTestIo) bpfTestIo {
 	return out
 }
 
-// addr is ip in the datapath's 16-byte form (IPv4 mapped).
-func addr(ip netip.Addr) bpfNcAddr {
-	b := ip.As16()
-	var a bpfNcAddr
-	for i := range a.W {
-		a.W[i] = binary.NativeEndian.Uint32(b[4*i:])
-	}
-	return a
-}
+// addr is ip in the datapath's 16-byte form (the layouts are the same C
+// struct in both objects).
+func addr(ip netip.Addr) bpfNcAddr { return bpfNcAddr{W: datapath.AddrFrom(ip).W} }
 
 // port is p in network byte order, as the maps hold it.
-func port(p uint16) uint16 {
-	var b [2]byte
-	binary.BigEndian.PutUint16(b[:], p)
-	return binary.NativeEndian.Uint16(b[:])
-}
+func port(p uint16) uint16 { return datapath.Port(p) }
 
 // flowIO is an operation on the TCP flow src -> dst.
 func flowIO(op bpfTestOp, src, dst netip.AddrPort) bpfTestIo {
