@@ -228,7 +228,9 @@ func (c *Tables) upsert(fb model.FrontendBackends) (err error) {
 		}
 		err = fmt.Errorf("frontend %s: %w", fe, err)
 		c.unsure[f.revNATID] = max(c.unsure[f.revNATID], len(old), len(next))
-		c.ranges[f.revNATID] = union(c.ranges[f.revNATID], fb.SourceRanges)
+		if rs := union(c.ranges[f.revNATID], fb.SourceRanges); len(rs) > 0 {
+			c.ranges[f.revNATID] = rs // written, maybe: keepRanges deletes them
+		}
 		if !exists {
 			_ = c.remove(key, f) // give its room back; a retry starts afresh
 		}
@@ -296,10 +298,7 @@ func (c *Tables) upsert(fb model.FrontendBackends) (err error) {
 	var ranges []netip.Prefix
 	if fb.Flags&model.SourceRanges != 0 {
 		ranges = fb.SourceRanges
-		if rewrite {
-			delete(c.ranges, f.revNATID) // write them all
-		}
-		if err := c.writeRanges(f.revNATID, ranges); err != nil {
+		if err := c.writeRanges(f.revNATID, ranges, rewrite); err != nil {
 			return err
 		}
 	}

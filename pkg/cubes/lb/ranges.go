@@ -21,11 +21,12 @@ func rangeKey(revNATID uint32, p netip.Prefix) datapath.SourceRangeKey {
 	return datapath.SourceRangeKey{Prefixlen: uint32(32 + bits), RevNatId: revNATID, Addr: datapath.AddrFrom(p.Masked().Addr())}
 }
 
-// writeRanges adds the ranges a frontend did not have yet; c.mu is held.
-func (c *Tables) writeRanges(revNATID uint32, ranges []netip.Prefix) error {
+// writeRanges adds the ranges a frontend did not have yet (all of them,
+// after a failed update); c.mu is held.
+func (c *Tables) writeRanges(revNATID uint32, ranges []netip.Prefix, all bool) error {
 	have := c.ranges[revNATID]
 	for _, p := range ranges {
-		if slices.Contains(have, p) {
+		if !all && slices.Contains(have, p) {
 			continue
 		}
 		c.ops.Updates++

@@ -75,6 +75,9 @@ func TestFailedUpdateIsCompletedByARetry(t *testing.T) {
 		{"backends replaced", &model.FrontendBackends{Frontend: fe, Backends: backendsN(3, 0)}, model.FrontendBackends{Frontend: fe, Backends: backendsN(3, 10)}},
 		{"affinity and Maglev on", &model.FrontendBackends{Frontend: fe, Backends: backendsN(3, 0)},
 			model.FrontendBackends{Frontend: fe, Backends: backendsN(4, 0), Flags: model.Maglev, Affinity: 30}},
+		{"source ranges replaced", &model.FrontendBackends{Frontend: fe, Backends: backendsN(2, 0), Flags: model.SourceRanges, SourceRanges: ranges},
+			model.FrontendBackends{Frontend: fe, Backends: backendsN(2, 0), Flags: model.SourceRanges,
+				SourceRanges: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24"), ranges[1]}}},
 		{"affinity, Maglev and ranges off", &model.FrontendBackends{Frontend: fe, Backends: backendsN(3, 0), Flags: model.Maglev | model.SourceRanges, Affinity: 30, SourceRanges: ranges},
 			model.FrontendBackends{Frontend: fe, Backends: backendsN(2, 5)}},
 	} {
