@@ -46,12 +46,12 @@ func (Cube) Start(_ context.Context, env cube.Env) (cube.Started, error) {
 // SNATed external flows); an invalid address clears that family's, which
 // stops its external Services with externalTrafficPolicy Cluster.
 func SetNodeAddrs(maps *cube.Maps, v4, v6 netip.Addr) error {
-	for i, a := range []netip.Addr{v4, v6} {
+	for i, a := range map[datapath.NodeAddrIndex]netip.Addr{datapath.NodeAddrV4: v4, datapath.NodeAddrV6: v6} {
 		var v datapath.Addr
 		if a.IsValid() {
 			v = datapath.AddrFrom(a)
 		}
-		if err := cube.Put(maps, MapNodeAddrs, uint32(i), v); err != nil {
+		if err := cube.Put(maps, MapNodeAddrs, i, v); err != nil {
 			return fmt.Errorf("node address %d: %w", i, err)
 		}
 	}
