@@ -13,6 +13,7 @@ packages=(
   util-linux            # taskset for pinning benchmark processes
   procps                # pkill/pgrep used by sandbox cleanup
   curl                  # HTTP requests from sandbox namespaces (health-check ports)
+  iputils-ping          # ping: node -> pod reachability in the CNI tests
   iptables nftables     # kube-proxy, the benchmark's baseline (iptables-nft, iptables-legacy, nftables modes)
 )
 

@@ -1,0 +1,50 @@
+package cni
+
+import (
+	"errors"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/vishvananda/netlink"
+
+	"github.com/netcube/netcube/pkg/ipam"
+)
+
+// Del is CNI DEL: it releases the addresses and removes the veth (its pod
+// end goes with it). Whatever is already gone (the namespace, the
+// allocation, the veth) is skipped, so a repeated DEL succeeds.
+func Del(args *skel.CmdArgs) error {
+	c, err := parseConf(args.StdinData)
+	if err != nil {
+		return err
+	}
+	store, err := ipam.Open(c.DataDir)
+	if err != nil {
+		return types.NewError(types.ErrIOFailure, "netcube-cni: IPAM", err.Error())
+	}
+	hostName := HostIfName(args.ContainerID, args.IfName)
+	if err := removeHostIf(hostName); err != nil {
+		return types.NewError(types.ErrInternal, "netcube-cni: remove the pod's veth", err.Error())
+	}
+	addrs, err := store.Release(ipam.Attachment{ContainerID: args.ContainerID, IfName: args.IfName})
+	if err != nil {
+		return types.NewError(types.ErrIOFailure, "netcube-cni: IPAM", err.Error())
+	}
+	// The agent's links went with the veth; telling it is a courtesy
+	// (a DEL must succeed with the agent down).
+	ag := agent{socket: c.AgentSocket}
+	_ = ag.podDeleted(Pod{ContainerID: args.ContainerID, IfName: args.IfName, HostIf: hostName, Addrs: addrs})
+	return nil
+}
+
+func removeHostIf(name string) error {
+	l, err := netlink.LinkByName(name)
+	var nf netlink.LinkNotFoundError
+	if errors.As(err, &nf) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return netlink.LinkDel(l)
+}
