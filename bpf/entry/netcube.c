@@ -5,5 +5,6 @@
 #include "sock_destroy.c"
 #include "tc_node.c"
 #include "tc_pod.c"
+#include "tc_overlay.c"
 
 char __license[] SEC("license") = "Dual BSD/GPL";

@@ -5,7 +5,8 @@
  *   SNAT address)            -> conntrack -> reverse NAT -> back to the client
  *   a packet to an external frontend -> conntrack -> LB -> DNAT (+ SNAT to
  *   this node for externalTrafficPolicy Cluster) -> the backend's next hop
- * Everything else passes untouched. Replies from a backend on this node
+ * A packet for a pod of this node goes straight into it (router.h);
+ * everything else passes untouched. Replies from a backend on this node
  * leave through its pod's veth, where from_pod translates them back
  * (xlate.h, shared with from_pod).
  */
@@ -30,8 +31,14 @@ int from_net(struct __sk_buff *skb)
 		return verdict;
 
 	svc = lb_lookup_service(&f.daddr, f.dport, f.proto);
-	if (!svc || !(svc->flags & LB_SVC_EXTERNAL))
+	if (!svc || !(svc->flags & LB_SVC_EXTERNAL)) {
+		/* Another node's pod (native routing) reaching one of ours. */
+		const struct router_endpoint *ep = router_endpoint(&f.daddr);
+
+		if (ep)
+			return xlate_deliver(skb, &f, ep);
 		return TC_ACT_OK;
+	}
 	if (!lb_source_allowed(svc, &f.saddr))
 		return TC_ACT_SHOT;
 
@@ -51,5 +58,5 @@ int from_net(struct __sk_buff *skb)
 				       svc->rev_nat_id, x.sport != 0, &x.snat, x.sport))
 			return TC_ACT_SHOT;
 	}
-	return xlate_forward(skb, &f, &x, 1);
+	return xlate_forward(skb, &f, &x);
 }

@@ -1,10 +1,15 @@
-/* tc_pod.c: per-packet Service load balancing on a pod's host-side veth
- * (tcx), for the traffic the socket hooks do not translate.
+/* tc_pod.c: a pod's host-side veth (tcx): per-packet Service load
+ * balancing for the traffic the socket hooks do not translate, and the
+ * router for everything the pod sends.
  *   from_pod (ingress of the host veth): the reply of an external flow to
- *            this pod -> translated back (xlate.h); else
- *            conntrack -> LB -> DNAT, or reject; a pod that is its own
- *            backend (hairpin) is also SNATed to the hairpin address
- *   to_pod   (egress of the host veth):  conntrack -> reverse NAT
+ *            this pod -> translated back (xlate.h); to a Service:
+ *            conntrack -> LB -> DNAT, or reject (a pod that is its own
+ *            backend, hairpin, is also SNATed to the hairpin address);
+ *            then routed: into a pod of this node (a Service reply
+ *            translated back first), on to another node (router.h), or,
+ *            outside the cluster, masqueraded to this node (masq.h)
+ *   to_pod   (egress of the host veth): what the kernel delivers to the
+ *            pod: conntrack -> reverse NAT
  */
 #include "xlate.h"
 #include "cubes_gen.h"
@@ -26,10 +31,19 @@ int from_pod(struct __sk_buff *skb)
 	if (xlate_reply(skb, &f, &verdict))
 		return verdict;
 	svc = lb_lookup_service(&f.daddr, f.dport, f.proto);
-	if (!svc) { /* not addressed to a Service */
+	if (!svc) { /* not addressed to a Service: routed as it is */
+		const struct router_endpoint *ep;
+
 		if (flow_is_new(&f))
 			ct_forget_reply(&f);
-		return TC_ACT_OK;
+		ep = router_endpoint(&f.daddr);
+		if (ep)
+			return xlate_deliver(skb, &f, ep);
+		/* Another node's pods are inside the cluster whatever
+		 * nat_no_masq says. */
+		if (!router_remote_node(&f.daddr) && masq_wanted(&f.daddr))
+			return xlate_masquerade(skb, &f);
+		return router_to_node(skb, f.family, &f.saddr, &f.daddr);
 	}
 	if (!lb_source_allowed(svc, &f.saddr))
 		return TC_ACT_SHOT;
@@ -49,15 +63,13 @@ int from_pod(struct __sk_buff *skb)
 			return TC_ACT_SHOT;
 		}
 	}
-	return xlate_forward(skb, &f, &x, 0);
+	return xlate_forward(skb, &f, &x);
 }
 
 SEC("tcx/egress")
 int to_pod(struct __sk_buff *skb)
 {
 	struct flow f = {};
-	struct ct_entry *ct;
-	struct lb_frontend *fe;
 	int verdict;
 
 	if (parse_flow(skb, &f))
@@ -65,13 +77,7 @@ int to_pod(struct __sk_buff *skb)
 	verdict = cubes_to_pod(skb, &f);
 	if (verdict != CUBE_PASS)
 		return verdict;
-	ct = ct_lookup(&f, CT_REPLY);
-	if (!ct)
-		return TC_ACT_OK; /* not a reply of a translated flow */
-	fe = lb_lookup_revnat(ct->rev_nat_id);
-	if (!fe)
-		return TC_ACT_OK;
-	if (nat_rewrite(skb, &f, NAT_SRC, &fe->addr, fe->port))
+	if (xlate_revnat(skb, &f))
 		return TC_ACT_SHOT;
 	return TC_ACT_OK;
 }

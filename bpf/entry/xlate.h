@@ -13,6 +13,8 @@
 #include "cubes/nat/nat.h"
 #include "cubes/nat/node_addr.h"
 #include "cubes/nat/snat.h"
+#include "cubes/nat/masq.h"
+#include "cubes/router/router.h"
 
 struct xlate {
 	struct lb_backend *backend;
@@ -43,16 +45,66 @@ static always_inline int reply_external(struct __sk_buff *skb, const struct flow
 	return redirect_to_next_hop(skb, f->family, &fe->addr, &client);
 }
 
-/* xlate_reply says whether f is the reply of an external flow; if so it has
- * been sent back to its client, with *verdict. */
+/* reply_masq sends the reply of a masqueraded flow back to its pod: the
+ * destination back to the pod, then into it (or to its node). */
+static always_inline int reply_masq(struct __sk_buff *skb, const struct flow *f,
+				    const struct ct_entry *ct)
+{
+	const struct router_endpoint *ep;
+
+	if (nat_rewrite(skb, f, NAT_DST, &ct->nat_addr, ct->nat_port))
+		return TC_ACT_SHOT;
+	ep = router_endpoint(&ct->nat_addr);
+	if (ep)
+		return router_to_endpoint(skb, ep);
+	return redirect_to_next_hop(skb, f->family, &f->saddr, &ct->nat_addr);
+}
+
+/* xlate_reply says whether f is the reply of an external or a
+ * masqueraded flow; if so it has been sent back to its client, with
+ * *verdict. */
 static always_inline int xlate_reply(struct __sk_buff *skb, const struct flow *f, int *verdict)
 {
 	struct ct_entry *ct = ct_lookup(f, CT_REPLY);
 
-	if (!ct || !(ct->flags & CT_F_EXTERNAL))
+	if (!ct)
+		return 0;
+	if (ct->flags & CT_F_MASQ) {
+		*verdict = reply_masq(skb, f, ct);
+		return 1;
+	}
+	if (!(ct->flags & CT_F_EXTERNAL))
 		return 0;
 	*verdict = reply_external(skb, f, ct);
 	return 1;
+}
+
+/* xlate_masquerade sends a pod's packet to outside the cluster out with
+ * this node's address as its source, on a port held for the flow in
+ * conntrack (whose reply entry brings the answers back, xlate_reply).
+ * No node address of the family: the packet goes as it is. */
+static always_inline int xlate_masquerade(struct __sk_buff *skb, const struct flow *f)
+{
+	struct ct_entry *ct = ct_lookup(f, CT_SERVICE);
+	const struct nc_addr *node;
+	struct nc_addr snat;
+	__be16 port;
+
+	if (ct && (ct->flags & CT_F_MASQ) && ct_reply_matches(f, ct, &f->daddr, f->dport)) {
+		snat = ct->nat_addr;
+		port = ct->nat_port;
+	} else {
+		node = node_addr(f->family);
+		if (!node)
+			return redirect_to_next_hop(skb, f->family, &f->saddr, &f->daddr);
+		snat = *node;
+		port = snat_port(f, &snat, &f->daddr, f->dport);
+		if (!port || ct_create_flow(f, 0, &f->daddr, f->dport, 0, CT_F_MASQ | CT_F_SNAT, &snat, port))
+			return TC_ACT_SHOT;
+	}
+	if (nat_rewrite(skb, f, NAT_SRC, &snat, port))
+		return TC_ACT_SHOT;
+	return redirect_to_next_hop(skb, f->family, &snat, &f->daddr);
 }
 
 /* xlate_established fills x from conntrack when f is an established flow
@@ -103,12 +155,14 @@ static always_inline void xlate_snat(const struct flow *f, const struct nc_addr 
 }
 
 /* xlate_forward rewrites the packet to the backend (and its SNAT source)
- * and sends it on: a SNATed packet, or any when redirect, straight to the
- * FIB's next hop (its source may now be this node's own address, which the
- * kernel's forwarding drops); otherwise to the kernel's routing. */
+ * and routes it (router.h): into the backend's pod when it is on this
+ * node, else on to its node. The kernel's forwarding never gets a SNATed
+ * packet: its source is now this node's own address, a "martian" on
+ * input. */
 static always_inline int xlate_forward(struct __sk_buff *skb, const struct flow *f,
-				       const struct xlate *x, int redirect)
+				       const struct xlate *x)
 {
+	const struct router_endpoint *ep;
 	struct nc_addr saddr = f->saddr;
 
 	if (x->sport) {
@@ -118,7 +172,36 @@ static always_inline int xlate_forward(struct __sk_buff *skb, const struct flow 
 	}
 	if (nat_rewrite(skb, f, NAT_DST, &x->backend->addr, x->backend->port))
 		return TC_ACT_SHOT;
-	if (x->sport || redirect)
-		return redirect_to_next_hop(skb, f->family, &saddr, &x->backend->addr);
-	return TC_ACT_OK;
+	ep = router_endpoint(&x->backend->addr);
+	if (ep)
+		return router_to_endpoint(skb, ep);
+	return router_to_node(skb, f->family, &saddr, &x->backend->addr);
+}
+
+/* xlate_revnat translates the reply of a Service flow to the pod that
+ * opened it: its source back to the frontend. to_pod does it for packets
+ * the kernel delivers; xlate_deliver for those the router hands to the
+ * pod directly. */
+static always_inline int xlate_revnat(struct __sk_buff *skb, const struct flow *f)
+{
+	struct ct_entry *ct = ct_lookup(f, CT_REPLY);
+	struct lb_frontend *fe;
+
+	if (!ct)
+		return 0; /* not a reply of a translated flow */
+	fe = lb_lookup_revnat(ct->rev_nat_id);
+	if (!fe)
+		return 0;
+	return nat_rewrite(skb, f, NAT_SRC, &fe->addr, fe->port);
+}
+
+/* xlate_deliver hands an untranslated packet for a pod of this node (ep)
+ * to the pod, a Service reply translated back first (the redirect skips
+ * the pod veth's egress, where to_pod would). */
+static always_inline int xlate_deliver(struct __sk_buff *skb, const struct flow *f,
+				       const struct router_endpoint *ep)
+{
+	if (xlate_revnat(skb, f))
+		return TC_ACT_SHOT;
+	return router_to_endpoint(skb, ep);
 }

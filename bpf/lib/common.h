@@ -51,6 +51,13 @@ struct nc_addr {
 	__u32 w[4]; /* network byte order; w[3] holds the IPv4 address */
 };
 
+/* nc_prefix: an LPM trie key over the 16-byte form (an IPv4 /n is a
+ * prefix of 96 + n bits; ::/0 holds both families). */
+struct nc_prefix {
+	__u32 prefixlen;
+	struct nc_addr addr;
+};
+
 static always_inline void addr_from_v4(struct nc_addr *a, __u32 ip4)
 {
 	a->w[0] = 0;

@@ -84,3 +84,32 @@ static always_inline int parse_flow(struct __sk_buff *skb, struct flow *f)
 	}
 	return 0;
 }
+
+/* parse_daddr reads the destination of any IPv4 or IPv6 packet (ICMP and
+ * fragments included): 0, or -1 for anything else. */
+static always_inline int parse_daddr(struct __sk_buff *skb, struct nc_addr *d)
+{
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+
+	if ((void *)(eth + 1) > end)
+		return -1;
+	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = (void *)(eth + 1);
+
+		if ((void *)(ip + 1) > end)
+			return -1;
+		addr_from_v4(d, ip->daddr);
+		return 0;
+	}
+	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
+
+		if ((void *)(ip6 + 1) > end)
+			return -1;
+		addr_from_v6(d, ip6->daddr.in6_u.u6_addr32);
+		return 0;
+	}
+	return -1;
+}

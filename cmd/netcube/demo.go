@@ -22,11 +22,12 @@ func demoCmd(args []string) error {
 	fs := flag.NewFlagSet("demo", flag.ExitOnError)
 	name := fs.String("name", "nc", "sandbox name")
 	socketLB := fs.Bool("socket-lb", true, "socket-level LB (off: per-packet tc path only)")
+	routing := fs.String("routing", "native", "how pods reach other nodes' pods: native or vxlan")
 	requests := fs.Int("requests", 12, "requests per frontend")
 	_ = fs.Parse(args)
 
 	_ = sandbox.Down(*name, &bytes.Buffer{}) // a demo always starts clean
-	sb, err := sandbox.Up(sandbox.Config{Name: *name, SocketLB: *socketLB}, os.Stdout)
+	sb, err := sandbox.Up(sandbox.Config{Name: *name, SocketLB: *socketLB, Routing: *routing}, os.Stdout)
 	if err != nil {
 		return err
 	}
@@ -86,6 +87,11 @@ func demoCmd(args []string) error {
 			failed++
 		}
 	}
+	podFailures, err := demoPodNetwork(sb, self)
+	if err != nil {
+		return err
+	}
+	failed += podFailures
 	fmt.Printf("\nthe sandbox stays up: netcube sandbox status; netcube sandbox down\n")
 	if failed > 0 {
 		return fmt.Errorf("%d frontends did not behave as expected", failed)
@@ -111,4 +117,60 @@ func formatCounts(m map[string]int) string {
 		parts = append(parts, fmt.Sprintf("%s x%d", k, m[k]))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// demoPodNetwork sends requests from the client pod to every other pod
+// directly, on its node and on the other, and to a server outside the
+// cluster, which says whose address it saw (the node's: masqueraded).
+func demoPodNetwork(sb *sandbox.Sandbox, self string) (failed int, err error) {
+	client := sb.Topology.ClientPod()
+	outside, err := sb.StartOutsideServer()
+	if err != nil {
+		return 0, err
+	}
+	fmt.Printf("\npod network (%s routing), from pod %s:\n", sb.Config.Routing, client.Name)
+	type target struct{ what, addr string }
+	var targets []target
+	for _, p := range sb.Topology.Pods() {
+		if p.Name == client.Name {
+			continue
+		}
+		where := "same node"
+		if p.Node != client.Node {
+			where = "other node"
+		}
+		for _, a := range []string{p.IP4.String(), p.IP6.String()} {
+			targets = append(targets, target{fmt.Sprintf("pod %s (%s)", p.Name, where), net.JoinHostPort(a, strconv.Itoa(sandbox.PodPort))})
+		}
+	}
+	for _, o := range outside {
+		targets = append(targets, target{"outside the cluster", o})
+	}
+	for _, tg := range targets {
+		out, err := sb.Output(client.Name, self, "pod", "request", "--count", "3", "--timeout", "1s", tg.addr)
+		if err != nil {
+			return failed, err
+		}
+		seen, errs := map[string]int{}, map[string]int{}
+		sc := bufio.NewScanner(bytes.NewReader(out))
+		for sc.Scan() {
+			var r traffic.Result
+			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+				return failed, fmt.Errorf("request output %q: %w", sc.Text(), err)
+			}
+			if r.Err != "" {
+				errs[shortErr(r.Err)]++
+			} else {
+				seen[r.Peer]++
+			}
+		}
+		fmt.Printf("  %-26s %-26s ", tg.what, tg.addr)
+		if len(errs) > 0 {
+			fmt.Printf("errors: %s\n", formatCounts(errs))
+			failed++
+			continue
+		}
+		fmt.Printf("answered, seeing the client as %s\n", formatCounts(seen))
+	}
+	return failed, nil
 }

@@ -25,6 +25,7 @@ func sandboxCmd(args []string) error {
 		fs.BoolVar(&cfg.SocketLB, "socket-lb", true, "socket-level LB (off: per-packet tc path only)")
 		fs.StringVar(&cfg.Manifests, "manifests", "", "directory of Service/EndpointSlice YAML (default: the example Services)")
 		fs.BoolVar(&cfg.APIServer, "apiserver", false, "run a real kube-apiserver + etcd in the sandbox; agents watch it")
+		fs.StringVar(&cfg.Routing, "routing", "native", "how pods reach other nodes' pods: native (routes over the underlay) or vxlan (an overlay)")
 		_ = fs.Parse(args[1:])
 		cfg.Name = *name
 		sb, err := sandbox.Up(cfg, os.Stdout)
@@ -91,10 +92,10 @@ func sandboxCmd(args []string) error {
 func printStatus(sb *sandbox.Sandbox) {
 	t := sb.Topology
 	if sb.Config.APIServer {
-		fmt.Printf("sandbox %s (socket-LB %v), kube-apiserver: kubeconfig %s (reachable from the sandbox's namespaces)\n",
-			t.Name, sb.Config.SocketLB, t.Kubeconfig())
+		fmt.Printf("sandbox %s (socket-LB %v, routing %s), kube-apiserver: kubeconfig %s (reachable from the sandbox's namespaces)\n",
+			t.Name, sb.Config.SocketLB, sb.Config.Routing, t.Kubeconfig())
 	} else {
-		fmt.Printf("sandbox %s (socket-LB %v), manifests in %s\n", t.Name, sb.Config.SocketLB, t.ManifestDir())
+		fmt.Printf("sandbox %s (socket-LB %v, routing %s), manifests in %s\n", t.Name, sb.Config.SocketLB, sb.Config.Routing, t.ManifestDir())
 	}
 	for _, n := range t.Nodes {
 		state := "stopped"

@@ -37,6 +37,7 @@ type bpfCtFlags uint8
 const (
 	bpfCtFlagsCT_F_EXTERNAL bpfCtFlags = 1
 	bpfCtFlagsCT_F_SNAT     bpfCtFlags = 2
+	bpfCtFlagsCT_F_MASQ     bpfCtFlags = 4
 )
 
 type bpfCtKey struct {

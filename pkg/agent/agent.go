@@ -15,7 +15,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -23,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/netcube/netcube/pkg/cni"
 	"github.com/netcube/netcube/pkg/cube"
 	"github.com/netcube/netcube/pkg/cubes"
 	"github.com/netcube/netcube/pkg/datapath"
@@ -70,25 +73,44 @@ func Run(ctx context.Context, cfg Config) error {
 	if settings.NodePortLo, settings.NodePortHi, err = ParsePortRange(cfg.NodePortRange); err != nil {
 		return fmt.Errorf("--nodeport-range: %w", err)
 	}
-	node, err := setupNode(dp, cfg.NodeName, cfg.NodeInterfaces)
+	node, uplinkMTU, err := setupNode(dp, cfg.NodeName, cfg.NodeInterfaces)
 	if err != nil {
 		return err
 	}
+	settings.Routing, settings.PodIfacePrefix, settings.UplinkMTU = cfg.Routing, cfg.PodIfacePrefix, uplinkMTU
+	settings.Masquerade = cfg.Masquerade
+	for i, c := range cfg.NoMasquerade {
+		p, err := netip.ParsePrefix(strings.TrimSpace(c))
+		if err != nil {
+			return fmt.Errorf("--no-masquerade[%d]: %q is not a CIDR", i, c)
+		}
+		settings.NoMasquerade = append(settings.NoMasquerade, p.Masked())
+	}
+	if cfg.MTU == 0 {
+		cfg.MTU = podMTU(cfg.Routing, uplinkMTU)
+	}
 
 	m := newMetrics(rep)
-	rec, stop, err := startCubes(ctx, dp, m, cube.Env{Program: dp.Program, Node: node, Settings: settings, Report: rep})
+	cs, stop, err := startCubes(ctx, dp, m, cube.Env{Program: dp.Program, Node: node, Settings: settings, Report: rep})
 	defer stop()
 	if err != nil {
 		return err
 	}
+	rec := cs.rec
 	if err := serve(ctx, cfg, m, rec); err != nil {
 		return err
 	}
 
+	if err := startPodNetwork(ctx, cfg, dp, cs.pods); err != nil {
+		return err
+	}
+	handler := nodeTee{Handler: rec, name: cfg.NodeName, nodes: cs.nodes}
+	if cfg.CNIConfDir != "" {
+		handler.cni = &cniConfig{cfg: cfg}
+	}
 	errc := make(chan error, 1)
-	go func() { errc <- src.Run(ctx, rec) }()
+	go func() { errc <- src.Run(ctx, handler) }()
 	go rec.Run(ctx)
-	go watchPods(ctx, dp, cfg.PodIfacePrefix)
 
 	select {
 	case <-rec.Synced():
@@ -115,9 +137,16 @@ func Run(ctx context.Context, cfg Config) error {
 	return nil
 }
 
+// started is what the cubes gave the agent to run.
+type started struct {
+	rec   cube.Reconciler    // the one that reconciles Services
+	nodes []cube.NodeHandler // told of every Node
+	pods  []cube.PodHandler  // told of every pod the CNI plugin wires
+}
+
 // startCubes starts every registered cube, each with its own maps, and
-// returns the one that reconciles Services; stop stops them all.
-func startCubes(ctx context.Context, dp *datapath.Datapath, m *metrics, env cube.Env) (rec cube.Reconciler, stop func(), err error) {
+// attaches the programs of the devices they made; stop stops them all.
+func startCubes(ctx context.Context, dp *datapath.Datapath, m *metrics, env cube.Env) (cs started, stop func(), err error) {
 	var stops []func()
 	stop = func() {
 		for _, s := range stops {
@@ -130,23 +159,38 @@ func startCubes(ctx context.Context, dp *datapath.Datapath, m *metrics, env cube
 		e.Maps.Observe = m.observeMap
 		st, err := c.Start(ctx, e)
 		if err != nil {
-			return nil, stop, fmt.Errorf("cube %s: %w", c.Name(), err)
+			return cs, stop, fmt.Errorf("cube %s: %w", c.Name(), err)
 		}
 		if st.Stop != nil {
 			stops = append(stops, st.Stop)
 		}
 		m.registry.MustRegister(st.Metrics...)
 		if st.Reconciler != nil {
-			if rec != nil {
-				return nil, stop, fmt.Errorf("cube %s: a second cube reconciling Services", c.Name())
+			if cs.rec != nil {
+				return cs, stop, fmt.Errorf("cube %s: a second cube reconciling Services", c.Name())
 			}
-			rec = st.Reconciler
+			cs.rec = st.Reconciler
+		}
+		if st.Nodes != nil {
+			cs.nodes = append(cs.nodes, st.Nodes)
+		}
+		if st.Pods != nil {
+			cs.pods = append(cs.pods, st.Pods)
+		}
+		for _, ifc := range st.Interfaces {
+			dev, err := net.InterfaceByName(ifc.Name)
+			if err != nil {
+				return cs, stop, fmt.Errorf("cube %s: %w", c.Name(), err)
+			}
+			if err := dp.AttachInterface(ifc.Name, dev.Index, ifc.Ingress, ifc.Egress); err != nil {
+				return cs, stop, fmt.Errorf("cube %s: %w", c.Name(), err)
+			}
 		}
 	}
-	if rec == nil {
-		return nil, stop, errors.New("no registered cube reconciles Services")
+	if cs.rec == nil {
+		return cs, stop, errors.New("no registered cube reconciles Services")
 	}
-	return rec, stop, nil
+	return cs, stop, nil
 }
 
 // newSource picks the state source: a YAML directory, or the Kubernetes API
@@ -177,7 +221,7 @@ func newSource(cfg Config, rep *report.Reporter) (source.Source, error) {
 		return nil, err
 	}
 	rep.Sink = events
-	return &sourceWithEvents{&kube.Source{Config: rc, ProxyName: cfg.ProxyName, NodeName: cfg.NodeName, Report: rep}, events}, nil
+	return &sourceWithEvents{&kube.Source{Config: rc, ProxyName: cfg.ProxyName, Report: rep}, events}, nil
 }
 
 // sourceWithEvents runs the API source and its Event writer together.
@@ -238,45 +282,25 @@ func serve(ctx context.Context, cfg Config, m *metrics, rec cube.Reconciler) err
 	return nil
 }
 
-// watchPods attaches the pod programs to every interface named prefix*,
-// as interfaces come and go. (The CNI plugin will tell the agent directly.)
-func watchPods(ctx context.Context, dp *datapath.Datapath, prefix string) {
-	attached := map[string]int{} // name -> ifindex
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ifaces, err := net.Interfaces()
-		if err != nil {
-			slog.Error("list interfaces", "err", err)
-		}
-		present := map[string]bool{}
-		for _, ifc := range ifaces {
-			if !strings.HasPrefix(ifc.Name, prefix) {
-				continue
-			}
-			present[ifc.Name] = true
-			if attached[ifc.Name] == ifc.Index {
-				continue
-			}
-			if err := dp.AttachPod(ifc.Name, ifc.Index); err != nil {
-				slog.Error("attach pod interface", "iface", ifc.Name, "err", err)
-				continue
-			}
-			attached[ifc.Name] = ifc.Index
-			slog.Info("pod interface attached", "iface", ifc.Name, "ifindex", ifc.Index)
-		}
-		for name := range attached {
-			if !present[name] {
-				delete(attached, name)
-			}
-		}
-		if err := dp.PrunePods(present); err != nil {
-			slog.Error("prune pod links", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+// startPodNetwork attaches to the pods already wired, then serves the CNI
+// plugin's socket and installs the plugin binary (when asked to).
+func startPodNetwork(ctx context.Context, cfg Config, dp *datapath.Datapath, handlers []cube.PodHandler) error {
+	p := &pods{dp: dp, prefix: cfg.PodIfacePrefix, handlers: handlers}
+	if err := p.attachExisting(); err != nil {
+		return err
 	}
+	if cfg.CNIBinDir != "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		if err := cni.InstallPlugin(filepath.Join(filepath.Dir(exe), cni.PluginType), cfg.CNIBinDir); err != nil {
+			return err
+		}
+		slog.Info("CNI plugin installed", "dir", cfg.CNIBinDir)
+	}
+	if cfg.CNISocket == "" {
+		return nil
+	}
+	return cni.Serve(ctx, cfg.CNISocket, p)
 }

@@ -5,6 +5,8 @@ import (
 	"os"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/netcube/netcube/pkg/cni"
 )
 
 // Config is the agent's configuration: flags, or a file of the same fields
@@ -37,6 +39,26 @@ type Config struct {
 	// a port a NodePort Service needs.
 	NodePortRange string `json:"nodePortRange,omitempty"`
 
+	// The pod network. CNISocket: where the CNI plugin tells the agent
+	// of each pod ("": not served). CNIConfDir: where the agent installs
+	// the conflist for this node's pod CIDRs ("": not installed);
+	// CNIBinDir: where it copies the plugin ("": not copied). IPAMDir:
+	// where the plugin keeps the address allocations. MTU: the pods'
+	// (0: the plugin's default).
+	// Routing: how pods reach other nodes' pods, "native" (the underlay
+	// routes pod CIDRs; the agent installs a route per node) or "vxlan".
+	Routing string `json:"routing,omitempty"`
+	// Masquerade: pods' traffic to outside the cluster (every node's pod
+	// CIDRs and addresses, and NoMasquerade) leaves with the node's
+	// address.
+	Masquerade   bool     `json:"masquerade"`
+	NoMasquerade []string `json:"noMasquerade,omitempty"`
+	CNISocket    string   `json:"cniSocket,omitempty"`
+	CNIConfDir   string   `json:"cniConfDir,omitempty"`
+	CNIBinDir    string   `json:"cniBinDir,omitempty"`
+	IPAMDir      string   `json:"ipamDir,omitempty"`
+	MTU          int      `json:"mtu,omitempty"`
+
 	MetricsBindAddress string `json:"metricsBindAddress,omitempty"` // /metrics; "" = off
 	HealthzBindAddress string `json:"healthzBindAddress,omitempty"` // /healthz, /readyz; "" = off
 	ReadyFile          string `json:"readyFile,omitempty"`
@@ -56,7 +78,11 @@ func Defaults() Config {
 	return Config{
 		BPFRoot:            "/sys/fs/bpf/netcube",
 		SocketLB:           true,
-		PodIfacePrefix:     "ncp",
+		PodIfacePrefix:     cni.HostIfPrefix,
+		CNISocket:          cni.DefaultAgentSocket,
+		Routing:            "native",
+		Masquerade:         true,
+		IPAMDir:            cni.DefaultDataDir,
 		MetricsBindAddress: "127.0.0.1:10249",
 		HealthzBindAddress: "0.0.0.0:10256",
 		GCPercent:          50,

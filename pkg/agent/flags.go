@@ -40,6 +40,7 @@ func ParseFlags(name string, args []string, base Config) (cfg Config, cleanup bo
 func clone(c Config) Config {
 	c.MapSizes = maps.Clone(c.MapSizes)
 	c.NodeInterfaces = slices.Clone(c.NodeInterfaces)
+	c.NoMasquerade = slices.Clone(c.NoMasquerade)
 	return c
 }
 
@@ -56,6 +57,17 @@ func flagSet(name string, cfg *Config) (fs *flag.FlagSet, configFile *string, cl
 	fs.BoolVar(&cfg.SocketLB, "socket-lb", cfg.SocketLB, "translate pod->Service at connect time (cgroup hooks); off: per-packet tc path only")
 	fs.StringVar(&cfg.Cgroup, "cgroup", cfg.Cgroup, "cgroup v2 directory holding the pods (socket-LB attaches here, never to the root cgroup)")
 	fs.StringVar(&cfg.PodIfacePrefix, "pod-iface-prefix", cfg.PodIfacePrefix, "host-side pod veths are named <prefix>*")
+	fs.StringVar(&cfg.Routing, "routing", cfg.Routing, "how pods reach other nodes' pods: native (the underlay routes pod CIDRs; a route per node is installed) or vxlan (an overlay)")
+	fs.BoolVar(&cfg.Masquerade, "masquerade", cfg.Masquerade, "pods' traffic to outside the cluster leaves with the node's address")
+	fs.Func("no-masquerade", "CIDRs, comma-separated, that pods reach with their own address besides the cluster's (nodes' pod CIDRs and addresses)", func(v string) error {
+		cfg.NoMasquerade = strings.Split(v, ",")
+		return nil
+	})
+	fs.StringVar(&cfg.CNISocket, "cni-socket", cfg.CNISocket, "unix socket where the CNI plugin reports pods (\"\": off)")
+	fs.StringVar(&cfg.CNIConfDir, "cni-conf-dir", cfg.CNIConfDir, "install the CNI conflist for this node's pod CIDRs here, e.g. /etc/cni/net.d (\"\": don't)")
+	fs.StringVar(&cfg.CNIBinDir, "cni-bin-dir", cfg.CNIBinDir, "copy the netcube-cni plugin (beside the agent's binary) here, e.g. /opt/cni/bin (\"\": don't)")
+	fs.StringVar(&cfg.IPAMDir, "ipam-dir", cfg.IPAMDir, "where the CNI plugin keeps pod address allocations (written into the conflist)")
+	fs.IntVar(&cfg.MTU, "mtu", cfg.MTU, "MTU of pod interfaces (0: the uplinks', less the overlay's overhead with --routing vxlan)")
 	fs.StringVar(&cfg.MetricsBindAddress, "metrics-bind-address", cfg.MetricsBindAddress, "address of /metrics (\"\": off)")
 	fs.StringVar(&cfg.HealthzBindAddress, "healthz-bind-address", cfg.HealthzBindAddress, "address of /healthz and /readyz (\"\": off)")
 	fs.StringVar(&cfg.ReadyFile, "ready-file", cfg.ReadyFile, "file written once the first sync is applied")

@@ -18,9 +18,9 @@ import (
 // the node program to each, and returns the node as the cubes see it:
 // NodePorts are served on every address found, as kube-proxy serves them on
 // every node address by default, and the first of each family is the SNAT
-// address.
-func setupNode(dp *datapath.Datapath, name string, ifaces []string) (model.Node, error) {
-	node := model.Node{Name: name}
+// address; mtu is the smallest uplink MTU (0: no uplink).
+func setupNode(dp *datapath.Datapath, name string, ifaces []string) (node model.Node, mtu int, err error) {
+	node = model.Node{Name: name}
 	switch {
 	case len(ifaces) == 0:
 		ifaces = defaultRouteInterfaces()
@@ -30,11 +30,14 @@ func setupNode(dp *datapath.Datapath, name string, ifaces []string) (model.Node,
 	for _, ifname := range ifaces {
 		ifc, err := net.InterfaceByName(ifname)
 		if err != nil {
-			return node, fmt.Errorf("node interface %s: %w", ifname, err)
+			return node, 0, fmt.Errorf("node interface %s: %w", ifname, err)
+		}
+		if mtu == 0 || ifc.MTU < mtu {
+			mtu = ifc.MTU
 		}
 		addrs, err := ifc.Addrs()
 		if err != nil {
-			return node, fmt.Errorf("node interface %s: %w", ifname, err)
+			return node, 0, fmt.Errorf("node interface %s: %w", ifname, err)
 		}
 		for _, a := range addrs {
 			p, err := netip.ParsePrefix(a.String())
@@ -44,11 +47,11 @@ func setupNode(dp *datapath.Datapath, name string, ifaces []string) (model.Node,
 			node.Addrs = append(node.Addrs, p.Addr().Unmap())
 		}
 		if err := dp.AttachNode(ifname, ifc.Index); err != nil {
-			return node, err
+			return node, 0, err
 		}
 	}
-	slog.Info("node", "name", name, "interfaces", ifaces, "nodeport_addresses", node.Addrs)
-	return node, nil
+	slog.Info("node", "name", name, "interfaces", ifaces, "nodeport_addresses", node.Addrs, "mtu", mtu)
+	return node, mtu, nil
 }
 
 // defaultRouteInterfaces: the interfaces of the default routes (IPv4 and

@@ -89,7 +89,7 @@ func (c *cluster) setup() error {
 			return err
 		}
 	}
-	node, err := api.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: c.node.Name}}, metav1.CreateOptions{})
+	node, err := api.CoreV1().Nodes().Get(ctx, c.node.Name, metav1.GetOptions{}) // the sandbox created it
 	if err != nil {
 		return err
 	}

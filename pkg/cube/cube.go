@@ -2,6 +2,7 @@ package cube
 
 import (
 	"context"
+	"net/netip"
 
 	"github.com/cilium/ebpf"
 	"github.com/prometheus/client_golang/prometheus"
@@ -61,6 +62,18 @@ type Settings struct {
 	LBAlgorithm string
 	// NodePortLo..Hi is the NodePort range, kept from bind() on the node.
 	NodePortLo, NodePortHi uint16
+	// Routing is how pods reach other nodes' pods: "native" (the
+	// underlay routes pod CIDRs) or "vxlan" (an overlay).
+	Routing string
+	// PodIfacePrefix starts the names of pods' host-side veths.
+	PodIfacePrefix string
+	// UplinkMTU is the smallest MTU of the node's uplinks (0: unknown).
+	UplinkMTU int
+	// Masquerade: pods' traffic to outside the cluster (every node's pod
+	// CIDRs and addresses, and NoMasquerade) leaves with this node's
+	// address.
+	Masquerade   bool
+	NoMasquerade []netip.Prefix
 }
 
 // Started is what the agent runs for a cube.
@@ -72,6 +85,38 @@ type Started struct {
 	Metrics []prometheus.Collector
 	// Stop, if set, is called when the agent stops.
 	Stop func()
+	// Nodes, if set, receives every Node object (this node's and the
+	// others').
+	Nodes NodeHandler
+	// Pods, if set, is told of each pod the CNI plugin wires or unwires,
+	// by its host-side veth.
+	Pods PodHandler
+	// Interfaces are devices the cube made whose traffic runs through
+	// programs of the object; the agent attaches and pins them.
+	Interfaces []Interface
+}
+
+// NodeHandler receives Node objects.
+type NodeHandler interface {
+	// OnNode delivers a node as its Node object describes it (nil:
+	// deleted).
+	OnNode(name string, node *model.NodeInfo)
+	// OnNodesSynced: every node existing at start has been delivered;
+	// what the cube holds for other nodes may now be removed.
+	OnNodesSynced()
+}
+
+// PodHandler is told of pods by their host-side veth.
+type PodHandler interface {
+	PodUp(hostIf string) error
+	PodDown(hostIf string) error
+}
+
+// Interface is a device and the object's programs for its tcx hooks
+// (program names; "": none).
+type Interface struct {
+	Name            string
+	Ingress, Egress string
 }
 
 // Reconciler applies model state (Services, EndpointSlices, this Node) to

@@ -13,6 +13,7 @@ import (
 	"github.com/netcube/netcube/pkg/cubes/ct"
 	"github.com/netcube/netcube/pkg/cubes/lb"
 	"github.com/netcube/netcube/pkg/cubes/nat"
+	"github.com/netcube/netcube/pkg/cubes/router"
 )
 
 // All are the registered cubes.
@@ -20,4 +21,5 @@ var All = []cube.Cube{
 	ct.Cube{},
 	nat.Cube{},
 	lb.Cube{},
+	router.Cube{},
 }

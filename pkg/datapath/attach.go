@@ -16,7 +16,34 @@ const (
 	podLinkPrefix    = "pod-"
 	nodeLinkPrefix   = "node-"
 	cgroupLinkPrefix = "cgroup-"
+	ifLinkPrefix     = "if-"
 )
+
+// AttachInterface attaches programs of the object, by name, to a device a
+// cube made (the router's overlay): ingress and egress ("": none). Pinned
+// links of an earlier agent are updated in place.
+func (d *Datapath) AttachInterface(ifname string, ifindex int, ingress, egress string) error {
+	for _, h := range []struct {
+		dir, prog string
+		attach    ebpf.AttachType
+	}{{"ingress", ingress, ebpf.AttachTCXIngress}, {"egress", egress, ebpf.AttachTCXEgress}} {
+		if h.prog == "" {
+			continue
+		}
+		prog := d.Program(h.prog)
+		if prog == nil {
+			return fmt.Errorf("attach to %s: no program %s in the object", ifname, h.prog)
+		}
+		pin := d.linkPin(ifLinkPrefix + ifname + "-" + h.dir)
+		err := d.attachOrUpdate(pin, prog, func() (link.Link, error) {
+			return link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: prog, Attach: h.attach})
+		}, func(l link.Link) bool { return tcxIfindex(l) == ifindex })
+		if err != nil {
+			return fmt.Errorf("attach %s to %s (%s): %w", h.prog, ifname, h.dir, err)
+		}
+	}
+	return nil
+}
 
 // AttachNode attaches from_net (tcx ingress) to an uplink of the node, where
 // traffic from outside the cluster arrives: NodePort, ExternalIPs and

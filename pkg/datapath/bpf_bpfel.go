@@ -37,6 +37,7 @@ type bpfCtFlags uint8
 const (
 	bpfCtFlagsCT_F_EXTERNAL bpfCtFlags = 1
 	bpfCtFlagsCT_F_SNAT     bpfCtFlags = 2
+	bpfCtFlagsCT_F_MASQ     bpfCtFlags = 4
 )
 
 type bpfCtKey struct {
@@ -124,6 +125,12 @@ type bpfNcAddr struct {
 	W [4]uint32
 }
 
+type bpfNcPrefix struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Addr      bpfNcAddr
+}
+
 type bpfNodeAddrIndex uint32
 
 const (
@@ -138,6 +145,34 @@ type bpfNodeConfig struct {
 	NodeportMin uint16
 	NodeportMax uint16
 	Pad         uint32
+}
+
+type bpfRouterConf struct {
+	_            structs.HostLayout
+	Mode         bpfRouterMode
+	VxlanIfindex uint32
+	Vni          uint32
+	VxlanMac     [6]uint8
+	Pad          uint16
+}
+
+type bpfRouterEndpoint struct {
+	_       structs.HostLayout
+	Ifindex uint32
+	PodMac  [6]uint8
+	HostMac [6]uint8
+}
+
+type bpfRouterMode uint32
+
+const (
+	bpfRouterModeROUTER_NATIVE bpfRouterMode = 0
+	bpfRouterModeROUTER_VXLAN  bpfRouterMode = 1
+)
+
+type bpfRouterNode struct {
+	_        structs.HostLayout
+	Underlay bpfNcAddr
 }
 
 type bpfSockDestroyTarget struct {
@@ -175,13 +210,18 @@ const (
 	bpfMapLbRevnat          = "lb_revnat"
 	bpfMapLbServices        = "lb_services"
 	bpfMapLbSourceRanges    = "lb_source_ranges"
+	bpfMapNatNoMasq         = "nat_no_masq"
 	bpfMapNodeAddrs         = "node_addrs"
 	bpfMapNodeConfig        = "node_config"
+	bpfMapRouterConfig      = "router_config"
+	bpfMapRouterEndpoints   = "router_endpoints"
+	bpfMapRouterNodes       = "router_nodes"
 	bpfMapSockDestroyTarget = "sock_destroy_target"
 	bpfMapSockRevnat        = "sock_revnat"
 	bpfMapSockUdpBackend    = "sock_udp_backend"
 	bpfProgDestroyUdp       = "destroy_udp"
 	bpfProgFromNet          = "from_net"
+	bpfProgFromOverlay      = "from_overlay"
 	bpfProgFromPod          = "from_pod"
 	bpfProgSockBind4        = "sock_bind4"
 	bpfProgSockBind6        = "sock_bind6"
@@ -193,6 +233,7 @@ const (
 	bpfProgSockRecvmsg6     = "sock_recvmsg6"
 	bpfProgSockSendmsg4     = "sock_sendmsg4"
 	bpfProgSockSendmsg6     = "sock_sendmsg6"
+	bpfProgToOverlay        = "to_overlay"
 	bpfProgToPod            = "to_pod"
 )
 
@@ -240,6 +281,7 @@ type bpfSpecs struct {
 type bpfProgramSpecs struct {
 	DestroyUdp       *ebpf.ProgramSpec `ebpf:"destroy_udp"`
 	FromNet          *ebpf.ProgramSpec `ebpf:"from_net"`
+	FromOverlay      *ebpf.ProgramSpec `ebpf:"from_overlay"`
 	FromPod          *ebpf.ProgramSpec `ebpf:"from_pod"`
 	SockBind4        *ebpf.ProgramSpec `ebpf:"sock_bind4"`
 	SockBind6        *ebpf.ProgramSpec `ebpf:"sock_bind6"`
@@ -251,6 +293,7 @@ type bpfProgramSpecs struct {
 	SockRecvmsg6     *ebpf.ProgramSpec `ebpf:"sock_recvmsg6"`
 	SockSendmsg4     *ebpf.ProgramSpec `ebpf:"sock_sendmsg4"`
 	SockSendmsg6     *ebpf.ProgramSpec `ebpf:"sock_sendmsg6"`
+	ToOverlay        *ebpf.ProgramSpec `ebpf:"to_overlay"`
 	ToPod            *ebpf.ProgramSpec `ebpf:"to_pod"`
 }
 
@@ -266,8 +309,12 @@ type bpfMapSpecs struct {
 	LbRevnat          *ebpf.MapSpec `ebpf:"lb_revnat"`
 	LbServices        *ebpf.MapSpec `ebpf:"lb_services"`
 	LbSourceRanges    *ebpf.MapSpec `ebpf:"lb_source_ranges"`
+	NatNoMasq         *ebpf.MapSpec `ebpf:"nat_no_masq"`
 	NodeAddrs         *ebpf.MapSpec `ebpf:"node_addrs"`
 	NodeConfig        *ebpf.MapSpec `ebpf:"node_config"`
+	RouterConfig      *ebpf.MapSpec `ebpf:"router_config"`
+	RouterEndpoints   *ebpf.MapSpec `ebpf:"router_endpoints"`
+	RouterNodes       *ebpf.MapSpec `ebpf:"router_nodes"`
 	SockDestroyTarget *ebpf.MapSpec `ebpf:"sock_destroy_target"`
 	SockRevnat        *ebpf.MapSpec `ebpf:"sock_revnat"`
 	SockUdpBackend    *ebpf.MapSpec `ebpf:"sock_udp_backend"`
@@ -307,8 +354,12 @@ type bpfMaps struct {
 	LbRevnat          *ebpf.Map `ebpf:"lb_revnat"`
 	LbServices        *ebpf.Map `ebpf:"lb_services"`
 	LbSourceRanges    *ebpf.Map `ebpf:"lb_source_ranges"`
+	NatNoMasq         *ebpf.Map `ebpf:"nat_no_masq"`
 	NodeAddrs         *ebpf.Map `ebpf:"node_addrs"`
 	NodeConfig        *ebpf.Map `ebpf:"node_config"`
+	RouterConfig      *ebpf.Map `ebpf:"router_config"`
+	RouterEndpoints   *ebpf.Map `ebpf:"router_endpoints"`
+	RouterNodes       *ebpf.Map `ebpf:"router_nodes"`
 	SockDestroyTarget *ebpf.Map `ebpf:"sock_destroy_target"`
 	SockRevnat        *ebpf.Map `ebpf:"sock_revnat"`
 	SockUdpBackend    *ebpf.Map `ebpf:"sock_udp_backend"`
@@ -324,8 +375,12 @@ func (m *bpfMaps) Close() error {
 		m.LbRevnat,
 		m.LbServices,
 		m.LbSourceRanges,
+		m.NatNoMasq,
 		m.NodeAddrs,
 		m.NodeConfig,
+		m.RouterConfig,
+		m.RouterEndpoints,
+		m.RouterNodes,
 		m.SockDestroyTarget,
 		m.SockRevnat,
 		m.SockUdpBackend,
@@ -344,6 +399,7 @@ type bpfVariables struct {
 type bpfPrograms struct {
 	DestroyUdp       *ebpf.Program `ebpf:"destroy_udp"`
 	FromNet          *ebpf.Program `ebpf:"from_net"`
+	FromOverlay      *ebpf.Program `ebpf:"from_overlay"`
 	FromPod          *ebpf.Program `ebpf:"from_pod"`
 	SockBind4        *ebpf.Program `ebpf:"sock_bind4"`
 	SockBind6        *ebpf.Program `ebpf:"sock_bind6"`
@@ -355,6 +411,7 @@ type bpfPrograms struct {
 	SockRecvmsg6     *ebpf.Program `ebpf:"sock_recvmsg6"`
 	SockSendmsg4     *ebpf.Program `ebpf:"sock_sendmsg4"`
 	SockSendmsg6     *ebpf.Program `ebpf:"sock_sendmsg6"`
+	ToOverlay        *ebpf.Program `ebpf:"to_overlay"`
 	ToPod            *ebpf.Program `ebpf:"to_pod"`
 }
 
@@ -362,6 +419,7 @@ func (p *bpfPrograms) Close() error {
 	return _BpfClose(
 		p.DestroyUdp,
 		p.FromNet,
+		p.FromOverlay,
 		p.FromPod,
 		p.SockBind4,
 		p.SockBind6,
@@ -373,6 +431,7 @@ func (p *bpfPrograms) Close() error {
 		p.SockRecvmsg6,
 		p.SockSendmsg4,
 		p.SockSendmsg6,
+		p.ToOverlay,
 		p.ToPod,
 	)
 }

@@ -21,6 +21,12 @@ type (
 	AffinityValue    = bpfLbAffinityVal
 	AffinityMatchKey = bpfLbAffinityMatchKey
 	SourceRangeKey   = bpfLbSourceRangeKey
+
+	RouterEndpoint = bpfRouterEndpoint
+	RouterNode     = bpfRouterNode
+	RouterConf     = bpfRouterConf
+
+	Prefix = bpfNcPrefix // an LPM key: PrefixFrom
 )
 
 // Enums of the maps, generated from the C (bpf2go -type): the names
@@ -30,6 +36,7 @@ type (
 	CTFlags       = bpfCtFlags       // enum ct_flags
 	ServiceFlags  = bpfLbSvcFlags    // enum lb_svc_flags
 	NodeAddrIndex = bpfNodeAddrIndex // enum node_addr_index
+	RouterMode    = bpfRouterMode    // enum router_mode
 )
 
 const (
@@ -38,6 +45,7 @@ const (
 
 	CTExternal = bpfCtFlagsCT_F_EXTERNAL
 	CTSNAT     = bpfCtFlagsCT_F_SNAT
+	CTMasq     = bpfCtFlagsCT_F_MASQ
 
 	ServiceExternal     = bpfLbSvcFlagsLB_SVC_EXTERNAL
 	ServiceLocal        = bpfLbSvcFlagsLB_SVC_LOCAL
@@ -46,6 +54,9 @@ const (
 
 	NodeAddrV4 = bpfNodeAddrIndexNODE_ADDR_V4
 	NodeAddrV6 = bpfNodeAddrIndexNODE_ADDR_V6
+
+	RouterNative = bpfRouterModeROUTER_NATIVE
+	RouterVXLAN  = bpfRouterModeROUTER_VXLAN
 )
 
 // AddrFrom converts an address into the datapath's 16-byte form (IPv4 as
@@ -83,3 +94,22 @@ type (
 	NodeConfig        = bpfNodeConfig
 	SockDestroyTarget = bpfSockDestroyTarget
 )
+
+// PrefixFrom is p as an LPM key over the 16-byte form (IPv4 /n: 96+n).
+func PrefixFrom(p netip.Prefix) Prefix {
+	bits := p.Bits()
+	if p.Addr().Is4() {
+		bits += 96
+	}
+	return Prefix{Prefixlen: uint32(bits), Addr: AddrFrom(p.Masked().Addr())}
+}
+
+// Prefix converts an LPM key back.
+func (k bpfNcPrefix) Prefix() netip.Prefix {
+	a := k.Addr.IP()
+	bits := int(k.Prefixlen)
+	if a.Is4() {
+		bits -= 96
+	}
+	return netip.PrefixFrom(a, bits)
+}

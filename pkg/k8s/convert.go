@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 
@@ -367,10 +368,12 @@ func endpoint(ip netip.Addr, ep discoveryv1.Endpoint) model.Endpoint {
 	return e
 }
 
-// ToNode converts this node's Node object (nil: deleted).
-func ToNode(n *corev1.Node) *model.NodeInfo {
+// ToNode converts a Node object (nil: deleted). An invalid pod CIDR is
+// left out and named in the error; a second CIDR of one family too (pods
+// get one address per family).
+func ToNode(n *corev1.Node) (*model.NodeInfo, error) {
 	if n == nil {
-		return nil
+		return nil, nil
 	}
 	info := &model.NodeInfo{Name: n.Name, Zone: n.Labels[corev1.LabelTopologyZone]}
 	for _, a := range n.Status.Addresses {
@@ -378,5 +381,24 @@ func ToNode(n *corev1.Node) *model.NodeInfo {
 			info.Addresses = append(info.Addresses, ip.Unmap())
 		}
 	}
-	return info
+	var bad []string
+	field, cidrs := "spec.podCIDRs", n.Spec.PodCIDRs
+	if len(cidrs) == 0 && n.Spec.PodCIDR != "" { // set by older controllers only
+		field, cidrs = "spec.podCIDR", []string{n.Spec.PodCIDR}
+	}
+	for i, c := range cidrs {
+		p, err := netip.ParsePrefix(c)
+		switch {
+		case err != nil:
+			bad = append(bad, fmt.Sprintf("%s[%d]: %q is not a CIDR; left out", field, i, c))
+		case slices.ContainsFunc(info.PodCIDRs, func(q netip.Prefix) bool { return q.Addr().Is4() == p.Addr().Is4() }):
+			bad = append(bad, fmt.Sprintf("%s[%d]: %s is a second CIDR of its family; left out", field, i, c))
+		default:
+			info.PodCIDRs = append(info.PodCIDRs, p.Masked())
+		}
+	}
+	if len(bad) > 0 {
+		return info, errors.New(strings.Join(bad, "; "))
+	}
+	return info, nil
 }

@@ -1,12 +1,14 @@
 package k8s
 
 import (
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/netcube/netcube/internal/apiobj"
 	"github.com/netcube/netcube/pkg/model"
@@ -191,5 +193,34 @@ func TestEndpointSliceFieldsValidated(t *testing.T) {
 	s.AddressType = discoveryv1.AddressTypeFQDN
 	if got, err := ToEndpointSlice(s); got != nil || err != nil {
 		t.Errorf("FQDN slice: %v, %v; want nothing, no error", got, err)
+	}
+}
+
+func TestNodePodCIDRs(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		spec   corev1.NodeSpec
+		want   string
+		errors []string
+	}{
+		{"dual stack", corev1.NodeSpec{PodCIDRs: []string{"10.244.1.0/24", "fd00:10:244:1::/64"}}, "[10.244.1.0/24 fd00:10:244:1::/64]", nil},
+		{"masked", corev1.NodeSpec{PodCIDRs: []string{"10.244.1.7/24"}}, "[10.244.1.0/24]", nil},
+		{"only the old field", corev1.NodeSpec{PodCIDR: "10.244.3.0/24"}, "[10.244.3.0/24]", nil},
+		{"none", corev1.NodeSpec{}, "[]", nil},
+		{"invalid and doubled", corev1.NodeSpec{PodCIDRs: []string{"10.244.300.0/24", "fd00::/64", "fd01::/64"}}, "[fd00::/64]",
+			[]string{`spec.podCIDRs[0]: "10.244.300.0/24" is not a CIDR`, "spec.podCIDRs[2]: fd01::/64 is a second CIDR of its family"}},
+	} {
+		n, err := ToNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Spec: c.spec})
+		if got := fmt.Sprint(n.PodCIDRs); got != c.want {
+			t.Errorf("%s: pod CIDRs %s, want %s", c.name, got, c.want)
+		}
+		if (err != nil) != (c.errors != nil) {
+			t.Errorf("%s: error %v", c.name, err)
+		}
+		for _, e := range c.errors {
+			if !strings.Contains(err.Error(), e) {
+				t.Errorf("%s: error %q does not say %q", c.name, err, e)
+			}
+		}
 	}
 }

@@ -73,11 +73,14 @@ type ExternalAccess struct {
 }
 
 // Node is what the Service translation needs to know of this node.
-// NodeInfo is this node as its Node object describes it.
+// NodeInfo is a node as its Node object describes it.
 type NodeInfo struct {
 	Name      string
 	Zone      string       // topology.kubernetes.io/zone ("": unknown)
 	Addresses []netip.Addr // status.addresses that are IPs
+	// PodCIDRs are spec.podCIDRs (at most one per family): where the
+	// node's pods get their addresses, and what other nodes route to it.
+	PodCIDRs []netip.Prefix
 }
 
 type Node struct {

@@ -45,10 +45,13 @@ const (
 	// UnreadObject: a manifest holds a kind or apiVersion netcube does not
 	// read, or a document it cannot decode.
 	UnreadObject Reason = "UnreadObject"
+	// PodCIDRConflict: a Node's pod CIDR overlaps another node's; pods
+	// in it are not routed to that node.
+	PodCIDRConflict Reason = "PodCIDRConflict"
 )
 
 // Reasons lists every reason (the gauge reports each, standing or not).
-var Reasons = []Reason{InvalidField, FrontendConflict, DuplicateObject, UnreadObject}
+var Reasons = []Reason{InvalidField, FrontendConflict, DuplicateObject, UnreadObject, PodCIDRConflict}
 
 // Sink receives each new or changed problem, e.g. to write a Kubernetes
 // Event. It must not block.

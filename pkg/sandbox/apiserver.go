@@ -57,6 +57,9 @@ func startAPIServer(cfg Config, t Topology) error {
 	if cfg.Manifests != "" {
 		return fmt.Errorf("--manifests and --apiserver together are not supported: create objects with the API")
 	}
+	if err := createFromYAML(env.Client, t.NodesYAML()); err != nil {
+		return err
+	}
 	for _, content := range t.ExampleManifests() {
 		if err := createFromYAML(env.Client, content); err != nil {
 			return err
@@ -96,8 +99,8 @@ func (sb *Sandbox) Client() (kubernetes.Interface, error) {
 	return env.Client, nil
 }
 
-// createFromYAML creates the Services and EndpointSlices of a multi-document
-// YAML string.
+// createFromYAML creates the Nodes, Services and EndpointSlices of a
+// multi-document YAML string.
 func createFromYAML(c kubernetes.Interface, content string) error {
 	ctx := context.Background()
 	for _, doc := range strings.Split(content, "\n---\n") {
@@ -110,6 +113,12 @@ func createFromYAML(c kubernetes.Interface, content string) error {
 			_, err = c.CoreV1().Services(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 		case *discoveryv1.EndpointSlice:
 			_, err = c.DiscoveryV1().EndpointSlices(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *corev1.Node: // status is written apart, as kubelet does
+			var created *corev1.Node
+			if created, err = c.CoreV1().Nodes().Create(ctx, o, metav1.CreateOptions{}); err == nil {
+				created.Status = o.Status
+				_, err = c.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
+			}
 		default:
 			err = fmt.Errorf("unexpected %T", obj)
 		}

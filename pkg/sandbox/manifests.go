@@ -107,6 +107,21 @@ func (t Topology) ExampleManifests() map[string]string {
 	}
 }
 
+// NodesYAML renders the nodes' Node objects: their pod CIDRs (read by
+// their agents and the CNI plugin) and addresses.
+func (t Topology) NodesYAML() string {
+	var b strings.Builder
+	for i, n := range t.Nodes {
+		if i > 0 {
+			b.WriteString("---\n")
+		}
+		fmt.Fprintf(&b, "apiVersion: v1\nkind: Node\nmetadata:\n  name: %s\nspec:\n  podCIDRs: [\"%s\", \"%s\"]\n"+
+			"status:\n  addresses:\n  - {type: InternalIP, address: \"%s\"}\n  - {type: InternalIP, address: \"%s\"}\n",
+			n.Name, n.PodNet, n.PodNet6, n.IP4, n.IP6)
+	}
+	return b.String()
+}
+
 // WriteManifest atomically writes one manifest file the agents watch.
 func (t Topology) WriteManifest(file, content string) error {
 	tmp := filepath.Join(t.ManifestDir(), "."+file+".tmp")

@@ -5,10 +5,9 @@ import (
 	"net/netip"
 )
 
-// buildNetwork creates the underlay, the nodes and the pods with their
-// addresses and routes. Pods reach their node through a static next hop
-// (169.254.1.1 / fe80::1 resolved to the host veth's MAC), as Calico and
-// Cilium do; nodes route each other's pod CIDRs over the underlay.
+// buildNetwork creates the underlay and the nodes. Routes to other nodes'
+// pods are the agents' (from the Node objects); pods come from the CNI
+// plugin (addPod), once the agents run.
 func buildNetwork(t Topology) error {
 	if err := steps(
 		func() error { return ip("", "netns", "add", t.Underlay) },
@@ -38,29 +37,9 @@ func buildNetwork(t Topology) error {
 		); err != nil {
 			return fmt.Errorf("node %s: %w", n.Name, err)
 		}
-		for _, p := range n.Pods {
-			if err := buildPod(n, p); err != nil {
-				return fmt.Errorf("pod %s: %w", p.Name, err)
-			}
-		}
 	}
 	if err := buildExternal(t); err != nil {
 		return fmt.Errorf("external client: %w", err)
-	}
-	for _, n := range t.Nodes {
-		for _, peer := range t.Nodes {
-			if peer.Name == n.Name {
-				continue
-			}
-			if err := steps(
-				func() error { return ip(n.Netns, "route", "add", peer.PodNet.String(), "via", peer.IP4.String()) },
-				func() error {
-					return ip(n.Netns, "-6", "route", "add", peer.PodNet6.String(), "via", peer.IP6.String())
-				},
-			); err != nil {
-				return fmt.Errorf("node %s: route to %s: %w", n.Name, peer.Name, err)
-			}
-		}
 	}
 	return nil
 }
@@ -102,41 +81,6 @@ func (t Topology) RouteFromExternal(prefix netip.Prefix, node string) error {
 	return fmt.Errorf("no node %q", node)
 }
 
-func buildPod(n Node, p Pod) error {
-	return steps(
-		func() error { return ip("", "netns", "add", p.Netns) },
-		func() error {
-			return sysctl(p.Netns, "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0")
-		},
-		func() error { return ip(p.Netns, "link", "set", "lo", "up") },
-		func() error {
-			return ip(n.Netns, "link", "add", p.HostIf, "address", p.HostMAC, "type", "veth",
-				"peer", "name", "eth0", "address", p.PodMAC, "netns", p.Netns)
-		},
-		func() error { return ip(n.Netns, "link", "set", p.HostIf, "up") },
-		func() error { return ip(p.Netns, "link", "set", "eth0", "up") },
-		func() error { return ip(p.Netns, "addr", "add", p.IP4.String()+"/32", "dev", "eth0") },
-		func() error { return ip(p.Netns, "-6", "addr", "add", p.IP6.String()+"/128", "dev", "eth0", "nodad") },
-		func() error { return ip(p.Netns, "route", "add", gateway4, "dev", "eth0", "scope", "link") },
-		func() error { return ip(p.Netns, "route", "add", "default", "via", gateway4, "dev", "eth0") },
-		func() error {
-			return ip(p.Netns, "neigh", "replace", gateway4, "lladdr", p.HostMAC, "dev", "eth0", "nud", "permanent")
-		},
-		func() error { return ip(p.Netns, "-6", "route", "add", "default", "via", gateway6, "dev", "eth0") },
-		func() error {
-			return ip(p.Netns, "-6", "neigh", "replace", gateway6, "lladdr", p.HostMAC, "dev", "eth0", "nud", "permanent")
-		},
-		func() error { return ip(n.Netns, "route", "add", p.IP4.String()+"/32", "dev", p.HostIf) },
-		func() error { return ip(n.Netns, "-6", "route", "add", p.IP6.String()+"/128", "dev", p.HostIf) },
-		func() error {
-			return ip(n.Netns, "neigh", "replace", p.IP4.String(), "lladdr", p.PodMAC, "dev", p.HostIf, "nud", "permanent")
-		},
-		func() error {
-			return ip(n.Netns, "-6", "neigh", "replace", p.IP6.String(), "lladdr", p.PodMAC, "dev", p.HostIf, "nud", "permanent")
-		},
-	)
-}
-
 // AddPodAddress gives a pod another IPv4 and IPv6 address, routed like its
 // first (the benchmarks use it so that direct and Service flows from one
 // client never share a tuple).
@@ -151,16 +95,20 @@ func (t Topology) AddPodAddress(pod string, ip4, ip6 netip.Addr) error {
 			node = n
 		}
 	}
+	mac, err := podMAC(p)
+	if err != nil {
+		return err
+	}
 	return steps(
 		func() error { return ip(p.Netns, "addr", "add", ip4.String()+"/32", "dev", "eth0") },
 		func() error { return ip(p.Netns, "-6", "addr", "add", ip6.String()+"/128", "dev", "eth0", "nodad") },
 		func() error { return ip(node.Netns, "route", "add", ip4.String()+"/32", "dev", p.HostIf) },
 		func() error { return ip(node.Netns, "-6", "route", "add", ip6.String()+"/128", "dev", p.HostIf) },
 		func() error {
-			return ip(node.Netns, "neigh", "replace", ip4.String(), "lladdr", p.PodMAC, "dev", p.HostIf, "nud", "permanent")
+			return ip(node.Netns, "neigh", "replace", ip4.String(), "lladdr", mac, "dev", p.HostIf, "nud", "permanent")
 		},
 		func() error {
-			return ip(node.Netns, "-6", "neigh", "replace", ip6.String(), "lladdr", p.PodMAC, "dev", p.HostIf, "nud", "permanent")
+			return ip(node.Netns, "-6", "neigh", "replace", ip6.String(), "lladdr", mac, "dev", p.HostIf, "nud", "permanent")
 		},
 	)
 }

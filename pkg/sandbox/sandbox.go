@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/netcube/netcube/internal/cgroup"
+	"github.com/netcube/netcube/pkg/cni"
 	"github.com/netcube/netcube/pkg/datapath"
 )
 
@@ -51,7 +53,7 @@ func Up(cfg Config, log io.Writer) (sb *Sandbox, err error) {
 		}
 		cfg.BinDir = filepath.Dir(exe)
 	}
-	for _, bin := range []string{"netcube", "netcube-agent"} {
+	for _, bin := range []string{"netcube", "netcube-agent", cni.PluginType} {
 		if _, err := os.Stat(filepath.Join(cfg.BinDir, bin)); err != nil {
 			return nil, fmt.Errorf("%s not found in %s: run `make build`", bin, cfg.BinDir)
 		}
@@ -77,8 +79,8 @@ func Up(cfg Config, log io.Writer) (sb *Sandbox, err error) {
 		return nil, err
 	}
 
-	fmt.Fprintf(log, "sandbox %s: %d nodes x %d pods, socket-LB %v\n", cfg.Name, cfg.Nodes, cfg.PodsPerNode, cfg.SocketLB)
-	fmt.Fprintf(log, "  network: underlay bridge, nodes, pods, routes\n")
+	fmt.Fprintf(log, "sandbox %s: %d nodes x %d pods, socket-LB %v, routing %s\n", cfg.Name, cfg.Nodes, cfg.PodsPerNode, cfg.SocketLB, cfg.routing())
+	fmt.Fprintf(log, "  network: underlay bridge, nodes, routes\n")
 	if err := buildNetwork(t); err != nil {
 		return nil, err
 	}
@@ -103,15 +105,31 @@ func Up(cfg Config, log io.Writer) (sb *Sandbox, err error) {
 			return nil, err
 		}
 	}
+	for _, n := range t.Nodes {
+		fmt.Fprintf(log, "  agent %s: starting\n", n.Name)
+		if err := sb.startAgent(n); err != nil {
+			return nil, err
+		}
+	}
+	for _, n := range t.Nodes {
+		if err := t.waitConfList(n, readyTimeout); err != nil {
+			return nil, err
+		}
+		for _, p := range n.Pods {
+			fmt.Fprintf(log, "  pod %s: CNI ADD on %s\n", p.Name, n.Name)
+			if err := t.addPod(n, p, cfg.BinDir); err != nil {
+				return nil, fmt.Errorf("pod %s: %w", p.Name, err)
+			}
+		}
+	}
 	fmt.Fprintf(log, "  pods: starting servers on TCP and UDP %d\n", PodPort)
 	for _, p := range t.Pods() {
 		if err := sb.StartServer(p.Name); err != nil {
 			return nil, err
 		}
 	}
-	for _, n := range t.Nodes {
-		fmt.Fprintf(log, "  agent %s: starting\n", n.Name)
-		if err := sb.StartAgent(n.Name); err != nil {
+	for _, p := range t.Pods() {
+		if err := waitListening(p, PodPort, readyTimeout); err != nil {
 			return nil, err
 		}
 	}
@@ -120,6 +138,9 @@ func Up(cfg Config, log io.Writer) (sb *Sandbox, err error) {
 }
 
 func writeManifests(cfg Config, t Topology) error {
+	if err := t.WriteManifest("nodes.yaml", "# The nodes: their pod CIDRs and addresses.\n"+t.NodesYAML()); err != nil {
+		return err
+	}
 	if cfg.Manifests == "" {
 		for file, content := range t.ExampleManifests() {
 			if err := t.WriteManifest(file, content); err != nil {
@@ -144,6 +165,13 @@ func writeManifests(cfg Config, t Topology) error {
 	return nil
 }
 
+func (c Config) routing() string {
+	if c.Routing == "" {
+		return "native"
+	}
+	return c.Routing
+}
+
 func agentName(node string) string { return "agent-" + node }
 
 func (sb *Sandbox) node(name string) (Node, error) {
@@ -155,14 +183,24 @@ func (sb *Sandbox) node(name string) (Node, error) {
 	return Node{}, fmt.Errorf("no node %q in sandbox %s", name, sb.Config.Name)
 }
 
-// StartAgent starts a node's agent and waits until it has applied the state.
+// StartAgent starts a node's agent and waits until it has applied the
+// state and attached to the node's pods.
 func (sb *Sandbox) StartAgent(node string) error {
 	n, err := sb.node(node)
 	if err != nil {
 		return err
 	}
+	if err := sb.startAgent(n); err != nil {
+		return err
+	}
+	return sb.waitPodsAttached(n)
+}
+
+// startAgent starts a node's agent and waits until it has applied the
+// state.
+func (sb *Sandbox) startAgent(n Node) error {
 	t := sb.Topology
-	ready := filepath.Join(t.StateDir, agentName(node)+".ready")
+	ready := filepath.Join(t.StateDir, agentName(n.Name)+".ready")
 	_ = os.Remove(ready)
 	source := []string{"--manifests", t.ManifestDir()}
 	if sb.Config.APIServer {
@@ -170,21 +208,18 @@ func (sb *Sandbox) StartAgent(node string) error {
 	}
 	args := append([]string{filepath.Join(sb.Config.BinDir, "netcube-agent")},
 		append(source, "--node-name", n.Name, "--bpf-root", n.PinDir, "--cgroup", n.Cgroup,
-			"--socket-lb="+strconv.FormatBool(sb.Config.SocketLB), "--pod-iface-prefix", podIfPrefix, "--node-ifaces", "eth0",
+			"--socket-lb="+strconv.FormatBool(sb.Config.SocketLB), "--node-ifaces", "eth0",
+			"--routing", sb.Config.routing(), "--cni-conf-dir", t.cniConfDir(n), "--cni-socket", t.cniSocket(n), "--ipam-dir", t.ipamDir(n),
 			"--ready-file", ready)...)
 	args = append(args, sb.Config.AgentArgs...)
-	err = spawn(t, agentName(node), n.Netns, "", args...)
-	if err != nil {
+	if err := spawn(t, agentName(n.Name), n.Netns, "", args...); err != nil {
 		return err
 	}
-	if err := waitFile(t, ready, agentName(node), readyTimeout); err != nil {
-		return err
-	}
-	return sb.waitPodsAttached(n)
+	return waitFile(t, ready, agentName(n.Name), readyTimeout)
 }
 
 // waitPodsAttached waits until the agent has attached to every pod veth
-// (the agent scans for them right after its first sync).
+// (an agent attaches to the pods present before it reports ready).
 func (sb *Sandbox) waitPodsAttached(n Node) error {
 	deadline := time.Now().Add(readyTimeout)
 	for {
@@ -214,6 +249,44 @@ func (sb *Sandbox) StartServer(pod string) error {
 	}
 	return spawn(sb.Topology, "pod-"+p.Name, p.Netns, p.Cgroup,
 		filepath.Join(sb.Config.BinDir, "netcube"), "pod", "serve", "--name", p.Name, "--port", strconv.Itoa(PodPort))
+}
+
+// OutsidePort is where StartOutsideServer listens.
+const OutsidePort = 9090
+
+// StartOutsideServer runs an echo server on the external host, outside
+// the cluster (the internet, for pods), and returns its IPv4 and IPv6
+// addresses once it listens: its answers say which address it saw, so
+// masquerading shows.
+func (sb *Sandbox) StartOutsideServer() ([]string, error) {
+	h := sb.Topology.External
+	err := spawn(sb.Topology, "outside-server", h.Netns, "",
+		filepath.Join(sb.Config.BinDir, "netcube"), "pod", "serve", "--name", "outside", "--port", strconv.Itoa(OutsidePort))
+	if err != nil {
+		return nil, err
+	}
+	if err := waitListening(Pod{Name: "outside", Netns: h.Netns}, OutsidePort, readyTimeout); err != nil {
+		return nil, err
+	}
+	return []string{
+		net.JoinHostPort(h.IP4.String(), strconv.Itoa(OutsidePort)),
+		net.JoinHostPort(h.IP6.String(), strconv.Itoa(OutsidePort)),
+	}, nil
+}
+
+// waitListening waits until a pod's echo server listens on TCP and UDP.
+func waitListening(p Pod, port int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		out, err := exec.Command("ip", "netns", "exec", p.Netns, "ss", "-Hlntu", "sport = :"+strconv.Itoa(port)).Output()
+		if err == nil && strings.Count(strings.TrimSpace(string(out)), "\n") >= 1 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: no server listening on TCP and UDP %d within %s", p.Name, port, timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // StopServer kills a pod's echo server, as when the pod is deleted: new

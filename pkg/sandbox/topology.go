@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
+
+	"github.com/netcube/netcube/pkg/cni"
 )
 
 // Config describes a sandbox.
@@ -22,6 +24,8 @@ type Config struct {
 	// ServiceCIDRs is the API server's ClusterIP ranges (default
 	// "10.96.0.0/16,fd00:10:96::/112"; the benchmark needs more).
 	ServiceCIDRs string `json:",omitempty"`
+	// Routing is the agents' --routing: native (default) or vxlan.
+	Routing string `json:",omitempty"`
 	// AgentArgs are extra flags for every agent (map sizes, say).
 	AgentArgs []string `json:",omitempty"`
 }
@@ -55,17 +59,17 @@ type Node struct {
 	PinDir     string
 }
 
-// Pod is one sandbox pod.
+// Pod is one sandbox pod, wired by the CNI plugin.
 type Pod struct {
-	Name    string // n1p1: node 1, pod 1
-	Node    string
-	Netns   string
-	HostIf  string // host-side veth, in the node's namespace
-	IP4     netip.Addr
-	IP6     netip.Addr
-	HostMAC string
-	PodMAC  string
-	Cgroup  string
+	Name   string // n1p1: node 1, pod 1
+	Node   string
+	Netns  string
+	HostIf string // host-side veth, in the node's namespace (named by the plugin)
+	// IP4, IP6: what the plugin's IPAM hands out, in pod order, on a
+	// fresh node (the sandbox checks it did).
+	IP4    netip.Addr
+	IP6    netip.Addr
+	Cgroup string
 }
 
 // Host is a machine outside the cluster on the nodes' network: the client
@@ -90,18 +94,14 @@ type Topology struct {
 
 // Addresses inside the sandbox (only ever used within its namespaces).
 const (
-	underlay4   = "172.30.0.%d"
-	underlay6   = "fd00:172:30::%d"
-	podNet4     = "10.244.%d.0/24"
-	podNet6     = "fd00:10:244:%d::/64"
-	podIP4      = "10.244.%d.%d"
-	podIP6      = "fd00:10:244:%d::%d"
-	gateway4    = "169.254.1.1" // pods' next hop: the host-side veth
-	gateway6    = "fe80::1"
-	podIfPrefix = "ncp"
-	nodeOffset  = 10
-	podOffset   = 10
-	externalIP  = 200 // the external client's host part on the underlay
+	underlay4  = "172.30.0.%d"
+	underlay6  = "fd00:172:30::%d"
+	podNet4    = "10.244.%d.0/24"
+	podNet6    = "fd00:10:244:%d::/64"
+	podIP4     = "10.244.%d.%d"
+	podIP6     = "fd00:10:244:%d::%d"
+	nodeOffset = 10
+	externalIP = 200 // the external client's host part on the underlay
 )
 
 // Layout computes the topology of cfg. cgroupMount is the cgroup2 mount.
@@ -134,17 +134,16 @@ func Layout(cfg Config, cgroupMount string) Topology {
 		}
 		for k := 1; k <= cfg.PodsPerNode; k++ {
 			name := fmt.Sprintf("n%dp%d", i, k)
-			n.Pods = append(n.Pods, Pod{
-				Name:    name,
-				Node:    n.Name,
-				Netns:   cfg.Name + "-" + name,
-				HostIf:  fmt.Sprintf("%s%d", podIfPrefix, k),
-				IP4:     netip.MustParseAddr(fmt.Sprintf(podIP4, i, podOffset+k)),
-				IP6:     netip.MustParseAddr(fmt.Sprintf(podIP6, i, podOffset+k)),
-				HostMAC: fmt.Sprintf("02:00:00:%02x:%02x:01", i, k),
-				PodMAC:  fmt.Sprintf("02:00:00:%02x:%02x:02", i, k),
-				Cgroup:  filepath.Join(n.Cgroup, name),
-			})
+			p := Pod{
+				Name:   name,
+				Node:   n.Name,
+				Netns:  cfg.Name + "-" + name,
+				IP4:    netip.MustParseAddr(fmt.Sprintf(podIP4, i, k)),
+				IP6:    netip.MustParseAddr(fmt.Sprintf(podIP6, i, k)),
+				Cgroup: filepath.Join(n.Cgroup, name),
+			}
+			p.HostIf = cni.HostIfName(containerID(p), "eth0")
+			n.Pods = append(n.Pods, p)
 		}
 		t.Nodes = append(t.Nodes, n)
 	}

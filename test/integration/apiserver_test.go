@@ -114,8 +114,12 @@ func TestTrafficFollowsTheAPI(t *testing.T) {
 		}
 		// The agents learn their zone from their Node object.
 		for _, n := range sb.Topology.Nodes {
-			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: map[string]string{corev1.LabelTopologyZone: "zone-" + n.Name}}}
-			if _, err := c.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+			node, err := c.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			node.Labels = map[string]string{corev1.LabelTopologyZone: "zone-" + n.Name}
+			if _, err := c.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -24,6 +24,8 @@ struct ct_key {
 enum ct_flags : __u8 {
 	CT_F_EXTERNAL = 1, /* from outside the cluster, through this node */
 	CT_F_SNAT = 2,     /* source translated to nat_addr:nat_port */
+	CT_F_MASQ = 4,     /* a pod's flow to outside the cluster, masqueraded
+			    * (with CT_F_SNAT) to this node */
 };
 
 struct ct_entry {

@@ -13,3 +13,16 @@ struct {
 	__uint(max_entries, NODE_ADDR_MAX);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } node_addrs SEC(".maps");
+
+/* nat_no_masq: destinations a pod's traffic keeps its own source to (the
+ * cluster: every node's pod CIDRs and addresses, and the configured
+ * ranges); to any other, it is masqueraded to this node. Masquerading off
+ * is one entry, ::/0. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__type(key, struct nc_prefix);
+	__type(value, __u8);
+	__uint(max_entries, 16384);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} nat_no_masq SEC(".maps");

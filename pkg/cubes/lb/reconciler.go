@@ -192,8 +192,15 @@ func (r *Reconciler) OnEndpointSlice(key types.NamespacedName, slice *model.Endp
 }
 
 // OnNode reads this node's zone from its Node object (topology-aware
-// routing); NodePort addresses come from the node's interfaces (SetNode).
+// routing) and ignores other nodes; NodePort addresses come from the
+// node's interfaces (SetNode).
 func (r *Reconciler) OnNode(name string, node *model.NodeInfo) {
+	r.mu.Lock()
+	mine := name == r.thisNode.Name
+	r.mu.Unlock()
+	if !mine { // another node: the router's business
+		return
+	}
 	zone := ""
 	if node != nil {
 		zone = node.Zone

@@ -1,7 +1,10 @@
 // Package nat is the Go side of the NAT cube (bpf/cubes/nat): it writes
-// the node's own addresses, which flows from outside the cluster are
-// source-translated to (externalTrafficPolicy Cluster). The rewriting and
-// the choice of SNAT ports are the datapath's.
+// the node's own addresses, which flows from outside the cluster
+// (externalTrafficPolicy Cluster) and pods' flows to outside the cluster
+// (masquerading) are source-translated to, and what is outside the
+// cluster: every destination but the nodes' pod CIDRs and addresses (from
+// the Node objects) and the configured ranges. The rewriting and the
+// choice of SNAT ports are the datapath's.
 package nat
 
 import (
@@ -24,7 +27,9 @@ var _ cube.Cube = Cube{}
 
 func (Cube) Name() string { return "nat" }
 
-func (Cube) Maps() []cube.MapSpec { return []cube.MapSpec{{Name: MapNodeAddrs}} }
+func (Cube) Maps() []cube.MapSpec {
+	return []cube.MapSpec{{Name: MapNodeAddrs}, {Name: MapNoMasq, DefaultSize: 16384, SizeFlag: "nat-no-masq-max"}}
+}
 
 // Start writes the node's first address of each family as its SNAT
 // address.
@@ -38,8 +43,10 @@ func (Cube) Start(_ context.Context, env cube.Env) (cube.Started, error) {
 			v6 = a
 		}
 	}
-	slog.Info("SNAT addresses", "ipv4", v4, "ipv6", v6)
-	return cube.Started{}, SetNodeAddrs(env.Maps, v4, v6)
+	slog.Info("SNAT addresses", "ipv4", v4, "ipv6", v6, "masquerade", env.Settings.Masquerade)
+	m := &masq{maps: env.Maps, on: env.Settings.Masquerade, extra: env.Settings.NoMasquerade, nodes: map[string][]netip.Prefix{}}
+	m.apply()
+	return cube.Started{Nodes: m}, SetNodeAddrs(env.Maps, v4, v6)
 }
 
 // SetNodeAddrs writes this node's address of each family (the source of

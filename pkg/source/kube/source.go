@@ -2,7 +2,7 @@
 // then a watch for Services and EndpointSlices (stream), with kube-proxy's
 // label selectors (Services of another proxy, and headless Services, are
 // never even listed), whose objects are converted to netcube's model on
-// arrival and handed on, never cached; and this node's Node object.
+// arrival and handed on, never cached; and every Node object.
 // The initial state is declared complete only once every listed object has
 // been delivered. Failed API requests are retried with backoff here; failed
 // map writes, in the reconciler's workqueue.
@@ -11,13 +11,14 @@ package kube
 import (
 	"context"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
@@ -43,7 +44,6 @@ type Source struct {
 	// belong to another proxy and are ignored (kube-proxy's behaviour);
 	// otherwise only Services labelled with this name are handled.
 	ProxyName string
-	NodeName  string // this node (for its Node object); "" = none
 	// Report gets each object's invalid fields (the agent does not trust
 	// that the API server validated what it relies on).
 	Report *report.Reporter
@@ -111,11 +111,9 @@ func (s *Source) Run(ctx context.Context, h source.Handler) error {
 	synced := []func() bool{services.synced.Load, slices.synced.Load}
 	go services.run(ctx)
 	go slices.run(ctx)
-	if s.NodeName != "" {
-		node := s.nodeStream(c, h)
-		synced = append(synced, node.synced.Load)
-		go node.run(ctx)
-	}
+	nodes := s.nodeStream(c, h)
+	synced = append(synced, nodes.synced.Load)
+	go nodes.run(ctx)
 
 	slog.Info("listing Services and EndpointSlices", "selector", sel.String())
 	for !allTrue(synced) {
@@ -137,33 +135,35 @@ func (s *Source) forget(kind string) func(types.NamespacedName) {
 	}
 }
 
-// nodeStream watches this node's Node object.
-func (s *Source) nodeStream(c *client, h source.Handler) *stream[*corev1.Node] {
+// nodeStream watches every Node: this node's zone and pod CIDRs, and the
+// other nodes' pod CIDRs and addresses (routes to their pods).
+func (s *Source) nodeStream(c *client, h source.Handler) *stream[*model.NodeInfo] {
 	var mu sync.Mutex
-	var have *types.NamespacedName
-	thisNode := func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", s.NodeName).String()
-	}
-	return &stream[*corev1.Node]{
-		name:    "nodes",
-		api:     resource{c: c, rest: c.core, name: "nodes", list: func() runtime.Object { return &corev1.NodeList{} }, tweak: thisNode},
-		convert: func(o runtime.Object) *corev1.Node { return strip(o.(*corev1.Node)) },
-		deliver: func(k types.NamespacedName, n *corev1.Node) {
+	have := map[types.NamespacedName]bool{}
+	return &stream[*model.NodeInfo]{
+		name: "nodes",
+		api:  resource{c: c, rest: c.core, name: "nodes", list: func() runtime.Object { return &corev1.NodeList{} }},
+		convert: func(o runtime.Object) *model.NodeInfo {
+			api := o.(*corev1.Node)
+			n, err := k8s.ToNode(api)
+			s.Report.SetErr(report.Object{Kind: "Node", Name: api.Name}, report.InvalidField, err)
+			return n
+		},
+		deliver: func(k types.NamespacedName, n *model.NodeInfo) {
 			mu.Lock()
-			have = nil
 			if n != nil {
-				have = &k
+				have[k] = true
+			} else {
+				delete(have, k)
 			}
 			mu.Unlock()
-			h.OnNode(k.Name, k8s.ToNode(n))
+			h.OnNode(k.Name, n)
 		},
+		forget: s.forget("Node"),
 		known: func() []types.NamespacedName {
 			mu.Lock()
 			defer mu.Unlock()
-			if have == nil {
-				return nil
-			}
-			return []types.NamespacedName{*have}
+			return slices.Collect(maps.Keys(have))
 		},
 	}
 }
@@ -175,11 +175,4 @@ func allTrue(fs []func() bool) bool {
 		}
 	}
 	return true
-}
-
-// strip drops from a Node what netcube never reads before it is kept.
-func strip(n *corev1.Node) *corev1.Node {
-	n.ManagedFields = nil
-	n.Status.Images = nil
-	return n
 }

@@ -1,5 +1,6 @@
-// Package yamldir is a Source reading Services and EndpointSlices from a
-// directory of Kubernetes YAML (or JSON) files, watching it for changes.
+// Package yamldir is a Source reading Services, EndpointSlices and Nodes
+// (their pod CIDRs) from a directory of Kubernetes YAML (or JSON) files,
+// watching it for changes.
 //
 // Each file may hold several documents. Every change is delivered per
 // object: editing one Service in one file emits exactly that Service. A file

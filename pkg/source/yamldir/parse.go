@@ -20,7 +20,7 @@ import (
 
 // objKey identifies an object across files.
 type objKey struct {
-	kind string // "Service" or "EndpointSlice"
+	kind string // "Service", "EndpointSlice" or "Node"
 	types.NamespacedName
 }
 
@@ -34,6 +34,7 @@ func (k objKey) object() report.Object {
 type object struct {
 	svc   *model.Service
 	slice *model.EndpointSlice
+	node  *model.NodeInfo
 }
 
 // parsed is what one file holds.
@@ -56,7 +57,7 @@ func parseFile(data []byte) (parsed, error) {
 		key, obj, err := decode(tm, doc)
 		switch {
 		case key.kind == "":
-			p.unread = append(p.unread, fmt.Sprintf("document %d: kind %q apiVersion %q is not read by netcube (v1 Service, discovery.k8s.io/v1 EndpointSlice)", i, tm.Kind, tm.APIVersion))
+			p.unread = append(p.unread, fmt.Sprintf("document %d: kind %q apiVersion %q is not read by netcube (v1 Service, discovery.k8s.io/v1 EndpointSlice, v1 Node)", i, tm.Kind, tm.APIVersion))
 		case err != nil:
 			p.invalid[key] = err
 			if k8s.FailsClosed(err) {
@@ -120,6 +121,15 @@ func decode(tm metav1.TypeMeta, doc []byte) (objKey, object, error) {
 		s.Namespace = key.Namespace
 		slice, err := k8s.ToEndpointSlice(&s)
 		return key, object{slice: slice}, err
+	case tm.Kind == "Node" && tm.APIVersion == "v1":
+		var n corev1.Node
+		err := yaml.UnmarshalStrict(doc, &n)
+		key := objKey{"Node", types.NamespacedName{Name: n.Name}} // not namespaced
+		if err != nil {
+			return key, object{}, err
+		}
+		node, err := k8s.ToNode(&n)
+		return key, object{node: node}, err
 	}
 	return objKey{}, object{}, nil
 }

@@ -203,5 +203,7 @@ func (s *Source) deliver(k objKey, o object) {
 		s.h.OnService(k.NamespacedName, o.svc)
 	case "EndpointSlice":
 		s.h.OnEndpointSlice(k.NamespacedName, o.slice)
+	case "Node":
+		s.h.OnNode(k.Name, o.node)
 	}
 }

@@ -52,7 +52,13 @@ func (r *recorder) OnSynced() { r.add("synced") }
 func (r *recorder) ServiceKeys() []types.NamespacedName       { return nil }
 func (r *recorder) EndpointSliceKeys() []types.NamespacedName { return nil }
 
-func (r *recorder) OnNode(name string, n *model.NodeInfo) { r.add("Node " + name) }
+func (r *recorder) OnNode(name string, n *model.NodeInfo) {
+	if n == nil {
+		r.add("delete Node " + name)
+		return
+	}
+	r.add(fmt.Sprintf("Node %s %v", name, n.PodCIDRs))
+}
 
 func (r *recorder) take() []string {
 	r.mu.Lock()
@@ -264,4 +270,24 @@ func (r *rangeRecorder) OnService(k types.NamespacedName, s *model.Service) {
 		return
 	}
 	r.add(fmt.Sprintf("Service %s %s ranges %v", k, s.ClusterIPs[0], s.External.SourceRanges))
+}
+
+// TestNodesCarryPodCIDRs: Node documents give the nodes' pod CIDRs (the
+// CNI plugin's ranges, and routes to other nodes); an invalid CIDR is
+// named and the node keeps its last valid version.
+func TestNodesCarryPodCIDRs(t *testing.T) {
+	node := func(cidrs string) string {
+		return "apiVersion: v1\nkind: Node\nmetadata: {name: node1}\nspec:\n  podCIDRs: " + cidrs + "\n"
+	}
+	h := start(t, map[string]string{"nodes.yaml": node(`["10.244.1.0/24", "fd00:10:244:1::/64"]`)})
+	h.expect("Node node1 [10.244.1.0/24 fd00:10:244:1::/64]", "synced")
+	h.write("nodes.yaml", node(`["10.244.1.0/24", "10.244.9.0/24"]`))
+	h.expectError("Node node1", "spec.podCIDRs[1]: 10.244.9.0/24 is a second CIDR of its family")
+	h.expect() // the last valid version stays
+	h.write("nodes.yaml", node(`["10.244.2.0/24"]`))
+	h.expect("Node node1 [10.244.2.0/24]")
+	if err := os.Remove(filepath.Join(h.dir, "nodes.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	h.expect("delete Node node1")
 }

@@ -1,0 +1,16 @@
+/* masq.h: masquerading, which of a pod's destinations are outside the
+ * cluster (the agent writes nat_no_masq, pkg/cubes/nat). The translation
+ * itself is xlate.h's, with SNAT ports from snat.h.
+ */
+#pragma once
+#include "lib/common.h"
+#include "nat_maps.h"
+
+/* masq_wanted says whether a pod's packet to daddr leaves the cluster,
+ * and so takes this node's address as its source. */
+static always_inline int masq_wanted(const struct nc_addr *daddr)
+{
+	struct nc_prefix k = {.prefixlen = 128, .addr = *daddr};
+
+	return bpf_map_lookup_elem(&nat_no_masq, &k) == NULL;
+}

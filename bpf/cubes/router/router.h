@@ -1,0 +1,102 @@
+/* router.h: where a packet goes once the Service cube is done with it:
+ * into a pod of this node (bpf_redirect_peer: straight into the pod's
+ * namespace, neither the host stack nor the pod veth's transmit path), to
+ * a pod of another node (the VXLAN overlay, or the FIB's next hop on the
+ * underlay), or to the kernel (everything else: the node itself, and
+ * addresses outside the cluster).
+ */
+#pragma once
+#include "lib/common.h"
+#include "lib/fib.h"
+#include "router_maps.h"
+
+static always_inline const struct router_endpoint *router_endpoint(const struct nc_addr *daddr)
+{
+	return bpf_map_lookup_elem(&router_endpoints, daddr);
+}
+
+static always_inline const struct router_conf *router_cfg(void)
+{
+	__u32 k = 0;
+
+	return bpf_map_lookup_elem(&router_config, &k);
+}
+
+/* set_macs writes the frame's Ethernet addresses. */
+static always_inline int set_macs(struct __sk_buff *skb, const __u8 *dst, const __u8 *src)
+{
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+
+	if ((void *)(eth + 1) > end)
+		return -1;
+	__builtin_memcpy(eth->h_dest, dst, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, src, ETH_ALEN);
+	return 0;
+}
+
+/* router_to_endpoint hands the packet to a pod of this node. Only a tc
+ * ingress program may redirect to a peer (the caller is one). */
+static always_inline int router_to_endpoint(struct __sk_buff *skb, const struct router_endpoint *ep)
+{
+	if (set_macs(skb, ep->pod_mac, ep->host_mac))
+		return TC_ACT_SHOT;
+	return bpf_redirect_peer(ep->ifindex, 0);
+}
+
+/* router_to_overlay sends the packet into the VXLAN device, whose egress
+ * program (to_overlay) picks the tunnel's remote end. The inner frame is
+ * addressed to the device itself; the receiving node's from_overlay takes
+ * it as its own. */
+static always_inline int router_to_overlay(struct __sk_buff *skb, const struct router_conf *cfg)
+{
+	if (set_macs(skb, cfg->vxlan_mac, cfg->vxlan_mac))
+		return TC_ACT_SHOT;
+	return bpf_redirect(cfg->vxlan_ifindex, 0);
+}
+
+/* router_remote_node finds the node whose pod CIDR holds daddr. */
+static always_inline const struct router_node *router_remote_node(const struct nc_addr *daddr)
+{
+	struct nc_prefix k = {.prefixlen = 128, .addr = *daddr};
+
+	return bpf_map_lookup_elem(&router_nodes, &k);
+}
+
+/* router_to_node sends a packet that is not for a pod of this node on:
+ * into the overlay if it is for another node's pod and this node runs
+ * VXLAN, else to the FIB's next hop, else (the node itself, no route) to
+ * the kernel. */
+static always_inline int router_to_node(struct __sk_buff *skb, __u8 family,
+					const struct nc_addr *saddr, const struct nc_addr *daddr)
+{
+	const struct router_conf *cfg = router_cfg();
+
+	if (cfg && cfg->mode == ROUTER_VXLAN && cfg->vxlan_ifindex && router_remote_node(daddr))
+		return router_to_overlay(skb, cfg);
+	return redirect_to_next_hop(skb, family, saddr, daddr);
+}
+
+/* router_set_tunnel gives a packet leaving through the VXLAN device its
+ * tunnel's remote end: the node whose pod CIDR holds daddr (IPv4 underlay
+ * when the node has one). Returns -1 when no node has it. */
+static always_inline int router_set_tunnel(struct __sk_buff *skb, const struct nc_addr *daddr)
+{
+	const struct router_conf *cfg = router_cfg();
+	const struct router_node *n = router_remote_node(daddr);
+	struct bpf_tunnel_key key = {};
+	__u64 flags = 0;
+
+	if (!cfg || !n)
+		return -1;
+	key.tunnel_id = cfg->vni;
+	key.tunnel_ttl = 64;
+	if (addr_is_v4(&n->underlay)) {
+		key.remote_ipv4 = bpf_ntohl(n->underlay.w[3]);
+	} else {
+		__builtin_memcpy(key.remote_ipv6, n->underlay.w, 16);
+		flags = BPF_F_TUNINFO_IPV6;
+	}
+	return bpf_skb_set_tunnel_key(skb, &key, sizeof(key), flags) ? -1 : 0;
+}

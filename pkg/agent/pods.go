@@ -1,0 +1,184 @@
+package agent
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/netcube/netcube/pkg/cni"
+	"github.com/netcube/netcube/pkg/cube"
+	"github.com/netcube/netcube/pkg/cubes/router"
+	"github.com/netcube/netcube/pkg/datapath"
+	"github.com/netcube/netcube/pkg/model"
+	"github.com/netcube/netcube/pkg/source"
+)
+
+// pods attaches the pod programs to pods' host-side veths: those that
+// exist when the agent starts (pods wired before a restart), then each pod
+// the CNI plugin reports over the agent's socket before its ADD returns.
+// Nothing polls for interfaces.
+type pods struct {
+	dp       *datapath.Datapath
+	prefix   string
+	handlers []cube.PodHandler // the cubes told of each pod
+	mu       sync.Mutex
+}
+
+var _ cni.AgentHandler = (*pods)(nil)
+
+// attachExisting attaches to every pod veth present and forgets the links
+// of veths that are gone.
+func (p *pods) attachExisting() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	present, err := p.present()
+	if err != nil {
+		return err
+	}
+	for name, index := range present {
+		if err := p.dp.AttachPod(name, index); err != nil {
+			return err
+		}
+	}
+	slog.Info("pod interfaces attached", "count", len(present))
+	return p.prune(present)
+}
+
+func (p *pods) present() (map[string]int, error) {
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, ifc := range ifaces {
+		if strings.HasPrefix(ifc.Name, p.prefix) {
+			out[ifc.Name] = ifc.Index
+		}
+	}
+	return out, nil
+}
+
+func (p *pods) prune(present map[string]int) error {
+	keep := map[string]bool{}
+	for name := range present {
+		keep[name] = true
+	}
+	return p.dp.PrunePods(keep)
+}
+
+func (p *pods) Ready() error { return nil } // served once the datapath is loaded
+
+func (p *pods) PodAdded(pod cni.Pod) error {
+	if !strings.HasPrefix(pod.HostIf, p.prefix) {
+		return fmt.Errorf("pod veth %q is not named %s* (--pod-iface-prefix)", pod.HostIf, p.prefix)
+	}
+	ifc, err := net.InterfaceByName(pod.HostIf)
+	if err != nil {
+		return fmt.Errorf("pod veth %s: %w", pod.HostIf, err)
+	}
+	if pod.HostIfIndex != 0 && ifc.Index != pod.HostIfIndex {
+		return fmt.Errorf("pod veth %s is ifindex %d, the plugin made %d", pod.HostIf, ifc.Index, pod.HostIfIndex)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.dp.AttachPod(ifc.Name, ifc.Index); err != nil {
+		return err
+	}
+	for _, h := range p.handlers {
+		if err := h.PodUp(ifc.Name); err != nil {
+			return err
+		}
+	}
+	slog.Info("pod attached", "container", pod.ContainerID, "iface", pod.HostIf, "addrs", pod.Addrs)
+	return nil
+}
+
+func (p *pods) PodDeleted(pod cni.Pod) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	present, err := p.present()
+	if err != nil {
+		return err
+	}
+	slog.Info("pod deleted", "container", pod.ContainerID, "iface", pod.HostIf)
+	for _, h := range p.handlers {
+		if err := h.PodDown(pod.HostIf); err != nil {
+			return err
+		}
+	}
+	return p.prune(present)
+}
+
+// cniConfig installs the CNI conflist for this node's pod CIDRs, from its
+// Node object: the runtime starts pods only once it is there.
+type cniConfig struct {
+	cfg  Config
+	mu   sync.Mutex
+	have []netip.Prefix
+}
+
+func (c *cniConfig) onNode(node *model.NodeInfo) {
+	var cidrs []netip.Prefix
+	if node != nil {
+		cidrs = node.PodCIDRs
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if slices.Equal(cidrs, c.have) && c.have != nil {
+		return
+	}
+	c.have = cidrs
+	if len(cidrs) == 0 {
+		slog.Warn("this node has no pod CIDR (spec.podCIDRs): no CNI config, so no pod starts here", "node", c.cfg.NodeName)
+		if err := cni.RemoveConfList(c.cfg.CNIConfDir); err != nil {
+			slog.Error("remove the CNI config", "err", err)
+		}
+		return
+	}
+	if err := cni.WriteConfList(c.cfg.CNIConfDir, cidrs, c.cfg.MTU, c.cfg.IPAMDir, c.cfg.CNISocket); err != nil {
+		slog.Error("write the CNI config", "dir", c.cfg.CNIConfDir, "err", err)
+		return
+	}
+	slog.Info("CNI config installed", "dir", c.cfg.CNIConfDir, "pod_cidrs", cidrs)
+}
+
+// nodeTee hands Node objects to the cubes that route between nodes, and
+// this node's to the CNI config, besides the Service reconciler.
+type nodeTee struct {
+	source.Handler
+	name  string
+	cni   *cniConfig
+	nodes []cube.NodeHandler
+}
+
+func (t nodeTee) OnNode(name string, node *model.NodeInfo) {
+	if name == t.name && t.cni != nil {
+		t.cni.onNode(node)
+	}
+	for _, h := range t.nodes {
+		h.OnNode(name, node)
+	}
+	t.Handler.OnNode(name, node)
+}
+
+func (t nodeTee) OnSynced() {
+	for _, h := range t.nodes {
+		h.OnNodesSynced()
+	}
+	t.Handler.OnSynced()
+}
+
+// podMTU is the pods' MTU: the uplink's, less the overlay's overhead.
+func podMTU(routing string, uplinkMTU int) int {
+	if uplinkMTU == 0 {
+		return 0 // the plugin's default
+	}
+	if routing == router.VXLAN {
+		return uplinkMTU - router.OverlayOverhead
+	}
+	return uplinkMTU
+}

@@ -1,0 +1,89 @@
+package cni
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+)
+
+// ConfListFile is the conflist the agent installs. "10-" sorts it before
+// the usual names of other providers' files, as runtimes take the first.
+const ConfListFile = "10-netcube.conflist"
+
+// NetworkName is the conflist's network name.
+const NetworkName = "netcube"
+
+// WriteConfList installs (or replaces, atomically) the conflist in dir for
+// a node whose pods get addresses from podCIDRs.
+func WriteConfList(dir string, podCIDRs []netip.Prefix, mtu int, dataDir, socket string) error {
+	var cidrs []string
+	for _, p := range podCIDRs {
+		cidrs = append(cidrs, p.String())
+	}
+	plugin := map[string]any{"type": PluginType, "podCIDRs": cidrs, "dataDir": dataDir, "agentSocket": socket}
+	if mtu != 0 {
+		plugin["mtu"] = mtu
+	}
+	b, err := json.MarshalIndent(map[string]any{
+		"cniVersion": "1.1.0",
+		"name":       NetworkName,
+		"plugins":    []any{plugin},
+	}, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeAtomic(filepath.Join(dir, ConfListFile), append(b, '\n'), 0o644)
+}
+
+// RemoveConfList removes the conflist: the runtime then reports the
+// network not ready, and starts no pod on this node.
+func RemoveConfList(dir string) error {
+	err := os.Remove(filepath.Join(dir, ConfListFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// InstallPlugin copies the plugin binary into the runtime's CNI bin
+// directory, atomically, so a runtime never executes a half-written file.
+func InstallPlugin(binary, binDir string) error {
+	src, err := os.Open(binary)
+	if err != nil {
+		return fmt.Errorf("install %s: %w", PluginType, err)
+	}
+	defer src.Close()
+	b, err := io.ReadAll(src)
+	if err != nil {
+		return err
+	}
+	return writeAtomic(filepath.Join(binDir, PluginType), b, 0o755)
+}
+
+func writeAtomic(path string, data []byte, mode os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err == nil {
+		err = tmp.Chmod(mode)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

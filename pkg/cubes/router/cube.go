@@ -1,0 +1,79 @@
+package router
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/netcube/netcube/pkg/cube"
+	"github.com/netcube/netcube/pkg/datapath"
+)
+
+// The router cube's maps (bpf/cubes/router/router_maps.h).
+const (
+	MapEndpoints = "router_endpoints"
+	MapNodes     = "router_nodes"
+	MapConfig    = "router_config"
+)
+
+// Routing modes (cube.Settings.Routing).
+const (
+	Native = "native"
+	VXLAN  = "vxlan"
+)
+
+// Cube is the router cube as the registry lists it.
+type Cube struct{}
+
+var _ cube.Cube = Cube{}
+
+func (Cube) Name() string { return "router" }
+
+func (Cube) Maps() []cube.MapSpec {
+	return []cube.MapSpec{
+		{Name: MapEndpoints, DefaultSize: 4096, SizeFlag: "router-endpoints-max"},
+		{Name: MapNodes, DefaultSize: 16384, SizeFlag: "router-nodes-max"},
+		{Name: MapConfig},
+	}
+}
+
+// Start sets the routing mode up (creating or removing the overlay
+// device), writes this node's pods, and returns the handlers of Nodes and
+// pods.
+func (Cube) Start(_ context.Context, env cube.Env) (cube.Started, error) {
+	mode := env.Settings.Routing
+	if mode == "" {
+		mode = Native
+	}
+	conf := datapath.RouterConf{Mode: datapath.RouterNative}
+	var st cube.Started
+	overlay := 0
+	switch mode {
+	case Native:
+		if err := removeOverlay(); err != nil {
+			return st, err
+		}
+	case VXLAN:
+		dev, err := ensureOverlay(env.Settings.UplinkMTU)
+		if err != nil {
+			return st, err
+		}
+		overlay = dev.Attrs().Index
+		conf = datapath.RouterConf{Mode: datapath.RouterVXLAN, VxlanIfindex: uint32(overlay), Vni: VNI}
+		copy(conf.VxlanMac[:], dev.Attrs().HardwareAddr)
+		st.Interfaces = []cube.Interface{{Name: OverlayDevice, Ingress: "from_overlay", Egress: "to_overlay"}}
+	default:
+		return st, fmt.Errorf("--routing %q: want %s or %s", mode, Native, VXLAN)
+	}
+	if err := cube.Put(env.Maps, MapConfig, uint32(0), conf); err != nil {
+		return st, err
+	}
+	eps := &endpoints{maps: env.Maps, prefix: env.Settings.PodIfacePrefix}
+	if err := eps.syncAll(); err != nil {
+		return st, err
+	}
+	st.Pods = eps
+	st.Nodes = newNodes(env, mode, overlay, kernelRoutes{})
+	slog.Info("router", "mode", mode, "overlay_ifindex", overlay)
+	return st, nil
+}

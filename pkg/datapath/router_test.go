@@ -1,0 +1,108 @@
+package datapath_test
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/netcube/netcube/internal/pkt"
+	"github.com/netcube/netcube/pkg/cube"
+	"github.com/netcube/netcube/pkg/cubes/router"
+	"github.com/netcube/netcube/pkg/datapath"
+	"github.com/netcube/netcube/pkg/model"
+)
+
+var (
+	podMAC  = [6]byte{0x02, 0xaa, 0, 0, 0, 0x01}
+	hostMAC = [6]byte{0x02, 0xbb, 0, 0, 0, 0x01}
+	vxMAC   = [6]byte{0x02, 0xcc, 0, 0, 0, 0x01}
+)
+
+// withMACs is packet with its Ethernet addresses replaced.
+func withMACs(packet []byte, dst, src [6]byte) []byte {
+	out := append([]byte(nil), packet...)
+	copy(out[0:6], dst[:])
+	copy(out[6:12], src[:])
+	return out
+}
+
+func endpoint(t *testing.T, dp *datapath.Datapath, a netip.Addr, ifindex uint32) {
+	t.Helper()
+	ep := datapath.RouterEndpoint{Ifindex: ifindex, PodMac: podMAC, HostMac: hostMAC}
+	if err := cube.Put(dp.Maps(), router.MapEndpoints, datapath.AddrFrom(a), ep); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRouterPacketFlows: the router's decisions, packet in and out: a
+// packet for a pod of this node is redirected into it with its MACs (a
+// Service's, after balancing; a Service reply, translated back first);
+// with VXLAN, a packet for another node's pod goes into the overlay; what
+// is neither is the kernel's.
+func TestRouterPacketFlows(t *testing.T) {
+	dp, tables := load(t)
+	maps := dp.Maps()
+	if err := tables.Upsert(frontend(vip4, model.TCP), backends(be4b)); err != nil {
+		t.Fatal(err)
+	}
+	endpoint(t, dp, be4b.Addr(), 7)
+	endpoint(t, dp, client4.Addr(), 8)
+	syn4 := pkt.TCP(client4, vip4, syn, nil)
+	reply := pkt.TCP(be4b, client4, synAck, nil)
+	direct := pkt.TCP(client4, be4b, syn, nil)
+
+	for _, s := range []step{
+		{name: "pod -> Service, backend on this node: balanced, then into the backend's pod", in: syn4, verdict: actRedirect,
+			out: withMACs(pkt.Rewrite(syn4, client4, be4b), podMAC, hostMAC)},
+		{name: "its reply, client on this node: translated back, then into the client's pod", in: reply, verdict: actRedirect,
+			out: withMACs(pkt.Rewrite(reply, vip4, client4), podMAC, hostMAC)},
+		{name: "pod -> pod of this node: into it, untranslated", in: direct, verdict: actRedirect,
+			out: withMACs(direct, podMAC, hostMAC)},
+		{name: "pod -> another node's pod, native routing: the kernel's (no route here)", in: pkt.TCP(client4, pod4, syn, nil), verdict: actOK},
+		{name: "another node's pod -> a pod of this node, on the uplink: into it", fromNet: true,
+			in: pkt.TCP(pod4, be4b, syn, nil), verdict: actRedirect, out: withMACs(pkt.TCP(pod4, be4b, syn, nil), podMAC, hostMAC)},
+	} {
+		run(t, dp, s)
+	}
+
+	// VXLAN: another node's pod CIDR -> the overlay device.
+	conf := datapath.RouterConf{Mode: datapath.RouterVXLAN, VxlanIfindex: 1, Vni: router.VNI, VxlanMac: vxMAC}
+	if err := cube.Put(maps, router.MapConfig, uint32(0), conf); err != nil {
+		t.Fatal(err)
+	}
+	remote := netip.MustParsePrefix("10.244.2.0/24")
+	key := datapath.PrefixFrom(remote)
+	if err := cube.Put(maps, router.MapNodes, key, datapath.RouterNode{Underlay: datapath.AddrFrom(netip.MustParseAddr("172.30.0.12"))}); err != nil {
+		t.Fatal(err)
+	}
+	toRemote := pkt.TCP(client4, pod4, syn, nil)
+	for _, s := range []step{
+		{name: "VXLAN: pod -> another node's pod: into the overlay, addressed to it", in: toRemote, verdict: actRedirect,
+			out: withMACs(toRemote, vxMAC, vxMAC)},
+		{name: "VXLAN: pod -> this node's pod: still straight in", in: direct, verdict: actRedirect,
+			out: withMACs(direct, podMAC, hostMAC)},
+		{name: "VXLAN: pod -> outside any pod CIDR: the kernel's", in: pkt.TCP(client4, netip.MustParseAddrPort("192.0.2.1:443"), syn, nil), verdict: actOK},
+	} {
+		run(t, dp, s)
+	}
+
+	// to_overlay: a tunnel's remote end for another node's pods; nothing
+	// else may leave through the overlay.
+	overlay := dp.Program("to_overlay")
+	for _, c := range []struct {
+		name    string
+		in      []byte
+		verdict uint32
+	}{
+		{"to another node's pod", toRemote, actOK},
+		{"to an address no node has", pkt.TCP(client4, netip.MustParseAddrPort("10.244.9.9:80"), syn, nil), actShot},
+	} {
+		out := make([]byte, 1600)
+		verdict, err := overlay.Run(runOpts(c.in, out))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if verdict != c.verdict {
+			t.Errorf("to_overlay %s: verdict %d, want %d", c.name, verdict, c.verdict)
+		}
+	}
+}

@@ -1,0 +1,152 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/invoke"
+	"github.com/containernetworking/cni/pkg/types"
+	types100 "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/cni/pkg/version"
+
+	"github.com/netcube/netcube/pkg/cni"
+)
+
+// Pods are wired as a container runtime wires them: a network namespace,
+// then CNI ADD through libcni (the library containerd and CRI-O use) with
+// the conflist the node's agent installed, running the plugin on the node.
+
+// CNI directories of a node (the sandbox's stand-ins for /etc/cni/net.d,
+// the runtime's result cache, /var/lib/netcube/ipam, /run/netcube).
+func (t Topology) cniConfDir(n Node) string  { return filepath.Join(t.StateDir, n.Name, "net.d") }
+func (t Topology) cniCacheDir(n Node) string { return filepath.Join(t.StateDir, n.Name, "cni-cache") }
+func (t Topology) ipamDir(n Node) string     { return filepath.Join(t.StateDir, n.Name, "ipam") }
+func (t Topology) cniSocket(n Node) string   { return filepath.Join(t.StateDir, n.Name, "cni.sock") }
+
+// containerID is the pod's id in CNI calls (its namespace is unique).
+func containerID(p Pod) string { return p.Netns }
+
+// addPod creates the pod's namespace and runs CNI ADD for it, checking
+// that it got the addresses the topology expects (IPAM hands them out in
+// order on a fresh node).
+func (t Topology) addPod(n Node, p Pod, binDir string) error {
+	if err := steps(
+		func() error { return ip("", "netns", "add", p.Netns) },
+		func() error {
+			return sysctl(p.Netns, "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0")
+		},
+	); err != nil {
+		return err
+	}
+	res, err := t.cni(n, binDir, func(ctx context.Context, c *libcni.CNIConfig, l *libcni.NetworkConfigList, rt *libcni.RuntimeConf) (types.Result, error) {
+		return c.AddNetworkList(ctx, l, rt)
+	}, p)
+	if err != nil {
+		return fmt.Errorf("CNI ADD: %w", err)
+	}
+	r, err := types100.NewResultFromResult(res)
+	if err != nil {
+		return err
+	}
+	var got []netip.Addr
+	for _, ipc := range r.IPs {
+		a, _ := netip.AddrFromSlice(ipc.Address.IP)
+		got = append(got, a.Unmap())
+	}
+	if want := []netip.Addr{p.IP4, p.IP6}; !slices.Equal(got, want) {
+		return fmt.Errorf("CNI ADD gave %v, the topology expects %v (is %s's IPAM state fresh?)", got, want, n.Name)
+	}
+	if r.Interfaces[0].Name != p.HostIf {
+		return fmt.Errorf("CNI ADD made host veth %s, expected %s", r.Interfaces[0].Name, p.HostIf)
+	}
+	return nil
+}
+
+// delPod runs CNI DEL for the pod (its namespace stays).
+func (t Topology) delPod(n Node, p Pod, binDir string) error {
+	_, err := t.cni(n, binDir, func(ctx context.Context, c *libcni.CNIConfig, l *libcni.NetworkConfigList, rt *libcni.RuntimeConf) (types.Result, error) {
+		return nil, c.DelNetworkList(ctx, l, rt)
+	}, p)
+	return err
+}
+
+func (t Topology) cni(n Node, binDir string, op func(context.Context, *libcni.CNIConfig, *libcni.NetworkConfigList, *libcni.RuntimeConf) (types.Result, error), p Pod) (types.Result, error) {
+	list, err := libcni.LoadNetworkConf(t.cniConfDir(n), cni.NetworkName)
+	if err != nil {
+		return nil, err
+	}
+	c := libcni.NewCNIConfigWithCacheDir([]string{binDir}, t.cniCacheDir(n), nodeExec{netns: n.Netns})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return op(ctx, c, list, &libcni.RuntimeConf{ContainerID: containerID(p), NetNS: "/run/netns/" + p.Netns, IfName: "eth0"})
+}
+
+// waitConfList waits for the node's agent to install the conflist (it
+// does once it has read the node's pod CIDRs).
+func (t Topology) waitConfList(n Node, timeout time.Duration) error {
+	path := filepath.Join(t.cniConfDir(n), cni.ConfListFile)
+	deadline := time.Now().Add(timeout)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("agent on %s installed no CNI config (%s) within %s", n.Name, path, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// nodeExec runs CNI plugins in a node's network namespace, as the runtime
+// on that node would (libcni's own exec runs them where it runs).
+type nodeExec struct{ netns string }
+
+func (e nodeExec) ExecPlugin(ctx context.Context, pluginPath string, stdin []byte, environ []string) ([]byte, error) {
+	var stdout, stderr bytes.Buffer
+	c := exec.CommandContext(ctx, "nsenter", "--net=/run/netns/"+e.netns, "--", pluginPath)
+	c.Env, c.Stdin, c.Stdout, c.Stderr = environ, bytes.NewReader(stdin), &stdout, &stderr
+	if err := c.Run(); err != nil {
+		msg := &types.Error{}
+		if jerr := json.Unmarshal(stdout.Bytes(), msg); jerr != nil || msg.Msg == "" {
+			msg = &types.Error{Msg: fmt.Sprintf("%s failed: %v: %s", filepath.Base(pluginPath), err, bytes.TrimSpace(stderr.Bytes()))}
+		}
+		return nil, msg
+	}
+	return stdout.Bytes(), nil
+}
+
+func (e nodeExec) FindInPath(plugin string, paths []string) (string, error) {
+	return invoke.FindInPath(plugin, paths)
+}
+
+func (e nodeExec) Decode(b []byte) (version.PluginInfo, error) {
+	return (&version.PluginDecoder{}).Decode(b)
+}
+
+// podMAC reads a pod's interface MAC (the plugin chose it).
+func podMAC(p Pod) (string, error) {
+	out, err := exec.Command("ip", "-n", p.Netns, "-j", "link", "show", "eth0").Output()
+	if err != nil {
+		return "", fmt.Errorf("pod %s: %w", p.Name, err)
+	}
+	var links []struct {
+		Address string `json:"address"`
+	}
+	if err := json.Unmarshal(out, &links); err != nil || len(links) != 1 {
+		return "", fmt.Errorf("pod %s: eth0: %s", p.Name, out)
+	}
+	if _, err := net.ParseMAC(links[0].Address); err != nil {
+		return "", err
+	}
+	return links[0].Address, nil
+}
