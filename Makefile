@@ -4,7 +4,7 @@ BIN     := bin
 # Tests share the machine's namespaces, cgroups and bpffs: run packages one at a time.
 TESTFLAGS ?= -p 1 -count=1 -timeout 20m
 
-.PHONY: all deps tools generate manifests build test demo sandbox sandbox-down bench bench-sync bench-compare lint clean
+.PHONY: all deps tools generate manifests build test demo sandbox sandbox-down bench bench-sync bench-compare bench-podnet lint clean
 
 all: build
 
@@ -45,6 +45,9 @@ bench-sync: deps build tools ## control plane: sync cost at 1k..100k Services ag
 bench-compare: deps build tools ## netcube vs the real kube-proxy (iptables-nft, iptables-legacy, nftables) at 1..30k Services (netcube to 100k): docs/benchmarks/compare.md
 	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube bench compare \
 		--services 1,1000,5000,10000,30000,100000 --kube-proxy-max 30000 --runs 3 --duration 1s --reactions 3 --churn 6s --churn-every 1s
+
+bench-podnet: deps build tools ## pod network: netcube (native, VXLAN, kernel-routed) vs flannel VXLAN + bridge: docs/benchmarks/podnet.md
+	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube bench podnet --runs 3 --duration 3s --startups 100
 
 lint:
 	$(GO) vet ./...

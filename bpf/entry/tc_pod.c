@@ -43,7 +43,7 @@ int from_pod(struct __sk_buff *skb)
 		 * nat_no_masq says. */
 		if (!router_remote_node(&f.daddr) && masq_wanted(&f.daddr))
 			return xlate_masquerade(skb, &f);
-		return router_to_node(skb, f.family, &f.saddr, &f.daddr);
+		return router_to_node(skb, f.family, &f.saddr, &f.daddr, 0);
 	}
 	if (!lb_source_allowed(svc, &f.saddr))
 		return TC_ACT_SHOT;

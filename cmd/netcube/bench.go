@@ -21,8 +21,11 @@ func benchCmd(args []string) error {
 	if len(args) > 0 && args[0] == "compare" {
 		return benchCompare(args[1:])
 	}
+	if len(args) > 0 && args[0] == "podnet" {
+		return benchPodnet(args[1:])
+	}
 	if len(args) == 0 || args[0] != "datapath" {
-		return errors.New("usage: netcube bench datapath|sync|compare [flags]")
+		return errors.New("usage: netcube bench datapath|sync|compare|podnet [flags]")
 	}
 	fs := flag.NewFlagSet("bench datapath", flag.ExitOnError)
 	cfg := bench.DatapathConfig{Log: os.Stdout}
@@ -137,4 +140,38 @@ func benchCompare(args []string) error {
 		fmt.Printf("report: %s\n", filepath.Join(cfg.OutDir, "compare.md"))
 	}
 	return err
+}
+
+// benchPodnet: netcube's pod network against flannel (docs/benchmarks/podnet.md).
+func benchPodnet(args []string) error {
+	fs := flag.NewFlagSet("bench podnet", flag.ExitOnError)
+	cfg := bench.PodnetConfig{Log: os.Stdout}
+	peers := fs.String("peers", "", "peers, comma-separated (default: "+strings.Join(bench.PodnetPeers, ",")+")")
+	fs.IntVar(&cfg.Runs, "runs", 3, "repetitions (medians are reported)")
+	fs.DurationVar(&cfg.Duration, "duration", 3*time.Second, "length of each measurement")
+	fs.IntVar(&cfg.Startups, "startups", 100, "pods whose CNI ADD is timed, per peer")
+	fs.StringVar(&cfg.OutDir, "out", "docs/benchmarks", "directory for podnet.{json,md} and plots/ (\"\": none)")
+	_ = fs.Parse(args)
+	if *peers != "" {
+		cfg.Peers = strings.Split(*peers, ",")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cfg.BinDir = filepath.Dir(exe)
+	if os.Getenv("NETCUBE_TOOLS_DIR") == "" { // flannel's kube-apiserver
+		dir, err := kubeenv.ToolsDir()
+		if err != nil {
+			return err
+		}
+		os.Setenv("NETCUBE_TOOLS_DIR", dir)
+	}
+	rep, err := bench.RunPodnet(cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Println()
+	fmt.Print(rep.Markdown())
+	return nil
 }

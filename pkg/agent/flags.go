@@ -57,7 +57,7 @@ func flagSet(name string, cfg *Config) (fs *flag.FlagSet, configFile *string, cl
 	fs.BoolVar(&cfg.SocketLB, "socket-lb", cfg.SocketLB, "translate pod->Service at connect time (cgroup hooks); off: per-packet tc path only")
 	fs.StringVar(&cfg.Cgroup, "cgroup", cfg.Cgroup, "cgroup v2 directory holding the pods (socket-LB attaches here, never to the root cgroup)")
 	fs.StringVar(&cfg.PodIfacePrefix, "pod-iface-prefix", cfg.PodIfacePrefix, "host-side pod veths are named <prefix>*")
-	fs.StringVar(&cfg.Routing, "routing", cfg.Routing, "how pods reach other nodes' pods: native (the underlay routes pod CIDRs; a route per node is installed) or vxlan (an overlay)")
+	fs.StringVar(&cfg.Routing, "routing", cfg.Routing, "how pods reach other nodes' pods: native (the underlay routes pod CIDRs; a route per node is installed), vxlan (an overlay), or kernel (native routes, the kernel forwarding every pod packet: the stack-routed reference)")
 	fs.BoolVar(&cfg.Masquerade, "masquerade", cfg.Masquerade, "pods' traffic to outside the cluster leaves with the node's address")
 	fs.Func("no-masquerade", "CIDRs, comma-separated, that pods reach with their own address besides the cluster's (nodes' pod CIDRs and addresses)", func(v string) error {
 		cfg.NoMasquerade = strings.Split(v, ",")

@@ -246,7 +246,7 @@ func startBenchAgent(cfg SyncConfig, env *kubeenv.Env, pins, run string) (*agent
 	readyFile := state + ".ready"
 	_ = os.Remove(readyFile)
 	a.cmd = exec.Command(filepath.Join(cfg.BinDir, "netcube-agent"), "--kubeconfig", env.Kubeconfig,
-		"--bpf-root", pins, "--socket-lb=false", "--pod-iface-prefix", "none-", "--node-ifaces", "none", "--ready-file", readyFile,
+		"--bpf-root", pins, "--socket-lb=false", "--pod-iface-prefix", "none-", "--node-ifaces", "none", "--cni-socket=", "--ready-file", readyFile,
 		"--metrics-bind-address", a.metrics, "--healthz-bind-address", "", "--profiling",
 		"--lb-service-map-size", "2500000", "--lb-backend-map-size", "1200000", "--lb-revnat-map-size", "200000")
 	a.cmd.Stdout, a.cmd.Stderr = logf, logf

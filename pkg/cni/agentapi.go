@@ -92,8 +92,8 @@ type agent struct {
 	wait time.Duration
 }
 
-// errAgentDown: nothing answers on the socket.
-var errAgentDown = errors.New("netcube agent is not running")
+// ErrAgentDown: nothing answers on the socket.
+var ErrAgentDown = errors.New("netcube agent is not running")
 
 func (a agent) client() *http.Client {
 	return &http.Client{
@@ -128,11 +128,16 @@ func (a agent) call(method, path string, body any) error {
 			return fmt.Errorf("netcube agent: %s", bytes.TrimSpace(msg))
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%w (%s: %v)", errAgentDown, a.socket, err)
+			return fmt.Errorf("%w (%s: %v)", ErrAgentDown, a.socket, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// NotifyPod tells the agent listening on socket that pod's network changed
+// (as ADD does): it attaches the pod's programs and routes its addresses
+// again. For tools that give a pod another address.
+func NotifyPod(socket string, p Pod) error { return agent{socket: socket}.podAdded(p) }
 
 func (a agent) status() error          { return a.call(http.MethodGet, "/v1/status", nil) }
 func (a agent) podAdded(p Pod) error   { return a.call(http.MethodPut, "/v1/pods", p) }

@@ -168,6 +168,7 @@ type bpfRouterMode uint32
 const (
 	bpfRouterModeROUTER_NATIVE bpfRouterMode = 0
 	bpfRouterModeROUTER_VXLAN  bpfRouterMode = 1
+	bpfRouterModeROUTER_KERNEL bpfRouterMode = 2
 )
 
 type bpfRouterNode struct {

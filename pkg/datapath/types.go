@@ -57,6 +57,7 @@ const (
 
 	RouterNative = bpfRouterModeROUTER_NATIVE
 	RouterVXLAN  = bpfRouterModeROUTER_VXLAN
+	RouterKernel = bpfRouterModeROUTER_KERNEL
 )
 
 // AddrFrom converts an address into the datapath's 16-byte form (IPv4 as

@@ -115,7 +115,9 @@ func (t Topology) NodesYAML() string {
 		if i > 0 {
 			b.WriteString("---\n")
 		}
-		fmt.Fprintf(&b, "apiVersion: v1\nkind: Node\nmetadata:\n  name: %s\nspec:\n  podCIDRs: [\"%s\", \"%s\"]\n"+
+		// (An annotation, as kubelet always leaves some: flannel writes
+		// its own into the map it finds.)
+		fmt.Fprintf(&b, "apiVersion: v1\nkind: Node\nmetadata:\n  name: %s\n  annotations: {netcube.io/sandbox: \"true\"}\nspec:\n  podCIDRs: [\"%s\", \"%s\"]\n"+
 			"status:\n  addresses:\n  - {type: InternalIP, address: \"%s\"}\n  - {type: InternalIP, address: \"%s\"}\n",
 			n.Name, n.PodNet, n.PodNet6, n.IP4, n.IP6)
 	}

@@ -1,8 +1,11 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
+
+	"github.com/netcube/netcube/pkg/cni"
 )
 
 // buildNetwork creates the underlay and the nodes. Routes to other nodes'
@@ -83,7 +86,9 @@ func (t Topology) RouteFromExternal(prefix netip.Prefix, node string) error {
 
 // AddPodAddress gives a pod another IPv4 and IPv6 address, routed like its
 // first (the benchmarks use it so that direct and Service flows from one
-// client never share a tuple).
+// client never share a tuple), and tells the node's agent, as the CNI
+// plugin does for a new pod, so its router delivers to them as to the
+// first.
 func (t Topology) AddPodAddress(pod string, ip4, ip6 netip.Addr) error {
 	p, ok := t.Pod(pod)
 	if !ok {
@@ -109,6 +114,15 @@ func (t Topology) AddPodAddress(pod string, ip4, ip6 netip.Addr) error {
 		},
 		func() error {
 			return ip(node.Netns, "-6", "neigh", "replace", ip6.String(), "lladdr", mac, "dev", p.HostIf, "nud", "permanent")
+		},
+		func() error {
+			// An agent that is down reads the neighbours when it starts.
+			err := cni.NotifyPod(t.cniSocket(node), cni.Pod{ContainerID: containerID(p), IfName: "eth0", HostIf: p.HostIf,
+				Addrs: []netip.Addr{p.IP4, p.IP6, ip4, ip6}})
+			if errors.Is(err, cni.ErrAgentDown) {
+				return nil
+			}
+			return err
 		},
 	)
 }

@@ -38,50 +38,52 @@ func containerID(p Pod) string { return p.Netns }
 
 // addPod creates the pod's namespace and runs CNI ADD for it, checking
 // that it got the addresses the topology expects (IPAM hands them out in
-// order on a fresh node).
-func (t Topology) addPod(n Node, p Pod, binDir string) error {
+// order on a fresh node); it returns how long ADD took.
+func (t Topology) addPod(n Node, p Pod, binDir, network string) (time.Duration, error) {
 	if err := steps(
 		func() error { return ip("", "netns", "add", p.Netns) },
 		func() error {
 			return sysctl(p.Netns, "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0")
 		},
 	); err != nil {
-		return err
+		return 0, err
 	}
-	res, err := t.cni(n, binDir, func(ctx context.Context, c *libcni.CNIConfig, l *libcni.NetworkConfigList, rt *libcni.RuntimeConf) (types.Result, error) {
+	start := time.Now()
+	res, err := t.cni(n, binDir, network, func(ctx context.Context, c *libcni.CNIConfig, l *libcni.NetworkConfigList, rt *libcni.RuntimeConf) (types.Result, error) {
 		return c.AddNetworkList(ctx, l, rt)
 	}, p)
+	took := time.Since(start)
 	if err != nil {
-		return fmt.Errorf("CNI ADD: %w", err)
+		return took, fmt.Errorf("CNI ADD: %w", err)
 	}
 	r, err := types100.NewResultFromResult(res)
 	if err != nil {
-		return err
+		return took, err
 	}
 	var got []netip.Addr
 	for _, ipc := range r.IPs {
 		a, _ := netip.AddrFromSlice(ipc.Address.IP)
 		got = append(got, a.Unmap())
 	}
-	if want := []netip.Addr{p.IP4, p.IP6}; !slices.Equal(got, want) {
-		return fmt.Errorf("CNI ADD gave %v, the topology expects %v (is %s's IPAM state fresh?)", got, want, n.Name)
+	if want := []netip.Addr{p.IP4, p.IP6}; p.IP4.IsValid() && !slices.Equal(got, want) {
+		return took, fmt.Errorf("CNI ADD gave %v, the topology expects %v (is %s's IPAM state fresh?)", got, want, n.Name)
 	}
-	if r.Interfaces[0].Name != p.HostIf {
-		return fmt.Errorf("CNI ADD made host veth %s, expected %s", r.Interfaces[0].Name, p.HostIf)
+	if p.HostIf != "" && r.Interfaces[0].Name != p.HostIf {
+		return took, fmt.Errorf("CNI ADD made host veth %s, expected %s", r.Interfaces[0].Name, p.HostIf)
 	}
-	return nil
+	return took, nil
 }
 
 // delPod runs CNI DEL for the pod (its namespace stays).
-func (t Topology) delPod(n Node, p Pod, binDir string) error {
-	_, err := t.cni(n, binDir, func(ctx context.Context, c *libcni.CNIConfig, l *libcni.NetworkConfigList, rt *libcni.RuntimeConf) (types.Result, error) {
+func (t Topology) delPod(n Node, p Pod, binDir, network string) error {
+	_, err := t.cni(n, binDir, network, func(ctx context.Context, c *libcni.CNIConfig, l *libcni.NetworkConfigList, rt *libcni.RuntimeConf) (types.Result, error) {
 		return nil, c.DelNetworkList(ctx, l, rt)
 	}, p)
 	return err
 }
 
-func (t Topology) cni(n Node, binDir string, op func(context.Context, *libcni.CNIConfig, *libcni.NetworkConfigList, *libcni.RuntimeConf) (types.Result, error), p Pod) (types.Result, error) {
-	list, err := libcni.LoadNetworkConf(t.cniConfDir(n), cni.NetworkName)
+func (t Topology) cni(n Node, binDir, network string, op func(context.Context, *libcni.CNIConfig, *libcni.NetworkConfigList, *libcni.RuntimeConf) (types.Result, error), p Pod) (types.Result, error) {
+	list, err := libcni.LoadNetworkConf(t.cniConfDir(n), network)
 	if err != nil {
 		return nil, err
 	}
@@ -149,4 +151,30 @@ func podMAC(p Pod) (string, error) {
 		return "", err
 	}
 	return links[0].Address, nil
+}
+
+// TimePodStartups wires count extra pods on a node one after another, as a
+// runtime starting pods does, and returns how long each CNI ADD took; each
+// is deleted (CNI DEL, namespace) before the next.
+func (sb *Sandbox) TimePodStartups(node string, count int) ([]time.Duration, error) {
+	n, err := sb.node(node)
+	if err != nil {
+		return nil, err
+	}
+	var out []time.Duration
+	for i := 0; i < count; i++ {
+		p := Pod{Name: fmt.Sprintf("startup%d", i), Node: n.Name, Netns: fmt.Sprintf("%s-s%d", sb.Config.Name, i)}
+		took, err := sb.Topology.addPod(n, p, sb.pluginDir(), sb.network())
+		if err == nil {
+			out = append(out, took)
+			err = sb.Topology.delPod(n, p, sb.pluginDir(), sb.network())
+		}
+		if derr := ip("", "netns", "delete", p.Netns); err == nil {
+			err = derr
+		}
+		if err != nil {
+			return out, fmt.Errorf("pod startup %d on %s: %w", i, node, err)
+		}
+	}
+	return out, nil
 }

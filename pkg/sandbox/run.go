@@ -37,3 +37,9 @@ func steps(fns ...func() error) error {
 	}
 	return nil
 }
+
+// outputIn runs a command in a network namespace and returns its output.
+func outputIn(netns, name string, args ...string) (string, error) {
+	out, err := exec.Command("ip", append([]string{"netns", "exec", netns, name}, args...)...).Output()
+	return strings.TrimSpace(string(out)), err
+}

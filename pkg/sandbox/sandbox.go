@@ -65,6 +65,9 @@ func Up(cfg Config, log io.Writer) (sb *Sandbox, err error) {
 		}
 	}()
 
+	if cfg.PodNetwork == PodNetworkFlannel && (!cfg.APIServer || cfg.FlannelDir == "") {
+		return nil, fmt.Errorf("the flannel pod network needs the API server and FlannelDir (hack/build-flannel.sh)")
+	}
 	sb = &Sandbox{Config: cfg, Topology: t}
 	for _, d := range []string{t.ManifestDir(), t.LogDir(), filepath.Join(t.StateDir, "pids")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -105,21 +108,35 @@ func Up(cfg Config, log io.Writer) (sb *Sandbox, err error) {
 			return nil, err
 		}
 	}
-	for _, n := range t.Nodes {
-		fmt.Fprintf(log, "  agent %s: starting\n", n.Name)
-		if err := sb.startAgent(n); err != nil {
+	if cfg.PodNetwork == PodNetworkFlannel {
+		fmt.Fprintf(log, "  flanneld on every node (the reference pod network, no netcube)\n")
+		if err := sb.startFlannel(); err != nil {
 			return nil, err
+		}
+	} else {
+		for _, n := range t.Nodes {
+			fmt.Fprintf(log, "  agent %s: starting\n", n.Name)
+			if err := sb.startAgent(n); err != nil {
+				return nil, err
+			}
 		}
 	}
 	for _, n := range t.Nodes {
-		if err := t.waitConfList(n, readyTimeout); err != nil {
-			return nil, err
+		if cfg.PodNetwork != PodNetworkFlannel {
+			if err := t.waitConfList(n, readyTimeout); err != nil {
+				return nil, err
+			}
 		}
 		for _, p := range n.Pods {
 			fmt.Fprintf(log, "  pod %s: CNI ADD on %s\n", p.Name, n.Name)
-			if err := t.addPod(n, p, cfg.BinDir); err != nil {
+			if _, err := t.addPod(n, p, sb.pluginDir(), sb.network()); err != nil {
 				return nil, fmt.Errorf("pod %s: %w", p.Name, err)
 			}
+		}
+	}
+	if cfg.PodNetwork == PodNetworkFlannel {
+		if err := sb.waitFlannelRoutes(); err != nil {
+			return nil, err
 		}
 	}
 	fmt.Fprintf(log, "  pods: starting servers on TCP and UDP %d\n", PodPort)
@@ -163,6 +180,22 @@ func writeManifests(cfg Config, t Topology) error {
 		}
 	}
 	return nil
+}
+
+// pluginDir and network are where the runtime finds CNI plugins, and the
+// network it asks for.
+func (sb *Sandbox) pluginDir() string {
+	if sb.Config.PodNetwork == PodNetworkFlannel {
+		return sb.Config.FlannelDir
+	}
+	return sb.Config.BinDir
+}
+
+func (sb *Sandbox) network() string {
+	if sb.Config.PodNetwork == PodNetworkFlannel {
+		return flannelNetwork
+	}
+	return cni.NetworkName
 }
 
 func (c Config) routing() string {

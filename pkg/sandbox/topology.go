@@ -24,8 +24,15 @@ type Config struct {
 	// ServiceCIDRs is the API server's ClusterIP ranges (default
 	// "10.96.0.0/16,fd00:10:96::/112"; the benchmark needs more).
 	ServiceCIDRs string `json:",omitempty"`
-	// Routing is the agents' --routing: native (default) or vxlan.
+	// Routing is the agents' --routing: native (default), vxlan or
+	// kernel.
 	Routing string `json:",omitempty"`
+	// PodNetwork is "" (netcube: its CNI plugin and agents) or
+	// "flannel": the pod-network benchmark's reference, flanneld with
+	// the bridge and host-local plugins from FlannelDir
+	// (hack/build-flannel.sh), no netcube agent; it needs APIServer.
+	PodNetwork string `json:",omitempty"`
+	FlannelDir string `json:",omitempty"`
 	// AgentArgs are extra flags for every agent (map sizes, say).
 	AgentArgs []string `json:",omitempty"`
 }
@@ -132,17 +139,25 @@ func Layout(cfg Config, cgroupMount string) Topology {
 			HostCgroup: filepath.Join(t.CgroupRoot, fmt.Sprintf("node%d", i), "host"),
 			PinDir:     filepath.Join(t.PinRoot, fmt.Sprintf("node%d", i)),
 		}
+		// host-local hands out .2 on (the bridge holds .1); netcube's
+		// IPAM .1 on.
+		first := 1
+		if cfg.PodNetwork == PodNetworkFlannel {
+			first = 2
+		}
 		for k := 1; k <= cfg.PodsPerNode; k++ {
 			name := fmt.Sprintf("n%dp%d", i, k)
 			p := Pod{
 				Name:   name,
 				Node:   n.Name,
 				Netns:  cfg.Name + "-" + name,
-				IP4:    netip.MustParseAddr(fmt.Sprintf(podIP4, i, k)),
-				IP6:    netip.MustParseAddr(fmt.Sprintf(podIP6, i, k)),
+				IP4:    netip.MustParseAddr(fmt.Sprintf(podIP4, i, first+k-1)),
+				IP6:    netip.MustParseAddr(fmt.Sprintf(podIP6, i, first+k-1)),
 				Cgroup: filepath.Join(n.Cgroup, name),
 			}
-			p.HostIf = cni.HostIfName(containerID(p), "eth0")
+			if cfg.PodNetwork != PodNetworkFlannel { // the bridge plugin names its veths at random
+				p.HostIf = cni.HostIfName(containerID(p), "eth0")
+			}
 			n.Pods = append(n.Pods, p)
 		}
 		t.Nodes = append(t.Nodes, n)

@@ -44,6 +44,9 @@ enum router_mode : __u32 {
 	/* A VXLAN overlay: packets are sent into the collect-metadata VXLAN
 	 * device with the remote node as the tunnel's end. */
 	ROUTER_VXLAN = 1,
+	/* The kernel routes everything (native routes, router_endpoints left
+	 * empty): the stack-routed path, kept as the benchmark's reference. */
+	ROUTER_KERNEL = 2,
 };
 
 struct router_conf {

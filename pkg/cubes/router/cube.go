@@ -20,6 +20,10 @@ const (
 const (
 	Native = "native"
 	VXLAN  = "vxlan"
+	// Kernel: native routes, but the kernel forwards every packet that is
+	// not a Service's (no redirect into pods, no FIB redirect): the
+	// stack-routed path, the pod-network benchmark's second reference.
+	Kernel = "kernel"
 )
 
 // Cube is the router cube as the registry lists it.
@@ -49,9 +53,12 @@ func (Cube) Start(_ context.Context, env cube.Env) (cube.Started, error) {
 	var st cube.Started
 	overlay := 0
 	switch mode {
-	case Native:
+	case Native, Kernel:
 		if err := removeOverlay(); err != nil {
 			return st, err
+		}
+		if mode == Kernel {
+			conf.Mode = datapath.RouterKernel
 		}
 	case VXLAN:
 		dev, err := ensureOverlay(env.Settings.UplinkMTU)
@@ -63,12 +70,12 @@ func (Cube) Start(_ context.Context, env cube.Env) (cube.Started, error) {
 		copy(conf.VxlanMac[:], dev.Attrs().HardwareAddr)
 		st.Interfaces = []cube.Interface{{Name: OverlayDevice, Ingress: "from_overlay", Egress: "to_overlay"}}
 	default:
-		return st, fmt.Errorf("--routing %q: want %s or %s", mode, Native, VXLAN)
+		return st, fmt.Errorf("--routing %q: want %s, %s or %s", mode, Native, VXLAN, Kernel)
 	}
 	if err := cube.Put(env.Maps, MapConfig, uint32(0), conf); err != nil {
 		return st, err
 	}
-	eps := &endpoints{maps: env.Maps, prefix: env.Settings.PodIfacePrefix}
+	eps := &endpoints{maps: env.Maps, prefix: env.Settings.PodIfacePrefix, none: mode == Kernel}
 	if err := eps.syncAll(); err != nil {
 		return st, err
 	}

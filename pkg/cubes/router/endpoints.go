@@ -18,6 +18,7 @@ import (
 type endpoints struct {
 	maps   *cube.Maps
 	prefix string
+	none   bool // kernel routing: the map stays empty
 	mu     sync.Mutex
 }
 
@@ -34,6 +35,9 @@ func (e *endpoints) syncAll() error {
 	want, err := e.fromKernel()
 	if err != nil {
 		return err
+	}
+	if e.none {
+		clear(want)
 	}
 	var stale []datapath.Addr
 	err = cube.Each(e.maps, MapEndpoints, func(k datapath.Addr, v datapath.RouterEndpoint) bool {

@@ -154,7 +154,7 @@ func (n *nodes) underlay(info *model.NodeInfo, p netip.Prefix) netip.Addr {
 			v6 = a
 		}
 	}
-	if n.mode == VXLAN && v4.IsValid() {
+	if n.mode == VXLAN && v4.IsValid() { // (kernel mode routes as native)
 		return v4
 	}
 	if p.Addr().Is4() {

@@ -56,18 +56,24 @@ type resource struct {
 	rest  *rest.RESTClient
 	name  string
 	list  func() runtime.Object // a new, empty list
-	tweak func(*metav1.ListOptions)
+	tweak func(*metav1.ListOptions) // selectors; nil: every object
+}
+
+func (r resource) options(o *metav1.ListOptions) {
+	if r.tweak != nil {
+		r.tweak(o)
+	}
 }
 
 func (r resource) List(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-	r.tweak(&o)
+	r.options(&o)
 	into := r.list()
 	err := r.rest.Get().Resource(r.name).VersionedParams(&o, r.c.params).Do(ctx).Into(into)
 	return into, err
 }
 
 func (r resource) Watch(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-	r.tweak(&o)
+	r.options(&o)
 	o.Watch = true
 	return r.rest.Get().Resource(r.name).VersionedParams(&o, r.c.params).Watch(ctx)
 }
