@@ -105,4 +105,3 @@ func (sb *Sandbox) waitFlannelRoutes() error {
 	}
 	return nil
 }
-

@@ -55,7 +55,7 @@ type resource struct {
 	c     *client
 	rest  *rest.RESTClient
 	name  string
-	list  func() runtime.Object // a new, empty list
+	list  func() runtime.Object     // a new, empty list
 	tweak func(*metav1.ListOptions) // selectors; nil: every object
 }
 
