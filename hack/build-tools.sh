@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the real Kubernetes components netcube tests and benchmarks against
-# (kube-apiserver, etcd, and kube-proxy, the benchmark's baseline) from the
+# (kube-apiserver, etcd, kube-controller-manager, and kube-proxy, the
+# benchmark's baseline) from the
 # Go module proxy, pinned by hack/tools/go.mod, into a cache
 # keyed by that pinning, plus helm (to render and validate the chart): a
 # second run, or CI on the same machine, reuses them. Prints the directory
@@ -11,24 +12,23 @@ HELM_VERSION=v3.22.0
 
 key=$(cat go.mod go.sum | sha256sum | cut -c1-16)
 dir="${NETCUBE_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/netcube/tools}/$key"
-bins=(kube-apiserver etcd kube-proxy)
-
-missing=0
-for b in "${bins[@]}"; do [ -x "$dir/$b" ] || missing=1; done
-if [ "$missing" = 1 ]; then
-  mkdir -p "$dir.tmp"
-  echo "build-tools: building kube-apiserver, etcd and kube-proxy into $dir (takes minutes the first time)" >&2
-  # Memory, not CPU, limits a kube-apiserver build on a small machine.
-  GOFLAGS=-trimpath go build -o "$dir.tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
-  echo "build-tools: kube-apiserver done" >&2
-  GOFLAGS=-trimpath go build -o "$dir.tmp/etcd" go.etcd.io/etcd/server/v3
-  echo "build-tools: etcd done" >&2
-  GOFLAGS=-trimpath go build -o "$dir.tmp/kube-proxy" k8s.io/kubernetes/cmd/kube-proxy
-  echo "build-tools: kube-proxy done" >&2
-  rm -rf "$dir" && mv "$dir.tmp" "$dir"
-else
-  echo "build-tools: kube-apiserver, etcd and kube-proxy cached in $dir" >&2
-fi
+# name=package of every binary; each one missing from the cache is built.
+bins=(
+  kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver
+  etcd=go.etcd.io/etcd/server/v3
+  kube-proxy=k8s.io/kubernetes/cmd/kube-proxy
+  kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager
+)
+mkdir -p "$dir"
+for b in "${bins[@]}"; do
+  name=${b%%=*} pkg=${b#*=}
+  if [ ! -x "$dir/$name" ]; then
+    echo "build-tools: building $name into $dir (takes minutes the first time)" >&2
+    # Memory, not CPU, limits a Kubernetes build on a small machine.
+    GOFLAGS=-trimpath go build -o "$dir/$name.tmp" "$pkg"
+    mv "$dir/$name.tmp" "$dir/$name"
+  fi
+done
 # (helm built this way reports only its minor version: keep a marker.)
 if [ ! -x "$dir/helm" ] || [ "$(cat "$dir/helm.version" 2>/dev/null)" != "$HELM_VERSION" ]; then
   echo "build-tools: building helm $HELM_VERSION" >&2

@@ -151,7 +151,16 @@ func benchPodnet(args []string) error {
 	fs.DurationVar(&cfg.Duration, "duration", 3*time.Second, "length of each measurement")
 	fs.IntVar(&cfg.Startups, "startups", 100, "pods whose CNI ADD is timed, per peer")
 	fs.StringVar(&cfg.OutDir, "out", "docs/benchmarks", "directory for podnet.{json,md} and plots/ (\"\": none)")
+	reportOnly := fs.Bool("report-only", false, "render podnet.md and the plots again from --out's podnet.json; measure nothing")
 	_ = fs.Parse(args)
+	if *reportOnly {
+		rep, err := bench.RenderPodnet(cfg.OutDir)
+		if err != nil {
+			return err
+		}
+		fmt.Print(rep.Markdown())
+		return nil
+	}
 	if *peers != "" {
 		cfg.Peers = strings.Split(*peers, ",")
 	}

@@ -293,3 +293,22 @@ func ToolsDir() (string, error) {
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	return lines[len(lines)-1], nil
 }
+
+// StartControllerManager runs kube-controller-manager with only its node
+// IPAM controller: it gives each Node without pod CIDRs one of each
+// family from clusterCIDRs (comma-separated, IPv4 first), /24 and /64, as
+// a cluster's `--allocate-node-cidrs` does. It ends with the control plane
+// (Stop, or the namespace's processes killed).
+func (e *Env) StartControllerManager(clusterCIDRs string) error {
+	bin := filepath.Join(e.ToolsDir, "kube-controller-manager")
+	if _, err := os.Stat(bin); err != nil {
+		return fmt.Errorf("kube-controller-manager: %w (hack/build-tools.sh builds it)", err)
+	}
+	_, err := e.spawn("kube-controller-manager", bin,
+		"--kubeconfig", e.Kubeconfig, "--controllers", "nodeipam", "--leader-elect=false",
+		"--allocate-node-cidrs=true", "--cluster-cidr", clusterCIDRs,
+		"--node-cidr-mask-size-ipv4", "24", "--node-cidr-mask-size-ipv6", "64",
+		"--service-cluster-ip-range", e.ServiceCIDRs, "--secure-port", "0",
+		"--use-service-account-credentials=false")
+	return err
+}

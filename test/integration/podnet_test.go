@@ -1,17 +1,23 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/netcube/netcube/internal/testenv"
+	"github.com/netcube/netcube/pkg/kubeenv"
 	"github.com/netcube/netcube/pkg/sandbox"
 )
 
@@ -174,4 +180,70 @@ func linkCounter(t *testing.T, netns, link, stat string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestPodCIDRsFromTheControllerManager: with the real
+// kube-controller-manager allocating node CIDRs (--allocate-node-cidrs), a
+// new node gets pod CIDRs of both families, and every agent routes them to
+// it; when the node goes, so do the routes.
+func TestPodCIDRsFromTheControllerManager(t *testing.T) {
+	tools, err := kubeenv.ToolsDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := upWith(t, "tk", sandbox.Config{APIServer: true})
+	env, err := sb.Env()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.ToolsDir, env.ServiceCIDRs = tools, "10.96.0.0/16,fd00:10:96::/112"
+	if err := env.StartControllerManager("10.244.0.0/16,fd00:10:244::/48"); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	c := env.Client
+	node3 := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node3"}}
+	created, err := c.CoreV1().Nodes().Create(ctx, node3, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "172.30.0.13"}, {Type: corev1.NodeInternalIP, Address: "fd00:172:30::13"}}
+	if _, err := c.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var cidrs []string
+	testenv.WaitFor(t, 30*time.Second, "kube-controller-manager allocating node3's pod CIDRs", func() bool {
+		n, err := c.CoreV1().Nodes().Get(ctx, "node3", metav1.GetOptions{})
+		cidrs = nil
+		if err == nil {
+			cidrs = n.Spec.PodCIDRs
+		}
+		return len(cidrs) == 2
+	})
+	for _, taken := range []string{"10.244.1.0/24", "10.244.2.0/24", "fd00:10:244:1::/64", "fd00:10:244:2::/64"} {
+		if slices.Contains(cidrs, taken) {
+			t.Fatalf("node3 got %v, which another node has", cidrs)
+		}
+	}
+	routed := func(n sandbox.Node, cidr, via string) func() bool {
+		family := "-4"
+		if strings.Contains(cidr, ":") {
+			family = "-6"
+		}
+		return func() bool {
+			out, _ := exec.Command("ip", family, "-n", n.Netns, "route", "show", cidr).Output()
+			return strings.Contains(string(out), "via "+via)
+		}
+	}
+	for _, n := range sb.Topology.Nodes {
+		testenv.WaitFor(t, 5*time.Second, n.Name+" routing node3's IPv4 pods", routed(n, cidrs[0], "172.30.0.13"))
+		testenv.WaitFor(t, 5*time.Second, n.Name+" routing node3's IPv6 pods", routed(n, cidrs[1], "fd00:172:30::13"))
+	}
+	if err := c.CoreV1().Nodes().Delete(ctx, "node3", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range sb.Topology.Nodes {
+		gone := routed(n, cidrs[0], "172.30.0.13")
+		testenv.WaitFor(t, 5*time.Second, n.Name+" no longer routing node3's pods", func() bool { return !gone() })
+	}
 }
