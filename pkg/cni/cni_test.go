@@ -1,9 +1,11 @@
 package cni_test
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -335,5 +337,27 @@ func TestCnitool(t *testing.T) {
 	e.stopAgent()
 	if out, err := tool("status", "netcube", ns); err == nil || !strings.Contains(out, "not ready") {
 		t.Fatalf("cnitool status with the agent down: %v\n%s", err, out)
+	}
+}
+
+// TestVersion: VERSION names the spec versions the plugin speaks, 1.1.0
+// (GC, STATUS) among them.
+func TestVersion(t *testing.T) {
+	cmd := exec.Command(filepath.Join(binaries(t), cni.PluginType))
+	cmd.Env = append(os.Environ(), "CNI_COMMAND=VERSION")
+	cmd.Stdin = strings.NewReader(`{"cniVersion":"1.1.0"}`)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		CNIVersion        string   `json:"cniVersion"`
+		SupportedVersions []string `json:"supportedVersions"`
+	}
+	if err := json.Unmarshal(out, &v); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if !slices.Contains(v.SupportedVersions, "1.1.0") || !slices.Contains(v.SupportedVersions, "0.4.0") {
+		t.Fatalf("supported versions %v", v.SupportedVersions)
 	}
 }
