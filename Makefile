@@ -4,7 +4,7 @@ BIN     := bin
 # Tests share the machine's namespaces, cgroups and bpffs: run packages one at a time.
 TESTFLAGS ?= -p 1 -count=1 -timeout 20m
 
-.PHONY: all deps tools generate manifests build test demo sandbox sandbox-down bench bench-sync bench-compare bench-podnet lint clean
+.PHONY: all deps tools generate manifests build images test demo sandbox sandbox-down bench bench-sync bench-compare bench-podnet lint clean
 
 all: build
 
@@ -23,6 +23,10 @@ generate:        ## regenerate the cubes' hook header from the registry, then th
 
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
+
+images: build     ## the agent's image as an archive (bin/images/netcube-agent.tar), from static builds
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/static/ ./cmd/netcube-agent ./cmd/netcube-cni
+	mkdir -p $(BIN)/images && $(BIN)/netcube image agent --bin $(BIN)/static --out $(BIN)/images/netcube-agent.tar
 
 test: deps build tools ## every test: unit, datapath (BPF_PROG_RUN), socket-LB, control plane (real kube-apiserver), sandbox
 	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(GO) test $(TESTFLAGS) ./...

@@ -14,6 +14,7 @@ packages=(
   procps                # pkill/pgrep used by sandbox cleanup
   curl                  # HTTP requests from sandbox namespaces (health-check ports)
   iputils-ping          # ping: node -> pod reachability in the CNI tests
+  containerd runc       # a real container runtime: images built here are imported and run
   iptables nftables     # kube-proxy, the benchmark's baseline (iptables-nft, iptables-legacy, nftables modes)
 )
 

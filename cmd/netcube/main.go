@@ -7,12 +7,13 @@ import (
 	"os"
 )
 
-const usage = `netcube: eBPF Service load balancing for Kubernetes
+const usage = `netcube: eBPF Service load balancing and pod networking for Kubernetes
 
 Usage:
   netcube sandbox up|down|status|exec|restart-agent [flags]   a cluster on this machine
   netcube demo [flags]                                        sandbox + requests to each Service
-  netcube bench datapath [flags]                              pod->Service vs pod->pod figures
+  netcube bench datapath|sync|compare|podnet [flags]          benchmarks (docs/benchmarks)
+  netcube image agent --bin DIR --out FILE                    the agent's image as an archive (no registry)
   netcube pod serve|request|load [flags]                      traffic tools run inside pods
 
 Run 'netcube <command> -h' for a command's flags.
@@ -33,6 +34,8 @@ func main() {
 		err = benchCmd(os.Args[2:])
 	case "pod":
 		err = podCmd(os.Args[2:])
+	case "image":
+		err = imageCmd(os.Args[2:])
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

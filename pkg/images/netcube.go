@@ -1,0 +1,21 @@
+package images
+
+import "path/filepath"
+
+// AgentRef is the agent image's name, as the Helm chart's default values
+// ask for it (deploy/helm/netcube/values.yaml).
+const AgentRef = "ghcr.io/netcube/netcube-agent:0.1.0"
+
+// Agent is netcube's agent image: the agent and the CNI plugin (which the
+// agent copies onto the node), from binDir, which must hold static builds
+// (CGO_ENABLED=0: the image has no libc).
+func Agent(binDir string) Spec {
+	return Spec{
+		Ref: AgentRef,
+		Files: []File{
+			{Source: filepath.Join(binDir, "netcube-agent"), Path: "/usr/local/bin/netcube-agent", Mode: 0o755},
+			{Source: filepath.Join(binDir, "netcube-cni"), Path: "/usr/local/bin/netcube-cni", Mode: 0o755},
+		},
+		Entrypoint: []string{"/usr/local/bin/netcube-agent"},
+	}
+}
