@@ -24,9 +24,10 @@ generate:        ## regenerate the cubes' hook header from the registry, then th
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-images: build     ## the agent's image as an archive (bin/images/netcube-agent.tar), from static builds
+images: build     ## the agent's and the pause image as archives (bin/images/), from static builds
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/static/ ./cmd/netcube-agent ./cmd/netcube-cni
 	mkdir -p $(BIN)/images && $(BIN)/netcube image agent --bin $(BIN)/static --out $(BIN)/images/netcube-agent.tar
+	$(BIN)/netcube image pause --out $(BIN)/images/pause.tar
 
 test: deps build tools ## every test: unit, datapath (BPF_PROG_RUN), socket-LB, control plane (real kube-apiserver), sandbox
 	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(GO) test $(TESTFLAGS) ./...

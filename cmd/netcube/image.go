@@ -4,29 +4,41 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 
 	"github.com/netcube/netcube/pkg/images"
 )
 
-// imageCmd builds netcube's agent image into an archive a container
-// runtime imports (`ctr -n k8s.io images import FILE`): there is no
-// registry to push to or pull from here.
+// imageCmd builds netcube's agent image, or the pause (pod sandbox)
+// image, into an archive a container runtime imports (`ctr -n k8s.io
+// images import FILE`): there is no registry to push to or pull from here.
 func imageCmd(args []string) error {
-	if len(args) == 0 || args[0] != "agent" {
-		return errors.New("usage: netcube image agent --bin DIR --out FILE")
+	if len(args) == 0 || (args[0] != "agent" && args[0] != "pause") {
+		return errors.New("usage: netcube image agent|pause [--bin DIR] --out FILE")
 	}
-	fs := flag.NewFlagSet("image agent", flag.ExitOnError)
-	bin := fs.String("bin", "bin/static", "directory with static (CGO_ENABLED=0) netcube-agent and netcube-cni")
-	out := fs.String("out", "bin/images/netcube-agent.tar", "archive to write")
+	fs := flag.NewFlagSet("image "+args[0], flag.ExitOnError)
+	bin := fs.String("bin", "bin/static", "agent: directory with static (CGO_ENABLED=0) netcube-agent and netcube-cni")
+	out := fs.String("out", "bin/images/"+args[0]+".tar", "archive to write")
 	_ = fs.Parse(args[1:])
-	img, err := images.Build(images.Agent(*bin))
+	spec := images.Agent(*bin)
+	if args[0] == "pause" {
+		dir, err := os.MkdirTemp("", "netcube-pause-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		if spec, err = images.Pause(dir); err != nil {
+			return err
+		}
+	}
+	img, err := images.Build(spec)
 	if err != nil {
 		return err
 	}
-	if err := images.WriteArchive(*out, images.AgentRef, img); err != nil {
+	if err := images.WriteArchive(*out, spec.Ref, img); err != nil {
 		return err
 	}
 	d, _ := img.Digest()
-	fmt.Printf("%s (%s) -> %s\n", images.AgentRef, d, *out)
+	fmt.Printf("%s (%s) -> %s\n", spec.Ref, d, *out)
 	return nil
 }

@@ -13,7 +13,7 @@ Usage:
   netcube sandbox up|down|status|exec|restart-agent [flags]   a cluster on this machine
   netcube demo [flags]                                        sandbox + requests to each Service
   netcube bench datapath|sync|compare|podnet [flags]          benchmarks (docs/benchmarks)
-  netcube image agent --bin DIR --out FILE                    the agent's image as an archive (no registry)
+  netcube image agent|pause [flags]                           an image as an archive (no registry)
   netcube pod serve|request|load [flags]                      traffic tools run inside pods
 
 Run 'netcube <command> -h' for a command's flags.

@@ -12,12 +12,13 @@ import (
 	"github.com/netcube/netcube/internal/testenv"
 )
 
-// TestAgentImageRunsInContainerd: the agent image, built from this tree's
-// static binaries, is imported by a real containerd (Debian's, its own
-// root, state and socket under the test's directory) under the name the
-// chart asks for, and runs as a container (runc): the agent prints its
-// flags.
-func TestAgentImageRunsInContainerd(t *testing.T) {
+// TestImagesRunInContainerd: the agent image, built from this tree's
+// static binaries, and the pause image are imported by a real containerd
+// (Debian's, its own root, state and socket under the test's directory)
+// under the names the chart and the runtime ask for, and run as containers
+// (runc): the agent prints its flags; pause holds until SIGTERM, then
+// exits.
+func TestImagesRunInContainerd(t *testing.T) {
 	testenv.RequireRoot(t)
 	for _, b := range []string{"containerd", "ctr", "runc"} {
 		if _, err := exec.LookPath(b); err != nil {
@@ -39,6 +40,18 @@ func TestAgentImageRunsInContainerd(t *testing.T) {
 	if err := WriteArchive(archive, AgentRef, img); err != nil {
 		t.Fatal(err)
 	}
+	pauseSpec, err := Pause(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pauseImg, err := Build(pauseSpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pauseArchive := filepath.Join(dir, "pause.tar")
+	if err := WriteArchive(pauseArchive, PauseRef, pauseImg); err != nil {
+		t.Fatal(err)
+	}
 
 	sock := filepath.Join(dir, "containerd.sock")
 	log, err := os.Create(filepath.Join(dir, "containerd.log"))
@@ -58,8 +71,11 @@ func TestAgentImageRunsInContainerd(t *testing.T) {
 		return string(out), err
 	}
 	t.Cleanup(func() {
-		_, _ = ctr("task", "kill", "-s", "KILL", "agent")
-		_, _ = ctr("container", "rm", "agent")
+		for _, c := range []string{"agent", "pause"} {
+			_, _ = ctr("task", "kill", "-s", "KILL", c)
+			_, _ = ctr("task", "rm", c)
+			_, _ = ctr("container", "rm", c)
+		}
 		_ = cd.Process.Kill()
 		_ = cd.Wait()
 		_ = exec.Command("umount", "-R", filepath.Join(dir, "root")).Run()
@@ -78,14 +94,38 @@ func TestAgentImageRunsInContainerd(t *testing.T) {
 	})
 	testenv.WaitFor(t, 10*time.Second, "containerd serving", func() bool { _, err := ctr("version"); return err == nil })
 
-	if out, err := ctr("images", "import", archive); err != nil {
-		t.Fatalf("import: %v\n%s", err, out)
+	for _, a := range []string{archive, pauseArchive} {
+		if out, err := ctr("images", "import", a); err != nil {
+			t.Fatalf("import %s: %v\n%s", a, err, out)
+		}
 	}
-	if out, err := ctr("images", "ls", "-q"); err != nil || !strings.Contains(out, AgentRef) {
+	if out, err := ctr("images", "ls", "-q"); err != nil || !strings.Contains(out, AgentRef) || !strings.Contains(out, PauseRef) {
 		t.Fatalf("images: %v\n%s", err, out)
 	}
 	out, _ := ctr("run", "--rm", AgentRef, "agent", "/usr/local/bin/netcube-agent", "--help")
 	if !strings.Contains(out, "-bpf-root") || !strings.Contains(out, "-cni-conf-dir") {
 		t.Fatalf("the agent in its container printed:\n%s", out)
 	}
+
+	if out, err := ctr("run", "-d", PauseRef, "pause"); err != nil {
+		t.Fatalf("run pause: %v\n%s", err, out)
+	}
+	state := func() string {
+		out, _ := ctr("task", "ls")
+		for _, l := range strings.Split(out, "\n") {
+			if f := strings.Fields(l); len(f) == 3 && f[0] == "pause" {
+				return f[2]
+			}
+		}
+		return ""
+	}
+	testenv.WaitFor(t, 5*time.Second, "pause running", func() bool { return state() == "RUNNING" })
+	time.Sleep(200 * time.Millisecond)
+	if s := state(); s != "RUNNING" {
+		t.Fatalf("pause did not stay up: %s", s)
+	}
+	if out, err := ctr("task", "kill", "-s", "TERM", "pause"); err != nil {
+		t.Fatalf("kill pause: %v\n%s", err, out)
+	}
+	testenv.WaitFor(t, 5*time.Second, "pause exiting on SIGTERM", func() bool { return state() == "STOPPED" })
 }
