@@ -33,6 +33,7 @@ int from_pod(struct __sk_buff *skb)
 	svc = lb_lookup_service(&f.daddr, f.dport, f.proto);
 	if (!svc) { /* not addressed to a Service: routed as it is */
 		const struct router_endpoint *ep;
+		int remote;
 
 		if (flow_is_new(&f))
 			ct_forget_reply(&f);
@@ -41,9 +42,10 @@ int from_pod(struct __sk_buff *skb)
 			return xlate_deliver(skb, &f, ep);
 		/* Another node's pods are inside the cluster whatever
 		 * nat_no_masq says. */
-		if (!router_remote_node(&f.daddr) && masq_wanted(&f.daddr))
+		remote = router_remote_node(&f.daddr) != NULL;
+		if (!remote && masq_wanted(&f.daddr))
 			return xlate_masquerade(skb, &f);
-		return router_to_node(skb, f.family, &f.saddr, &f.daddr, 0);
+		return router_to_node(skb, f.family, &f.saddr, &f.daddr, 0, remote);
 	}
 	if (!lb_source_allowed(svc, &f.saddr))
 		return TC_ACT_SHOT;

@@ -175,7 +175,7 @@ static always_inline int xlate_forward(struct __sk_buff *skb, const struct flow 
 	ep = router_endpoint(&x->backend->addr);
 	if (ep)
 		return router_to_endpoint(skb, ep);
-	return router_to_node(skb, f->family, &saddr, &x->backend->addr, x->sport != 0);
+	return router_to_node(skb, f->family, &saddr, &x->backend->addr, x->sport != 0, -1);
 }
 
 /* xlate_revnat translates the reply of a Service flow to the pod that

@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/netcube/netcube/pkg/bench/native"
+	"github.com/netcube/netcube/pkg/kubeenv"
 	"github.com/netcube/netcube/pkg/sandbox"
 )
 
@@ -389,20 +389,5 @@ func kernelRelease() string {
 // host-local plugins and returns their directory. NETCUBE_FLANNEL_DIR
 // overrides it.
 func FlannelDir() (string, error) {
-	if d := os.Getenv("NETCUBE_FLANNEL_DIR"); d != "" {
-		return d, nil
-	}
-	_, file, _, _ := runtime.Caller(0)
-	script := filepath.Join(filepath.Dir(file), "..", "..", "hack", "build-flannel.sh")
-	if _, err := os.Stat(script); err != nil {
-		return "", errors.New("set NETCUBE_FLANNEL_DIR to hack/build-flannel.sh's output")
-	}
-	cmd := exec.Command("bash", script)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("hack/build-flannel.sh: %w", err)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	return lines[len(lines)-1], nil
+	return kubeenv.CachedBuild("NETCUBE_FLANNEL_DIR", "build-flannel.sh")
 }

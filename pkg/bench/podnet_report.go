@@ -234,9 +234,9 @@ func (r *PodnetReport) Markdown() string {
   host stack on each side, which shows in request/response and connection rate.
 - **Pod startup** (CNI ADD, measured through libcni as a runtime calls it, the plugin run
   in the node's namespace): attaching each of the pod veth's two tcx programs waits for an
-  RCU grace period in the kernel (about 10 ms each on this machine, measured), which is
-  most of netcube's figure; the rest is the plugin's process start, netlink and the
-  address store.
+  RCU grace period in the kernel, which is most of netcube's figure (the two attaches
+  alone: ` + "`go test -run XXX -bench AttachPod ./pkg/datapath`" + `, ms/pod); the rest is the
+  plugin's process start, netlink and the address store.
 `)
 	b.WriteString("\nReproduce: `make bench-podnet`. Plots: `plots/podnet-*.svg`.\n")
 	return b.String()

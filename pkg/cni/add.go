@@ -72,9 +72,9 @@ func Add(args *skel.CmdArgs) (err error) {
 		return types.NewError(types.ErrTryAgainLater, "netcube-cni: the netcube agent is not ready", err.Error())
 	}
 
-	store, err := ipam.Open(c.DataDir)
+	store, err := c.store()
 	if err != nil {
-		return types.NewError(types.ErrIOFailure, "netcube-cni: IPAM", err.Error())
+		return err
 	}
 	att := ipam.Attachment{ContainerID: args.ContainerID, IfName: args.IfName}
 	addrs, err := store.Allocate(att, c.ranges)
@@ -85,7 +85,7 @@ func Add(args *skel.CmdArgs) (err error) {
 	case errors.Is(err, ipam.ErrAlreadyAllocated):
 		return types.NewError(ErrInterfaceExists, "netcube-cni: the pod interface has addresses already", err.Error())
 	case err != nil:
-		return types.NewError(types.ErrIOFailure, "netcube-cni: IPAM", err.Error())
+		return ipamError(err)
 	}
 	hostName := HostIfName(args.ContainerID, args.IfName)
 	defer func() {

@@ -34,13 +34,13 @@ func Check(args *skel.CmdArgs) error {
 	var problems []string
 	bad := func(f string, a ...any) { problems = append(problems, fmt.Sprintf(f, a...)) }
 
-	store, err := ipam.Open(c.DataDir)
+	store, err := c.store()
 	if err != nil {
-		return types.NewError(types.ErrIOFailure, "netcube-cni: IPAM", err.Error())
+		return err
 	}
 	held, err := store.Get(ipam.Attachment{ContainerID: args.ContainerID, IfName: args.IfName})
 	if err != nil {
-		return types.NewError(types.ErrIOFailure, "netcube-cni: IPAM", err.Error())
+		return ipamError(err)
 	}
 	var want []netip.Addr
 	for _, ip := range prev.IPs {

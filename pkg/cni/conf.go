@@ -8,6 +8,8 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
+
+	"github.com/netcube/netcube/pkg/ipam"
 )
 
 // Defaults of the plugin's configuration fields.
@@ -91,4 +93,18 @@ func parseConf(stdin []byte) (*conf, error) {
 		}
 	}
 	return c, nil
+}
+
+// store opens the address allocations the configuration names.
+func (c *conf) store() (*ipam.Store, error) {
+	s, err := ipam.Open(c.DataDir)
+	if err != nil {
+		return nil, ipamError(err)
+	}
+	return s, nil
+}
+
+// ipamError is a failure of the address store, as the runtime gets it.
+func ipamError(err error) error {
+	return types.NewError(types.ErrIOFailure, "netcube-cni: IPAM", err.Error())
 }

@@ -18,9 +18,9 @@ func Del(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	store, err := ipam.Open(c.DataDir)
+	store, err := c.store()
 	if err != nil {
-		return types.NewError(types.ErrIOFailure, "netcube-cni: IPAM", err.Error())
+		return err
 	}
 	hostName := HostIfName(args.ContainerID, args.IfName)
 	if err := removeHostIf(hostName); err != nil {
@@ -28,7 +28,7 @@ func Del(args *skel.CmdArgs) error {
 	}
 	addrs, err := store.Release(ipam.Attachment{ContainerID: args.ContainerID, IfName: args.IfName})
 	if err != nil {
-		return types.NewError(types.ErrIOFailure, "netcube-cni: IPAM", err.Error())
+		return ipamError(err)
 	}
 	// The agent's links went with the veth; telling it is a courtesy
 	// (a DEL must succeed with the agent down).

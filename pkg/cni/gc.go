@@ -17,9 +17,9 @@ func GC(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	store, err := ipam.Open(c.DataDir)
+	store, err := c.store()
 	if err != nil {
-		return types.NewError(types.ErrIOFailure, "netcube-cni: IPAM", err.Error())
+		return err
 	}
 	var keep []ipam.Attachment
 	for _, a := range c.ValidAttachments {
@@ -27,7 +27,7 @@ func GC(args *skel.CmdArgs) error {
 	}
 	released, err := store.GC(keep)
 	if err != nil {
-		return types.NewError(types.ErrIOFailure, "netcube-cni: IPAM", err.Error())
+		return ipamError(err)
 	}
 	var failed []string
 	for _, al := range released {

@@ -275,20 +275,25 @@ func (e *Env) freePorts(n int) ([]int, error) {
 
 // ToolsDir builds (or finds cached) kube-apiserver and etcd and returns
 // their directory. NETCUBE_TOOLS_DIR overrides it.
-func ToolsDir() (string, error) {
-	if d := os.Getenv("NETCUBE_TOOLS_DIR"); d != "" {
+func ToolsDir() (string, error) { return CachedBuild("NETCUBE_TOOLS_DIR", "build-tools.sh") }
+
+// CachedBuild runs a build script of hack/ (which builds into a cache, or
+// finds it there, and prints the directory on its last line) and returns
+// that directory; envVar, when set, names it instead.
+func CachedBuild(envVar, script string) (string, error) {
+	if d := os.Getenv(envVar); d != "" {
 		return d, nil
 	}
 	_, file, _, _ := runtime.Caller(0)
-	script := filepath.Join(filepath.Dir(file), "..", "..", "hack", "build-tools.sh")
-	if _, err := os.Stat(script); err != nil {
-		return "", errors.New("set NETCUBE_TOOLS_DIR to a directory with kube-apiserver and etcd (hack/build-tools.sh builds them)")
+	path := filepath.Join(filepath.Dir(file), "..", "..", "hack", script)
+	if _, err := os.Stat(path); err != nil {
+		return "", fmt.Errorf("set %s to hack/%s's output", envVar, script)
 	}
-	cmd := exec.Command("bash", script)
+	cmd := exec.Command("bash", path)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("hack/build-tools.sh: %w", err)
+		return "", fmt.Errorf("hack/%s: %w", script, err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	return lines[len(lines)-1], nil

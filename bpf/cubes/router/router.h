@@ -68,15 +68,18 @@ static always_inline const struct router_node *router_remote_node(const struct n
  * into the overlay if it is for another node's pod and this node runs
  * VXLAN, else to the FIB's next hop, else (the node itself, no route) to
  * the kernel. In kernel mode the kernel routes it, unless it must not see
- * it (snat: its source is now this node's, a martian on input). */
-static always_inline int router_to_node(struct __sk_buff *skb, __u8 family,
-					const struct nc_addr *saddr, const struct nc_addr *daddr, int snat)
+ * it (snat: its source is now this node's, a martian on input). remote
+ * says whether daddr is in another node's pod CIDR when the caller has
+ * looked already (1 or 0), or -1: looked up here, in VXLAN mode only. */
+static always_inline int router_to_node(struct __sk_buff *skb, __u8 family, const struct nc_addr *saddr,
+					const struct nc_addr *daddr, int snat, int remote)
 {
 	const struct router_conf *cfg = router_cfg();
 
 	if (cfg && cfg->mode == ROUTER_KERNEL && !snat)
 		return TC_ACT_OK;
-	if (cfg && cfg->mode == ROUTER_VXLAN && cfg->vxlan_ifindex && router_remote_node(daddr))
+	if (cfg && cfg->mode == ROUTER_VXLAN && cfg->vxlan_ifindex &&
+	    (remote < 0 ? router_remote_node(daddr) != NULL : remote))
 		return router_to_overlay(skb, cfg);
 	return redirect_to_next_hop(skb, family, saddr, daddr);
 }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/netcube/netcube/pkg/cube"
@@ -115,21 +116,10 @@ func (n *nodes) desired() map[netip.Prefix]peer {
 			want[p] = peer{node: name, underlay: via}
 		}
 		if n.report != nil && name != n.self {
-			n.report.Set(obj, report.PodCIDRConflict, joinNonEmpty(conflicts))
+			n.report.Set(obj, report.PodCIDRConflict, strings.Join(conflicts, "; "))
 		}
 	}
 	return want
-}
-
-func joinNonEmpty(s []string) string {
-	out := ""
-	for i, x := range s {
-		if i > 0 {
-			out += "; "
-		}
-		out += x
-	}
-	return out
 }
 
 func overlapping(taken map[netip.Prefix]string, p netip.Prefix) (netip.Prefix, bool) {
