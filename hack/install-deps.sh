@@ -15,6 +15,8 @@ packages=(
   curl                  # HTTP requests from sandbox namespaces (health-check ports)
   iputils-ping          # ping: node -> pod reachability in the CNI tests
   containerd runc       # a real container runtime: images built here are imported and run
+  busybox-static        # the shell and tools of the e2e suite's test images (agnhost, busybox)
+  containernetworking-plugins # loopback: what containerd's CRI runs for every pod's lo, on real nodes
   iptables nftables     # kube-proxy, the benchmark's baseline (iptables-nft, iptables-legacy, nftables modes)
 )
 

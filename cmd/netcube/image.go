@@ -35,7 +35,7 @@ func imageCmd(args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := images.WriteArchive(*out, spec.Ref, img); err != nil {
+	if err := images.WriteArchive(*out, img, spec.Refs()...); err != nil {
 		return err
 	}
 	d, _ := img.Digest()

@@ -6,14 +6,17 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
+	"strings"
 
+	"github.com/netcube/netcube/pkg/kubeenv"
 	"github.com/netcube/netcube/pkg/sandbox"
 )
 
 func sandboxCmd(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: netcube sandbox up|down|status|exec|restart-agent")
+		return errors.New("usage: netcube sandbox up|down|status|exec|kubectl|restart-agent")
 	}
 	fs := flag.NewFlagSet("sandbox "+args[0], flag.ExitOnError)
 	name := fs.String("name", "nc", "sandbox name (prefix of its namespaces, cgroup and pins)")
@@ -26,8 +29,16 @@ func sandboxCmd(args []string) error {
 		fs.StringVar(&cfg.Manifests, "manifests", "", "directory of Service/EndpointSlice YAML (default: the example Services)")
 		fs.BoolVar(&cfg.APIServer, "apiserver", false, "run a real kube-apiserver + etcd in the sandbox; agents watch it")
 		fs.StringVar(&cfg.Routing, "routing", "native", "how pods reach other nodes' pods: native (routes over the underlay) or vxlan (an overlay)")
+		fs.BoolVar(&cfg.Kubelet, "kubelet", false, "real nodes: containerd and kubelet on each, netcube installed by its Helm chart (implies --apiserver, no hand-made pods)")
+		fs.BoolVar(&cfg.KeepOnFailure, "keep-on-failure", false, "leave a sandbox that failed to come up as it is, to inspect its logs")
+		fs.StringVar(&cfg.Chart, "chart", "", "with --kubelet: netcube's Helm chart (default: deploy/helm/netcube beside bin/)")
 		_ = fs.Parse(args[1:])
 		cfg.Name = *name
+		if cfg.Kubelet {
+			if err := realNodeParts(&cfg); err != nil {
+				return err
+			}
+		}
 		sb, err := sandbox.Up(cfg, os.Stdout)
 		if err != nil {
 			return err
@@ -71,6 +82,26 @@ func sandboxCmd(args []string) error {
 			return err
 		}
 		return nil
+	case "kubectl":
+		// The API server listens inside the sandbox: run kubectl there.
+		_ = fs.Parse(args[1:])
+		sb, err := sandbox.Open(*name)
+		if err != nil {
+			return err
+		}
+		cmd, err := sb.Kubectl(fs.Args()...)
+		if err != nil {
+			return err
+		}
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+		if err := cmd.Run(); err != nil {
+			var exit *exec.ExitError
+			if errors.As(err, &exit) {
+				os.Exit(exit.ExitCode())
+			}
+			return err
+		}
+		return nil
 	case "restart-agent":
 		crash := fs.Bool("crash", false, "kill the agent with SIGKILL instead of stopping it")
 		_ = fs.Parse(args[1:])
@@ -89,6 +120,30 @@ func sandboxCmd(args []string) error {
 	return fmt.Errorf("unknown sandbox command %q", args[0])
 }
 
+// realNodeParts finds (or builds, the first time) what real nodes run:
+// hack/build-e2e.sh's kubelet, scheduler and test images, hack/build-tools.sh's
+// control plane and helm, and the chart.
+func realNodeParts(cfg *sandbox.Config) error {
+	var err error
+	if cfg.E2EDir, err = kubeenv.E2EDir(); err != nil {
+		return err
+	}
+	if cfg.ToolsDir, err = kubeenv.ToolsDir(); err != nil {
+		return err
+	}
+	if cfg.Chart == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		cfg.Chart = filepath.Join(filepath.Dir(exe), "..", "deploy", "helm", "netcube")
+	}
+	if _, err := os.Stat(filepath.Join(cfg.Chart, "Chart.yaml")); err != nil {
+		return fmt.Errorf("--chart: %w", err)
+	}
+	return nil
+}
+
 func printStatus(sb *sandbox.Sandbox) {
 	t := sb.Topology
 	if sb.Config.APIServer {
@@ -96,6 +151,17 @@ func printStatus(sb *sandbox.Sandbox) {
 			t.Name, sb.Config.SocketLB, sb.Config.Routing, t.Kubeconfig())
 	} else {
 		fmt.Printf("sandbox %s (socket-LB %v, routing %s), manifests in %s\n", t.Name, sb.Config.SocketLB, sb.Config.Routing, t.ManifestDir())
+	}
+	if sb.Config.Kubelet {
+		for _, n := range t.Nodes {
+			state := "containerd and kubelet running"
+			if down := sb.NodeDown(n.Name); len(down) > 0 {
+				state = "DOWN: " + strings.Join(down, ", ") + " not running"
+			}
+			fmt.Printf("  %-6s %-15s %-18s %s, pins %s\n", n.Name, n.IP4, n.IP6, state, n.PinDir)
+		}
+		fmt.Printf("try: netcube sandbox kubectl --name %s get pods -A -o wide\n", t.Name)
+		return
 	}
 	for _, n := range t.Nodes {
 		state := "stopped"

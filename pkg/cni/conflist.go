@@ -28,10 +28,14 @@ func WriteConfList(dir string, podCIDRs []netip.Prefix, mtu int, dataDir, socket
 	if mtu != 0 {
 		plugin["mtu"] = mtu
 	}
+	// Runtimes whose libcni reads cniVersions (CNI 1.1) pick the highest
+	// they support; older ones take cniVersion and reject a result of a
+	// version they do not know (containerd 1.6 knows up to 1.0.0).
 	b, err := json.MarshalIndent(map[string]any{
-		"cniVersion": "1.1.0",
-		"name":       NetworkName,
-		"plugins":    []any{plugin},
+		"cniVersion":  "1.0.0",
+		"cniVersions": []string{"1.0.0", "1.1.0"},
+		"name":        NetworkName,
+		"plugins":     []any{plugin},
 	}, "", "  ")
 	if err != nil {
 		return err

@@ -37,7 +37,7 @@ func TestImagesRunInContainerd(t *testing.T) {
 		t.Fatal(err)
 	}
 	archive := filepath.Join(dir, "agent.tar")
-	if err := WriteArchive(archive, AgentRef, img); err != nil {
+	if err := WriteArchive(archive, img, AgentRef); err != nil {
 		t.Fatal(err)
 	}
 	pauseSpec, err := Pause(dir)
@@ -49,7 +49,7 @@ func TestImagesRunInContainerd(t *testing.T) {
 		t.Fatal(err)
 	}
 	pauseArchive := filepath.Join(dir, "pause.tar")
-	if err := WriteArchive(pauseArchive, PauseRef, pauseImg); err != nil {
+	if err := WriteArchive(pauseArchive, pauseImg, pauseSpec.Refs()...); err != nil {
 		t.Fatal(err)
 	}
 

@@ -25,21 +25,29 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
-// File is one file of an image: its content from Source (a path on this
-// machine), at Path in the image, with Mode.
+// File is one entry of an image at Path (absolute, in the image): a
+// regular file with its content from Source (a path on this machine) or
+// Content, a symbolic link to Link, or, with neither, an empty directory.
 type File struct {
-	Source string
-	Path   string // absolute, in the image
-	Mode   int64
+	Source  string
+	Content []byte
+	Link    string
+	Path    string
+	Mode    int64
 }
 
 // Spec describes an image.
 type Spec struct {
-	Ref        string // e.g. "docker.io/netcube/netcube-agent:dev"
+	Ref        string   // e.g. "docker.io/netcube/netcube-agent:dev"
+	Aliases    []string // more names for the same image
 	Files      []File
 	Entrypoint []string
+	Cmd        []string
 	Env        []string
 }
+
+// Refs are every name of the image.
+func (s Spec) Refs() []string { return append([]string{s.Ref}, s.Aliases...) }
 
 // epoch is every file's and the image's time: the same files make the
 // same image, byte for byte.
@@ -74,16 +82,8 @@ func Build(spec Spec) (v1.Image, error) {
 		}
 	}
 	for _, f := range files {
-		b, err := os.ReadFile(f.Source)
-		if err != nil {
+		if err := writeEntry(tw, f); err != nil {
 			return nil, fmt.Errorf("image %s: %w", spec.Ref, err)
-		}
-		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(f.Path, "/"), Mode: f.Mode, Size: int64(len(b)), ModTime: epoch}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return nil, err
-		}
-		if _, err := tw.Write(b); err != nil {
-			return nil, err
 		}
 	}
 	if err := tw.Close(); err != nil {
@@ -103,16 +103,47 @@ func Build(spec Spec) (v1.Image, error) {
 	}
 	cf = cf.DeepCopy()
 	cf.OS, cf.Architecture, cf.Created = "linux", runtime.GOARCH, v1.Time{Time: epoch}
-	cf.Config.Entrypoint, cf.Config.Env = spec.Entrypoint, spec.Env
+	cf.Config.Entrypoint, cf.Config.Cmd, cf.Config.Env = spec.Entrypoint, spec.Cmd, spec.Env
 	return mutate.ConfigFile(img, cf)
 }
 
-// WriteArchive writes img, tagged ref, as an image archive (the `docker
-// save` layout, which containerd imports).
-func WriteArchive(file, ref string, img v1.Image) error {
-	tag, err := name.NewTag(ref)
-	if err != nil {
-		return fmt.Errorf("image name %q: %w", ref, err)
+// writeEntry writes one file, link or directory of an image.
+func writeEntry(tw *tar.Writer, f File) error {
+	name := strings.TrimPrefix(f.Path, "/")
+	switch {
+	case f.Link != "":
+		return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: name, Linkname: f.Link, Mode: 0o777, ModTime: epoch})
+	case f.Source == "" && f.Content == nil:
+		mode := f.Mode
+		if mode == 0 {
+			mode = 0o755
+		}
+		return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: mode, ModTime: epoch})
 	}
-	return tarball.WriteToFile(file, tag, img)
+	b := f.Content
+	if f.Source != "" {
+		var err error
+		if b, err = os.ReadFile(f.Source); err != nil {
+			return err
+		}
+	}
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: f.Mode, Size: int64(len(b)), ModTime: epoch}); err != nil {
+		return err
+	}
+	_, err := tw.Write(b)
+	return err
+}
+
+// WriteArchive writes img, tagged with every one of refs, as an image
+// archive (the `docker save` layout, which containerd imports).
+func WriteArchive(file string, img v1.Image, refs ...string) error {
+	tags := map[name.Tag]v1.Image{}
+	for _, ref := range refs {
+		tag, err := name.NewTag(ref)
+		if err != nil {
+			return fmt.Errorf("image name %q: %w", ref, err)
+		}
+		tags[tag] = img
+	}
+	return tarball.MultiWriteToFile(file, tags)
 }

@@ -28,7 +28,7 @@ func TestAgentImageArchive(t *testing.T) {
 		t.Fatal(err)
 	}
 	archive := filepath.Join(t.TempDir(), "agent.tar")
-	if err := WriteArchive(archive, AgentRef, img); err != nil {
+	if err := WriteArchive(archive, img, AgentRef); err != nil {
 		t.Fatal(err)
 	}
 	tag, _ := name.NewTag(AgentRef)

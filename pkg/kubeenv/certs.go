@@ -7,11 +7,15 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 type keyPair struct {
@@ -91,4 +95,62 @@ func writeCerts(dir string, ip net.IP) error {
 		}
 	}
 	return nil
+}
+
+// loadKeyPair reads a certificate and its EC key written by write.
+func loadKeyPair(dir, name string) (*keyPair, error) {
+	certPEM, err := os.ReadFile(filepath.Join(dir, name+".crt"))
+	if err != nil {
+		return nil, err
+	}
+	keyPEM, err := os.ReadFile(filepath.Join(dir, name+".key"))
+	if err != nil {
+		return nil, err
+	}
+	cb, _ := pem.Decode(certPEM)
+	kb, _ := pem.Decode(keyPEM)
+	if cb == nil || kb == nil {
+		return nil, fmt.Errorf("%s: not PEM", filepath.Join(dir, name))
+	}
+	cert, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	key, err := x509.ParseECPrivateKey(kb.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	return &keyPair{cert, key}, nil
+}
+
+// WriteUserKubeconfig writes a kubeconfig for the control plane in dir
+// that authenticates as user in groups with a client certificate signed
+// by its CA, all inline (a kubelet is "system:node:<node>" in "system:nodes": the Node
+// authorizer then limits it to its own node's objects).
+func WriteUserKubeconfig(dir, server, user string, groups []string, file string) error {
+	ca, err := loadKeyPair(dir, "ca")
+	if err != nil {
+		return fmt.Errorf("the control plane's CA: %w", err)
+	}
+	kp, err := issue(ca, &x509.Certificate{
+		Subject:  pkix.Name{CommonName: user, Organization: groups},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+	if err != nil {
+		return err
+	}
+	der, err := x509.MarshalECPrivateKey(kp.key)
+	if err != nil {
+		return err
+	}
+	cfg := clientcmdapi.NewConfig()
+	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw})
+	cfg.Clusters["netcube"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caPEM}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{
+		ClientCertificateData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: kp.cert.Raw}),
+		ClientKeyData:         pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}),
+	}
+	cfg.Contexts["netcube"] = &clientcmdapi.Context{Cluster: "netcube", AuthInfo: user}
+	cfg.CurrentContext = "netcube"
+	return clientcmd.WriteToFile(*cfg, file)
 }

@@ -110,6 +110,9 @@ func Start(opts Options) (env *Env, err error) {
 		"--authorization-mode", "Node,RBAC",
 		"--enable-priority-and-fairness=false", // a benchmark's bulk writes are not to be throttled
 		"--max-requests-inflight", "2000", "--max-mutating-requests-inflight", "1000",
+		// Nodes are reached at their addresses (exec, logs): their names
+		// resolve nowhere.
+		"--kubelet-preferred-address-types", "InternalIP",
 		"--profiling=false", "--cert-dir", d}
 	if env.api, err = env.spawn("kube-apiserver", filepath.Join(opts.ToolsDir, "kube-apiserver"), env.apiArgs...); err != nil {
 		return nil, err
@@ -277,6 +280,12 @@ func (e *Env) freePorts(n int) ([]int, error) {
 // their directory. NETCUBE_TOOLS_DIR overrides it.
 func ToolsDir() (string, error) { return CachedBuild("NETCUBE_TOOLS_DIR", "build-tools.sh") }
 
+// E2EDir finds (building once) what real nodes and the upstream e2e suite
+// need: kubelet, kube-scheduler, agnhost, e2e.test and ginkgo
+// (hack/build-e2e.sh, cached; NETCUBE_E2E_DIR names the directory
+// instead).
+func E2EDir() (string, error) { return CachedBuild("NETCUBE_E2E_DIR", "build-e2e.sh") }
+
 // CachedBuild runs a build script of hack/ (which builds into a cache, or
 // finds it there, and prints the directory on its last line) and returns
 // that directory; envVar, when set, names it instead.
@@ -305,15 +314,45 @@ func CachedBuild(envVar, script string) (string, error) {
 // a cluster's `--allocate-node-cidrs` does. It ends with the control plane
 // (Stop, or the namespace's processes killed).
 func (e *Env) StartControllerManager(clusterCIDRs string) error {
+	return e.startControllerManager(clusterCIDRs, "nodeipam")
+}
+
+// StartClusterControllers runs what a cluster runs beside its API server
+// before any node joins: kube-controller-manager with its default
+// controllers (service accounts and their tokens, the root CA ConfigMap,
+// EndpointSlices, Deployments and DaemonSets, garbage collection, node
+// lifecycle and IPAM, ...), each with its own service account, and
+// kube-scheduler (schedulerBin, built by hack/build-e2e.sh).
+func (e *Env) StartClusterControllers(clusterCIDRs, schedulerBin string) error {
+	if _, err := os.Stat(schedulerBin); err != nil {
+		return fmt.Errorf("kube-scheduler: %w (hack/build-e2e.sh builds it)", err)
+	}
+	if err := e.startControllerManager(clusterCIDRs, "*",
+		"--use-service-account-credentials=true",
+		"--root-ca-file", filepath.Join(e.Dir, "ca.crt"),
+		"--service-account-private-key-file", filepath.Join(e.Dir, "sa.key"),
+		"--cluster-signing-cert-file", filepath.Join(e.Dir, "ca.crt"),
+		"--cluster-signing-key-file", filepath.Join(e.Dir, "ca.key"),
+	); err != nil {
+		return err
+	}
+	_, err := e.spawn("kube-scheduler", schedulerBin,
+		"--kubeconfig", e.Kubeconfig, "--leader-elect=false", "--secure-port", "0")
+	return err
+}
+
+func (e *Env) startControllerManager(clusterCIDRs, controllers string, extra ...string) error {
 	bin := filepath.Join(e.ToolsDir, "kube-controller-manager")
 	if _, err := os.Stat(bin); err != nil {
 		return fmt.Errorf("kube-controller-manager: %w (hack/build-tools.sh builds it)", err)
 	}
-	_, err := e.spawn("kube-controller-manager", bin,
-		"--kubeconfig", e.Kubeconfig, "--controllers", "nodeipam", "--leader-elect=false",
+	args := []string{"--kubeconfig", e.Kubeconfig, "--controllers", controllers, "--leader-elect=false",
 		"--allocate-node-cidrs=true", "--cluster-cidr", clusterCIDRs,
 		"--node-cidr-mask-size-ipv4", "24", "--node-cidr-mask-size-ipv6", "64",
-		"--service-cluster-ip-range", e.ServiceCIDRs, "--secure-port", "0",
-		"--use-service-account-credentials=false")
+		"--service-cluster-ip-range", e.ServiceCIDRs, "--secure-port", "0"}
+	if len(extra) == 0 {
+		extra = []string{"--use-service-account-credentials=false"}
+	}
+	_, err := e.spawn("kube-controller-manager", bin, append(args, extra...)...)
 	return err
 }

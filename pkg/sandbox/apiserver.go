@@ -33,39 +33,44 @@ func (t Topology) Kubeconfig() string { return filepath.Join(t.kubeDir(), "kubec
 
 // startAPIServer runs etcd and kube-apiserver in the underlay namespace and
 // creates the example Services through the API.
-func startAPIServer(cfg Config, t Topology) error {
+func startAPIServer(cfg Config, t Topology) (*kubeenv.Env, error) {
 	if err := steps(
 		func() error { return ip(t.Underlay, "addr", "add", apiServerIP4.String()+"/24", "dev", "br0") },
 		func() error {
 			return ip(t.Underlay, "-6", "addr", "add", apiServerIP6.String()+"/64", "dev", "br0", "nodad")
 		},
 	); err != nil {
-		return err
+		return nil, err
 	}
 	env, err := kubeenv.Start(kubeenv.Options{
 		Dir: t.kubeDir(), Netns: t.Underlay, Address: apiServerIP4.String(), Port: apiServerPort, Detach: true,
-		ServiceCIDRs: cfg.ServiceCIDRs,
+		ServiceCIDRs: cfg.ServiceCIDRs, ToolsDir: cfg.ToolsDir,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// Bulk loads (the benchmark's thousands of Services) write to etcd
 	// directly; Env tells them where it listens.
 	if err := os.WriteFile(filepath.Join(t.kubeDir(), "etcd-url"), []byte(env.EtcdURL), 0o644); err != nil {
-		return err
+		return nil, err
 	}
 	if cfg.Manifests != "" {
-		return fmt.Errorf("--manifests and --apiserver together are not supported: create objects with the API")
+		return nil, fmt.Errorf("--manifests and --apiserver together are not supported: create objects with the API")
 	}
+	// The Node objects carry the pod CIDRs; a real node's kubelet adopts
+	// its own when it registers.
 	if err := createFromYAML(env.Client, t.NodesYAML()); err != nil {
-		return err
+		return nil, err
+	}
+	if cfg.Kubelet { // the example Services' backends are hand-made pods
+		return env, nil
 	}
 	for _, content := range t.ExampleManifests() {
 		if err := createFromYAML(env.Client, content); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return env, nil
 }
 
 // Env returns the sandbox's control plane: a client (usable from the host's

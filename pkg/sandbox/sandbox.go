@@ -59,7 +59,9 @@ func Up(cfg Config, log io.Writer) (sb *Sandbox, err error) {
 		}
 	}
 	defer func() {
-		if err != nil {
+		if err != nil && cfg.KeepOnFailure {
+			fmt.Fprintf(log, "sandbox %s: failed, left as it is for inspection (netcube sandbox down --name %s): %v\n", cfg.Name, cfg.Name, err)
+		} else if err != nil {
 			fmt.Fprintf(log, "sandbox %s: failed, cleaning up: %v\n", cfg.Name, err)
 			_ = Down(cfg.Name, io.Discard)
 		}
@@ -99,8 +101,16 @@ func Up(cfg Config, log io.Writer) (sb *Sandbox, err error) {
 	}
 	if cfg.APIServer {
 		fmt.Fprintf(log, "  kube-apiserver and etcd on %s:%d (kubeconfig %s)\n", apiServerIP4, apiServerPort, t.Kubeconfig())
-		if err := startAPIServer(cfg, t); err != nil {
+		env, err := startAPIServer(cfg, t)
+		if err != nil {
 			return nil, err
+		}
+		if cfg.Kubelet {
+			if err := sb.startRealNodes(env, log); err != nil {
+				return nil, err
+			}
+			fmt.Fprintf(log, "sandbox %s is up (state and logs in %s)\n", cfg.Name, t.StateDir)
+			return sb, nil
 		}
 	} else {
 		fmt.Fprintf(log, "  manifests: %s\n", t.ManifestDir())
@@ -434,6 +444,10 @@ func Down(name string, log io.Writer) error {
 			_ = stop(t, strings.TrimSuffix(e.Name(), ".pid"), syscall.SIGTERM, 5*time.Second)
 		}
 	}
+	// Everything else the sandbox started is in its cgroup: real nodes'
+	// runtimes, shims and containers, in namespaces the sandbox did not
+	// name.
+	killRealNodes(t)
 	namespaces, _ := filepath.Glob("/run/netns/" + name + "-*")
 	for _, ns := range namespaces {
 		out, _ := exec.Command("ip", "netns", "pids", filepath.Base(ns)).Output()
@@ -455,6 +469,9 @@ func Down(name string, log io.Writer) error {
 		if err := cgroup.Remove(root, t.CgroupRoot); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := removeRealNodes(t); err != nil {
+		errs = append(errs, err)
 	}
 	if err := os.RemoveAll(t.StateDir); err != nil {
 		errs = append(errs, err)

@@ -35,6 +35,21 @@ type Config struct {
 	FlannelDir string `json:",omitempty"`
 	// AgentArgs are extra flags for every agent (map sizes, say).
 	AgentArgs []string `json:",omitempty"`
+	// Kubelet makes the nodes real (kubelet.go): containerd and a kubelet
+	// on each, kube-controller-manager and kube-scheduler beside the API
+	// server (implied), and netcube installed by its Helm chart (Chart)
+	// as a DaemonSet, not started by hand. The sandbox makes no pods of
+	// its own: kubelet starts what is created through the API. E2EDir
+	// holds kubelet, kube-scheduler, agnhost and e2e.test
+	// (hack/build-e2e.sh); ToolsDir kube-apiserver, etcd,
+	// kube-controller-manager and helm (hack/build-tools.sh).
+	Kubelet bool `json:",omitempty"`
+	// KeepOnFailure leaves a sandbox that failed to come up as it is, to
+	// inspect its logs (down removes it).
+	KeepOnFailure bool   `json:"-"`
+	E2EDir        string `json:",omitempty"`
+	ToolsDir      string `json:",omitempty"`
+	Chart         string `json:",omitempty"`
 }
 
 func (c *Config) defaults() {
@@ -44,8 +59,11 @@ func (c *Config) defaults() {
 	if c.Nodes == 0 {
 		c.Nodes = 2
 	}
-	if c.PodsPerNode == 0 {
+	if c.PodsPerNode == 0 && !c.Kubelet {
 		c.PodsPerNode = 2
+	}
+	if c.Kubelet {
+		c.PodsPerNode, c.APIServer = 0, true
 	}
 }
 
