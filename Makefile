@@ -4,7 +4,7 @@ BIN     := bin
 # Tests share the machine's namespaces, cgroups and bpffs: run packages one at a time.
 TESTFLAGS ?= -p 1 -count=1 -timeout 20m
 
-.PHONY: all deps tools generate manifests build images test demo sandbox sandbox-down bench bench-sync bench-compare bench-podnet lint clean
+.PHONY: all deps tools e2e-tools generate manifests build images test e2e demo sandbox sandbox-down bench bench-sync bench-compare bench-podnet lint clean
 
 all: build
 
@@ -13,6 +13,9 @@ deps:            ## install system packages (idempotent)
 
 tools:           ## build (or reuse cached) kube-apiserver, etcd and helm from the Go module proxy
 	bash hack/build-tools.sh >/dev/null
+
+e2e-tools:       ## build (or reuse cached) kubelet, kube-scheduler, kubectl, agnhost, CoreDNS, e2e.test and ginkgo
+	bash hack/build-e2e.sh >/dev/null
 
 manifests:       ## render deploy/netcube.yaml from the Helm chart
 	$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1)/helm template netcube deploy/helm/netcube > deploy/netcube.yaml
@@ -29,8 +32,12 @@ images: build     ## the agent's and the pause image as archives (bin/images/), 
 	mkdir -p $(BIN)/images && $(BIN)/netcube image agent --bin $(BIN)/static --out $(BIN)/images/netcube-agent.tar
 	$(BIN)/netcube image pause --out $(BIN)/images/pause.tar
 
-test: deps build tools ## every test: unit, datapath (BPF_PROG_RUN), socket-LB, control plane (real kube-apiserver), sandbox
-	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(GO) test $(TESTFLAGS) ./...
+test: deps build tools e2e-tools ## every test: unit, datapath (BPF_PROG_RUN), socket-LB, control plane (real kube-apiserver), sandbox, upstream e2e smoke on real nodes
+	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) NETCUBE_E2E_DIR=$$(bash hack/build-e2e.sh 2>/dev/null | tail -n 1) \
+		$(GO) test $(TESTFLAGS) ./...
+
+e2e: deps images tools e2e-tools ## Kubernetes' sig-network e2e tests against real nodes running netcube: docs/conformance/sig-network.md
+	$(BIN)/netcube e2e --report docs/conformance/sig-network.md
 
 demo: deps build ## start the sandbox with the example Services and send requests to each
 	$(BIN)/netcube demo

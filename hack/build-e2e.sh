@@ -32,6 +32,12 @@ for b in "${bins[@]}"; do
     mv "$dir/$name.tmp.$$" "$dir/$name"
   fi
 done
+# agnhost's porter serves TLS with the certificate its image carries.
+if [ ! -f "$dir/localhost.crt" ]; then
+  src=$(go list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images/agnhost/porter
+  cp "$src/localhost.crt" "$src/localhost.key" "$dir/"
+  chmod 0644 "$dir/localhost.crt" "$dir/localhost.key"
+fi
 if [ ! -x "$dir/e2e.test" ]; then
   echo "build-e2e: building e2e.test into $dir (the largest build: several minutes)" >&2
   CGO_ENABLED=0 GOFLAGS=-trimpath go test -c -o "$dir/e2e.test.tmp.$$" k8s.io/kubernetes/test/e2e

@@ -16,6 +16,7 @@ packages=(
   iputils-ping          # ping: node -> pod reachability in the CNI tests
   containerd runc       # a real container runtime: images built here are imported and run
   busybox-static        # the shell and tools of the e2e suite's test images (agnhost, busybox)
+  dash bind9-dnsutils   # the test image's shell (busybox's prefers its applets) and dig (DNS probes)
   containernetworking-plugins # loopback: what containerd's CRI runs for every pod's lo, on real nodes
   iptables nftables     # kube-proxy, the benchmark's baseline (iptables-nft, iptables-legacy, nftables modes)
 )

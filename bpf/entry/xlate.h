@@ -81,7 +81,8 @@ static always_inline int xlate_reply(struct __sk_buff *skb, const struct flow *f
 
 /* xlate_masquerade sends a pod's packet to outside the cluster out with
  * this node's address as its source, on a port held for the flow in
- * conntrack (whose reply entry brings the answers back, xlate_reply).
+ * conntrack (whose reply entry brings the answers back, xlate_reply): a
+ * flow's first packet (a TCP SYN, any UDP) or one of a masqueraded flow.
  * No node address of the family: the packet goes as it is. */
 static always_inline int xlate_masquerade(struct __sk_buff *skb, const struct flow *f)
 {
@@ -93,6 +94,12 @@ static always_inline int xlate_masquerade(struct __sk_buff *skb, const struct fl
 	if (ct && (ct->flags & CT_F_MASQ) && ct_reply_matches(f, ct, &f->daddr, f->dport)) {
 		snat = ct->nat_addr;
 		port = ct->nat_port;
+	} else if (!flow_is_new(f)) {
+		/* A TCP packet of a connection the pod did not open here: the
+		 * reply of one opened from outside (to the pod's address,
+		 * routed to this node) goes back from the address it was sent
+		 * to, or the client drops it. */
+		return redirect_to_next_hop(skb, f->family, &f->saddr, &f->daddr);
 	} else {
 		node = node_addr(f->family);
 		if (!node)

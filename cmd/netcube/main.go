@@ -10,7 +10,8 @@ import (
 const usage = `netcube: eBPF Service load balancing and pod networking for Kubernetes
 
 Usage:
-  netcube sandbox up|down|status|exec|restart-agent [flags]   a cluster on this machine
+  netcube sandbox up|down|status|exec|kubectl|restart-agent   a cluster on this machine
+  netcube e2e [flags]                                         upstream sig-network e2e tests on real nodes
   netcube demo [flags]                                        sandbox + requests to each Service
   netcube bench datapath|sync|compare|podnet [flags]          benchmarks (docs/benchmarks)
   netcube image agent|pause [flags]                           an image as an archive (no registry)
@@ -28,6 +29,8 @@ func main() {
 	switch os.Args[1] {
 	case "sandbox":
 		err = sandboxCmd(os.Args[2:])
+	case "e2e":
+		err = e2eCmd(os.Args[2:])
 	case "demo":
 		err = demoCmd(os.Args[2:])
 	case "bench":

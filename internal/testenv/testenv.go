@@ -4,6 +4,7 @@ package testenv
 
 import (
 	"fmt"
+	"io"
 	"regexp"
 	"strconv"
 	"strings"
@@ -98,4 +99,16 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 	}
 	t.Fatalf("%s: not within %s", what, timeout)
 	return 0
+}
+
+// LogWriter is an io.Writer onto t.Log, a line at a time (progress of a
+// long step shows in `go test -v`).
+func LogWriter(t testing.TB) io.Writer { return logWriter{t} }
+
+type logWriter struct{ t testing.TB }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
 }

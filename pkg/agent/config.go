@@ -56,6 +56,12 @@ type Config struct {
 	CNISocket    string   `json:"cniSocket,omitempty"`
 	CNIConfDir   string   `json:"cniConfDir,omitempty"`
 	CNIBinDir    string   `json:"cniBinDir,omitempty"`
+	// HostPortPlugin is the CNI plugin chained after netcube's for pods'
+	// hostPorts ("portmap", the standard plugin, which the runtime's CNI
+	// bin directory must hold; "": hostPorts are not served). Chained
+	// only when found there: a conflist naming a missing plugin would
+	// fail every pod.
+	HostPortPlugin string `json:"hostPortPlugin,omitempty"`
 	IPAMDir      string   `json:"ipamDir,omitempty"`
 	MTU          int      `json:"mtu,omitempty"`
 

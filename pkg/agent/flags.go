@@ -65,6 +65,7 @@ func flagSet(name string, cfg *Config) (fs *flag.FlagSet, configFile *string, cl
 	})
 	fs.StringVar(&cfg.CNISocket, "cni-socket", cfg.CNISocket, "unix socket where the CNI plugin reports pods (\"\": off)")
 	fs.StringVar(&cfg.CNIConfDir, "cni-conf-dir", cfg.CNIConfDir, "install the CNI conflist for this node's pod CIDRs here, e.g. /etc/cni/net.d (\"\": don't)")
+	fs.StringVar(&cfg.HostPortPlugin, "host-port-plugin", cfg.HostPortPlugin, "CNI plugin chained for pods' hostPorts, when the CNI bin directory has it (\"portmap\"; \"\": none)")
 	fs.StringVar(&cfg.CNIBinDir, "cni-bin-dir", cfg.CNIBinDir, "copy the netcube-cni plugin (beside the agent's binary) here, e.g. /opt/cni/bin (\"\": don't)")
 	fs.StringVar(&cfg.IPAMDir, "ipam-dir", cfg.IPAMDir, "where the CNI plugin keeps pod address allocations (written into the conflist)")
 	fs.IntVar(&cfg.MTU, "mtu", cfg.MTU, "MTU of pod interfaces (0: the uplinks', less the overlay's overhead with --routing vxlan)")

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -139,11 +141,25 @@ func (c *cniConfig) onNode(node *model.NodeInfo) {
 		}
 		return
 	}
-	if err := cni.WriteConfList(c.cfg.CNIConfDir, cidrs, c.cfg.MTU, c.cfg.IPAMDir, c.cfg.CNISocket); err != nil {
+	if err := cni.WriteConfList(c.cfg.CNIConfDir, cidrs, c.cfg.MTU, c.cfg.IPAMDir, c.cfg.CNISocket, c.chained()...); err != nil {
 		slog.Error("write the CNI config", "dir", c.cfg.CNIConfDir, "err", err)
 		return
 	}
 	slog.Info("CNI config installed", "dir", c.cfg.CNIConfDir, "pod_cidrs", cidrs)
+}
+
+// chained are the plugins chained after netcube's: the hostPort plugin,
+// when the runtime's CNI bin directory holds it.
+func (c *cniConfig) chained() []string {
+	p := c.cfg.HostPortPlugin
+	if p == "" {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(c.cfg.CNIBinDir, p)); err != nil {
+		slog.Warn("no hostPort plugin in the CNI bin directory: pods' hostPorts are not served", "plugin", p, "dir", c.cfg.CNIBinDir)
+		return nil
+	}
+	return []string{p}
 }
 
 // nodeTee hands Node objects to the cubes that route between nodes, and

@@ -18,8 +18,9 @@ const ConfListFile = "10-netcube.conflist"
 const NetworkName = "netcube"
 
 // WriteConfList installs (or replaces, atomically) the conflist in dir for
-// a node whose pods get addresses from podCIDRs.
-func WriteConfList(dir string, podCIDRs []netip.Prefix, mtu int, dataDir, socket string) error {
+// a node whose pods get addresses from podCIDRs. chained are plugins run
+// after netcube's (by type, e.g. "portmap": a pod's hostPorts).
+func WriteConfList(dir string, podCIDRs []netip.Prefix, mtu int, dataDir, socket string, chained ...string) error {
 	var cidrs []string
 	for _, p := range podCIDRs {
 		cidrs = append(cidrs, p.String())
@@ -35,7 +36,7 @@ func WriteConfList(dir string, podCIDRs []netip.Prefix, mtu int, dataDir, socket
 		"cniVersion":  "1.0.0",
 		"cniVersions": []string{"1.0.0", "1.1.0"},
 		"name":        NetworkName,
-		"plugins":     []any{plugin},
+		"plugins":     append([]any{plugin}, chainedPlugins(chained)...),
 	}, "", "  ")
 	if err != nil {
 		return err
@@ -90,4 +91,18 @@ func writeAtomic(path string, data []byte, mode os.FileMode) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// chainedPlugins are the conflist entries of chained plugins; portmap
+// asks the runtime for the pod's port mappings (its hostPorts).
+func chainedPlugins(types []string) []any {
+	var out []any
+	for _, t := range types {
+		p := map[string]any{"type": t}
+		if t == "portmap" {
+			p["capabilities"] = map[string]bool{"portMappings": true}
+		}
+		out = append(out, p)
+	}
+	return out
 }

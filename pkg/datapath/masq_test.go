@@ -63,6 +63,14 @@ func TestMasquerade(t *testing.T) {
 		run(t, dp, s)
 	}
 
+	// A connection opened from outside to the pod's own address (routed to
+	// this node): its replies leave from that address, untranslated, or
+	// the client would drop them. (The SYNs above, the positive control,
+	// were masqueraded.)
+	outside := netip.MustParseAddrPort("192.0.2.7:50000")
+	reply := pkt.TCP(client4, outside, synAck, nil)
+	run(t, dp, step{name: "reply to a client outside", in: reply, verdict: actOK, out: reply})
+
 	// Masquerading off: ::/0 holds every destination.
 	if err := cube.Put(maps, nat.MapNoMasq, datapath.PrefixFrom(netip.MustParsePrefix("::/0")), uint8(1)); err != nil {
 		t.Fatal(err)

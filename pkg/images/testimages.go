@@ -43,6 +43,7 @@ func busyboxBase() ([]File, error) {
 		{Source: busyboxBin, Path: "/bin/busybox", Mode: 0o755},
 		{Content: []byte(passwd), Path: "/etc/passwd", Mode: 0o644},
 		{Content: []byte(group), Path: "/etc/group", Mode: 0o644},
+		{Content: []byte("hosts: files dns\n"), Path: "/etc/nsswitch.conf", Mode: 0o644},
 		{Path: "/tmp", Mode: 0o1777},
 		{Path: "/root", Mode: 0o700},
 	}
@@ -89,7 +90,7 @@ func HostBinary(source, inImage string) ([]File, error) {
 	return files, nil
 }
 
-// withHostTools adds a shell, curl and netcat (as nc) to files: what agnhost's
+// withHostTools adds a shell, curl, wget, dig, getent and netcat (as nc) to files: what agnhost's
 // image installs on top of its base, and what the suite's commands in
 // pods call.
 func withHostTools(files []File) ([]File, error) {
@@ -99,6 +100,11 @@ func withHostTools(files []File) ([]File, error) {
 		// the shell is dash, as upstream's is a plain one.
 		{"/bin/dash", "/bin/sh"},
 		{"/usr/bin/curl", "/usr/bin/curl"},
+		{"/usr/bin/dig", "/usr/bin/dig"},       // the suite's DNS probes,
+		{"/usr/bin/getent", "/usr/bin/getent"}, // and its /etc/hosts ones (glibc's resolver)
+		// Debian's static busybox wget crashes (SIGSEGV, even to
+		// 127.0.0.1); the suite fetches with wget everywhere.
+		{"/usr/bin/wget", "/usr/bin/wget"},
 		{"/bin/nc.openbsd", "/usr/bin/nc"},
 	} {
 		more, err := HostBinary(t.source, t.path)
@@ -139,9 +145,28 @@ func BusyBox(refs []string) (Spec, error) {
 		Env: []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}}, nil
 }
 
+// GlibcDNSTesting is the suite's glibc resolver image (upstream: Debian
+// with dnsutils, its DNS tests' second querier): glibc's dig over the
+// busybox userland.
+func GlibcDNSTesting(refs []string) (Spec, error) {
+	if len(refs) == 0 {
+		return Spec{}, fmt.Errorf("glibc-dns-testing: no image name")
+	}
+	files, err := busyboxBase()
+	if err != nil {
+		return Spec{}, err
+	}
+	if files, err = withHostTools(files); err != nil {
+		return Spec{}, err
+	}
+	return Spec{Ref: refs[0], Aliases: refs[1:], Files: files, Cmd: []string{"sh"},
+		Env: []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}}, nil
+}
+
 // Agnhost is the suite's agnhost image, under refs: the agnhost binary
-// (static, from hack/build-e2e.sh) as /agnhost and /agnhost-2 over the
-// busybox userland, curl and netcat; its default command serves nothing
+// (static, from hack/build-e2e.sh) as /agnhost and /agnhost-2 and CoreDNS
+// as /coredns (both, and the porter's certificate, from agnhostBin's
+// directory) over the busybox userland and the host tools; its default command serves nothing
 // (pause), as upstream's.
 func Agnhost(agnhostBin string, refs []string) (Spec, error) {
 	if len(refs) == 0 {
@@ -157,7 +182,13 @@ func Agnhost(agnhostBin string, refs []string) (Spec, error) {
 	if files, err = withHostTools(files); err != nil {
 		return Spec{}, err
 	}
+	dir := filepath.Dir(agnhostBin) // the porter's TLS certificate and CoreDNS, beside it (hack/build-e2e.sh)
 	files = append(files,
+		// Upstream's image carries CoreDNS: the DNS tests run their
+		// own servers with it.
+		File{Source: filepath.Join(dir, "coredns"), Path: "/coredns", Mode: 0o755},
+		File{Source: filepath.Join(dir, "localhost.crt"), Path: "/localhost.crt", Mode: 0o644},
+		File{Source: filepath.Join(dir, "localhost.key"), Path: "/localhost.key", Mode: 0o644},
 		File{Source: agnhostBin, Path: "/agnhost", Mode: 0o755},
 		File{Link: "agnhost", Path: "/agnhost-2"},
 		File{Path: "/uploads"},
@@ -173,6 +204,7 @@ func Agnhost(agnhostBin string, refs []string) (Spec, error) {
 var Buildable = []string{
 	"registry.k8s.io/e2e-test-images/agnhost",
 	"registry.k8s.io/e2e-test-images/busybox",
+	"registry.k8s.io/e2e-test-images/glibc-dns-testing",
 	"registry.k8s.io/pause",
 }
 

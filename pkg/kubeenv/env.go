@@ -113,6 +113,9 @@ func Start(opts Options) (env *Env, err error) {
 		// Nodes are reached at their addresses (exec, logs): their names
 		// resolve nowhere.
 		"--kubelet-preferred-address-types", "InternalIP",
+		// Privileged pods, as clusters allow (netcube's agent is not one,
+		// but tests of the node's kernel state are).
+		"--allow-privileged=true",
 		"--profiling=false", "--cert-dir", d}
 	if env.api, err = env.spawn("kube-apiserver", filepath.Join(opts.ToolsDir, "kube-apiserver"), env.apiArgs...); err != nil {
 		return nil, err

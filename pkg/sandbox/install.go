@@ -58,8 +58,12 @@ func (sb *Sandbox) buildImages(log io.Writer) ([]string, error) {
 		return nil, err
 	}
 	var archives []string
+	glibc, err := images.GlibcDNSTesting(refs["registry.k8s.io/e2e-test-images/glibc-dns-testing"])
+	if err != nil {
+		return nil, err
+	}
 	coredns := images.CoreDNS(filepath.Join(sb.Config.E2EDir, "coredns"))
-	for _, spec := range []images.Spec{images.Agent(static), pause, agnhost, busybox, coredns} {
+	for _, spec := range []images.Spec{images.Agent(static), pause, agnhost, busybox, glibc, coredns} {
 		img, err := images.Build(spec)
 		if err != nil {
 			return nil, err

@@ -31,8 +31,9 @@ import (
 // uses) are the node's own directories: two kubelets on one machine see
 // two machines, and netcube's DaemonSet, whose hostPath volumes the
 // runtime resolves in that namespace, writes its CNI config and plugin
-// onto the node it runs on. The mount namespace is containerd's (the
-// kubelet joins it) and is private to it: it and every mount in it go
+// onto the node it runs on. Each node has its hostname too (a UTS
+// namespace: host-network pods see the node's name). The mount and UTS
+// namespaces are containerd's (the kubelet joins them) and is private to it: it and every mount in it go
 // when containerd and its containers exit, so nothing is left mounted on
 // the machine.
 
@@ -163,7 +164,7 @@ func (sb *Sandbox) startNode(n Node, images []string) error {
 	// propagate mounts into containers (the chart's bpffs volume is
 	// HostToContainer). Still a slave of the machine's mounts: nothing
 	// made in the node propagates out.
-	script := []string{"set -e", "mount --make-rshared /"}
+	script := []string{"set -e", "mount --make-rshared /", "hostname " + n.Name}
 	for _, b := range binds {
 		if err := os.MkdirAll(b.source, 0o755); err != nil {
 			return err
@@ -173,10 +174,13 @@ func (sb *Sandbox) startNode(n Node, images []string) error {
 		}
 		script = append(script, fmt.Sprintf("mount --bind %q %q", b.source, b.path))
 	}
-	// The runtime's own CNI plugin (every pod's lo), as a node has it
-	// before its network provider.
-	if err := copyFile("/usr/lib/cni/loopback", filepath.Join(r, "opt-cni-bin", "loopback"), 0o755); err != nil {
-		return fmt.Errorf("node %s: the loopback CNI plugin (package containernetworking-plugins, make deps): %w", n.Name, err)
+	// The standard CNI plugins a node's runtime package brings, before
+	// any network provider: loopback (every pod's lo) and portmap (the
+	// hostPort plugin netcube's chart chains).
+	for _, p := range []string{"loopback", "portmap"} {
+		if err := copyFile("/usr/lib/cni/"+p, filepath.Join(r, "opt-cni-bin", p), 0o755); err != nil {
+			return fmt.Errorf("node %s: the %s CNI plugin (package containernetworking-plugins, make deps): %w", n.Name, p, err)
+		}
 	}
 	for _, f := range []struct{ name, content string }{
 		{"containerd.toml", containerdConfig()},
@@ -192,7 +196,7 @@ func (sb *Sandbox) startNode(n Node, images []string) error {
 	script = append(script, "exec containerd --config "+strconv.Quote(filepath.Join(r, "containerd.toml")))
 	name := "containerd-" + n.Name
 	if err := spawn(t, name, n.Netns, n.HostCgroup,
-		"unshare", "--mount", "--propagation", "slave", "--", "/bin/sh", "-c", strings.Join(script, "\n")); err != nil {
+		"unshare", "--mount", "--uts", "--propagation", "slave", "--", "/bin/sh", "-c", strings.Join(script, "\n")); err != nil {
 		return err
 	}
 	if err := waitFile(t, t.containerdSocket(n), name, readyTimeout); err != nil {
@@ -214,7 +218,7 @@ func (sb *Sandbox) startNode(n Node, images []string) error {
 		return err
 	}
 	return spawn(t, "kubelet-"+n.Name, n.Netns, n.HostCgroup,
-		"nsenter", "--mount=/proc/"+strconv.Itoa(pid)+"/ns/mnt", "--",
+		"nsenter", "--mount=/proc/"+strconv.Itoa(pid)+"/ns/mnt", "--uts=/proc/"+strconv.Itoa(pid)+"/ns/uts", "--",
 		filepath.Join(sb.Config.E2EDir, "kubelet"),
 		"--config", filepath.Join(r, "kubelet.yaml"), "--kubeconfig", kubeconfig,
 		"--hostname-override", n.Name, "--node-ip", n.IP4.String()+","+n.IP6.String(), "--v", "1")
@@ -378,7 +382,9 @@ func (sb *Sandbox) startRealNodes(env *kubeenv.Env, log io.Writer) error {
 		for _, n := range t.Nodes {
 			if err := steps(
 				func() error { return ip(t.Underlay, "route", "replace", n.PodNet.String(), "via", n.IP4.String()) },
-				func() error { return ip(t.Underlay, "-6", "route", "replace", n.PodNet6.String(), "via", n.IP6.String()) },
+				func() error {
+					return ip(t.Underlay, "-6", "route", "replace", n.PodNet6.String(), "via", n.IP6.String())
+				},
 			); err != nil {
 				return err
 			}
@@ -428,19 +434,12 @@ func killRealNodes(t Topology) {
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		left := 0
 		for _, root := range append(v1, t.CgroupRoot) {
-			_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-				if err != nil || !d.IsDir() {
-					return nil
+			for _, pid := range cgroup.Procs(root) {
+				if ProcessAlive(pid) {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+					left++
 				}
-				b, _ := os.ReadFile(filepath.Join(p, "cgroup.procs"))
-				for _, f := range strings.Fields(string(b)) {
-					if pid, err := strconv.Atoi(f); err == nil && !zombie(pid) {
-						_ = syscall.Kill(pid, syscall.SIGKILL)
-						left++
-					}
-				}
-				return nil
-			})
+			}
 		}
 		if left == 0 {
 			return
@@ -465,4 +464,18 @@ func removeRealNodes(t Topology) error {
 	_ = syscall.Rmdir(nodeRootBase)
 	removeCreatedDirs(t)
 	return errors.Join(errs...)
+}
+
+// KillNodeComponent kills a real node's "containerd" or "kubelet" with
+// SIGKILL, as a crash: its containers keep running (their shims outlive
+// containerd), status reports the node down, and down still removes all.
+func (sb *Sandbox) KillNodeComponent(node, component string) error {
+	if component != "containerd" && component != "kubelet" {
+		return fmt.Errorf("no node component %q (containerd or kubelet)", component)
+	}
+	n, err := sb.node(node)
+	if err != nil {
+		return err
+	}
+	return stop(sb.Topology, component+"-"+n.Name, syscall.SIGKILL, 5*time.Second)
 }

@@ -54,6 +54,9 @@ func pidOf(t Topology, name string) (int, bool) {
 	return pid, syscall.Kill(pid, 0) == nil && !zombie(pid)
 }
 
+// ProcessAlive says whether pid runs (exists and is not a zombie).
+func ProcessAlive(pid int) bool { return syscall.Kill(pid, 0) == nil && !zombie(pid) }
+
 func zombie(pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {

@@ -85,7 +85,9 @@ func upWith(t *testing.T, prefix string, cfg sandbox.Config) *sandbox.Sandbox {
 func assertGone(t *testing.T, top sandbox.Topology) {
 	t.Helper()
 	left, _ := filepath.Glob("/run/netns/" + top.Name + "-*")
-	for _, p := range []string{top.PinRoot, top.CgroupRoot, top.StateDir} {
+	v1, _ := filepath.Glob("/sys/fs/cgroup/*/netcube-" + top.Name + "-*") // real nodes' kubelet cgroups
+	left = append(left, v1...)
+	for _, p := range []string{top.PinRoot, top.CgroupRoot, top.StateDir, "/var/lib/netcube-sandbox/" + top.Name} {
 		if _, err := os.Stat(p); err == nil {
 			left = append(left, p)
 		}

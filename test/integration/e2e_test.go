@@ -1,0 +1,102 @@
+package integration
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/netcube/netcube/internal/cgroup"
+	"github.com/netcube/netcube/internal/testenv"
+	"github.com/netcube/netcube/pkg/e2e"
+	"github.com/netcube/netcube/pkg/kubeenv"
+	"github.com/netcube/netcube/pkg/sandbox"
+)
+
+// TestUpstreamSigNetworkSmoke: the fast subset of Kubernetes' own
+// sig-network e2e tests (e2e.Smoke: Services of each kind, affinity,
+// hairpin, pod and node connectivity, EndpointSlices, DNS, the API
+// server's proxy) pass on real nodes: kubelet and containerd on each,
+// netcube installed by its Helm chart (the agent image imported, its
+// DaemonSet started by kubelet, its CNI plugin and config written onto
+// the nodes), CoreDNS reached through a Service netcube programs. Every
+// smoke test must be found (a renamed upstream test fails here, not
+// silently), and the sandbox must leave nothing behind.
+func TestUpstreamSigNetworkSmoke(t *testing.T) {
+	testenv.RequireRoot(t)
+	e2eDir, err := kubeenv.E2EDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	toolsDir, err := kubeenv.ToolsDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The agent image holds static builds.
+	build := exec.Command("go", "build", "-o", filepath.Join(binDir, "static")+"/", "github.com/netcube/netcube/cmd/netcube-agent", "github.com/netcube/netcube/cmd/netcube-cni")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("static build: %v\n%s", err, out)
+	}
+	_, file, _, _ := runtime.Caller(0)
+	chart := filepath.Join(filepath.Dir(file), "..", "..", "deploy", "helm", "netcube")
+	sb := upWith(t, "te", sandbox.Config{Kubelet: true, SocketLB: true, E2EDir: e2eDir, ToolsDir: toolsDir, Chart: chart})
+
+	rep, err := e2e.Run(e2e.Options{Sandbox: sb, Focus: e2e.SmokeFocus(), Skip: e2e.SkipPattern(),
+		Procs: 6, Dir: t.TempDir(), Log: testenv.LogWriter(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range e2e.Smoke {
+		re := regexp.MustCompile(regexp.QuoteMeta(name))
+		ran := false
+		for _, s := range rep.Specs {
+			ran = ran || (re.MatchString(s.Name) && s.State == "passed")
+		}
+		if !ran {
+			t.Errorf("smoke test %q did not run and pass", name)
+		}
+	}
+	for _, s := range rep.Failed() {
+		t.Errorf("FAILED %s: %s", s.Name, s.Failure)
+	}
+	c := rep.Count(func(e2e.Spec) bool { return true })
+	t.Logf("upstream sig-network smoke: %d passed, %d failed, %d skipped in %s", c.Passed, c.Failed, c.Skipped, rep.Wall)
+
+	// A node whose runtime and kubelet crash is reported down (positive
+	// control first: both run), and down after that leaves no process of
+	// the sandbox's (containers outlive a killed containerd) and nothing
+	// else (upWith's cleanup checks namespaces, pins, cgroups, state).
+	if down := sb.NodeDown("node2"); len(down) != 0 {
+		t.Fatalf("node2 reported down before any crash: %v", down)
+	}
+	for _, c := range []string{"containerd", "kubelet"} {
+		if err := sb.KillNodeComponent("node2", c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if down := sb.NodeDown("node2"); len(down) != 2 {
+		t.Errorf("node2 with containerd and kubelet killed reported down: %v", down)
+	}
+	if down := sb.NodeDown("node1"); len(down) != 0 {
+		t.Errorf("node1 reported down: %v", down)
+	}
+	pids := cgroup.Procs(sb.Topology.CgroupRoot)
+	if len(pids) == 0 {
+		t.Fatal("no process in the sandbox's cgroup")
+	}
+	if err := sandbox.Down(sb.Config.Name, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range pids {
+		if sandbox.ProcessAlive(pid) {
+			cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			t.Errorf("pid %d (%s) outlived sandbox down", pid, strings.ReplaceAll(string(cmd), "\x00", " "))
+		}
+	}
+}
