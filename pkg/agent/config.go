@@ -62,8 +62,8 @@ type Config struct {
 	// only when found there: a conflist naming a missing plugin would
 	// fail every pod.
 	HostPortPlugin string `json:"hostPortPlugin,omitempty"`
-	IPAMDir      string   `json:"ipamDir,omitempty"`
-	MTU          int      `json:"mtu,omitempty"`
+	IPAMDir        string `json:"ipamDir,omitempty"`
+	MTU            int    `json:"mtu,omitempty"`
 
 	MetricsBindAddress string `json:"metricsBindAddress,omitempty"` // /metrics; "" = off
 	HealthzBindAddress string `json:"healthzBindAddress,omitempty"` // /healthz, /readyz; "" = off
