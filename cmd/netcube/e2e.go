@@ -39,6 +39,7 @@ func e2eCmd(args []string) error {
 		}
 		return writeReport(*report, rep, rep.Meta)
 	}
+	commit := gitCommit() // what is measured: the tree at the start
 	var sb *sandbox.Sandbox
 	var err error
 	if *reuse {
@@ -80,7 +81,7 @@ func e2eCmd(args []string) error {
 		fmt.Printf("  FAILED %s\n    %s\n", s.Name, s.Failure)
 	}
 	rep.Meta = e2e.Meta{
-		Commit:      gitCommit(),
+		Commit:      commit,
 		Command:     "netcube e2e " + strings.Join(args, " "),
 		Kubernetes:  "v1.36.3",
 		Environment: fmt.Sprintf("%d nodes, each containerd 1.6.20 (Debian) + runc and kubelet v1.36.3 in its own network, mount and UTS namespace; kube-apiserver, kube-controller-manager, kube-scheduler v1.36.3; CoreDNS v1.15.0; netcube installed by its Helm chart (routing %s, socket-LB %v), no kube-proxy", len(sb.Topology.Nodes), sb.Config.Routing, sb.Config.SocketLB),
@@ -115,10 +116,16 @@ func writeReport(file string, rep *e2e.Report, m e2e.Meta) error {
 	return nil
 }
 
+// gitCommit names the commit of the working tree ("+dirty" with
+// uncommitted changes).
 func gitCommit() string {
 	out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
 	if err != nil {
 		return "unknown"
 	}
-	return strings.TrimSpace(string(out))
+	commit := strings.TrimSpace(string(out))
+	if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(st) > 0 {
+		commit += "+dirty"
+	}
+	return commit
 }
