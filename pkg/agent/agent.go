@@ -236,10 +236,17 @@ func (s *sourceWithEvents) Run(ctx context.Context, h source.Handler) error {
 }
 
 // serve starts the metrics and health endpoints. /healthz says the agent is
-// alive; /readyz that its first sync is applied and no Service is failing.
+// alive (and, as kube-proxy's, when it last synced); /readyz that its first
+// sync is applied and no Service is failing.
 func serve(ctx context.Context, cfg Config, m *metrics, rec cube.Reconciler) error {
 	health := http.NewServeMux()
-	health.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	// kube-proxy's shape, which tools (and the e2e suite) read: when the
+	// datapath last synced, and now.
+	health.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"lastUpdated": %q, "currentTime": %q}`+"\n",
+			m.lastSync().UTC().Format(time.RFC3339Nano), time.Now().UTC().Format(time.RFC3339Nano))
+	})
 	health.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		select {
 		case <-rec.Synced():
@@ -259,6 +266,8 @@ func serve(ctx context.Context, cfg Config, m *metrics, rec cube.Reconciler) err
 	})
 	metricsMux := http.NewServeMux()
 	metricsMux.Handle("/metrics", m.handler())
+	// kube-proxy answers its mode here; netcube is its own.
+	metricsMux.HandleFunc("/proxyMode", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "netcube") })
 	if cfg.Profiling {
 		metricsMux.HandleFunc("/debug/pprof/", pprof.Index)
 		metricsMux.HandleFunc("/debug/pprof/profile", pprof.Profile)

@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -52,4 +53,21 @@ func (m *metrics) observeMap(mapName, op string, err error) {
 
 func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+}
+
+// lastSync is when the Service datapath last applied a sync
+// (netcube_last_successful_sync_timestamp_seconds); zero before the first.
+func (m *metrics) lastSync() time.Time {
+	families, err := m.registry.Gather()
+	if err != nil {
+		return time.Time{}
+	}
+	for _, f := range families {
+		if f.GetName() == "netcube_last_successful_sync_timestamp_seconds" && len(f.GetMetric()) > 0 {
+			if v := f.GetMetric()[0].GetGauge().GetValue(); v > 0 {
+				return time.Unix(0, int64(v*1e9))
+			}
+		}
+	}
+	return time.Time{}
 }

@@ -98,8 +98,11 @@ func TestAgentFollowsTheAPI(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-	if a.get("/healthz", a.healthz) != "ok" {
-		t.Error("/healthz not ok")
+	if h := a.get("/healthz", a.healthz); !strings.Contains(h, `"lastUpdated": "20`) || !strings.Contains(h, `"currentTime"`) {
+		t.Errorf("/healthz is not kube-proxy's shape with a sync time: %q", h)
+	}
+	if mode := a.get("/proxyMode", a.metrics); mode != "netcube" {
+		t.Errorf("/proxyMode %q", mode)
 	}
 }
 
