@@ -86,6 +86,12 @@ type bpfLbFrontend struct {
 	Pad  uint16
 }
 
+type bpfLbSockMark uint32
+
+const (
+	bpfLbSockMarkLB_AGENT_SOCK_MARK bpfLbSockMark = 1313013761
+)
+
 type bpfLbSourceRangeKey struct {
 	_         structs.HostLayout
 	Prefixlen uint32
@@ -144,7 +150,7 @@ type bpfNodeConfig struct {
 	NetnsCookie uint64
 	NodeportMin uint16
 	NodeportMax uint16
-	Pad         uint32
+	AgentMark   bpfLbSockMark
 }
 
 type bpfRouterConf struct {

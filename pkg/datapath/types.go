@@ -114,3 +114,8 @@ func (k bpfNcPrefix) Prefix() netip.Prefix {
 	}
 	return netip.PrefixFrom(a, bits)
 }
+
+// AgentSocketMark marks the agent's own sockets that may bind in the
+// NodePort range on the node (its Services' health-check node ports):
+// socket-LB's bind hook lets them (bpf/cubes/lb/sock.h).
+const AgentSocketMark = bpfLbSockMarkLB_AGENT_SOCK_MARK

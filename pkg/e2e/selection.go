@@ -26,7 +26,7 @@ var Skips = []Skip{
 }
 
 // Smoke is the fast subset `make test` runs: a dozen Service and
-// connectivity tests that prove the whole path (kubelet, containerd,
+// connectivity tests, and the health-check node port and hostPort ones, that prove the whole path (kubelet, containerd,
 // netcube's CNI plugin and agent from its chart, CoreDNS through a
 // Service) end to end.
 var Smoke = []string{
@@ -42,6 +42,8 @@ var Smoke = []string{
 	`EndpointSlice should create Endpoints and EndpointSlices for Pods matching a Service`,
 	`DNS should provide DNS for services`,
 	`Proxy version v1 should proxy through a service and a pod`,
+	`Services should fail health check node port if there are only terminating endpoints`,
+	`HostPort validates that there is no conflict between pods with same hostPort but different hostIP and protocol`,
 }
 
 // SmokeFocus is Smoke as one ginkgo focus expression.

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"syscall"
 
 	"github.com/netcube/netcube/pkg/model"
 )
@@ -23,6 +24,10 @@ import (
 // Server runs one HTTP listener per health-check port. Its methods are safe
 // for concurrent use.
 type Server struct {
+	// Mark, when not 0, is set (SO_MARK) on every listening socket before
+	// it binds: socket-LB keeps the NodePort range, from which
+	// health-check ports come, from every other socket on the node.
+	Mark      uint32
 	mu        sync.Mutex
 	services  map[model.ServiceID]uint16 // the port of each Service
 	listeners map[uint16]*listener
@@ -32,6 +37,20 @@ type listener struct {
 	srv     *http.Server
 	service model.ServiceID
 	local   int // ready endpoints on this node
+}
+
+// mark sets Mark on a socket before it binds.
+func (s *Server) mark(_, _ string, c syscall.RawConn) error {
+	if s.Mark == 0 {
+		return nil
+	}
+	var serr error
+	if err := c.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_MARK, int(s.Mark))
+	}); err != nil {
+		return err
+	}
+	return serr
 }
 
 // New returns a server with no ports open.
@@ -54,7 +73,8 @@ func (s *Server) Set(id model.ServiceID, port uint16, local int) error {
 		l.local = local
 		return nil
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(int(port))))
+	lc := net.ListenConfig{Control: s.mark}
+	ln, err := lc.Listen(context.Background(), "tcp", net.JoinHostPort("", strconv.Itoa(int(port))))
 	if err != nil {
 		return fmt.Errorf("health-check port %d of %s: %w", port, id, err)
 	}

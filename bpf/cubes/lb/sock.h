@@ -94,16 +94,20 @@ static always_inline void sock_reverse(void *ctx, struct nc_addr *addr, __be16 *
 }
 
 /* NodePort bind protection: on the node itself (its network namespace; a
- * pod's is its own), no process may bind a port of the NodePort range, so
- * none can hold a port a NodePort Service will need (Cilium does the same). */
+ * pod's is its own), no process but the agent may bind a port of the
+ * NodePort range, so none can hold a port a NodePort Service will need
+ * (Cilium does the same). */
 static always_inline int sock_bind_allowed(struct bpf_sock_addr *ctx)
 {
 	__u32 zero = 0, port = bpf_ntohs((__be16)ctx->user_port);
 	struct node_config *c = bpf_map_lookup_elem(&node_config, &zero);
+	struct bpf_sock *sk = ctx->sk;
 
 	if (!c || !c->netns_cookie || c->netns_cookie != bpf_get_netns_cookie(ctx))
 		return 1;
 	if (port < c->nodeport_min || port > c->nodeport_max)
+		return 1;
+	if (c->agent_mark && sk && sk->mark == c->agent_mark)
 		return 1;
 	bpf_set_retval(-EADDRINUSE);
 	return 0;

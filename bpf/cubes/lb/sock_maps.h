@@ -42,11 +42,16 @@ struct {
 } sock_udp_backend SEC(".maps");
 
 /* node_config[0]: what the socket hooks need to know of the node. */
+/* The agent marks its own sockets in the NodePort range with this (SO_MARK):
+ * the Services' health-check node ports, which it serves on the node, come
+ * from that range. */
+enum lb_sock_mark : __u32 { LB_AGENT_SOCK_MARK = 0x4e430001 };
+
 struct node_config {
 	__u64 netns_cookie;  /* the node's own network namespace (not a pod's) */
 	__u16 nodeport_min;  /* the NodePort range, protected from bind() */
 	__u16 nodeport_max;
-	__u32 pad;
+	enum lb_sock_mark agent_mark; /* sockets with this mark may bind there; 0: none */
 };
 
 struct {

@@ -86,6 +86,7 @@ func (Cube) Start(ctx context.Context, env cube.Env) (cube.Started, error) {
 	rec.SetReporter(env.Report)
 	rec.SetNode(node)
 	health := healthcheck.New()
+	health.Mark = uint32(datapath.AgentSocketMark) // may bind in the NodePort range (bpf/cubes/lb/sock_maps.h)
 	rec.SetHealthChecks(health)
 	return cube.Started{Reconciler: running{rec, tables}, Metrics: m.collectors(), Stop: health.Close}, nil
 }
@@ -103,7 +104,7 @@ func protectNodePorts(maps *cube.Maps, lo, hi uint16) error {
 	if err != nil {
 		return fmt.Errorf("this network namespace's cookie: %w", err)
 	}
-	c := datapath.NodeConfig{NetnsCookie: cookie, NodeportMin: lo, NodeportMax: hi}
+	c := datapath.NodeConfig{NetnsCookie: cookie, NodeportMin: lo, NodeportMax: hi, AgentMark: datapath.AgentSocketMark}
 	return cube.Put(maps, MapNodeConfig, uint32(0), c)
 }
 
