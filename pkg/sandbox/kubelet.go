@@ -85,7 +85,8 @@ func (t Topology) containerdSocket(n Node) string {
 
 // containerdConfig: the CRI plugin uses the imported pause image and
 // the node's CNI directories (the paths inside the node's mount
-// namespace). This machine withholds CAP_SYS_RESOURCE even from root, so
+// namespace; its opt plugin's directory too, which would otherwise be
+// the machine's /opt/containerd). This machine withholds CAP_SYS_RESOURCE even from root, so
 // no process may lower its OOM score below containerd's: the runtime is
 // told (restrict_oom_score_adj, as for rootless containerd) instead of
 // failing every pod whose kubelet-chosen score is negative.
@@ -95,6 +96,8 @@ root = "/var/lib/containerd"
 state = "/run/containerd"
 [grpc]
   address = "/run/containerd/containerd.sock"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "/var/lib/containerd/opt"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "` + sandboxImage + `"
   restrict_oom_score_adj = true
