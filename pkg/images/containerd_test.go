@@ -59,8 +59,14 @@ func TestImagesRunInContainerd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer log.Close()
+	// The opt plugin's directory in the test's too (its default is the
+	// machine's /opt/containerd).
+	config := filepath.Join(dir, "containerd.toml")
+	if err := os.WriteFile(config, []byte("version = 2\n[plugins.\"io.containerd.internal.v1.opt\"]\n  path = \""+filepath.Join(dir, "opt")+"\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cd := exec.Command("containerd", "--root", filepath.Join(dir, "root"), "--state", filepath.Join(dir, "state"),
-		"--address", sock, "--config", "/dev/null")
+		"--address", sock, "--config", config)
 	cd.Stdout, cd.Stderr = log, log
 	if err := cd.Start(); err != nil {
 		t.Fatal(err)

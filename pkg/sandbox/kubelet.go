@@ -279,11 +279,20 @@ func (sb *Sandbox) ensureMountPoint(path string) error {
 	return nil
 }
 
-// removeCreatedDirs removes the empty mount points the sandbox created.
+// removeCreatedDirs removes the empty mount points the sandbox created,
+// unless another sandbox with real nodes is up: its nodes mount on them
+// (and removing a directory another mount namespace mounts on detaches
+// that mount), so they stay, empty.
 func removeCreatedDirs(t Topology) {
 	b, err := os.ReadFile(filepath.Join(t.StateDir, "created-dirs"))
 	if err != nil {
 		return
+	}
+	others, _ := filepath.Glob(filepath.Join(nodeRootBase, "*"))
+	for _, o := range others {
+		if filepath.Base(o) != t.Name {
+			return
+		}
 	}
 	for _, p := range strings.Fields(string(b)) {
 		_ = syscall.Rmdir(p) // only if empty: another sandbox may still use it
