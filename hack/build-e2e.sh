@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds what the real-node sandbox and the upstream sig-network e2e suite
 # need from the Go module proxy, pinned by hack/e2e/go.mod, into a cache keyed
-# by that pinning: kubelet, kube-scheduler, kubectl (the suite runs it), agnhost (the suite's test image),
+# by that pinning: kubelet, kube-scheduler, kubectl (the suite runs it), agnhost and
+# regression-issue-74839 (the suite's test images built here),
 # e2e.test (the suite, `go test -c k8s.io/kubernetes/test/e2e`), ginkgo and
 # CoreDNS (the cluster's DNS).
 # Only missing binaries are built; a second run, or CI on the same machine,
@@ -20,6 +21,7 @@ bins=(
   kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler
   kubectl=k8s.io/kubernetes/cmd/kubectl
   agnhost=k8s.io/kubernetes/test/images/agnhost
+  regression-issue-74839=k8s.io/kubernetes/test/images/regression-issue-74839
   ginkgo=github.com/onsi/ginkgo/v2/ginkgo
 )
 mkdir -p "$dir"
@@ -27,7 +29,7 @@ for b in "${bins[@]}"; do
   name=${b%%=*} pkg=${b#*=}
   if [ ! -x "$dir/$name" ]; then
     echo "build-e2e: building $name into $dir (takes minutes the first time)" >&2
-    # agnhost runs in a scratch image: static, no cgo.
+    # The test images are scratch images: static, no cgo.
     CGO_ENABLED=0 GOFLAGS=-trimpath go build -o "$dir/$name.tmp.$$" "$pkg"
     mv "$dir/$name.tmp.$$" "$dir/$name"
   fi

@@ -8,7 +8,8 @@
  * A packet for a pod of this node goes straight into it (router.h);
  * everything else passes untouched. Replies from a backend on this node
  * leave through its pod's veth, where from_pod translates them back
- * (xlate.h, shared with from_pod).
+ * (xlate.h, shared with from_pod); those of the node itself as a backend
+ * (a host-network endpoint) through the uplink, where to_net (egress) does.
  */
 #include "xlate.h"
 #include "cubes_gen.h"
@@ -43,20 +44,42 @@ int from_net(struct __sk_buff *skb)
 		return TC_ACT_SHOT;
 
 	if (!xlate_established(&f, &x)) {
+		__u8 flags = 0;
+
 		verdict = xlate_pick(skb, &f, svc, &x);
 		if (!x.backend)
 			return verdict;
-		if (!(svc->flags & LB_SVC_LOCAL)) { /* Cluster: SNAT to this node */
+		if (is_node_addr(&x.backend->addr, f.family)) {
+			/* The backend is this node (a host-network pod): its
+			 * stack answers the client directly, through to_net. */
+			flags = CT_F_HOST;
+		} else if (!(svc->flags & LB_SVC_LOCAL)) { /* Cluster: SNAT to this node */
 			node = node_addr(f.family);
 			if (!node)
 				return TC_ACT_SHOT;
 			xlate_snat(&f, node, &x);
 			if (!x.sport)
 				return TC_ACT_SHOT;
+			flags = CT_F_SNAT;
 		}
 		if (ct_create_external(&f, x.backend_id, &x.backend->addr, x.backend->port,
-				       svc->rev_nat_id, x.sport != 0, &x.snat, x.sport))
+				       svc->rev_nat_id, flags, &x.snat, x.sport))
 			return TC_ACT_SHOT;
 	}
 	return xlate_forward(skb, &f, &x);
+}
+
+/* to_net (tcx egress of the uplink): the node's own replies as the backend
+ * of a flow from outside (CT_F_HOST) get their frontend back as source.
+ * Everything else leaves untouched. */
+SEC("tcx/egress")
+int to_net(struct __sk_buff *skb)
+{
+	struct flow f = {};
+
+	if (parse_flow(skb, &f))
+		return TC_ACT_OK;
+	if (xlate_revnat(skb, &f, CT_F_HOST))
+		return TC_ACT_SHOT;
+	return TC_ACT_OK;
 }

@@ -59,7 +59,7 @@ int from_pod(struct __sk_buff *skb)
 			hairpin_addr(&hairpin, f.family);
 			xlate_snat(&f, &hairpin, &x);
 			if (!x.sport || ct_create_external(&f, x.backend_id, &x.backend->addr, x.backend->port,
-							   svc->rev_nat_id, 1, &x.snat, x.sport))
+							   svc->rev_nat_id, CT_F_SNAT, &x.snat, x.sport))
 				return TC_ACT_SHOT;
 		} else if (ct_create(&f, x.backend_id, &x.backend->addr, x.backend->port, svc->rev_nat_id)) {
 			return TC_ACT_SHOT;
@@ -79,7 +79,7 @@ int to_pod(struct __sk_buff *skb)
 	verdict = cubes_to_pod(skb, &f);
 	if (verdict != CUBE_PASS)
 		return verdict;
-	if (xlate_revnat(skb, &f))
+	if (xlate_revnat(skb, &f, 0))
 		return TC_ACT_SHOT;
 	return TC_ACT_OK;
 }

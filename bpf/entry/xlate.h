@@ -163,9 +163,10 @@ static always_inline void xlate_snat(const struct flow *f, const struct nc_addr 
 
 /* xlate_forward rewrites the packet to the backend (and its SNAT source)
  * and routes it (router.h): into the backend's pod when it is on this
- * node, else on to its node. The kernel's forwarding never gets a SNATed
- * packet: its source is now this node's own address, a "martian" on
- * input. */
+ * node, to this node's own stack when the backend is the node (a
+ * host-network endpoint; never SNATed), else on to its node. The kernel's
+ * forwarding never gets a SNATed packet: its source is now this node's own
+ * address, a "martian" on input. */
 static always_inline int xlate_forward(struct __sk_buff *skb, const struct flow *f,
 				       const struct xlate *x)
 {
@@ -182,19 +183,22 @@ static always_inline int xlate_forward(struct __sk_buff *skb, const struct flow 
 	ep = router_endpoint(&x->backend->addr);
 	if (ep)
 		return router_to_endpoint(skb, ep);
+	if (!x->sport && is_node_addr(&x->backend->addr, f->family))
+		return TC_ACT_OK;
 	return router_to_node(skb, f->family, &saddr, &x->backend->addr, x->sport != 0, -1);
 }
 
-/* xlate_revnat translates the reply of a Service flow to the pod that
- * opened it: its source back to the frontend. to_pod does it for packets
- * the kernel delivers; xlate_deliver for those the router hands to the
- * pod directly. */
-static always_inline int xlate_revnat(struct __sk_buff *skb, const struct flow *f)
+/* xlate_revnat translates the reply of a Service flow (whose entry has
+ * the flags want) to its client: its source back to the frontend. to_pod
+ * does it for packets the kernel delivers to a pod; xlate_deliver for
+ * those the router hands to the pod directly; to_net for the node's own
+ * replies as a backend (CT_F_HOST). */
+static always_inline int xlate_revnat(struct __sk_buff *skb, const struct flow *f, __u8 want)
 {
 	struct ct_entry *ct = ct_lookup(f, CT_REPLY);
 	struct lb_frontend *fe;
 
-	if (!ct)
+	if (!ct || (ct->flags & want) != want)
 		return 0; /* not a reply of a translated flow */
 	fe = lb_lookup_revnat(ct->rev_nat_id);
 	if (!fe)
@@ -208,7 +212,7 @@ static always_inline int xlate_revnat(struct __sk_buff *skb, const struct flow *
 static always_inline int xlate_deliver(struct __sk_buff *skb, const struct flow *f,
 				       const struct router_endpoint *ep)
 {
-	if (xlate_revnat(skb, f))
+	if (xlate_revnat(skb, f, 0))
 		return TC_ACT_SHOT;
 	return router_to_endpoint(skb, ep);
 }

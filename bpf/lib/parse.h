@@ -1,9 +1,11 @@
 /* parse.h: turns a packet into a flow (addresses, ports, protocol, offsets).
- * Only TCP and UDP over IPv4 (no fragments) and IPv6 (no extension headers)
- * become flows; everything else is passed through untouched by the caller.
+ * Only TCP and UDP over IPv4 and IPv6 (no extension header but a fragment
+ * header) become flows, fragments included (their ports: frag.h);
+ * everything else is passed through untouched by the caller.
  */
 #pragma once
 #include "common.h"
+#include "frag.h"
 
 struct flow {
 	struct nc_addr saddr;
@@ -14,6 +16,7 @@ struct flow {
 	__u8 family;    /* 4 or 6 */
 	__u16 l4_off;
 	__u8 tcp_flags; /* TCP: the flags byte (FIN 0x01, SYN 0x02, RST 0x04, ACK 0x10) */
+	enum frag_kind frag; /* FRAG_LATER: no L4 header in this packet */
 };
 
 #define TCP_FLAG_SYN 0x02
@@ -30,12 +33,22 @@ static always_inline int flow_is_new(const struct flow *f)
 
 #define L3_OFF ((__u16)sizeof(struct ethhdr))
 
-/* parse_flow returns 0 and fills f for a TCP/UDP packet, -1 otherwise. */
+/* An IPv6 fragment header (RFC 8200, 4.5). */
+struct frag_hdr6 {
+	__u8 nexthdr;
+	__u8 reserved;
+	__be16 frag_off; /* offset in 8-byte units << 3, M flag in bit 0 */
+	__be32 id;
+};
+
+/* parse_flow returns 0 and fills f for a TCP/UDP packet (or fragment of
+ * one whose first fragment was seen), -1 otherwise. */
 static always_inline int parse_flow(struct __sk_buff *skb, struct flow *f)
 {
 	void *data = (void *)(long)skb->data;
 	void *end = (void *)(long)skb->data_end;
 	struct ethhdr *eth = data;
+	__u32 frag_id = 0;
 
 	if ((void *)(eth + 1) > end)
 		return -1;
@@ -45,13 +58,16 @@ static always_inline int parse_flow(struct __sk_buff *skb, struct flow *f)
 
 		if ((void *)(ip + 1) > end || ip->ihl < 5)
 			return -1;
-		if (ip->frag_off & bpf_htons(0x1fff)) /* non-first fragment: no ports */
-			return -1;
 		f->family = 4;
 		f->proto = ip->protocol;
 		f->l4_off = L3_OFF + ip->ihl * 4;
 		addr_from_v4(&f->saddr, ip->saddr);
 		addr_from_v4(&f->daddr, ip->daddr);
+		if (ip->frag_off & bpf_htons(0x1fff)) /* offset: a later fragment */
+			f->frag = FRAG_LATER;
+		else if (ip->frag_off & bpf_htons(0x2000)) /* more fragments */
+			f->frag = FRAG_FIRST;
+		frag_id = ip->id;
 	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6 = (void *)(eth + 1);
 
@@ -62,12 +78,24 @@ static always_inline int parse_flow(struct __sk_buff *skb, struct flow *f)
 		f->l4_off = L3_OFF + sizeof(*ip6);
 		addr_from_v6(&f->saddr, ip6->saddr.in6_u.u6_addr32);
 		addr_from_v6(&f->daddr, ip6->daddr.in6_u.u6_addr32);
+		if (f->proto == IPPROTO_FRAGMENT) {
+			struct frag_hdr6 *fh = (void *)(ip6 + 1);
+
+			if ((void *)(fh + 1) > end)
+				return -1;
+			f->proto = fh->nexthdr;
+			f->l4_off += sizeof(*fh);
+			f->frag = (fh->frag_off & bpf_htons(0xfff8)) ? FRAG_LATER : FRAG_FIRST;
+			frag_id = fh->id;
+		}
 	} else {
 		return -1;
 	}
 
 	if (f->proto != IPPROTO_TCP && f->proto != IPPROTO_UDP)
 		return -1;
+	if (f->frag == FRAG_LATER)
+		return frag_ports_of(&f->saddr, &f->daddr, frag_id, f->proto, &f->sport, &f->dport);
 
 	/* TCP and UDP both start with the two ports. */
 	__be16 *ports = data + f->l4_off;
@@ -82,6 +110,8 @@ static always_inline int parse_flow(struct __sk_buff *skb, struct flow *f)
 			return -1;
 		f->tcp_flags = ((__u8 *)tcp)[13];
 	}
+	if (f->frag == FRAG_FIRST)
+		frag_remember(&f->saddr, &f->daddr, frag_id, f->proto, f->sport, f->dport);
 	return 0;
 }
 

@@ -38,6 +38,7 @@ const (
 	bpfCtFlagsCT_F_EXTERNAL bpfCtFlags = 1
 	bpfCtFlagsCT_F_SNAT     bpfCtFlags = 2
 	bpfCtFlagsCT_F_MASQ     bpfCtFlags = 4
+	bpfCtFlagsCT_F_HOST     bpfCtFlags = 8
 )
 
 type bpfCtKey struct {
@@ -61,7 +62,23 @@ type bpfFlow struct {
 	Family   uint8
 	L4Off    uint16
 	TcpFlags uint8
-	_        [3]byte
+	Frag     uint8
+	_        [2]byte
+}
+
+type bpfFragKey struct {
+	_     structs.HostLayout
+	Saddr bpfNcAddr
+	Daddr bpfNcAddr
+	Id    uint32
+	Proto uint8
+	Pad   [3]uint8
+}
+
+type bpfFragPorts struct {
+	_     structs.HostLayout
+	Sport uint16
+	Dport uint16
 }
 
 type bpfLbAffinityKey struct {
@@ -169,7 +186,8 @@ type bpfTestIo struct {
 		Family   uint8
 		L4Off    uint16
 		TcpFlags uint8
-		_        [3]byte
+		Frag     uint8
+		_        [2]byte
 	}
 	BackendId uint32
 	RevNatId  uint32
@@ -227,6 +245,7 @@ const (
 	bpfMapChainCounts     = "chain_counts"
 	bpfMapChainProgs      = "chain_progs"
 	bpfMapCtFlows         = "ct_flows"
+	bpfMapFragDatagrams   = "frag_datagrams"
 	bpfMapLbAffinity      = "lb_affinity"
 	bpfMapLbAffinityMatch = "lb_affinity_match"
 	bpfMapLbBackends      = "lb_backends"
@@ -310,6 +329,7 @@ type bpfMapSpecs struct {
 	ChainCounts     *ebpf.MapSpec `ebpf:"chain_counts"`
 	ChainProgs      *ebpf.MapSpec `ebpf:"chain_progs"`
 	CtFlows         *ebpf.MapSpec `ebpf:"ct_flows"`
+	FragDatagrams   *ebpf.MapSpec `ebpf:"frag_datagrams"`
 	LbAffinity      *ebpf.MapSpec `ebpf:"lb_affinity"`
 	LbAffinityMatch *ebpf.MapSpec `ebpf:"lb_affinity_match"`
 	LbBackends      *ebpf.MapSpec `ebpf:"lb_backends"`
@@ -351,6 +371,7 @@ type bpfMaps struct {
 	ChainCounts     *ebpf.Map `ebpf:"chain_counts"`
 	ChainProgs      *ebpf.Map `ebpf:"chain_progs"`
 	CtFlows         *ebpf.Map `ebpf:"ct_flows"`
+	FragDatagrams   *ebpf.Map `ebpf:"frag_datagrams"`
 	LbAffinity      *ebpf.Map `ebpf:"lb_affinity"`
 	LbAffinityMatch *ebpf.Map `ebpf:"lb_affinity_match"`
 	LbBackends      *ebpf.Map `ebpf:"lb_backends"`
@@ -365,6 +386,7 @@ func (m *bpfMaps) Close() error {
 		m.ChainCounts,
 		m.ChainProgs,
 		m.CtFlows,
+		m.FragDatagrams,
 		m.LbAffinity,
 		m.LbAffinityMatch,
 		m.LbBackends,

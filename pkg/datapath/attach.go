@@ -45,19 +45,13 @@ func (d *Datapath) AttachInterface(ifname string, ifindex int, ingress, egress s
 	return nil
 }
 
-// AttachNode attaches from_net (tcx ingress) to an uplink of the node, where
-// traffic from outside the cluster arrives: NodePort, ExternalIPs and
-// LoadBalancer IPs are served there. Pinned links of an earlier agent are
-// updated in place, as for pods.
+// AttachNode attaches from_net (tcx ingress) and to_net (tcx egress) to an
+// uplink of the node, where traffic from outside the cluster arrives:
+// NodePort, ExternalIPs and LoadBalancer IPs are served there, and the
+// node's own replies as a backend leave there. Pinned links of an earlier
+// agent are updated in place, as for pods.
 func (d *Datapath) AttachNode(ifname string, ifindex int) error {
-	pin := d.linkPin(nodeLinkPrefix + ifname + "-ingress")
-	err := d.attachOrUpdate(pin, d.objs.FromNet, func() (link.Link, error) {
-		return link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: d.objs.FromNet, Attach: ebpf.AttachTCXIngress})
-	}, func(l link.Link) bool { return tcxIfindex(l) == ifindex })
-	if err != nil {
-		return fmt.Errorf("attach %s to %s: %w", d.objs.FromNet.String(), ifname, err)
-	}
-	return nil
+	return d.attachTCX(nodeLinkPrefix+ifname, ifname, ifindex, d.objs.FromNet, d.objs.ToNet)
 }
 
 // AttachPod attaches from_pod (tcx ingress) and to_pod (tcx egress) to a pod's
@@ -65,17 +59,22 @@ func (d *Datapath) AttachNode(ifname string, ifindex int) error {
 // interface, their programs are replaced atomically instead: packets never
 // see the interface without a program.
 func (d *Datapath) AttachPod(ifname string, ifindex int) error {
+	return d.attachTCX(podLinkPrefix+ifname, ifname, ifindex, d.objs.FromPod, d.objs.ToPod)
+}
+
+// attachTCX attaches ingress and egress to an interface, their links pinned
+// as <pin>-ingress and <pin>-egress (updated in place when pinned already).
+func (d *Datapath) attachTCX(pin, ifname string, ifindex int, ingress, egress *ebpf.Program) error {
 	hooks := []struct {
 		dir    string
 		prog   *ebpf.Program
 		attach ebpf.AttachType
 	}{
-		{"ingress", d.objs.FromPod, ebpf.AttachTCXIngress},
-		{"egress", d.objs.ToPod, ebpf.AttachTCXEgress},
+		{"ingress", ingress, ebpf.AttachTCXIngress},
+		{"egress", egress, ebpf.AttachTCXEgress},
 	}
 	for _, h := range hooks {
-		pin := d.linkPin(podLinkPrefix + ifname + "-" + h.dir)
-		err := d.attachOrUpdate(pin, h.prog, func() (link.Link, error) {
+		err := d.attachOrUpdate(d.linkPin(pin+"-"+h.dir), h.prog, func() (link.Link, error) {
 			return link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: h.prog, Attach: h.attach})
 		}, func(l link.Link) bool { return tcxIfindex(l) == ifindex })
 		if err != nil {

@@ -38,6 +38,7 @@ const (
 	bpfCtFlagsCT_F_EXTERNAL bpfCtFlags = 1
 	bpfCtFlagsCT_F_SNAT     bpfCtFlags = 2
 	bpfCtFlagsCT_F_MASQ     bpfCtFlags = 4
+	bpfCtFlagsCT_F_HOST     bpfCtFlags = 8
 )
 
 type bpfCtKey struct {
@@ -49,6 +50,21 @@ type bpfCtKey struct {
 	Proto uint8
 	Dir   bpfCtDir
 	Pad   uint16
+}
+
+type bpfFragKey struct {
+	_     structs.HostLayout
+	Saddr bpfNcAddr
+	Daddr bpfNcAddr
+	Id    uint32
+	Proto uint8
+	Pad   [3]uint8
+}
+
+type bpfFragPorts struct {
+	_     structs.HostLayout
+	Sport uint16
+	Dport uint16
 }
 
 type bpfLbAffinityKey struct {
@@ -210,6 +226,7 @@ type bpfSockRevnatVal struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	bpfMapCtFlows           = "ct_flows"
+	bpfMapFragDatagrams     = "frag_datagrams"
 	bpfMapLbAffinity        = "lb_affinity"
 	bpfMapLbAffinityMatch   = "lb_affinity_match"
 	bpfMapLbBackends        = "lb_backends"
@@ -240,6 +257,7 @@ const (
 	bpfProgSockRecvmsg6     = "sock_recvmsg6"
 	bpfProgSockSendmsg4     = "sock_sendmsg4"
 	bpfProgSockSendmsg6     = "sock_sendmsg6"
+	bpfProgToNet            = "to_net"
 	bpfProgToOverlay        = "to_overlay"
 	bpfProgToPod            = "to_pod"
 )
@@ -300,6 +318,7 @@ type bpfProgramSpecs struct {
 	SockRecvmsg6     *ebpf.ProgramSpec `ebpf:"sock_recvmsg6"`
 	SockSendmsg4     *ebpf.ProgramSpec `ebpf:"sock_sendmsg4"`
 	SockSendmsg6     *ebpf.ProgramSpec `ebpf:"sock_sendmsg6"`
+	ToNet            *ebpf.ProgramSpec `ebpf:"to_net"`
 	ToOverlay        *ebpf.ProgramSpec `ebpf:"to_overlay"`
 	ToPod            *ebpf.ProgramSpec `ebpf:"to_pod"`
 }
@@ -309,6 +328,7 @@ type bpfProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type bpfMapSpecs struct {
 	CtFlows           *ebpf.MapSpec `ebpf:"ct_flows"`
+	FragDatagrams     *ebpf.MapSpec `ebpf:"frag_datagrams"`
 	LbAffinity        *ebpf.MapSpec `ebpf:"lb_affinity"`
 	LbAffinityMatch   *ebpf.MapSpec `ebpf:"lb_affinity_match"`
 	LbBackends        *ebpf.MapSpec `ebpf:"lb_backends"`
@@ -354,6 +374,7 @@ func (o *bpfObjects) Close() error {
 // It can be passed to loadBpfObjects or ebpf.CollectionSpec.LoadAndAssign.
 type bpfMaps struct {
 	CtFlows           *ebpf.Map `ebpf:"ct_flows"`
+	FragDatagrams     *ebpf.Map `ebpf:"frag_datagrams"`
 	LbAffinity        *ebpf.Map `ebpf:"lb_affinity"`
 	LbAffinityMatch   *ebpf.Map `ebpf:"lb_affinity_match"`
 	LbBackends        *ebpf.Map `ebpf:"lb_backends"`
@@ -375,6 +396,7 @@ type bpfMaps struct {
 func (m *bpfMaps) Close() error {
 	return _BpfClose(
 		m.CtFlows,
+		m.FragDatagrams,
 		m.LbAffinity,
 		m.LbAffinityMatch,
 		m.LbBackends,
@@ -418,6 +440,7 @@ type bpfPrograms struct {
 	SockRecvmsg6     *ebpf.Program `ebpf:"sock_recvmsg6"`
 	SockSendmsg4     *ebpf.Program `ebpf:"sock_sendmsg4"`
 	SockSendmsg6     *ebpf.Program `ebpf:"sock_sendmsg6"`
+	ToNet            *ebpf.Program `ebpf:"to_net"`
 	ToOverlay        *ebpf.Program `ebpf:"to_overlay"`
 	ToPod            *ebpf.Program `ebpf:"to_pod"`
 }
@@ -438,6 +461,7 @@ func (p *bpfPrograms) Close() error {
 		p.SockRecvmsg6,
 		p.SockSendmsg4,
 		p.SockSendmsg6,
+		p.ToNet,
 		p.ToOverlay,
 		p.ToPod,
 	)

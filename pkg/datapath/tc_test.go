@@ -3,12 +3,14 @@ package datapath_test
 import (
 	"bytes"
 	"encoding/hex"
+	"fmt"
 	"net/netip"
 	"testing"
 
 	"github.com/netcube/netcube/internal/pkt"
 	"github.com/netcube/netcube/internal/testenv"
 	"github.com/netcube/netcube/pkg/cubes/lb"
+	"github.com/netcube/netcube/pkg/cubes/nat"
 	"github.com/netcube/netcube/pkg/datapath"
 	"github.com/netcube/netcube/pkg/model"
 )
@@ -65,6 +67,7 @@ type step struct {
 	name    string
 	toPod   bool // run to_pod (replies) instead of from_pod
 	fromNet bool // run from_net (the node's uplink) instead of from_pod
+	toNet   bool // run to_net (the uplink's egress) instead of from_pod
 	in      []byte
 	verdict uint32
 	out     []byte // expected output; nil means "unchanged"
@@ -78,6 +81,8 @@ func run(t *testing.T, dp *datapath.Datapath, s step) {
 		prog = dp.Programs().ToPod
 	case s.fromNet:
 		prog = dp.Programs().FromNet
+	case s.toNet:
+		prog = dp.Programs().ToNet
 	}
 	out := make([]byte, 1600)
 	opts := runOpts(s.in, out)
@@ -284,4 +289,106 @@ func TestUDPv4ZeroChecksumStaysZero(t *testing.T) {
 	want := pkt.Rewrite(in, client4, be4)
 	want[14+20+6], want[14+20+7] = 0, 0
 	run(t, dp, step{name: "zero checksum", in: in, verdict: actOK, out: want})
+}
+
+// TestHostBackend: a NodePort whose backend is the node itself (a
+// host-network pod) is delivered to the node's own stack with its client's
+// address (no SNAT to itself: a packet from the node's own address would
+// be a martian), and the node's replies, leaving through the uplink, get
+// the NodePort back as their source. Both Cluster and Local policies, IPv4
+// and IPv6.
+func TestHostBackend(t *testing.T) {
+	for _, c := range []struct {
+		name                string
+		node, client, other netip.Addr
+		flags               model.FrontendFlags
+	}{
+		{"IPv4, Cluster", netip.MustParseAddr("172.30.0.11"), netip.MustParseAddr("172.30.0.12"), netip.MustParseAddr("172.30.0.13"), model.External},
+		{"IPv4, Local", netip.MustParseAddr("172.30.0.11"), netip.MustParseAddr("172.30.0.12"), netip.MustParseAddr("172.30.0.13"), model.External | model.Local},
+		{"IPv6, Cluster", netip.MustParseAddr("fd00:172:30::11"), netip.MustParseAddr("fd00:172:30::12"), netip.MustParseAddr("fd00:172:30::13"), model.External},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dp, cube := load(t)
+			node4, node6 := c.node, netip.MustParseAddr("fd00:172:30::11")
+			if c.node.Is6() {
+				node4 = netip.MustParseAddr("172.30.0.11")
+				node6 = c.node
+			}
+			if err := nat.SetNodeAddrs(dp.Maps(), node4, node6); err != nil {
+				t.Fatal(err)
+			}
+			nodePort := netip.AddrPortFrom(c.node, 31312)
+			host := netip.AddrPortFrom(c.node, 8083)
+			client := netip.AddrPortFrom(c.client, 40000)
+			err := cube.Apply(model.FrontendBackends{
+				Frontend: frontend(nodePort, model.TCP), Flags: c.flags,
+				Backends: backends(host),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := pkt.TCP(client, nodePort, syn, nil)
+			reply := pkt.TCP(host, client, synAck, nil)
+			stranger := pkt.TCP(host, netip.AddrPortFrom(c.other, 40000), synAck, nil)
+			for _, s := range []step{
+				{name: "the node's own traffic out of the uplink passes untouched", toNet: true, in: stranger, verdict: actOK},
+				{name: "SYN to the NodePort goes up the node's stack, client kept", fromNet: true, in: in, verdict: actOK,
+					out: pkt.Rewrite(in, client, host)},
+				{name: "the node's SYN-ACK leaves from the NodePort", toNet: true, in: reply, verdict: actOK,
+					out: pkt.Rewrite(reply, nodePort, client)},
+				{name: "later packets stay on the node", fromNet: true,
+					in:      pkt.TCP(client, nodePort, pkt.TCPOpts{ACK: true, Seq: 1001, Ack: 5001, Window: 502}, nil),
+					verdict: actOK,
+					out:     pkt.Rewrite(pkt.TCP(client, nodePort, pkt.TCPOpts{ACK: true, Seq: 1001, Ack: 5001, Window: 502}, nil), client, host)},
+				{name: "another client's traffic with the node is still untouched", toNet: true, in: stranger, verdict: actOK},
+			} {
+				run(t, dp, s)
+			}
+		})
+	}
+}
+
+// TestFragments: every fragment of a datagram to a Service goes where its
+// first went, translated as the whole datagram would be (the fragments of
+// the translated datagram, byte for byte), on the way out and back, IPv4
+// and IPv6; so do the fragments of a datagram to a pod, untranslated. A
+// later fragment whose first was never seen passes untouched.
+func TestFragments(t *testing.T) {
+	dp, cube := load(t)
+	for _, fe := range []model.Frontend{frontend(vip4, model.UDP), frontend(vip6, model.UDP)} {
+		be := be4
+		if fe.Addr.Is6() {
+			be = be6
+		}
+		if err := cube.Upsert(fe, backends(be)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	big := bytes.Repeat([]byte("fragment"), 250) // 2,000 bytes: three fragments at 1,000
+	for _, c := range []struct {
+		name                string
+		client, vip, be, to netip.AddrPort
+	}{
+		{"IPv4", client4, vip4, be4, pod4},
+		{"IPv6", client6, vip6, be6, netip.MustParseAddrPort("[fd00:10:244:2::22]:9000")},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			query := pkt.UDP(c.client, c.vip, big)
+			want := pkt.Fragments(pkt.Rewrite(query, c.client, c.be), 1000, 7)
+			for i, in := range pkt.Fragments(query, 1000, 7) {
+				run(t, dp, step{name: fmt.Sprintf("query fragment %d", i), in: in, verdict: actOK, out: want[i]})
+			}
+			answer := pkt.UDP(c.be, c.client, big)
+			want = pkt.Fragments(pkt.Rewrite(answer, c.vip, c.client), 1000, 8)
+			for i, in := range pkt.Fragments(answer, 1000, 8) {
+				run(t, dp, step{name: fmt.Sprintf("answer fragment %d", i), toPod: true, in: in, verdict: actOK, out: want[i]})
+			}
+			direct := pkt.UDP(c.client, c.to, big)
+			for i, in := range pkt.Fragments(direct, 1000, 9) {
+				run(t, dp, step{name: fmt.Sprintf("fragment %d to a pod", i), in: in, verdict: actOK})
+			}
+			orphan := pkt.Fragments(query, 1000, 10)[1]
+			run(t, dp, step{name: "a later fragment of an unseen datagram", in: orphan, verdict: actOK})
+		})
+	}
 }

@@ -46,6 +46,7 @@ const (
 	CTExternal = bpfCtFlagsCT_F_EXTERNAL
 	CTSNAT     = bpfCtFlagsCT_F_SNAT
 	CTMasq     = bpfCtFlagsCT_F_MASQ
+	CTHost     = bpfCtFlagsCT_F_HOST
 
 	ServiceExternal     = bpfLbSvcFlagsLB_SVC_EXTERNAL
 	ServiceLocal        = bpfLbSvcFlagsLB_SVC_LOCAL

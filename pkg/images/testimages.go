@@ -198,6 +198,21 @@ func Agnhost(agnhostBin string, refs []string) (Spec, error) {
 		Env: []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}}, nil
 }
 
+// RegressionIssue74839 is the suite's raw-socket server of the invalid
+// conntrack state test (upstream: the binary over debian-base; it needs
+// nothing of it): the static binary, from hack/build-e2e.sh.
+func RegressionIssue74839(bin string, refs []string) (Spec, error) {
+	if len(refs) == 0 {
+		return Spec{}, fmt.Errorf("regression-issue-74839: no image name")
+	}
+	if _, err := os.Stat(bin); err != nil {
+		return Spec{}, fmt.Errorf("regression-issue-74839: %w (hack/build-e2e.sh builds it)", err)
+	}
+	return Spec{Ref: refs[0], Aliases: refs[1:],
+		Files:      []File{{Source: bin, Path: "/regression-issue-74839", Mode: 0o755}},
+		Entrypoint: []string{"/regression-issue-74839"}}, nil
+}
+
 // Buildable are the images of the suite built here, by repository; the
 // suite's other images (nginx, httpd, perl, ...) cannot be, and tests that
 // use them fail to start their pods (the conformance report says which).
@@ -205,6 +220,7 @@ var Buildable = []string{
 	"registry.k8s.io/e2e-test-images/agnhost",
 	"registry.k8s.io/e2e-test-images/busybox",
 	"registry.k8s.io/e2e-test-images/glibc-dns-testing",
+	"registry.k8s.io/e2e-test-images/regression-issue-74839",
 	"registry.k8s.io/pause",
 }
 

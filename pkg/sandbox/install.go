@@ -62,8 +62,13 @@ func (sb *Sandbox) buildImages(log io.Writer) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	boom, err := images.RegressionIssue74839(filepath.Join(sb.Config.E2EDir, "regression-issue-74839"),
+		refs["registry.k8s.io/e2e-test-images/regression-issue-74839"])
+	if err != nil {
+		return nil, err
+	}
 	coredns := images.CoreDNS(filepath.Join(sb.Config.E2EDir, "coredns"))
-	for _, spec := range []images.Spec{images.Agent(static), pause, agnhost, busybox, glibc, coredns} {
+	for _, spec := range []images.Spec{images.Agent(static), pause, agnhost, busybox, glibc, boom, coredns} {
 		img, err := images.Build(spec)
 		if err != nil {
 			return nil, err

@@ -106,15 +106,15 @@ static always_inline int ct_create(const struct flow *f, __u32 backend_id,
 }
 
 /* ct_create_external records a flow from outside the cluster (or a
- * hairpin), SNATed to snat_addr:snat_port when snat. */
+ * hairpin), with more flags: CT_F_SNAT (to snat_addr:snat_port) and/or
+ * CT_F_HOST. */
 static always_inline int ct_create_external(const struct flow *f, __u32 backend_id,
 					    const struct nc_addr *baddr, __be16 bport,
-					    __u32 rev_nat_id, int snat,
+					    __u32 rev_nat_id, __u8 flags,
 					    const struct nc_addr *snat_addr, __be16 snat_port)
 {
-	__u8 flags = CT_F_EXTERNAL | (snat ? CT_F_SNAT : 0);
-
-	return ct_create_flow(f, backend_id, baddr, bport, rev_nat_id, flags, snat_addr, snat_port);
+	return ct_create_flow(f, backend_id, baddr, bport, rev_nat_id, CT_F_EXTERNAL | flags,
+			      snat_addr, snat_port);
 }
 
 /* ct_reply_taken says whether a reply entry exists for backend -> addr:port

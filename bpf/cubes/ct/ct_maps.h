@@ -26,6 +26,9 @@ enum ct_flags : __u8 {
 	CT_F_SNAT = 2,     /* source translated to nat_addr:nat_port */
 	CT_F_MASQ = 4,     /* a pod's flow to outside the cluster, masqueraded
 			    * (with CT_F_SNAT) to this node */
+	CT_F_HOST = 8,     /* CT_F_EXTERNAL to this node itself (a host-network
+			    * backend): its replies leave from the host stack
+			    * through the uplink, where to_net translates them */
 };
 
 struct ct_entry {

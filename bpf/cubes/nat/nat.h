@@ -16,7 +16,10 @@ static always_inline __u32 l4_csum_off(const struct flow *f)
 						    : offsetof(struct udphdr, check));
 }
 
-/* nat_rewrite replaces one side of f with to_addr:to_port. Returns 0 or -1. */
+/* nat_rewrite replaces one side of f with to_addr:to_port. Returns 0 or -1.
+ * A later fragment of a datagram has no L4 header: only its addresses
+ * change (the first fragment's L4 checksum, which covers the whole
+ * datagram, took the whole change). */
 static always_inline int nat_rewrite(struct __sk_buff *skb, const struct flow *f, int side,
 				     const struct nc_addr *to_addr, __be16 to_port)
 {
@@ -25,13 +28,14 @@ static always_inline int nat_rewrite(struct __sk_buff *skb, const struct flow *f
 	__u32 csum_off = l4_csum_off(f);
 	/* UDP over IPv4 may carry no checksum (0): keep it that way. */
 	__u64 l4_flags = f->proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
+	int later = f->frag == FRAG_LATER;
 
 	if (f->family == 4) {
 		__u32 addr_off = L3_OFF + (side == NAT_DST ? offsetof(struct iphdr, daddr)
 							   : offsetof(struct iphdr, saddr));
 		__be32 old = from_addr->w[3], new = to_addr->w[3];
 
-		if (bpf_l4_csum_replace(skb, csum_off, old, new, l4_flags | BPF_F_PSEUDO_HDR | 4) ||
+		if ((!later && bpf_l4_csum_replace(skb, csum_off, old, new, l4_flags | BPF_F_PSEUDO_HDR | 4)) ||
 		    bpf_l3_csum_replace(skb, L3_OFF + offsetof(struct iphdr, check), old, new, 4) ||
 		    bpf_skb_store_bytes(skb, addr_off, &new, 4, 0))
 			return -1;
@@ -42,12 +46,12 @@ static always_inline int nat_rewrite(struct __sk_buff *skb, const struct flow *f
 		__s64 diff = bpf_csum_diff(old.w, 16, new.w, 16, 0);
 
 		if (diff < 0 ||
-		    bpf_l4_csum_replace(skb, csum_off, 0, (__u32)diff, l4_flags | BPF_F_PSEUDO_HDR) ||
+		    (!later && bpf_l4_csum_replace(skb, csum_off, 0, (__u32)diff, l4_flags | BPF_F_PSEUDO_HDR)) ||
 		    bpf_skb_store_bytes(skb, addr_off, new.w, 16, 0))
 			return -1;
 	}
 
-	if (from_port != to_port) {
+	if (from_port != to_port && !later) {
 		__u32 port_off = f->l4_off + (side == NAT_DST ? 2 : 0);
 
 		if (bpf_l4_csum_replace(skb, csum_off, from_port, to_port, l4_flags | 2) ||

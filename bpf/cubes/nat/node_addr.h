@@ -15,6 +15,15 @@ static always_inline const struct nc_addr *node_addr(__u8 family)
 	return a;
 }
 
+/* is_node_addr says whether a is this node's own address of its family
+ * (a host-network endpoint's). */
+static always_inline int is_node_addr(const struct nc_addr *a, __u8 family)
+{
+	const struct nc_addr *node = node_addr(family);
+
+	return node && addr_equal(node, a);
+}
+
 /* The hairpin address: a pod reaching itself through a Service gets its
  * own packets from here, so that its answers leave the pod (towards its
  * gateway) and can be translated back. Link-local for IPv4 (as Cilium's
