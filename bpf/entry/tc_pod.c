@@ -9,7 +9,10 @@
  *            translated back first), on to another node (router.h), or,
  *            outside the cluster, masqueraded to this node (masq.h)
  *   to_pod   (egress of the host veth): what the kernel delivers to the
- *            pod: conntrack -> reverse NAT
+ *            pod: policy (ingress) -> conntrack -> reverse NAT
+ * NetworkPolicy (cubes/policy) judges what a pod sends once its real
+ * destination is known (after the load balancer), and what a pod receives
+ * wherever it is handed to it (router_to_endpoint's callers, to_pod).
  */
 #include "xlate.h"
 #include "cubes_gen.h"
@@ -17,7 +20,7 @@
 SEC("tcx/ingress")
 int from_pod(struct __sk_buff *skb)
 {
-	struct flow f = {};
+	struct flow f = {}, real;
 	struct xlate x = {};
 	struct lb_svc_val *svc;
 	struct nc_addr hairpin;
@@ -28,9 +31,13 @@ int from_pod(struct __sk_buff *skb)
 	verdict = cubes_from_pod(skb, &f);
 	if (verdict != CUBE_PASS)
 		return verdict;
+	svc = lb_lookup_service(&f.daddr, f.dport, f.proto);
+	/* Policy judges what the pod sends to its real destination: now, or
+	 * for a Service, once its backend is known. */
+	if (!svc && !pol_check(&f, POL_EGRESS))
+		return TC_ACT_SHOT;
 	if (xlate_reply(skb, &f, &verdict))
 		return verdict;
-	svc = lb_lookup_service(&f.daddr, f.dport, f.proto);
 	if (!svc) { /* not addressed to a Service: routed as it is */
 		const struct router_endpoint *ep;
 		int remote;
@@ -65,6 +72,11 @@ int from_pod(struct __sk_buff *skb)
 			return TC_ACT_SHOT;
 		}
 	}
+	real = f;
+	real.daddr = x.backend->addr;
+	real.dport = x.backend->port;
+	if (!pol_check(&real, POL_EGRESS))
+		return TC_ACT_SHOT;
 	return xlate_forward(skb, &f, &x);
 }
 
@@ -79,6 +91,8 @@ int to_pod(struct __sk_buff *skb)
 	verdict = cubes_to_pod(skb, &f);
 	if (verdict != CUBE_PASS)
 		return verdict;
+	if (!pol_check(&f, POL_INGRESS))
+		return TC_ACT_SHOT;
 	if (xlate_revnat(skb, &f, 0))
 		return TC_ACT_SHOT;
 	return TC_ACT_OK;

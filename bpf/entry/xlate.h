@@ -15,6 +15,7 @@
 #include "cubes/nat/snat.h"
 #include "cubes/nat/masq.h"
 #include "cubes/router/router.h"
+#include "cubes/policy/policy.h"
 
 struct xlate {
 	struct lb_backend *backend;
@@ -51,12 +52,18 @@ static always_inline int reply_masq(struct __sk_buff *skb, const struct flow *f,
 				    const struct ct_entry *ct)
 {
 	const struct router_endpoint *ep;
+	struct flow real = *f;
 
 	if (nat_rewrite(skb, f, NAT_DST, &ct->nat_addr, ct->nat_port))
 		return TC_ACT_SHOT;
 	ep = router_endpoint(&ct->nat_addr);
-	if (ep)
+	if (ep) {
+		real.daddr = ct->nat_addr;
+		real.dport = ct->nat_port;
+		if (!pol_check(&real, POL_INGRESS))
+			return TC_ACT_SHOT;
 		return router_to_endpoint(skb, ep);
+	}
 	return redirect_to_next_hop(skb, f->family, &f->saddr, &ct->nat_addr);
 }
 
@@ -86,11 +93,14 @@ static always_inline int xlate_reply(struct __sk_buff *skb, const struct flow *f
  * No node address of the family: the packet goes as it is. */
 static always_inline int xlate_masquerade(struct __sk_buff *skb, const struct flow *f)
 {
-	struct ct_entry *ct = ct_lookup(f, CT_SERVICE);
+	struct ct_entry *ct;
 	const struct nc_addr *node;
 	struct nc_addr snat;
 	__be16 port;
 
+	if (f->proto == IPPROTO_SCTP)
+		return TC_ACT_OK; /* not translated (nat.h): the kernel's to route */
+	ct = ct_lookup(f, CT_SERVICE);
 	if (ct && (ct->flags & CT_F_MASQ) && ct_reply_matches(f, ct, &f->daddr, f->dport)) {
 		snat = ct->nat_addr;
 		port = ct->nat_port;
@@ -172,17 +182,25 @@ static always_inline int xlate_forward(struct __sk_buff *skb, const struct flow 
 {
 	const struct router_endpoint *ep;
 	struct nc_addr saddr = f->saddr;
+	struct flow real = *f; /* the packet as the backend receives it */
 
 	if (x->sport) {
 		saddr = x->snat;
+		real.saddr = x->snat;
+		real.sport = x->sport;
 		if (nat_rewrite(skb, f, NAT_SRC, &x->snat, x->sport))
 			return TC_ACT_SHOT;
 	}
 	if (nat_rewrite(skb, f, NAT_DST, &x->backend->addr, x->backend->port))
 		return TC_ACT_SHOT;
 	ep = router_endpoint(&x->backend->addr);
-	if (ep)
+	if (ep) {
+		real.daddr = x->backend->addr;
+		real.dport = x->backend->port;
+		if (!pol_check(&real, POL_INGRESS))
+			return TC_ACT_SHOT;
 		return router_to_endpoint(skb, ep);
+	}
 	if (!x->sport && is_node_addr(&x->backend->addr, f->family))
 		return TC_ACT_OK;
 	return router_to_node(skb, f->family, &saddr, &x->backend->addr, x->sport != 0, -1);
@@ -207,11 +225,13 @@ static always_inline int xlate_revnat(struct __sk_buff *skb, const struct flow *
 }
 
 /* xlate_deliver hands an untranslated packet for a pod of this node (ep)
- * to the pod, a Service reply translated back first (the redirect skips
- * the pod veth's egress, where to_pod would). */
+ * to the pod, if its policies allow it, a Service reply translated back
+ * first (the redirect skips the pod veth's egress, where to_pod would). */
 static always_inline int xlate_deliver(struct __sk_buff *skb, const struct flow *f,
 				       const struct router_endpoint *ep)
 {
+	if (!pol_check(f, POL_INGRESS))
+		return TC_ACT_SHOT;
 	if (xlate_revnat(skb, f, 0))
 		return TC_ACT_SHOT;
 	return router_to_endpoint(skb, ep);

@@ -1,7 +1,8 @@
 /* parse.h: turns a packet into a flow (addresses, ports, protocol, offsets).
- * Only TCP and UDP over IPv4 and IPv6 (no extension header but a fragment
- * header) become flows, fragments included (their ports: frag.h);
- * everything else is passed through untouched by the caller.
+ * Only TCP, UDP and SCTP over IPv4 and IPv6 (no extension header but a
+ * fragment header) become flows, fragments included (their ports:
+ * frag.h); everything else is passed through untouched by the caller.
+ * SCTP flows meet policy and routing only: no Service or NAT has one.
  */
 #pragma once
 #include "common.h"
@@ -22,11 +23,11 @@ struct flow {
 #define TCP_FLAG_SYN 0x02
 #define TCP_FLAG_ACK 0x10
 
-/* flow_is_new says whether f opens a connection: a TCP SYN, or any UDP
- * datagram (UDP has no handshake to tell). */
+/* flow_is_new says whether f opens a connection: a TCP SYN, or any UDP or
+ * SCTP packet (not told apart here). */
 static always_inline int flow_is_new(const struct flow *f)
 {
-	if (f->proto == IPPROTO_UDP)
+	if (f->proto != IPPROTO_TCP)
 		return 1;
 	return (f->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN;
 }
@@ -41,8 +42,8 @@ struct frag_hdr6 {
 	__be32 id;
 };
 
-/* parse_flow returns 0 and fills f for a TCP/UDP packet (or fragment of
- * one whose first fragment was seen), -1 otherwise. */
+/* parse_flow returns 0 and fills f for a TCP/UDP/SCTP packet (or fragment
+ * of one whose first fragment was seen), -1 otherwise. */
 static always_inline int parse_flow(struct __sk_buff *skb, struct flow *f)
 {
 	void *data = (void *)(long)skb->data;
@@ -92,12 +93,12 @@ static always_inline int parse_flow(struct __sk_buff *skb, struct flow *f)
 		return -1;
 	}
 
-	if (f->proto != IPPROTO_TCP && f->proto != IPPROTO_UDP)
+	if (f->proto != IPPROTO_TCP && f->proto != IPPROTO_UDP && f->proto != IPPROTO_SCTP)
 		return -1;
 	if (f->frag == FRAG_LATER)
 		return frag_ports_of(&f->saddr, &f->daddr, frag_id, f->proto, &f->sport, &f->dport);
 
-	/* TCP and UDP both start with the two ports. */
+	/* TCP, UDP and SCTP all start with the two ports. */
 	__be16 *ports = data + f->l4_off;
 	if ((void *)(ports + 2) > end)
 		return -1;

@@ -197,8 +197,9 @@ static always_inline int reject_udp6(struct __sk_buff *skb, const struct flow *f
 /* reject answers f (a TCP or UDP packet to a Service without endpoints). */
 static always_inline int reject(struct __sk_buff *skb, const struct flow *f)
 {
-	if (f->frag != FRAG_NONE)
-		return TC_ACT_SHOT; /* the answer quotes headers a fragment may lack */
+	if (f->frag != FRAG_NONE || f->proto == IPPROTO_SCTP)
+		return TC_ACT_SHOT; /* no answer built for a fragment (it may lack
+				     * the headers quoted) or for SCTP */
 	if (f->proto == IPPROTO_TCP)
 		return f->family == 4 ? reject_tcp4(skb, f) : reject_tcp6(skb, f);
 	return f->family == 4 ? reject_udp4(skb, f) : reject_udp6(skb, f);

@@ -182,3 +182,21 @@ func Endpoints(packet []byte) (src, dst netip.AddrPort) {
 	}
 	return netip.AddrPortFrom(s, 0), netip.AddrPortFrom(d, 0)
 }
+
+// SCTPInit builds an Ethernet/IP/SCTP packet from src to dst carrying an
+// INIT chunk (an association's first packet).
+func SCTPInit(src, dst netip.AddrPort) []byte {
+	init := layers.SCTPInit{
+		SCTPChunk:                      layers.SCTPChunk{Type: layers.SCTPChunkTypeInit},
+		InitiateTag:                    0x12345678,
+		AdvertisedReceiverWindowCredit: 65535,
+		OutboundStreams:                10, InboundStreams: 10, InitialTSN: 1,
+	}
+	buf := gopacket.NewSerializeBuffer()
+	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true}, &init); err != nil {
+		panic(err)
+	}
+	chunk := buf.Bytes()
+	sctp := &layers.SCTP{SrcPort: layers.SCTPPort(src.Port()), DstPort: layers.SCTPPort(dst.Port())}
+	return build(src.Addr(), dst.Addr(), layers.IPProtocolSCTP, sctp, chunk)
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/netcube/netcube/pkg/cubes/ct"
 	"github.com/netcube/netcube/pkg/cubes/lb"
 	"github.com/netcube/netcube/pkg/cubes/nat"
+	"github.com/netcube/netcube/pkg/cubes/policy"
 	"github.com/netcube/netcube/pkg/cubes/router"
 )
 
@@ -22,4 +23,5 @@ var All = []cube.Cube{
 	nat.Cube{},
 	lb.Cube{},
 	router.Cube{},
+	policy.Cube{},
 }

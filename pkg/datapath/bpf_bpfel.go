@@ -169,6 +169,92 @@ type bpfNodeConfig struct {
 	AgentMark   bpfLbSockMark
 }
 
+type bpfPolDir uint8
+
+const (
+	bpfPolDirPOL_INGRESS bpfPolDir = 1
+	bpfPolDirPOL_EGRESS  bpfPolDir = 2
+)
+
+type bpfPolDropKey struct {
+	_        structs.HostLayout
+	Endpoint uint32
+	Reason   bpfPolDropReason
+}
+
+type bpfPolDropReason uint32
+
+const (
+	bpfPolDropReasonPOL_DROP_INGRESS bpfPolDropReason = 1
+	bpfPolDropReasonPOL_DROP_EGRESS  bpfPolDropReason = 2
+)
+
+type bpfPolEndpoint struct {
+	_     structs.HostLayout
+	Id    uint32
+	Flags bpfPolEndpointFlags
+	Pad   [3]uint8
+}
+
+type bpfPolEndpointFlags uint8
+
+const (
+	bpfPolEndpointFlagsPOL_ISOLATED_INGRESS bpfPolEndpointFlags = 1
+	bpfPolEndpointFlagsPOL_ISOLATED_EGRESS  bpfPolEndpointFlags = 2
+)
+
+type bpfPolEntry struct {
+	_     structs.HostLayout
+	Allow uint8
+}
+
+type bpfPolEntryBits uint32
+
+const (
+	bpfPolEntryBitsPOL_ENTRY_BITS bpfPolEntryBits = 96
+)
+
+type bpfPolEntryKey struct {
+	_         structs.HostLayout
+	Prefixlen bpfPolEntryBits
+	Endpoint  uint32
+	Dir       bpfPolDir
+	Proto     uint8
+	Pad       uint16
+	Peer      bpfPolIdentity
+	Port      uint16
+	Pad2      uint16
+}
+
+type bpfPolFlow struct {
+	_         structs.HostLayout
+	CreatedNs uint64
+}
+
+type bpfPolFlowKey struct {
+	_        structs.HostLayout
+	Saddr    bpfNcAddr
+	Daddr    bpfNcAddr
+	Sport    uint16
+	Dport    uint16
+	Proto    uint8
+	Pad      [3]uint8
+	Endpoint uint32
+}
+
+type bpfPolIdentity uint32
+
+const (
+	bpfPolIdentityPOL_ANY_PEER bpfPolIdentity = 0
+	bpfPolIdentityPOL_HOST     bpfPolIdentity = 1
+	bpfPolIdentityPOL_WORLD    bpfPolIdentity = 2
+)
+
+type bpfPolPeer struct {
+	_        structs.HostLayout
+	Identity bpfPolIdentity
+}
+
 type bpfRouterConf struct {
 	_            structs.HostLayout
 	Mode         bpfRouterMode
@@ -237,6 +323,11 @@ const (
 	bpfMapNatNoMasq         = "nat_no_masq"
 	bpfMapNodeAddrs         = "node_addrs"
 	bpfMapNodeConfig        = "node_config"
+	bpfMapPolDrops          = "pol_drops"
+	bpfMapPolEndpoints      = "pol_endpoints"
+	bpfMapPolEntries        = "pol_entries"
+	bpfMapPolFlows          = "pol_flows"
+	bpfMapPolPeers          = "pol_peers"
 	bpfMapRouterConfig      = "router_config"
 	bpfMapRouterEndpoints   = "router_endpoints"
 	bpfMapRouterNodes       = "router_nodes"
@@ -339,6 +430,11 @@ type bpfMapSpecs struct {
 	NatNoMasq         *ebpf.MapSpec `ebpf:"nat_no_masq"`
 	NodeAddrs         *ebpf.MapSpec `ebpf:"node_addrs"`
 	NodeConfig        *ebpf.MapSpec `ebpf:"node_config"`
+	PolDrops          *ebpf.MapSpec `ebpf:"pol_drops"`
+	PolEndpoints      *ebpf.MapSpec `ebpf:"pol_endpoints"`
+	PolEntries        *ebpf.MapSpec `ebpf:"pol_entries"`
+	PolFlows          *ebpf.MapSpec `ebpf:"pol_flows"`
+	PolPeers          *ebpf.MapSpec `ebpf:"pol_peers"`
 	RouterConfig      *ebpf.MapSpec `ebpf:"router_config"`
 	RouterEndpoints   *ebpf.MapSpec `ebpf:"router_endpoints"`
 	RouterNodes       *ebpf.MapSpec `ebpf:"router_nodes"`
@@ -385,6 +481,11 @@ type bpfMaps struct {
 	NatNoMasq         *ebpf.Map `ebpf:"nat_no_masq"`
 	NodeAddrs         *ebpf.Map `ebpf:"node_addrs"`
 	NodeConfig        *ebpf.Map `ebpf:"node_config"`
+	PolDrops          *ebpf.Map `ebpf:"pol_drops"`
+	PolEndpoints      *ebpf.Map `ebpf:"pol_endpoints"`
+	PolEntries        *ebpf.Map `ebpf:"pol_entries"`
+	PolFlows          *ebpf.Map `ebpf:"pol_flows"`
+	PolPeers          *ebpf.Map `ebpf:"pol_peers"`
 	RouterConfig      *ebpf.Map `ebpf:"router_config"`
 	RouterEndpoints   *ebpf.Map `ebpf:"router_endpoints"`
 	RouterNodes       *ebpf.Map `ebpf:"router_nodes"`
@@ -407,6 +508,11 @@ func (m *bpfMaps) Close() error {
 		m.NatNoMasq,
 		m.NodeAddrs,
 		m.NodeConfig,
+		m.PolDrops,
+		m.PolEndpoints,
+		m.PolEntries,
+		m.PolFlows,
+		m.PolPeers,
 		m.RouterConfig,
 		m.RouterEndpoints,
 		m.RouterNodes,

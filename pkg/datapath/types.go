@@ -27,6 +27,12 @@ type (
 	RouterConf     = bpfRouterConf
 
 	Prefix = bpfNcPrefix // an LPM key: PrefixFrom
+
+	PolicyPeer     = bpfPolPeer
+	PolicyEndpoint = bpfPolEndpoint
+	PolicyEntryKey = bpfPolEntryKey
+	PolicyEntry    = bpfPolEntry
+	PolicyDropKey  = bpfPolDropKey
 )
 
 // Enums of the maps, generated from the C (bpf2go -type): the names
@@ -37,6 +43,11 @@ type (
 	ServiceFlags  = bpfLbSvcFlags    // enum lb_svc_flags
 	NodeAddrIndex = bpfNodeAddrIndex // enum node_addr_index
 	RouterMode    = bpfRouterMode    // enum router_mode
+	PolicyDir     = bpfPolDir        // enum pol_dir
+	Identity      = bpfPolIdentity   // enum pol_identity
+	EndpointFlags = bpfPolEndpointFlags
+	DropReason    = bpfPolDropReason
+	EntryBits     = bpfPolEntryBits // enum pol_entry_bits: a policy entry's prefix length
 )
 
 const (
@@ -59,6 +70,23 @@ const (
 	RouterNative = bpfRouterModeROUTER_NATIVE
 	RouterVXLAN  = bpfRouterModeROUTER_VXLAN
 	RouterKernel = bpfRouterModeROUTER_KERNEL
+
+	PolicyIngress = bpfPolDirPOL_INGRESS
+	PolicyEgress  = bpfPolDirPOL_EGRESS
+
+	IdentityAnyPeer = bpfPolIdentityPOL_ANY_PEER
+	IdentityHost    = bpfPolIdentityPOL_HOST
+	IdentityWorld   = bpfPolIdentityPOL_WORLD
+
+	IsolatedIngress = bpfPolEndpointFlagsPOL_ISOLATED_INGRESS
+	IsolatedEgress  = bpfPolEndpointFlagsPOL_ISOLATED_EGRESS
+
+	DropIngress = bpfPolDropReasonPOL_DROP_INGRESS
+	DropEgress  = bpfPolDropReasonPOL_DROP_EGRESS
+
+	// PolicyEntryBits is the prefix length of a policy entry's fixed part
+	// (endpoint, direction, protocol, peer); + 16 bits: one port.
+	PolicyEntryBits = bpfPolEntryBitsPOL_ENTRY_BITS
 )
 
 // AddrFrom converts an address into the datapath's 16-byte form (IPv4 as

@@ -30,6 +30,9 @@ static always_inline int nat_rewrite(struct __sk_buff *skb, const struct flow *f
 	__u64 l4_flags = f->proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
 	int later = f->frag == FRAG_LATER;
 
+	if (f->proto == IPPROTO_SCTP)
+		return -1; /* its CRC32c cannot be updated in place: never translated */
+
 	if (f->family == 4) {
 		__u32 addr_off = L3_OFF + (side == NAT_DST ? offsetof(struct iphdr, daddr)
 							   : offsetof(struct iphdr, saddr));

@@ -1,6 +1,8 @@
 // Package ct is the Go side of the conntrack cube (bpf/cubes/ct): the
 // datapath creates and reads its entries; the agent only sizes the table
-// (--ct-map-size) and, for tests and inspection, reads it.
+// (--ct-map-size) and, for tests and inspection, reads it. It also owns the
+// table of fragmented datagrams the packet parser keeps (bpf/lib/frag.h:
+// a datagram's ports, for its later fragments; --frag-map-size).
 package ct
 
 import (
@@ -12,6 +14,9 @@ import (
 
 // MapFlows is the conntrack table: two entries per translated flow.
 const MapFlows = "ct_flows"
+
+// MapFragments holds the ports of datagrams being fragmented.
+const MapFragments = "frag_datagrams"
 
 // Directions of an entry (enum ct_dir in bpf/cubes/ct/ct_maps.h).
 const (
@@ -27,7 +32,10 @@ var _ cube.Cube = Cube{}
 func (Cube) Name() string { return "ct" }
 
 func (Cube) Maps() []cube.MapSpec {
-	return []cube.MapSpec{{Name: MapFlows, DefaultSize: 262144, SizeFlag: "ct-map-size"}}
+	return []cube.MapSpec{
+		{Name: MapFlows, DefaultSize: 262144, SizeFlag: "ct-map-size"},
+		{Name: MapFragments, DefaultSize: 8192, SizeFlag: "frag-map-size"},
+	}
 }
 
 // Start has nothing to do: conntrack's entries are the datapath's.

@@ -1,0 +1,83 @@
+package policy
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+
+	"github.com/netcube/netcube/pkg/model"
+)
+
+// Cluster is what the policy cube knows of the cluster: every pod,
+// namespace and NetworkPolicy (each node needs all of them: a peer may be
+// any pod). It is not safe for concurrent use; the reconciler owns it.
+type Cluster struct {
+	Pods       map[model.PodID]*model.Pod
+	Namespaces map[string]*model.Namespace
+	Policies   map[model.PolicyID]*model.Policy
+}
+
+// NewCluster returns an empty cluster.
+func NewCluster() *Cluster {
+	return &Cluster{
+		Pods:       map[model.PodID]*model.Pod{},
+		Namespaces: map[string]*model.Namespace{},
+		Policies:   map[model.PolicyID]*model.Policy{},
+	}
+}
+
+// SetPod adds or replaces a pod; nil deletes it.
+func (c *Cluster) SetPod(id model.PodID, p *model.Pod) {
+	if p == nil {
+		delete(c.Pods, id)
+		return
+	}
+	c.Pods[id] = p
+}
+
+// SetNamespace adds or replaces a namespace; nil deletes it.
+func (c *Cluster) SetNamespace(name string, ns *model.Namespace) {
+	if ns == nil {
+		delete(c.Namespaces, name)
+		return
+	}
+	c.Namespaces[name] = ns
+}
+
+// SetPolicy adds or replaces a policy; nil deletes it.
+func (c *Cluster) SetPolicy(id model.PolicyID, p *model.Policy) {
+	if p == nil {
+		delete(c.Policies, id)
+		return
+	}
+	c.Policies[id] = p
+}
+
+// sortedPods are the pods in a stable order (identities and messages do
+// not depend on map order).
+func (c *Cluster) sortedPods() []*model.Pod {
+	return slices.SortedFunc(maps.Values(c.Pods), func(a, b *model.Pod) int {
+		if a.ID.Namespace != b.ID.Namespace {
+			return cmp.Compare(a.ID.Namespace, b.ID.Namespace)
+		}
+		return cmp.Compare(a.ID.Name, b.ID.Name)
+	})
+}
+
+// sortedPolicies are the policies in a stable order.
+func (c *Cluster) sortedPolicies() []*model.Policy {
+	return slices.SortedFunc(maps.Values(c.Policies), func(a, b *model.Policy) int {
+		if a.ID.Namespace != b.ID.Namespace {
+			return cmp.Compare(a.ID.Namespace, b.ID.Namespace)
+		}
+		return cmp.Compare(a.ID.Name, b.ID.Name)
+	})
+}
+
+// nsLabels are a namespace's labels (none if it is unknown).
+func (c *Cluster) nsLabels(name string) map[string]string {
+	if ns := c.Namespaces[name]; ns != nil {
+		return ns.Labels
+	}
+	return nil
+}

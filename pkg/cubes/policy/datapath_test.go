@@ -1,0 +1,103 @@
+package policy_test
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/netcube/netcube/internal/pkt"
+	"github.com/netcube/netcube/internal/testenv"
+	"github.com/netcube/netcube/pkg/cube"
+	"github.com/netcube/netcube/pkg/cubes/policy"
+	"github.com/netcube/netcube/pkg/datapath"
+	"github.com/netcube/netcube/pkg/model"
+)
+
+const tcShot = 2
+
+// TestRepliesPassAndDropsCounted: a connection an isolated pod accepts gets
+// its replies out although the pod's egress allows nothing; a connection
+// it would open itself is dropped, and the drop counted for the pod with
+// its reason; each side's record is its own (a pod on the same node that
+// sent the packet does not vouch for the receiver).
+func TestRepliesPassAndDropsCounted(t *testing.T) {
+	testenv.RequireRoot(t)
+	dp, err := datapath.Load(datapath.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dp.Close() })
+	server := &model.Pod{ID: model.PodID{Namespace: "x", Name: "server"}, Labels: map[string]string{"app": "server"},
+		IPs: []netip.Addr{netip.MustParseAddr("10.244.1.5"), netip.MustParseAddr("fd00:10:244:1::5")}}
+	client := &model.Pod{ID: model.PodID{Namespace: "x", Name: "client"}, Labels: map[string]string{"app": "client"},
+		IPs: []netip.Addr{netip.MustParseAddr("10.244.1.6"), netip.MustParseAddr("fd00:10:244:1::6")}}
+	cl := policy.NewCluster()
+	cl.SetPod(server.ID, server)
+	cl.SetPod(client.ID, client)
+	comp := policy.NewCompiler()
+	var have *policy.Tables
+	apply := func() {
+		t.Helper()
+		want := comp.Compile(cl, func(*model.Pod) bool { return true }, nil)
+		if err := policy.Sync(dp.Maps(), have, want); err != nil {
+			t.Fatal(err)
+		}
+		have = want
+	}
+	run := func(prog *ebpf.Program, in []byte) uint32 {
+		t.Helper()
+		v, err := prog.Run(&ebpf.RunOptions{Data: in, DataOut: make([]byte, len(in)+256)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	progs := dp.Programs()
+	for i, fam := range []int{0, 1} {
+		c := netip.AddrPortFrom(client.IPs[fam], uint16(40000+i))
+		s := netip.AddrPortFrom(server.IPs[fam], 8080)
+		syn := pkt.TCP(c, s, pkt.TCPOpts{SYN: true, Seq: 1}, nil)
+		synAck := pkt.TCP(s, c, pkt.TCPOpts{SYN: true, ACK: true, Seq: 9, Ack: 2}, nil)
+		back := pkt.TCP(netip.AddrPortFrom(server.IPs[fam], uint16(50000+i)), netip.AddrPortFrom(client.IPs[fam], 22), pkt.TCPOpts{SYN: true}, nil)
+
+		// Positive control: no policy, the server may open connections.
+		apply()
+		if run(progs.FromPod, back) == tcShot {
+			t.Fatal("no policy: the server's own connection dropped")
+		}
+		// The server accepts app=client on 8080 and may send nothing.
+		sel, _ := labels.Parse("app=server")
+		peer, _ := labels.Parse("app=client")
+		p := &model.Policy{ID: model.PolicyID{Namespace: "x", Name: "server"}, Pods: sel, IsolatesIngress: true, IsolatesEgress: true,
+			Ingress: []model.PolicyRule{{Peers: []model.PolicyPeer{{Pods: peer}}, Ports: []model.PolicyPort{{Proto: model.TCP, Port: 8080}}}}}
+		cl.SetPolicy(p.ID, p)
+		apply()
+		if run(progs.FromPod, syn) == tcShot || run(progs.ToPod, syn) == tcShot {
+			t.Fatal("the client's SYN to the server dropped; the policy allows it")
+		}
+		if run(progs.FromPod, synAck) == tcShot {
+			t.Error("the server's SYN-ACK dropped: a reply of an accepted connection must pass")
+		}
+		if run(progs.FromPod, back) != tcShot {
+			t.Error("the server opened a connection its egress (nothing allowed) forbids")
+		}
+		cl.SetPolicy(p.ID, nil)
+	}
+	var egressDrops uint64
+	err = cube.Each(dp.Maps(), policy.MapDrops, func(k datapath.PolicyDropKey, v []uint64) bool {
+		if k.Reason == datapath.DropEgress {
+			for _, n := range v {
+				egressDrops += n
+			}
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if egressDrops != 2 {
+		t.Errorf("egress drops counted: %d, want 2 (one per family)", egressDrops)
+	}
+}

@@ -1,0 +1,13 @@
+// Package policy is the Go side of the policy cube: Kubernetes
+// NetworkPolicy (networking.k8s.io/v1) compiled for one node's datapath.
+//
+// The cluster's pods, namespaces and policies (Cluster) are compiled into
+// Tables: an identity cache (each address to the identity of its class:
+// the pods of one namespace with the same labels and in the same IP
+// blocks, or a region of IP blocks outside the pods), this node's pods that
+// policies isolate (Endpoints), and the allowed (endpoint, direction, peer
+// identity, protocol, port prefix) Entries. A packet costs one identity
+// lookup and at most four entry lookups whatever the number of policies or
+// pods. Tables.Allows evaluates the tables exactly as those lookups do; the
+// tests hold it against cyclonus's independent model of the API.
+package policy
