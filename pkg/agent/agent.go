@@ -104,9 +104,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := startPodNetwork(ctx, cfg, dp, cs.pods); err != nil {
 		return err
 	}
-	handler := nodeTee{Handler: rec, name: cfg.NodeName, nodes: cs.nodes}
+	tee := nodeTee{Handler: rec, name: cfg.NodeName, nodes: cs.nodes}
 	if cfg.CNIConfDir != "" {
-		handler.cni = &cniConfig{cfg: cfg}
+		tee.cni = &cniConfig{cfg: cfg}
+	}
+	var handler source.Handler = tee
+	if cs.policy != nil {
+		handler = policyTee{nodeTee: tee, PolicyHandler: cs.policy}
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- src.Run(ctx, handler) }()
@@ -142,6 +146,8 @@ type started struct {
 	rec   cube.Reconciler    // the one that reconciles Services
 	nodes []cube.NodeHandler // told of every Node
 	pods  []cube.PodHandler  // told of every pod the CNI plugin wires
+	// policy is given the cluster's pods, namespaces and NetworkPolicies.
+	policy source.PolicyHandler
 }
 
 // startCubes starts every registered cube, each with its own maps, and
@@ -176,6 +182,12 @@ func startCubes(ctx context.Context, dp *datapath.Datapath, m *metrics, env cube
 		}
 		if st.Pods != nil {
 			cs.pods = append(cs.pods, st.Pods)
+		}
+		if st.Policy != nil {
+			if cs.policy != nil {
+				return cs, stop, fmt.Errorf("cube %s: a second cube enforcing NetworkPolicy", c.Name())
+			}
+			cs.policy = st.Policy
 		}
 		for _, ifc := range st.Interfaces {
 			dev, err := net.InterfaceByName(ifc.Name)

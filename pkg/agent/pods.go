@@ -188,6 +188,13 @@ func (t nodeTee) OnSynced() {
 	t.Handler.OnSynced()
 }
 
+// policyTee is the handler of a source when a cube enforces NetworkPolicy:
+// the Services' and Nodes' handler, and the policy cube's.
+type policyTee struct {
+	nodeTee
+	source.PolicyHandler
+}
+
 // podMTU is the pods' MTU: the uplink's, less the overlay's overhead.
 func podMTU(routing string, uplinkMTU int) int {
 	if uplinkMTU == 0 {

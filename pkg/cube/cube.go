@@ -91,6 +91,9 @@ type Started struct {
 	// Pods, if set, is told of each pod the CNI plugin wires or unwires,
 	// by its host-side veth.
 	Pods PodHandler
+	// Policy, if set, is given every pod, namespace and NetworkPolicy of
+	// the cluster (one cube at most).
+	Policy source.PolicyHandler
 	// Interfaces are devices the cube made whose traffic runs through
 	// programs of the object; the agent attaches and pins them.
 	Interfaces []Interface

@@ -23,6 +23,7 @@ var Skips = []Skip{
 	{`\[Feature:KubeProxyDaemonSet`, "upgrades or downgrades a kube-proxy DaemonSet; netcube replaces kube-proxy"},
 	{`\[Feature:PerformanceDNS\]|\[Feature:Networking-Performance\]`, "benchmarks (iperf2 and DNS load over many pods), not correctness tests; netcube's own benchmarks measure the datapath"},
 	{`should provider? Internet connection for containers`, "reaches a host on the internet; the machine has none (pods reaching outside the cluster, masqueraded, are netcube's own tests)"},
+	{`\[Feature:SCTPConnectivity\]`, "SCTP between pods: this machine's kernel has no SCTP (socket(AF_INET, SOCK_STREAM, IPPROTO_SCTP) fails with EPROTONOSUPPORT), so no pod can serve or dial it"},
 	{`Forward PTR lookup should forward PTR records lookup to upstream nameserver`, "first resolves 8.8.8.8's PTR record (dns.google) through the cluster DNS's default upstream, the public DNS; the machine has no internet (the stubDomain and external-name forwarding tests, the same setup without it, run)"},
 }
 

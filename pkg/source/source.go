@@ -34,6 +34,20 @@ type Handler interface {
 	EndpointSliceKeys() []types.NamespacedName
 }
 
+// PolicyHandler receives what NetworkPolicy is enforced from: every pod,
+// namespace and NetworkPolicy (nil: deleted, or a pod without an address
+// yet). A Source delivers them when its Handler implements this too, and
+// calls OnPoliciesSynced once all three initial lists are delivered.
+type PolicyHandler interface {
+	OnPod(key types.NamespacedName, pod *model.Pod)
+	OnNamespace(name string, ns *model.Namespace)
+	OnPolicy(key types.NamespacedName, p *model.Policy)
+	OnPoliciesSynced()
+	PodKeys() []types.NamespacedName
+	NamespaceKeys() []types.NamespacedName
+	PolicyKeys() []types.NamespacedName
+}
+
 // Source delivers state to a Handler until ctx is done.
 type Source interface {
 	Run(ctx context.Context, h Handler) error

@@ -73,6 +73,16 @@ func NewCompiler() *Compiler {
 	return &Compiler{ids: NewIdentities(), endpoints: map[model.PodID]uint32{}, nextEP: 1}
 }
 
+// PodOf names the pod an endpoint number was given to.
+func (c *Compiler) PodOf(ep uint32) (model.PodID, bool) {
+	for id, n := range c.endpoints {
+		if n == ep {
+			return id, true
+		}
+	}
+	return model.PodID{}, false
+}
+
 func (c *Compiler) endpointID(id model.PodID) uint32 {
 	if n, ok := c.endpoints[id]; ok {
 		return n

@@ -6,11 +6,10 @@ import (
 	"github.com/netcube/netcube/pkg/cube"
 )
 
-// Cube is the policy cube as the registry lists it. The datapath enforces
-// whatever its maps hold (bpf/cubes/policy); until the agent's pod,
-// namespace and NetworkPolicy sources feed a Compiler and Sync (issue 18,
-// in progress) the maps stay empty, no pod is selected, and a packet costs
-// one lookup in pol_endpoints.
+// Cube is the policy cube as the registry lists it: its Reconciler is
+// given the cluster's pods, namespaces and NetworkPolicies and keeps the
+// maps the datapath enforces (bpf/cubes/policy). With no policy, no pod is
+// selected and a packet costs one lookup in pol_endpoints.
 type Cube struct{}
 
 var _ cube.Cube = Cube{}
@@ -27,5 +26,9 @@ func (Cube) Maps() []cube.MapSpec {
 	}
 }
 
-// Start has nothing to start yet: see Cube.
-func (Cube) Start(context.Context, cube.Env) (cube.Started, error) { return cube.Started{}, nil }
+// Start starts the reconciler of this node.
+func (Cube) Start(ctx context.Context, env cube.Env) (cube.Started, error) {
+	r := NewReconciler(env.Maps, env.Node.Name, env.Node.Addrs)
+	go r.Run(ctx)
+	return cube.Started{Metrics: r.Metrics(), Policy: r}, nil
+}

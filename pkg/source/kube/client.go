@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -14,19 +15,19 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// client lists and watches the three resources the agent reads, through a
+// client lists and watches the resources the agent reads, through a
 // scheme that knows only those. client-go's clientset registers every API
 // group of Kubernetes when the program starts, which cost the agent about
 // 10 MB of memory for types it never reads.
 type client struct {
-	core, discovery *rest.RESTClient
-	params          runtime.ParameterCodec
+	core, discovery, networking *rest.RESTClient
+	params                      runtime.ParameterCodec
 }
 
 // NewClient returns a client for the API server cfg points at.
 func newClient(cfg *rest.Config) (*client, error) {
 	sch := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, discoveryv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, discoveryv1.AddToScheme, networkingv1.AddToScheme} {
 		if err := add(sch); err != nil {
 			return nil, err
 		}
@@ -46,7 +47,11 @@ func newClient(cfg *rest.Config) (*client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("API client: %w", err)
 	}
-	return &client{core: core, discovery: discovery, params: runtime.NewParameterCodec(sch)}, nil
+	networking, err := restFor(networkingv1.SchemeGroupVersion, "/apis")
+	if err != nil {
+		return nil, fmt.Errorf("API client: %w", err)
+	}
+	return &client{core: core, discovery: discovery, networking: networking, params: runtime.NewParameterCodec(sch)}, nil
 }
 
 // resource is one resource's list and watch, with options applied to both

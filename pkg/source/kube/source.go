@@ -18,6 +18,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -114,6 +115,11 @@ func (s *Source) Run(ctx context.Context, h source.Handler) error {
 	nodes := s.nodeStream(c, h)
 	synced = append(synced, nodes.synced.Load)
 	go nodes.run(ctx)
+	if ph, ok := h.(source.PolicyHandler); ok {
+		// Apart from the Services' barrier: the load balancer never
+		// waits for the cluster's pods.
+		go s.runPolicySources(ctx, c, ph)
+	}
 
 	slog.Info("listing Services and EndpointSlices", "selector", sel.String())
 	for !allTrue(synced) {
@@ -175,4 +181,56 @@ func allTrue(fs []func() bool) bool {
 		}
 	}
 	return true
+}
+
+// runPolicySources delivers every pod, namespace and NetworkPolicy to h,
+// then tells it they are synced.
+func (s *Source) runPolicySources(ctx context.Context, c *client, h source.PolicyHandler) {
+	pods := &stream[*model.Pod]{
+		name: "pods",
+		api:  resource{c: c, rest: c.core, name: "pods", list: func() runtime.Object { return &corev1.PodList{} }},
+		convert: func(o runtime.Object) *model.Pod {
+			api := o.(*corev1.Pod)
+			p, err := k8s.ToPod(api)
+			s.Report.SetErr(report.Object{Kind: "Pod", Namespace: api.Namespace, Name: api.Name}, report.InvalidField, err)
+			return p
+		},
+		deliver: h.OnPod,
+		forget:  s.forget("Pod"),
+		known:   h.PodKeys,
+	}
+	namespaces := &stream[*model.Namespace]{
+		name: "namespaces",
+		api:  resource{c: c, rest: c.core, name: "namespaces", list: func() runtime.Object { return &corev1.NamespaceList{} }},
+		convert: func(o runtime.Object) *model.Namespace {
+			return k8s.ToNamespace(o.(*corev1.Namespace))
+		},
+		deliver: func(k types.NamespacedName, ns *model.Namespace) { h.OnNamespace(k.Name, ns) },
+		known:   h.NamespaceKeys,
+	}
+	policies := &stream[*model.Policy]{
+		name: "networkpolicies",
+		api: resource{c: c, rest: c.networking, name: "networkpolicies",
+			list: func() runtime.Object { return &networkingv1.NetworkPolicyList{} }},
+		convert: func(o runtime.Object) *model.Policy {
+			api := o.(*networkingv1.NetworkPolicy)
+			p, err := k8s.ToPolicy(api)
+			s.Report.SetErr(report.Object{Kind: "NetworkPolicy", Namespace: api.Namespace, Name: api.Name}, report.InvalidField, err)
+			return p
+		},
+		deliver: h.OnPolicy,
+		forget:  s.forget("NetworkPolicy"),
+		known:   h.PolicyKeys,
+	}
+	go pods.run(ctx)
+	go namespaces.run(ctx)
+	go policies.run(ctx)
+	for !allTrue([]func() bool{pods.synced.Load, namespaces.synced.Load, policies.synced.Load}) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Millisecond):
+		}
+	}
+	h.OnPoliciesSynced()
 }

@@ -1,0 +1,233 @@
+package policy
+
+import (
+	"context"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/netcube/netcube/pkg/cube"
+	"github.com/netcube/netcube/pkg/datapath"
+	"github.com/netcube/netcube/pkg/model"
+	"github.com/netcube/netcube/pkg/source"
+)
+
+// Reconciler keeps the policy maps equal to what the cluster's pods,
+// namespaces and NetworkPolicies compile to for this node. Changes are
+// collected as they arrive; each pass compiles the whole cluster and
+// writes only what differs from the maps (Sync). Nothing is written before
+// the sources have delivered their initial lists: a half-known cluster
+// would isolate pods without their allowing rules.
+type Reconciler struct {
+	maps      *cube.Maps
+	node      string
+	hostAddrs []netip.Addr
+
+	mu      sync.Mutex
+	cluster *Cluster
+	synced  bool
+	dirty   chan struct{}
+
+	compiler *Compiler
+	have     *Tables // what the maps hold (nil: nothing written yet)
+	warnings map[string]bool
+
+	syncs, failures prometheus.Counter
+	duration        prometheus.Histogram
+	entries         *prometheus.GaugeVec
+}
+
+var _ source.PolicyHandler = (*Reconciler)(nil)
+
+// NewReconciler returns the reconciler of node, whose own addresses are
+// hostAddrs (their traffic to its pods is always allowed).
+func NewReconciler(maps *cube.Maps, node string, hostAddrs []netip.Addr) *Reconciler {
+	return &Reconciler{
+		maps: maps, node: node, hostAddrs: hostAddrs,
+		cluster: NewCluster(), dirty: make(chan struct{}, 1),
+		compiler: NewCompiler(), warnings: map[string]bool{},
+		syncs: prometheus.NewCounter(prometheus.CounterOpts{Name: "netcube_policy_syncs_total",
+			Help: "Passes that wrote the policy maps to match the cluster's NetworkPolicies."}),
+		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "netcube_policy_sync_errors_total",
+			Help: "Passes whose map writes failed (retried)."}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "netcube_policy_sync_seconds",
+			Help: "Time from compiling the policies to the last map write.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
+		entries: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "netcube_policy_entries",
+			Help: "Entries of the policy maps, by table (identities, endpoints, rules)."}, []string{"table"}),
+	}
+}
+
+// Metrics are the reconciler's collectors, and the datapath's drop
+// counters by pod and reason.
+func (r *Reconciler) Metrics() []prometheus.Collector {
+	return []prometheus.Collector{r.syncs, r.failures, r.duration, r.entries, drops{r}}
+}
+
+var dropsDesc = prometheus.NewDesc("netcube_policy_drops_total",
+	"Packets NetworkPolicy dropped, by pod and reason (ingress: no policy of the receiver allows it; egress: of the sender).",
+	[]string{"namespace", "pod", "reason"}, nil)
+
+// drops reads pol_drops when scraped.
+type drops struct{ r *Reconciler }
+
+func (d drops) Describe(ch chan<- *prometheus.Desc) { ch <- dropsDesc }
+
+func (d drops) Collect(ch chan<- prometheus.Metric) {
+	type key struct {
+		pod    model.PodID
+		reason string
+	}
+	sums := map[key]uint64{}
+	err := cube.Each(d.r.maps, MapDrops, func(k datapath.PolicyDropKey, perCPU []uint64) bool {
+		d.r.mu.Lock()
+		pod, ok := d.r.compiler.PodOf(k.Endpoint)
+		d.r.mu.Unlock()
+		if !ok {
+			return true
+		}
+		reason := "ingress"
+		if k.Reason == datapath.DropEgress {
+			reason = "egress"
+		}
+		for _, n := range perCPU {
+			sums[key{pod, reason}] += n
+		}
+		return true
+	})
+	if err != nil {
+		slog.Warn("reading the policy drop counters", "err", err)
+		return
+	}
+	for k, n := range sums {
+		ch <- prometheus.MustNewConstMetric(dropsDesc, prometheus.CounterValue, float64(n), k.pod.Namespace, k.pod.Name, k.reason)
+	}
+}
+
+func (r *Reconciler) changed() {
+	select {
+	case r.dirty <- struct{}{}:
+	default:
+	}
+}
+
+func (r *Reconciler) OnPod(key types.NamespacedName, p *model.Pod) {
+	r.mu.Lock()
+	r.cluster.SetPod(model.PodID{Namespace: key.Namespace, Name: key.Name}, p)
+	r.mu.Unlock()
+	r.changed()
+}
+
+func (r *Reconciler) OnNamespace(name string, ns *model.Namespace) {
+	r.mu.Lock()
+	r.cluster.SetNamespace(name, ns)
+	r.mu.Unlock()
+	r.changed()
+}
+
+func (r *Reconciler) OnPolicy(key types.NamespacedName, p *model.Policy) {
+	r.mu.Lock()
+	r.cluster.SetPolicy(model.PolicyID{Namespace: key.Namespace, Name: key.Name}, p)
+	r.mu.Unlock()
+	r.changed()
+}
+
+func (r *Reconciler) OnPoliciesSynced() {
+	r.mu.Lock()
+	r.synced = true
+	r.mu.Unlock()
+	r.changed()
+}
+
+func (r *Reconciler) PodKeys() []types.NamespacedName {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []types.NamespacedName
+	for id := range r.cluster.Pods {
+		out = append(out, types.NamespacedName{Namespace: id.Namespace, Name: id.Name})
+	}
+	return out
+}
+
+func (r *Reconciler) NamespaceKeys() []types.NamespacedName {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []types.NamespacedName
+	for name := range r.cluster.Namespaces {
+		out = append(out, types.NamespacedName{Name: name})
+	}
+	return out
+}
+
+func (r *Reconciler) PolicyKeys() []types.NamespacedName {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []types.NamespacedName
+	for id := range r.cluster.Policies {
+		out = append(out, types.NamespacedName{Namespace: id.Namespace, Name: id.Name})
+	}
+	return out
+}
+
+// Run applies changes until ctx ends; a failed pass is retried with
+// backoff.
+func (r *Reconciler) Run(ctx context.Context) {
+	retry := time.Duration(0)
+	for {
+		var wait <-chan time.Time
+		if retry > 0 {
+			wait = time.After(retry)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.dirty:
+		case <-wait:
+		}
+		if err := r.pass(); err != nil {
+			r.failures.Inc()
+			retry = min(max(2*retry, 50*time.Millisecond), 10*time.Second)
+			slog.Error("policy maps not written; retrying", "err", err, "in", retry)
+			continue
+		}
+		retry = 0
+	}
+}
+
+// pass compiles the cluster and writes the difference.
+func (r *Reconciler) pass() error {
+	start := time.Now()
+	r.mu.Lock()
+	if !r.synced {
+		r.mu.Unlock()
+		return nil
+	}
+	want := r.compiler.Compile(r.cluster, func(p *model.Pod) bool { return p.Node == r.node }, r.hostAddrs)
+	r.mu.Unlock()
+	if err := Sync(r.maps, r.have, want); err != nil {
+		return err
+	}
+	r.have = want
+	r.syncs.Inc()
+	r.duration.Observe(time.Since(start).Seconds())
+	r.entries.WithLabelValues("identities").Set(float64(len(want.Peers)))
+	r.entries.WithLabelValues("endpoints").Set(float64(len(want.Endpoints)))
+	r.entries.WithLabelValues("rules").Set(float64(len(want.Entries)))
+	r.logWarnings(want.Warnings)
+	return nil
+}
+
+// logWarnings logs each warning once, when it first appears.
+func (r *Reconciler) logWarnings(ws []string) {
+	now := map[string]bool{}
+	for _, w := range ws {
+		now[w] = true
+		if !r.warnings[w] {
+			slog.Warn(w)
+		}
+	}
+	r.warnings = now
+}

@@ -1,0 +1,125 @@
+package policy_test
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/netcube/netcube/pkg/cube"
+	"github.com/netcube/netcube/pkg/cube/cubetest"
+	"github.com/netcube/netcube/pkg/cubes/policy"
+	"github.com/netcube/netcube/pkg/datapath"
+	"github.com/netcube/netcube/pkg/model"
+)
+
+func pod(ns, name, node, ip string, l map[string]string) *model.Pod {
+	return &model.Pod{ID: model.PodID{Namespace: ns, Name: name}, Labels: l, Node: node, IPs: []netip.Addr{netip.MustParseAddr(ip)}}
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// TestReconciler: nothing is written before the sources have delivered
+// their initial lists; then only this node's selected pods become
+// endpoints; a label change rewrites only what it changes; a failed write
+// is retried until the maps converge.
+func TestReconciler(t *testing.T) {
+	fake := cubetest.New(t, nil, policy.Cube{})
+	r := policy.NewReconciler(fake.Maps, "node1", []netip.Addr{netip.MustParseAddr("172.30.0.11")})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go r.Run(ctx)
+
+	web := pod("x", "web", "node1", "10.244.1.5", map[string]string{"app": "web"})
+	other := pod("x", "other", "node2", "10.244.2.5", map[string]string{"app": "web"})
+	client := pod("x", "client", "node1", "10.244.1.6", map[string]string{"app": "client"})
+	for _, p := range []*model.Pod{web, other, client} {
+		r.OnPod(types.NamespacedName{Namespace: p.ID.Namespace, Name: p.ID.Name}, p)
+	}
+	r.OnNamespace("x", &model.Namespace{Name: "x"})
+	sel, _ := labels.Parse("app=web")
+	peer, _ := labels.Parse("app=client")
+	r.OnPolicy(types.NamespacedName{Namespace: "x", Name: "web"}, &model.Policy{ID: model.PolicyID{Namespace: "x", Name: "web"},
+		Pods: sel, IsolatesIngress: true,
+		Ingress: []model.PolicyRule{{Peers: []model.PolicyPeer{{Pods: peer}}, Ports: []model.PolicyPort{{Proto: model.TCP, Port: 80}}}}})
+	time.Sleep(50 * time.Millisecond)
+	if n := fake.Len(policy.MapEndpoints) + fake.Len(policy.MapEntries) + fake.Len(policy.MapPeers); n != 0 {
+		t.Fatalf("%d entries written before the initial lists were complete", n)
+	}
+
+	r.OnPoliciesSynced()
+	eventually(t, "the policy written", func() bool { return fake.Len(policy.MapEntries) == 1 })
+	if n := fake.Len(policy.MapEndpoints); n != 1 {
+		t.Errorf("%d endpoints, want 1: web on this node (other is on node2, client is selected by nothing)", n)
+	}
+	if n := fake.Len(policy.MapPeers); n != 4 {
+		t.Errorf("%d identity cache entries, want 4 (3 pods and this node)", n)
+	}
+
+	// A label change of an unrelated pod writes nothing but its identity.
+	var writes atomic.Int32
+	fake.FailWhen(func(op cubetest.Op) error {
+		writes.Add(1)
+		return nil
+	})
+	bystander := pod("x", "bystander", "node2", "10.244.2.9", map[string]string{"app": "db"})
+	r.OnPod(types.NamespacedName{Namespace: "x", Name: "bystander"}, bystander)
+	eventually(t, "the bystander's identity", func() bool { return fake.Len(policy.MapPeers) == 5 })
+	time.Sleep(50 * time.Millisecond)
+	if n := writes.Load(); n != 1 {
+		t.Errorf("a pod no policy names: %d map writes, want 1 (its identity)", n)
+	}
+
+	// Writes fail for a while: the reconciler retries and converges. The
+	// bystander takes the client's labels: its identity becomes the
+	// client's (one identity, one entry, serve both).
+	identity := func(ip string) datapath.Identity {
+		v, ok, err := cube.Get[datapath.Prefix, datapath.PolicyPeer](fake.Maps, policy.MapPeers,
+			datapath.PrefixFrom(netip.MustParsePrefix(ip+"/32")))
+		if err != nil || !ok {
+			t.Fatalf("identity of %s: %v %v", ip, ok, err)
+		}
+		return v.Identity
+	}
+	if identity("10.244.2.9") == identity("10.244.1.6") {
+		t.Fatal("db and client pods share an identity")
+	}
+	fail := atomic.Bool{}
+	fail.Store(true)
+	fake.FailWhen(func(op cubetest.Op) error {
+		if fail.Load() && op.Map == policy.MapPeers {
+			return errors.New("injected")
+		}
+		return nil
+	})
+	r.OnPod(types.NamespacedName{Namespace: "x", Name: "bystander"},
+		pod("x", "bystander", "node2", "10.244.2.9", map[string]string{"app": "client"}))
+	time.Sleep(100 * time.Millisecond)
+	if identity("10.244.2.9") == identity("10.244.1.6") {
+		t.Fatal("written while writes fail")
+	}
+	fail.Store(false)
+	eventually(t, "the bystander's new identity once writes succeed", func() bool {
+		return identity("10.244.2.9") == identity("10.244.1.6")
+	})
+	if n := fake.Len(policy.MapEntries); n != 1 {
+		t.Errorf("%d entries, want 1", n)
+	}
+	r.OnPolicy(types.NamespacedName{Namespace: "x", Name: "web"}, nil)
+	eventually(t, "the policy removed", func() bool {
+		return fake.Len(policy.MapEntries) == 0 && fake.Len(policy.MapEndpoints) == 0
+	})
+}
