@@ -28,9 +28,10 @@ var Skips = []Skip{
 }
 
 // Smoke is the fast subset `make test` runs: a dozen Service and
-// connectivity tests, and the health-check node port and hostPort ones, that prove the whole path (kubelet, containerd,
-// netcube's CNI plugin and agent from its chart, CoreDNS through a
-// Service) end to end.
+// connectivity tests, the health-check node port and hostPort ones, and
+// three NetworkPolicy ones, that prove the whole path (kubelet,
+// containerd, netcube's CNI plugin and agent from its chart, CoreDNS
+// through a Service, policies from the API) end to end.
 var Smoke = []string{
 	`Services should serve a basic endpoint from pods`,
 	`Services should serve multiport endpoints from pods`,
@@ -46,6 +47,9 @@ var Smoke = []string{
 	`Proxy version v1 should proxy through a service and a pod`,
 	`Services should fail health check node port if there are only terminating endpoints`,
 	`HostPort validates that there is no conflict between pods with same hostPort but different hostIP and protocol`,
+	`Netpol NetworkPolicy between server and client should support a 'default-deny-ingress' policy`,
+	`Netpol NetworkPolicy between server and client should enforce policy based on PodSelector and NamespaceSelector`,
+	`Netpol NetworkPolicy between server and client should allow egress access on one named port`,
 }
 
 // SmokeFocus is Smoke as one ginkgo focus expression.

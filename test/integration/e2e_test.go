@@ -14,6 +14,7 @@ import (
 	"github.com/netcube/netcube/internal/cgroup"
 	"github.com/netcube/netcube/internal/testenv"
 	"github.com/netcube/netcube/pkg/e2e"
+	"github.com/netcube/netcube/pkg/images"
 	"github.com/netcube/netcube/pkg/kubeenv"
 	"github.com/netcube/netcube/pkg/sandbox"
 )
@@ -21,7 +22,8 @@ import (
 // TestUpstreamSigNetworkSmoke: the fast subset of Kubernetes' own
 // sig-network e2e tests (e2e.Smoke: Services of each kind, affinity,
 // hairpin, pod and node connectivity, EndpointSlices, DNS, the API
-// server's proxy) pass on real nodes: kubelet and containerd on each,
+// server's proxy, NetworkPolicy) pass on real nodes, and so does a
+// NetworkPolicy probed over IPv4 and IPv6 (checkPolicy): kubelet and containerd on each,
 // netcube installed by its Helm chart (the agent image imported, its
 // DaemonSet started by kubelet, its CNI plugin and config written onto
 // the nodes), CoreDNS reached through a Service netcube programs. Every
@@ -67,6 +69,17 @@ func TestUpstreamSigNetworkSmoke(t *testing.T) {
 	}
 	c := rep.Count(func(e2e.Spec) bool { return true })
 	t.Logf("upstream sig-network smoke: %d passed, %d failed, %d skipped in %s", c.Passed, c.Failed, c.Skipped, rep.Wall)
+
+	// NetworkPolicy with IPv6 too (the upstream tests probe one family).
+	list, err := exec.Command(filepath.Join(e2eDir, "e2e.test"), "--list-images").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	agnhost := images.RefsByRepository(strings.Fields(string(list)))["registry.k8s.io/e2e-test-images/agnhost"]
+	if len(agnhost) == 0 {
+		t.Fatal("e2e.test lists no agnhost image")
+	}
+	t.Run("NetworkPolicy IPv4 and IPv6", func(t *testing.T) { checkPolicy(t, sb, agnhost[0]) })
 
 	// A node whose runtime and kubelet crash is reported down (positive
 	// control first: both run), and down after that leaves no process of
