@@ -66,6 +66,9 @@ type Compiler struct {
 	ids       *Identities
 	endpoints map[model.PodID]uint32
 	nextEP    uint32
+	peerSets  map[*model.PolicyRule][]*class // this compilation's, by rule
+	// podClasses are this compilation's pod classes by namespace.
+	podClasses map[string][]*class
 }
 
 // NewCompiler returns a compiler with no identities handed out yet.
@@ -103,6 +106,7 @@ func (c *Compiler) Compile(cl *Cluster, local func(*model.Pod) bool, hostAddrs [
 
 	// Classes: every pod address, every block region.
 	var classes []*class
+	c.podClasses = map[string][]*class{}
 	for _, p := range pods {
 		if p.HostNetwork {
 			continue // its addresses are its node's
@@ -110,7 +114,9 @@ func (c *Compiler) Compile(cl *Cluster, local func(*model.Pod) bool, hostAddrs [
 		for _, a := range p.IPs {
 			sig := blocks.signature(a)
 			id := c.ids.of("pod\x00" + p.ID.Namespace + "\x00" + labelsKey(p.Labels) + "\x00" + sigKey(sig))
-			classes = append(classes, &class{id: id, pod: p, sig: sig})
+			pc := &class{id: id, pod: p, sig: sig}
+			classes = append(classes, pc)
+			c.podClasses[p.ID.Namespace] = append(c.podClasses[p.ID.Namespace], pc)
 			t.Peers[netip.PrefixFrom(a, a.BitLen())] = id
 		}
 	}
@@ -124,28 +130,34 @@ func (c *Compiler) Compile(cl *Cluster, local func(*model.Pod) bool, hostAddrs [
 		t.Peers[netip.PrefixFrom(a, a.BitLen())] = Host
 	}
 
-	// Endpoints, and the entries of each.
+	// Endpoints, and the entries of each. A rule's peers do not depend on
+	// the endpoint: matched once per rule (peerSets).
+	byNamespace := map[string][]*model.Policy{}
+	for _, pol := range policies {
+		byNamespace[pol.ID.Namespace] = append(byNamespace[pol.ID.Namespace], pol)
+	}
+	c.peerSets = map[*model.PolicyRule][]*class{}
 	for _, p := range pods {
 		if p.HostNetwork || !local(p) {
 			continue
 		}
 		ep := Endpoint{ID: c.endpointID(p.ID)}
 		selected := false
-		for _, pol := range policies {
-			if pol.ID.Namespace != p.ID.Namespace || !pol.Pods.Matches(labelSet(p.Labels)) {
+		for _, pol := range byNamespace[p.ID.Namespace] {
+			if !pol.Pods.Matches(labelSet(p.Labels)) {
 				continue
 			}
 			selected = true
 			if pol.IsolatesIngress {
 				ep.IsolatedIngress = true
-				for _, r := range pol.Ingress {
-					c.addRule(t, cl, classes, pol, r, ep.ID, Ingress, p)
+				for i := range pol.Ingress {
+					c.addRule(t, cl, classes, pol, &pol.Ingress[i], ep.ID, Ingress, p)
 				}
 			}
 			if pol.IsolatesEgress {
 				ep.IsolatedEgress = true
-				for _, r := range pol.Egress {
-					c.addRule(t, cl, classes, pol, r, ep.ID, Egress, p)
+				for i := range pol.Egress {
+					c.addRule(t, cl, classes, pol, &pol.Egress[i], ep.ID, Egress, p)
 				}
 			}
 		}
@@ -160,21 +172,9 @@ func (c *Compiler) Compile(cl *Cluster, local func(*model.Pod) bool, hostAddrs [
 }
 
 // addRule adds the entries of one rule of pol for endpoint ep (pod self).
-func (c *Compiler) addRule(t *Tables, cl *Cluster, classes []*class, pol *model.Policy, r model.PolicyRule,
+func (c *Compiler) addRule(t *Tables, cl *Cluster, classes []*class, pol *model.Policy, r *model.PolicyRule,
 	ep uint32, dir Direction, self *model.Pod) {
-	// The peers: every one (AnyPeer), or the classes some peer matches.
-	peers := []*class{{id: AnyPeer}}
-	if len(r.Peers) > 0 {
-		peers = nil
-		for _, cl0 := range classes {
-			for i := range r.Peers {
-				if peerMatches(cl, pol, &r.Peers[i], cl0) {
-					peers = append(peers, cl0)
-					break
-				}
-			}
-		}
-	}
+	peers := c.peersOf(cl, classes, pol, r)
 	if len(r.Ports) == 0 {
 		for _, pc := range peers {
 			t.Entries[Entry{Endpoint: ep, Dir: dir, Peer: pc.id}] = struct{}{}
@@ -224,23 +224,60 @@ func (c *Compiler) addRule(t *Tables, cl *Cluster, classes []*class, pol *model.
 	}
 }
 
-// peerMatches says whether one from/to entry of pol matches a class.
-func peerMatches(cl *Cluster, pol *model.Policy, peer *model.PolicyPeer, c *class) bool {
-	if peer.Block != nil {
-		return c.id != AnyPeer && c.inBlock(peer.Block)
+// peersOf is the classes a rule allows: every one (AnyPeer), or those some
+// peer of it matches; computed once per rule and compilation. Selector
+// peers look only at the pods of the namespaces they select.
+func (c *Compiler) peersOf(cl *Cluster, classes []*class, pol *model.Policy, r *model.PolicyRule) []*class {
+	if peers, ok := c.peerSets[r]; ok {
+		return peers
 	}
-	if c.pod == nil {
-		return false // selectors match pods only
+	if len(r.Peers) == 0 {
+		peers := []*class{{id: AnyPeer}}
+		c.peerSets[r] = peers
+		return peers
 	}
-	ns := c.pod.ID.Namespace
-	if peer.Namespaces == nil {
-		if ns != pol.ID.Namespace {
-			return false
+	in := map[*class]bool{}
+	for i := range r.Peers {
+		peer := &r.Peers[i]
+		if peer.Block != nil {
+			for _, cl0 := range classes {
+				if cl0.inBlock(peer.Block) {
+					in[cl0] = true
+				}
+			}
+			continue
 		}
-	} else if !peer.Namespaces.Matches(labelSet(cl.nsLabels(ns))) {
-		return false
+		for _, ns := range c.namespacesOf(cl, pol, peer) {
+			for _, cl0 := range c.podClasses[ns] {
+				if peer.Pods.Matches(labelSet(cl0.pod.Labels)) {
+					in[cl0] = true
+				}
+			}
+		}
 	}
-	return peer.Pods.Matches(labelSet(c.pod.Labels))
+	var peers []*class
+	for _, cl0 := range classes { // in the classes' (stable) order
+		if in[cl0] {
+			peers = append(peers, cl0)
+		}
+	}
+	c.peerSets[r] = peers
+	return peers
+}
+
+// namespacesOf is the namespaces a selector peer of pol looks in: the
+// policy's own, or those its namespaceSelector matches.
+func (c *Compiler) namespacesOf(cl *Cluster, pol *model.Policy, peer *model.PolicyPeer) []string {
+	if peer.Namespaces == nil {
+		return []string{pol.ID.Namespace}
+	}
+	var out []string
+	for ns := range c.podClasses {
+		if peer.Namespaces.Matches(labelSet(cl.nsLabels(ns))) {
+			out = append(out, ns)
+		}
+	}
+	return out
 }
 
 // addRange adds the entries of e for the ports lo-hi: the fewest prefixes
