@@ -24,8 +24,11 @@ func benchCmd(args []string) error {
 	if len(args) > 0 && args[0] == "podnet" {
 		return benchPodnet(args[1:])
 	}
+	if len(args) > 0 && args[0] == "policy" {
+		return benchPolicy(args[1:])
+	}
 	if len(args) == 0 || args[0] != "datapath" {
-		return errors.New("usage: netcube bench datapath|sync|compare|podnet [flags]")
+		return errors.New("usage: netcube bench datapath|sync|compare|podnet|policy [flags]")
 	}
 	fs := flag.NewFlagSet("bench datapath", flag.ExitOnError)
 	cfg := bench.DatapathConfig{Log: os.Stdout}
@@ -177,6 +180,28 @@ func benchPodnet(args []string) error {
 		os.Setenv("NETCUBE_TOOLS_DIR", dir)
 	}
 	rep, err := bench.RunPodnet(cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Println()
+	fmt.Print(rep.Markdown())
+	return nil
+}
+
+// benchPolicy: NetworkPolicy's per-packet cost (docs/benchmarks/policy.md).
+func benchPolicy(args []string) error {
+	fs := flag.NewFlagSet("bench policy", flag.ExitOnError)
+	cfg := bench.PolicyConfig{Log: os.Stdout}
+	fs.IntVar(&cfg.Runs, "runs", 3, "repetitions (medians are reported)")
+	fs.DurationVar(&cfg.Duration, "duration", 3*time.Second, "length of each measurement")
+	fs.StringVar(&cfg.OutDir, "out", "docs/benchmarks", "directory for policy.{json,md} (\"\": none)")
+	_ = fs.Parse(args)
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cfg.BinDir = filepath.Dir(exe)
+	rep, err := bench.RunPolicy(cfg)
 	if err != nil {
 		return err
 	}

@@ -171,7 +171,13 @@ func Unpin(dir string) error {
 
 // OpenPinned opens the maps pinned under dir by a running agent, for
 // inspection (tests, CLI). The caller must not write to them.
-func OpenPinned(dir string) (*cube.Maps, func(), error) {
+func OpenPinned(dir string) (*cube.Maps, func(), error) { return openPinned(dir, true) }
+
+// OpenPinnedForWriting opens them writable: for a benchmark that stands in
+// for an agent's source (the agent must not be writing the same maps).
+func OpenPinnedForWriting(dir string) (*cube.Maps, func(), error) { return openPinned(dir, false) }
+
+func openPinned(dir string, readOnly bool) (*cube.Maps, func(), error) {
 	spec, err := loadBpf()
 	if err != nil {
 		return nil, nil, fmt.Errorf("parse BPF object: %w", err)
@@ -186,7 +192,7 @@ func OpenPinned(dir string) (*cube.Maps, func(), error) {
 		if ms.Pinning != ebpf.PinByName {
 			continue
 		}
-		mp, err := ebpf.LoadPinnedMap(filepath.Join(dir, name), &ebpf.LoadPinOptions{ReadOnly: true})
+		mp, err := ebpf.LoadPinnedMap(filepath.Join(dir, name), &ebpf.LoadPinOptions{ReadOnly: readOnly})
 		if err != nil {
 			closeAll()
 			return nil, nil, fmt.Errorf("open pinned map %s: %w", name, err)

@@ -1,0 +1,272 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/netcube/netcube/pkg/bench/native"
+	"github.com/netcube/netcube/pkg/cube"
+	"github.com/netcube/netcube/pkg/cubes/policy"
+	"github.com/netcube/netcube/pkg/datapath"
+	"github.com/netcube/netcube/pkg/model"
+	"github.com/netcube/netcube/pkg/sandbox"
+)
+
+// PolicyConfig configures `netcube bench policy`.
+type PolicyConfig struct {
+	Runs     int
+	Duration time.Duration
+	BinDir   string
+	OutDir   string // policy.{json,md}; "": none
+	Log      io.Writer
+}
+
+// PolicyPoint is one path's figures with and without the policies.
+type PolicyPoint struct {
+	Family    string                     `json:"family"`
+	Placement string                     `json:"placement"` // same-node, cross-node
+	None      PolicyFigures              `json:"no_policy"`
+	Policies  PolicyFigures              `json:"policies"`
+	Raw       map[string][]native.Result `json:"raw,omitempty"`
+}
+
+// PolicyFigures are the medians of the runs.
+type PolicyFigures struct {
+	ConnPerSec float64 `json:"conn_per_sec"`
+	RRP99      float64 `json:"rr_p99_us"`
+}
+
+// PolicyReport is what `netcube bench policy` writes.
+type PolicyReport struct {
+	Commit     string        `json:"commit"`
+	MeasuredAt time.Time     `json:"measured_at"`
+	Machine    string        `json:"machine"`
+	Command    string        `json:"command"`
+	Runs       int           `json:"runs"`
+	DurationS  float64       `json:"duration_s"`
+	Scale      string        `json:"scale"`
+	Tables     string        `json:"tables"`
+	Points     []PolicyPoint `json:"points"`
+}
+
+// RunPolicy measures the per-packet cost of NetworkPolicy: new connections
+// per second and request/response p99 between sandbox pods (same node and
+// across nodes, IPv4 and IPv6), with no policy and with 1,000 policies over
+// 200 more pods in 10 namespaces, runs alternating. With the policies the
+// client is egress-isolated and the servers ingress-isolated, allowed by a
+// rule each: every new connection takes the full lookup on both ends. The
+// tables are compiled as the agent compiles them and written into each
+// node's pinned maps (the manifest-mode agent has no policy source, so
+// nothing else writes them).
+func RunPolicy(cfg PolicyConfig) (*PolicyReport, error) {
+	tmp, err := os.MkdirTemp("", "netcube-policy-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	ncperf, err := native.Build(tmp)
+	if err != nil {
+		return nil, err
+	}
+	host, _ := os.Hostname()
+	rep := &PolicyReport{Commit: Commit(), MeasuredAt: time.Now().UTC(), Runs: cfg.Runs, DurationS: cfg.Duration.Seconds(),
+		Machine: fmt.Sprintf("%s (kernel %s, %d CPUs)", host, kernelRelease(), runtime.NumCPU()),
+		Command: fmt.Sprintf("netcube bench policy --runs %d --duration %s", cfg.Runs, cfg.Duration),
+		Scale:   "1,000 NetworkPolicies over 200 pods in 10 namespaces, plus the benchmark's own pods and 2 policies"}
+	fmt.Fprintln(cfg.Log, "sandbox up (native routing)")
+	sb, err := upPeer(PodnetConfig{BinDir: cfg.BinDir}, PeerNetcubeNative, "pol1")
+	if err != nil {
+		return nil, err
+	}
+	defer sandbox.Down(sb.Config.Name, io.Discard) //nolint:errcheck
+	if err := preparePeer(sb, ncperf); err != nil {
+		return nil, err
+	}
+	client := sb.Topology.Nodes[0].Pods[0]
+	targets := []struct {
+		placement string
+		pod       sandbox.Pod
+	}{{"same-node", sb.Topology.Nodes[0].Pods[1]}, {"cross-node", sb.Topology.Nodes[1].Pods[0]}}
+
+	// Each node's maps, and the tables with and without the policies.
+	var nodes []nodeTables
+	cl := benchCluster(sb)
+	for _, n := range sb.Topology.Nodes {
+		maps, closeMaps, err := datapath.OpenPinnedForWriting(n.PinDir)
+		if err != nil {
+			return nil, err
+		}
+		defer closeMaps()
+		c := policy.NewCompiler()
+		name := n.Name
+		on := c.Compile(cl, func(p *model.Pod) bool { return p.Node == name }, []netip.Addr{n.IP4, n.IP6})
+		nodes = append(nodes, nodeTables{maps: maps, on: on, off: &policy.Tables{}})
+		if n.Name == sb.Topology.Nodes[0].Name {
+			rep.Tables = fmt.Sprintf("node1: %d identities, %d endpoints, %d entries", len(on.Peers), len(on.Endpoints), len(on.Entries))
+		}
+	}
+	apply := func(withPolicies bool) error {
+		for i := range nodes {
+			n := &nodes[i]
+			want := n.off
+			if withPolicies {
+				want = n.on
+			}
+			if err := policy.Sync(n.maps, n.have, want); err != nil {
+				return err
+			}
+			n.have = want
+		}
+		return nil
+	}
+	defer apply(false) //nolint:errcheck
+
+	points := map[string]*PolicyPoint{}
+	var order []string
+	for run := 1; run <= cfg.Runs; run++ {
+		for _, with := range []bool{false, true} {
+			if err := apply(with); err != nil {
+				return nil, err
+			}
+			mode := map[bool]string{false: "none", true: "policies"}[with]
+			for _, t := range targets {
+				for _, fam := range []string{"IPv4", "IPv6"} {
+					addr := t.pod.IP4
+					if fam == "IPv6" {
+						addr = t.pod.IP6
+					}
+					key := fam + " " + t.placement
+					p, ok := points[key]
+					if !ok {
+						p = &PolicyPoint{Family: fam, Placement: t.placement, Raw: map[string][]native.Result{}}
+						points[key] = p
+						order = append(order, key)
+					}
+					crr, err := ncperfRun(sb, client.Name, ncperf, "crr", addr, cfg.Duration)
+					if err != nil {
+						return nil, fmt.Errorf("%s, %s: %w", key, mode, err)
+					}
+					rr, err := ncperfRun(sb, client.Name, ncperf, "rr", addr, cfg.Duration)
+					if err != nil {
+						return nil, fmt.Errorf("%s, %s: %w", key, mode, err)
+					}
+					p.Raw[mode+" crr"] = append(p.Raw[mode+" crr"], crr)
+					p.Raw[mode+" rr"] = append(p.Raw[mode+" rr"], rr)
+					fmt.Fprintf(cfg.Log, "  run %d %-8s %-16s %7.0f conn/s, rr p99 %6.1f µs\n", run, mode, key, crr.PerSec, rr.P99)
+				}
+			}
+		}
+	}
+	med := func(rs []native.Result, f func(native.Result) float64) float64 {
+		xs := make([]float64, len(rs))
+		for i, r := range rs {
+			xs[i] = f(r)
+		}
+		slices.Sort(xs)
+		return xs[len(xs)/2]
+	}
+	for _, k := range order {
+		p := points[k]
+		p.None = PolicyFigures{ConnPerSec: med(p.Raw["none crr"], func(r native.Result) float64 { return r.PerSec }),
+			RRP99: med(p.Raw["none rr"], func(r native.Result) float64 { return r.P99 })}
+		p.Policies = PolicyFigures{ConnPerSec: med(p.Raw["policies crr"], func(r native.Result) float64 { return r.PerSec }),
+			RRP99: med(p.Raw["policies rr"], func(r native.Result) float64 { return r.P99 })}
+		rep.Points = append(rep.Points, *p)
+	}
+	if cfg.OutDir != "" {
+		if err := rep.write(cfg.OutDir); err != nil {
+			return nil, err
+		}
+	}
+	return rep, nil
+}
+
+type nodeTables struct {
+	maps    *cube.Maps
+	have    *policy.Tables
+	on, off *policy.Tables
+}
+
+// benchCluster is policy.ScaleCluster plus the sandbox's benchmark pods in
+// namespace bench: the client may send only to the servers (on the
+// benchmark's port), the servers accept only the client.
+func benchCluster(sb *sandbox.Sandbox) *policy.Cluster {
+	var names []string
+	for _, n := range sb.Topology.Nodes {
+		names = append(names, n.Name)
+	}
+	cl := policy.ScaleCluster(10, 20, 100, names)
+	cl.SetNamespace("bench", &model.Namespace{Name: "bench"})
+	add := func(p sandbox.Pod, role string) {
+		id := model.PodID{Namespace: "bench", Name: p.Name}
+		cl.SetPod(id, &model.Pod{ID: id, Labels: map[string]string{"role": role}, Node: p.Node, IPs: []netip.Addr{p.IP4, p.IP6}})
+	}
+	add(sb.Topology.Nodes[0].Pods[0], "client")
+	add(sb.Topology.Nodes[0].Pods[1], "server")
+	add(sb.Topology.Nodes[1].Pods[0], "server")
+	client, _ := labels.Parse("role=client")
+	server, _ := labels.Parse("role=server")
+	port := []model.PolicyPort{{Proto: model.TCP, Port: podnetRRPort}}
+	in := model.PolicyID{Namespace: "bench", Name: "servers"}
+	cl.SetPolicy(in, &model.Policy{ID: in, Pods: server, IsolatesIngress: true,
+		Ingress: []model.PolicyRule{{Peers: []model.PolicyPeer{{Pods: client}}, Ports: port}}})
+	out := model.PolicyID{Namespace: "bench", Name: "client"}
+	cl.SetPolicy(out, &model.Policy{ID: out, Pods: client, IsolatesEgress: true,
+		Egress: []model.PolicyRule{{Peers: []model.PolicyPeer{{Pods: server}}, Ports: port}}})
+	return cl
+}
+
+// Targets: within 3% of no policy.
+const policyTolerance = 0.03
+
+func (r *PolicyReport) write(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	j, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "policy.json"), append(j, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "policy.md"), []byte(r.Markdown()), 0o644)
+}
+
+// Markdown renders the report.
+func (r *PolicyReport) Markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# NetworkPolicy: per-packet cost\n\n")
+	fmt.Fprintf(&b, "Measured at netcube commit `%s` on %s, %s, by `%s` (%d runs of %.0f s per figure, alternating no policy and policies; medians).\n\n",
+		r.Commit, r.MeasuredAt.Format("2006-01-02"), r.Machine, r.Command, r.Runs, r.DurationS)
+	fmt.Fprintf(&b, "With policies: %s (%s). The client pod is egress-isolated and the servers ingress-isolated, each allowed by one rule, so every new connection is judged on both ends: the peer's identity and the entry lookups. Native code (ncperf), client and server pinned to one CPU. No eBPF policy peer builds here (`sigs.k8s.io/kube-network-policies` is not on the module proxy): the reference is netcube with no policy.\n\n", r.Scale, r.Tables)
+	fmt.Fprintf(&b, "Targets: new connections/s and request/response p99 within %.0f%% of no policy.\n\n", policyTolerance*100)
+	b.WriteString("| path | conn/s, no policy | conn/s, policies | ratio | target | rr p99 µs, no policy | rr p99 µs, policies | ratio | target |\n")
+	b.WriteString("|---|---:|---:|---:|---|---:|---:|---:|---|\n")
+	for _, p := range r.Points {
+		c := p.Policies.ConnPerSec / p.None.ConnPerSec
+		l := p.Policies.RRP99 / p.None.RRP99
+		fmt.Fprintf(&b, "| %s %s | %.0f | %.0f | %.3f | %s | %.1f | %.1f | %.3f | %s |\n", p.Family, p.Placement,
+			p.None.ConnPerSec, p.Policies.ConnPerSec, c, met(c >= 1-policyTolerance),
+			p.None.RRP99, p.Policies.RRP99, l, met(l <= 1+policyTolerance))
+	}
+	b.WriteString("\nThe machine is shared and noisy: compare the ratios of one run, not figures across runs. A policy change reaching the maps: `go test ./pkg/cubes/policy -run PolicyChangeLatency -v`.\n")
+	return b.String()
+}
+
+func met(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "**missed**"
+}
