@@ -10,7 +10,9 @@
  * {peer, any peer} x {protocol, any protocol}) and, allowed, recorded in
  * pol_flows; its later packets and its replies pass on that record. A
  * packet of a connection not recorded (one older than the policy) is
- * judged as a first packet: a policy change applies to it.
+ * judged as a first packet: a policy change applies to it. In a direction
+ * no policy isolates, only a connection's first packet costs more than
+ * the endpoint lookup: it is recorded, for its replies.
  * Traffic from this node itself (kubelet's probes) is always allowed.
  */
 #pragma once
@@ -107,19 +109,26 @@ static always_inline int pol_check(const struct flow *f, __u8 dir)
 
 	if (!ep)
 		return 1; /* no policy selects the pod */
-	if (pol_known(f, ep->id))
-		return 1; /* a recorded connection, or its reply */
 	isolated = ep->flags & (dir == POL_EGRESS ? POL_ISOLATED_EGRESS : POL_ISOLATED_INGRESS);
-	if (isolated) {
-		id = pol_identity_of(peer);
-		if (!(dir == POL_INGRESS && id == POL_HOST) &&
-		    !pol_allows(ep->id, dir, id, f->proto, f->dport)) {
-			pol_count_drop(ep->id, dir == POL_EGRESS ? POL_DROP_EGRESS : POL_DROP_INGRESS);
-			return 0;
-		}
+	if (!isolated) {
+		/* Only recorded, so that its replies pass whatever the other
+		 * direction's rules say: a connection's first packet (UDP's
+		 * once). Nothing else to do for the rest. */
+		if (flow_is_new(f) && (f->proto == IPPROTO_TCP || !pol_known(f, ep->id)))
+			pol_record(f, ep->id);
+		return 1;
 	}
-	/* Allowed, or not isolated this way: recorded, so that its replies
-	 * pass whatever the other direction's rules say. */
+	/* A TCP SYN is judged by the rules (a retransmitted one again, to the
+	 * same answer); anything else first by the records: a recorded
+	 * connection, or its reply. */
+	if (!(f->proto == IPPROTO_TCP && flow_is_new(f)) && pol_known(f, ep->id))
+		return 1;
+	id = pol_identity_of(peer);
+	if (!(dir == POL_INGRESS && id == POL_HOST) &&
+	    !pol_allows(ep->id, dir, id, f->proto, f->dport)) {
+		pol_count_drop(ep->id, dir == POL_EGRESS ? POL_DROP_EGRESS : POL_DROP_INGRESS);
+		return 0;
+	}
 	pol_record(f, ep->id);
 	return 1;
 }
