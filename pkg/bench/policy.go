@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"time"
 
@@ -168,12 +167,7 @@ func RunPolicy(cfg PolicyConfig) (*PolicyReport, error) {
 		}
 	}
 	med := func(rs []native.Result, f func(native.Result) float64) float64 {
-		xs := make([]float64, len(rs))
-		for i, r := range rs {
-			xs[i] = f(r)
-		}
-		slices.Sort(xs)
-		return xs[len(xs)/2]
+		return pctl(ncField(rs, f), 0.5)
 	}
 	for _, k := range order {
 		p := points[k]
@@ -264,6 +258,7 @@ func (r *PolicyReport) Markdown() string {
 	return b.String()
 }
 
+// met marks a target as the committed policy report does.
 func met(ok bool) string {
 	if ok {
 		return "met"

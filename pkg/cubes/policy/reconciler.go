@@ -143,32 +143,35 @@ func (r *Reconciler) OnPoliciesSynced() {
 }
 
 func (r *Reconciler) PodKeys() []types.NamespacedName {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []types.NamespacedName
-	for id := range r.cluster.Pods {
-		out = append(out, types.NamespacedName{Namespace: id.Namespace, Name: id.Name})
-	}
-	return out
+	return r.keys(func(add func(ns, name string)) {
+		for id := range r.cluster.Pods {
+			add(id.Namespace, id.Name)
+		}
+	})
 }
 
 func (r *Reconciler) NamespaceKeys() []types.NamespacedName {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []types.NamespacedName
-	for name := range r.cluster.Namespaces {
-		out = append(out, types.NamespacedName{Name: name})
-	}
-	return out
+	return r.keys(func(add func(ns, name string)) {
+		for name := range r.cluster.Namespaces {
+			add("", name)
+		}
+	})
 }
 
 func (r *Reconciler) PolicyKeys() []types.NamespacedName {
+	return r.keys(func(add func(ns, name string)) {
+		for id := range r.cluster.Policies {
+			add(id.Namespace, id.Name)
+		}
+	})
+}
+
+// keys lists what each calls add with, under the lock.
+func (r *Reconciler) keys(each func(add func(ns, name string))) []types.NamespacedName {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []types.NamespacedName
-	for id := range r.cluster.Policies {
-		out = append(out, types.NamespacedName{Namespace: id.Namespace, Name: id.Name})
-	}
+	each(func(ns, name string) { out = append(out, types.NamespacedName{Namespace: ns, Name: name}) })
 	return out
 }
 
