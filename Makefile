@@ -27,8 +27,9 @@ generate:        ## regenerate the cubes' hook header from the registry, then th
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-images: build     ## the agent's and the pause image as archives (bin/images/), from static builds
+images: build     ## the agent's and the pause image as archives (bin/images/), from static builds (and cyclonus's worker, for netcube netpol)
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/static/ ./cmd/netcube-agent ./cmd/netcube-cni
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/static/cyclonus-worker github.com/mattfenwick/cyclonus/cmd/worker
 	mkdir -p $(BIN)/images && $(BIN)/netcube image agent --bin $(BIN)/static --out $(BIN)/images/netcube-agent.tar
 	$(BIN)/netcube image pause --out $(BIN)/images/pause.tar
 

@@ -12,6 +12,7 @@ const usage = `netcube: eBPF Service load balancing and pod networking for Kuber
 Usage:
   netcube sandbox up|down|status|exec|kubectl|restart-agent   a cluster on this machine
   netcube e2e [flags]                                         upstream sig-network e2e tests on real nodes
+  netcube netpol [flags]                                      cyclonus's NetworkPolicy cases on real nodes
   netcube demo [flags]                                        sandbox + requests to each Service
   netcube bench datapath|sync|compare|podnet [flags]          benchmarks (docs/benchmarks)
   netcube image agent|pause [flags]                           an image as an archive (no registry)
@@ -31,6 +32,8 @@ func main() {
 		err = sandboxCmd(os.Args[2:])
 	case "e2e":
 		err = e2eCmd(os.Args[2:])
+	case "netpol":
+		err = netpolCmd(os.Args[2:])
 	case "demo":
 		err = demoCmd(os.Args[2:])
 	case "bench":

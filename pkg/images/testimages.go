@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -252,4 +253,19 @@ func CoreDNS(bin string) Spec {
 	return Spec{Ref: CoreDNSRef,
 		Files:      []File{{Source: bin, Path: "/coredns", Mode: 0o755}},
 		Entrypoint: []string{"/coredns"}}
+}
+
+// CyclonusWorkerRef is the image cyclonus's probing pods run
+// (netpol.WorkerImage): they serve with agnhost and probe with the worker.
+const CyclonusWorkerRef = "docker.io/mfenwick100/cyclonus-worker:latest"
+
+// CyclonusWorker is cyclonus's worker image as upstream builds it: the
+// agnhost image (agnhost, a Spec from Agnhost) with the worker binary
+// (static, from `make images`) as /worker, its entrypoint.
+func CyclonusWorker(agnhost Spec, workerBin string) (Spec, error) {
+	if _, err := os.Stat(workerBin); err != nil {
+		return Spec{}, fmt.Errorf("cyclonus worker: %w (make images builds it)", err)
+	}
+	files := append(slices.Clone(agnhost.Files), File{Source: workerBin, Path: "/worker", Mode: 0o755})
+	return Spec{Ref: CyclonusWorkerRef, Files: files, Entrypoint: []string{"/worker"}, Env: agnhost.Env}, nil
 }

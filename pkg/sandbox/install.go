@@ -68,7 +68,17 @@ func (sb *Sandbox) buildImages(log io.Writer) ([]string, error) {
 		return nil, err
 	}
 	coredns := images.CoreDNS(filepath.Join(sb.Config.E2EDir, "coredns"))
-	for _, spec := range []images.Spec{images.Agent(static), pause, agnhost, busybox, glibc, boom, coredns} {
+	specs := []images.Spec{images.Agent(static), pause, agnhost, busybox, glibc, boom, coredns}
+	// cyclonus's probing pods (netcube netpol), when make images built its
+	// worker.
+	if worker := filepath.Join(static, "cyclonus-worker"); fileExists(worker) {
+		spec, err := images.CyclonusWorker(agnhost, worker)
+		if err != nil {
+			return nil, err
+		}
+		specs = append(specs, spec)
+	}
+	for _, spec := range specs {
 		img, err := images.Build(spec)
 		if err != nil {
 			return nil, err
@@ -180,4 +190,9 @@ func (sb *Sandbox) installDNS(c kubernetes.Interface, timeout time.Duration) err
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

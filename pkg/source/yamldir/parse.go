@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -20,7 +21,7 @@ import (
 
 // objKey identifies an object across files.
 type objKey struct {
-	kind string // "Service", "EndpointSlice" or "Node"
+	kind string // "Service", "EndpointSlice", "Node", "Pod", "Namespace" or "NetworkPolicy"
 	types.NamespacedName
 }
 
@@ -32,9 +33,16 @@ func (k objKey) object() report.Object {
 
 // object is one decoded, valid document, converted.
 type object struct {
-	svc   *model.Service
-	slice *model.EndpointSlice
-	node  *model.NodeInfo
+	svc    *model.Service
+	slice  *model.EndpointSlice
+	node   *model.NodeInfo
+	pod    *model.Pod
+	ns     *model.Namespace
+	policy *model.Policy
+	// partial: the object is invalid, and applies without the fields err
+	// names (a NetworkPolicy fails closed: what it cannot read allows
+	// nothing; a pod's unreadable address or port is left out).
+	partial bool
 }
 
 // parsed is what one file holds.
@@ -57,10 +65,10 @@ func parseFile(data []byte) (parsed, error) {
 		key, obj, err := decode(tm, doc)
 		switch {
 		case key.kind == "":
-			p.unread = append(p.unread, fmt.Sprintf("document %d: kind %q apiVersion %q is not read by netcube (v1 Service, discovery.k8s.io/v1 EndpointSlice, v1 Node)", i, tm.Kind, tm.APIVersion))
+			p.unread = append(p.unread, fmt.Sprintf("document %d: kind %q apiVersion %q is not read by netcube (v1 Service, discovery.k8s.io/v1 EndpointSlice, v1 Node, v1 Pod, v1 Namespace, networking.k8s.io/v1 NetworkPolicy)", i, tm.Kind, tm.APIVersion))
 		case err != nil:
 			p.invalid[key] = err
-			if k8s.FailsClosed(err) {
+			if k8s.FailsClosed(err) || obj.partial {
 				p.objs[key] = obj
 			}
 		default:
@@ -130,6 +138,36 @@ func decode(tm metav1.TypeMeta, doc []byte) (objKey, object, error) {
 		}
 		node, err := k8s.ToNode(&n)
 		return key, object{node: node}, err
+	case tm.Kind == "Pod" && tm.APIVersion == "v1":
+		var p corev1.Pod
+		err := yaml.UnmarshalStrict(doc, &p)
+		key := objKey{"Pod", nsName(p.ObjectMeta)}
+		if err != nil {
+			return key, object{}, err
+		}
+		p.Namespace = key.Namespace
+		pod, err := k8s.ToPod(&p)
+		return key, object{pod: pod, partial: true}, err
+	case tm.Kind == "Namespace" && tm.APIVersion == "v1":
+		var n corev1.Namespace
+		err := yaml.UnmarshalStrict(doc, &n)
+		key := objKey{"Namespace", types.NamespacedName{Name: n.Name}} // not namespaced
+		if err != nil {
+			return key, object{}, err
+		}
+		return key, object{ns: k8s.ToNamespace(&n)}, nil
+	case tm.Kind == "NetworkPolicy" && tm.APIVersion == "networking.k8s.io/v1":
+		var np networkingv1.NetworkPolicy
+		err := yaml.UnmarshalStrict(doc, &np)
+		key := objKey{"NetworkPolicy", nsName(np.ObjectMeta)}
+		if err != nil {
+			return key, object{}, err
+		}
+		np.Namespace = key.Namespace
+		policy, err := k8s.ToPolicy(&np)
+		// A policy whose pod selector cannot be read keeps its last
+		// version: netcube cannot know which pods it meant to isolate.
+		return key, object{policy: policy, partial: policy != nil}, err
 	}
 	return objKey{}, object{}, nil
 }

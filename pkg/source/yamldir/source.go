@@ -64,6 +64,9 @@ func (s *Source) Run(ctx context.Context, h source.Handler) error {
 		s.reload(filepath.Join(s.Dir, e.Name()))
 	}
 	h.OnSynced()
+	if ph, ok := h.(source.PolicyHandler); ok {
+		ph.OnPoliciesSynced()
+	}
 
 	pending := map[string]bool{}
 	timer := time.NewTimer(time.Hour)
@@ -136,7 +139,9 @@ func (s *Source) reload(path string) {
 		}
 		for k, err := range p.invalid {
 			what := "keeping its last valid version"
-			if _, ok := p.objs[k]; ok {
+			if o, ok := p.objs[k]; ok && o.partial {
+				what = "applied without the fields named"
+			} else if ok {
 				what = "applied with access restricted"
 			} else if prev, ok := old[k]; ok {
 				p.objs[k] = prev // an invalid edit keeps the last valid version
@@ -205,5 +210,17 @@ func (s *Source) deliver(k objKey, o object) {
 		s.h.OnEndpointSlice(k.NamespacedName, o.slice)
 	case "Node":
 		s.h.OnNode(k.Name, o.node)
+	}
+	ph, ok := s.h.(source.PolicyHandler)
+	if !ok {
+		return
+	}
+	switch k.kind {
+	case "Pod":
+		ph.OnPod(k.NamespacedName, o.pod)
+	case "Namespace":
+		ph.OnNamespace(k.Name, o.ns)
+	case "NetworkPolicy":
+		ph.OnPolicy(k.NamespacedName, o.policy)
 	}
 }

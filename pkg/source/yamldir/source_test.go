@@ -15,6 +15,7 @@ import (
 
 	"github.com/netcube/netcube/pkg/model"
 	"github.com/netcube/netcube/pkg/report"
+	"github.com/netcube/netcube/pkg/source"
 )
 
 // recorder is a source.Handler keeping every event in order.
@@ -95,6 +96,15 @@ type harness struct {
 }
 
 func start(t *testing.T, files map[string]string) *harness {
+	return startWith(t, files, func(r *recorder) source.Handler { return r })
+}
+
+// startPolicies starts a source whose handler enforces NetworkPolicy too.
+func startPolicies(t *testing.T, files map[string]string) *harness {
+	return startWith(t, files, func(r *recorder) source.Handler { return policyRecorder{r} })
+}
+
+func startWith(t *testing.T, files map[string]string, handler func(*recorder) source.Handler) *harness {
 	h := &harness{t: t, dir: t.TempDir(), rec: &recorder{}, errs: make(chan error, 100)}
 	for f, c := range files {
 		h.write(f, c)
@@ -103,7 +113,7 @@ func start(t *testing.T, files map[string]string) *harness {
 	h.cancel = cancel
 	src := &Source{Dir: h.dir, Report: &report.Reporter{Sink: sink(h.errs)}}
 	done := make(chan struct{})
-	go func() { _ = src.Run(ctx, h.rec); close(done) }()
+	go func() { _ = src.Run(ctx, handler(h.rec)); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return h
 }
