@@ -41,7 +41,7 @@ func (r policyRecorder) OnPolicy(k types.NamespacedName, p *model.Policy) {
 	r.add(fmt.Sprintf("NetworkPolicy %s pods=%q ingress=%d egress=%d", k, p.Pods.String(), len(p.Ingress), len(p.Egress)))
 }
 
-func (r policyRecorder) OnPoliciesSynced()                      { r.add("policies synced") }
+func (r policyRecorder) OnPoliciesSynced()                     { r.add("policies synced") }
 func (r policyRecorder) PodKeys() []types.NamespacedName       { return nil }
 func (r policyRecorder) NamespaceKeys() []types.NamespacedName { return nil }
 func (r policyRecorder) PolicyKeys() []types.NamespacedName    { return nil }
