@@ -22,10 +22,12 @@ import (
 // storagePrefix is where kube-apiserver keeps a resource in etcd (its
 // default layout; Services are the one special case used here).
 var storagePrefix = map[schema.GroupResource]string{
-	{Group: "", Resource: "services"}:                       "/registry/services/specs/",
-	{Group: "discovery.k8s.io", Resource: "endpointslices"}: "/registry/endpointslices/",
-	{Group: "networking.k8s.io", Resource: "ipaddresses"}:   "/registry/ipaddresses/",
-	{Group: "", Resource: "namespaces"}:                     "/registry/namespaces/",
+	{Group: "", Resource: "services"}:                         "/registry/services/specs/",
+	{Group: "discovery.k8s.io", Resource: "endpointslices"}:   "/registry/endpointslices/",
+	{Group: "networking.k8s.io", Resource: "ipaddresses"}:     "/registry/ipaddresses/",
+	{Group: "", Resource: "namespaces"}:                       "/registry/namespaces/",
+	{Group: "networking.k8s.io", Resource: "networkpolicies"}: "/registry/networkpolicies/",
+	{Group: "", Resource: "pods"}:                             "/registry/pods/",
 }
 
 // StoredObject is an object to bulk-load, with its resource.

@@ -48,10 +48,13 @@ const (
 	// PodCIDRConflict: a Node's pod CIDR overlaps another node's; pods
 	// in it are not routed to that node.
 	PodCIDRConflict Reason = "PodCIDRConflict"
+	// UnmatchedPort: a NetworkPolicy names a port no pod it applies to
+	// has; that port allows nothing (until such a pod comes).
+	UnmatchedPort Reason = "UnmatchedPort"
 )
 
 // Reasons lists every reason (the gauge reports each, standing or not).
-var Reasons = []Reason{InvalidField, FrontendConflict, DuplicateObject, UnreadObject, PodCIDRConflict}
+var Reasons = []Reason{InvalidField, FrontendConflict, DuplicateObject, UnreadObject, PodCIDRConflict, UnmatchedPort}
 
 // Sink receives each new or changed problem, e.g. to write a Kubernetes
 // Event. It must not block.

@@ -15,6 +15,7 @@ import (
 	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -172,6 +173,26 @@ func TestRBACIsEnough(t *testing.T) {
 		_ = c.DiscoveryV1().EndpointSlices("default").Delete(ctx, "rbac-orphan", metav1.DeleteOptions{})
 	})
 	eventFor(t, "default", "EndpointSlice", "rbac-orphan", "InvalidField")
+	// ... and on a NetworkPolicy and a Pod (stored past validation, each
+	// with a field netcube cannot read).
+	np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "rbac-invalid", Namespace: "default"},
+		Spec: networkingv1.NetworkPolicySpec{Ingress: []networkingv1.NetworkPolicyIngressRule{{
+			From: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "bad"}}}}}}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "rbac-invalid", Namespace: "default"},
+		Spec:   corev1.PodSpec{NodeName: "node1", Containers: []corev1.Container{{Name: "c", Image: "x"}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIPs: []corev1.PodIP{{IP: "10.244.0.300"}}}}
+	if err := env.StoreDirect(ctx, []kubeenv.StoredObject{
+		{Resource: networkingv1.Resource("networkpolicies"), Version: networkingv1.SchemeGroupVersion, Object: np},
+		{Resource: corev1.Resource("pods"), Version: corev1.SchemeGroupVersion, Object: pod},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.NetworkingV1().NetworkPolicies("default").Delete(ctx, "rbac-invalid", metav1.DeleteOptions{})
+		_ = c.CoreV1().Pods("default").Delete(ctx, "rbac-invalid", *metav1.NewDeleteOptions(0))
+	})
+	eventFor(t, "default", "NetworkPolicy", "rbac-invalid", "InvalidField")
+	eventFor(t, "default", "Pod", "rbac-invalid", "InvalidField")
 	log, _ := os.ReadFile(a.log)
 	if bytes.Contains(log, []byte("forbidden")) {
 		t.Errorf("agent was denied something:\n%s", log)

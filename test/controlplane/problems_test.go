@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -169,4 +170,77 @@ func grep(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestInvalidPolicyFromTheAPI: a NetworkPolicy stored past validation with
+// an unreadable ipBlock fails closed (the peer allows nothing, the policy
+// still isolates its pod: an endpoint is written), and the field is named
+// in a Warning Event and counted; a policy naming a port no pod has is
+// reported on the policy too.
+func TestInvalidPolicyFromTheAPI(t *testing.T) {
+	a := startAgent(t, pinDir(t))
+	ns := "np-invalid"
+	if _, err := env.Client.CoreV1().Namespaces().Create(ctx(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.CoreV1().Namespaces().Delete(ctx(t), ns, metav1.DeleteOptions{}) })
+	// (No controller manager here makes the namespace's service account.)
+	if _, err := env.Client.CoreV1().ServiceAccounts(ns).Create(ctx(t), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns, Labels: map[string]string{"app": "web"}},
+		Spec: corev1.PodSpec{NodeName: "node1", Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+	created, err := env.Client.CoreV1().Pods(ns).Create(ctx(t), pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.244.0.77", PodIPs: []corev1.PodIP{{IP: "10.244.0.77"}}}
+	if _, err := env.Client.CoreV1().Pods(ns).UpdateStatus(ctx(t), created, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	endpoints := func() float64 {
+		var n float64
+		_, _ = fmt.Sscanf(grep(a.get("/metrics", a.metrics), `netcube_policy_entries{table="endpoints"}`), `netcube_policy_entries{table="endpoints"} %g`, &n)
+		return n
+	}
+	if n := endpoints(); n != 0 {
+		t.Fatalf("%v policy endpoints before any policy", n)
+	}
+	bad := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "bad-cidr", Namespace: ns},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Ingress:     []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/33"}}}}},
+		},
+	}
+	if err := env.StoreDirect(ctx(t), []kubeenv.StoredObject{
+		{Resource: networkingv1.Resource("networkpolicies"), Version: networkingv1.SchemeGroupVersion, Object: bad},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if msg := eventFor(t, ns, "NetworkPolicy", "bad-cidr", "InvalidField"); !strings.Contains(msg, "spec.ingress[0].from[0].ipBlock.cidr") {
+		t.Errorf("event %q does not name the field", msg)
+	}
+	testenv.WaitFor(t, 10*time.Second, "the pod isolated (fail closed)", func() bool { return endpoints() == 1 })
+
+	http := intstr.FromString("http")
+	named := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "named", Namespace: ns},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Ingress:     []networkingv1.NetworkPolicyIngressRule{{Ports: []networkingv1.NetworkPolicyPort{{Port: &http}}}},
+		},
+	}
+	if _, err := env.Client.NetworkingV1().NetworkPolicies(ns).Create(ctx(t), named, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if msg := eventFor(t, ns, "NetworkPolicy", "named", "UnmatchedPort"); !strings.Contains(msg, `port "http"`) {
+		t.Errorf("event %q does not name the port", msg)
+	}
+	m := a.get("/metrics", a.metrics)
+	for _, want := range []string{`netcube_config_problems{reason="InvalidField"} 1`, `netcube_config_problems{reason="UnmatchedPort"} 1`} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s:\n%s", want, grep(m, "netcube_config_problems"))
+		}
+	}
 }

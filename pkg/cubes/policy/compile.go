@@ -57,7 +57,13 @@ type Tables struct {
 	Entries map[Entry]struct{}
 	// Warnings name what matches nothing (a named port no destination pod
 	// has): not errors, but likely not what the author meant.
-	Warnings []string
+	Warnings []Warning
+}
+
+// Warning is something of a policy that matches nothing.
+type Warning struct {
+	Policy model.PolicyID
+	Msg    string
 }
 
 // Compiler turns the cluster into one node's tables, keeping identities
@@ -218,8 +224,8 @@ func (c *Compiler) addRule(t *Tables, cl *Cluster, classes []*class, pol *model.
 			}
 		}
 		if !found {
-			t.Warnings = append(t.Warnings, fmt.Sprintf("NetworkPolicy %s: %s port %q (%s) is a port of no pod it applies to; it allows nothing",
-				pol.ID, dir, port.Name, port.Proto))
+			t.Warnings = append(t.Warnings, Warning{pol.ID, fmt.Sprintf("%s port %q (%s) is a port of no pod it applies to; it allows nothing",
+				dir, port.Name, port.Proto)})
 		}
 	}
 }

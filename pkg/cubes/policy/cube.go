@@ -29,6 +29,7 @@ func (Cube) Maps() []cube.MapSpec {
 // Start starts the reconciler of this node.
 func (Cube) Start(ctx context.Context, env cube.Env) (cube.Started, error) {
 	r := NewReconciler(env.Maps, env.Node.Name, env.Node.Addrs)
+	r.SetReporter(env.Report)
 	go r.Run(ctx)
 	return cube.Started{Metrics: r.Metrics(), Policy: r}, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/netcube/netcube/pkg/cube"
 	"github.com/netcube/netcube/pkg/datapath"
 	"github.com/netcube/netcube/pkg/model"
+	"github.com/netcube/netcube/pkg/report"
 	"github.com/netcube/netcube/pkg/source"
 )
 
@@ -34,7 +35,8 @@ type Reconciler struct {
 
 	compiler *Compiler
 	have     *Tables // what the maps hold (nil: nothing written yet)
-	warnings map[string]bool
+	report   *report.Reporter // warnings; nil: logged only
+	warned   map[model.PolicyID]string
 
 	syncs, failures prometheus.Counter
 	duration        prometheus.Histogram
@@ -49,7 +51,7 @@ func NewReconciler(maps *cube.Maps, node string, hostAddrs []netip.Addr) *Reconc
 	return &Reconciler{
 		maps: maps, node: node, hostAddrs: hostAddrs,
 		cluster: NewCluster(), dirty: make(chan struct{}, 1),
-		compiler: NewCompiler(), warnings: map[string]bool{},
+		compiler: NewCompiler(), warned: map[model.PolicyID]string{},
 		syncs: prometheus.NewCounter(prometheus.CounterOpts{Name: "netcube_policy_syncs_total",
 			Help: "Passes that wrote the policy maps to match the cluster's NetworkPolicies."}),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "netcube_policy_sync_errors_total",
@@ -219,18 +221,43 @@ func (r *Reconciler) pass() error {
 	r.entries.WithLabelValues("identities").Set(float64(len(want.Peers)))
 	r.entries.WithLabelValues("endpoints").Set(float64(len(want.Endpoints)))
 	r.entries.WithLabelValues("rules").Set(float64(len(want.Entries)))
-	r.logWarnings(want.Warnings)
+	r.reportWarnings(want.Warnings)
 	return nil
 }
 
-// logWarnings logs each warning once, when it first appears.
-func (r *Reconciler) logWarnings(ws []string) {
-	now := map[string]bool{}
+// SetReporter makes the reconciler report what policies name but nothing
+// matches to rep (logged, counted, an Event on the policy); call before
+// Run.
+func (r *Reconciler) SetReporter(rep *report.Reporter) { r.report = rep }
+
+// reportWarnings reports each policy's warnings when they change, and
+// clears those of policies that have none any more.
+func (r *Reconciler) reportWarnings(ws []Warning) {
+	now := map[model.PolicyID]string{}
 	for _, w := range ws {
-		now[w] = true
-		if !r.warnings[w] {
-			slog.Warn(w)
+		if now[w.Policy] != "" {
+			now[w.Policy] += "; "
+		}
+		now[w.Policy] += w.Msg
+	}
+	for id, msg := range now {
+		if r.warned[id] == msg {
+			continue
+		}
+		if r.report == nil {
+			slog.Warn("NetworkPolicy matches nothing", "policy", id.String(), "problem", msg)
+		} else {
+			r.report.Set(policyObject(id), report.UnmatchedPort, msg)
 		}
 	}
-	r.warnings = now
+	for id := range r.warned {
+		if _, ok := now[id]; !ok && r.report != nil {
+			r.report.Clear(policyObject(id), report.UnmatchedPort)
+		}
+	}
+	r.warned = now
+}
+
+func policyObject(id model.PolicyID) report.Object {
+	return report.Object{Kind: "NetworkPolicy", Namespace: id.Namespace, Name: id.Name}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/netcube/netcube/pkg/cubes/policy"
 	"github.com/netcube/netcube/pkg/datapath"
 	"github.com/netcube/netcube/pkg/model"
+	"github.com/netcube/netcube/pkg/report"
 )
 
 func pod(ns, name, node, ip string, l map[string]string) *model.Pod {
@@ -122,4 +125,54 @@ func TestReconciler(t *testing.T) {
 	eventually(t, "the policy removed", func() bool {
 		return fake.Len(policy.MapEntries) == 0 && fake.Len(policy.MapEndpoints) == 0
 	})
+}
+
+// reports collects what is reported, by object and reason.
+type reports struct {
+	mu   sync.Mutex
+	msgs map[string]string
+}
+
+func (r *reports) Warn(obj report.Object, reason report.Reason, msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.msgs[obj.String()+" "+string(reason)] = msg
+}
+
+func (r *reports) get(key string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.msgs[key]
+}
+
+// TestUnmatchedNamedPortReported: a policy naming a port no pod it
+// applies to has is reported on the policy (an Event, a metric), and the
+// report is cleared once a pod with that port comes.
+func TestUnmatchedNamedPortReported(t *testing.T) {
+	fake := cubetest.New(t, nil, policy.Cube{})
+	r := policy.NewReconciler(fake.Maps, "node1", nil)
+	rep := &reports{msgs: map[string]string{}}
+	rr := &report.Reporter{Sink: rep}
+	r.SetReporter(rr)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go r.Run(ctx)
+
+	web := pod("x", "web", "node1", "10.244.1.5", map[string]string{"app": "web"})
+	r.OnPod(types.NamespacedName{Namespace: "x", Name: "web"}, web)
+	r.OnNamespace("x", &model.Namespace{Name: "x"})
+	sel, _ := labels.Parse("app=web")
+	r.OnPolicy(types.NamespacedName{Namespace: "x", Name: "web"}, &model.Policy{ID: model.PolicyID{Namespace: "x", Name: "web"},
+		Pods: sel, IsolatesIngress: true,
+		Ingress: []model.PolicyRule{{Ports: []model.PolicyPort{{Proto: model.TCP, Name: "metrics"}}}}})
+	r.OnPoliciesSynced()
+	key := "NetworkPolicy x/web " + string(report.UnmatchedPort)
+	eventually(t, "the unmatched port reported", func() bool { return strings.Contains(rep.get(key), `ingress port "metrics"`) })
+	if rr.Count()[report.UnmatchedPort] != 1 {
+		t.Errorf("counted %v", rr.Count())
+	}
+	web2 := *web
+	web2.Ports = []model.NamedPort{{Name: "metrics", Port: 9090, Proto: model.TCP}}
+	r.OnPod(types.NamespacedName{Namespace: "x", Name: "web"}, &web2)
+	eventually(t, "the report cleared", func() bool { return rr.Count()[report.UnmatchedPort] == 0 })
 }

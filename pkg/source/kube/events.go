@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -77,10 +78,15 @@ func (e *EventSink) write(ctx context.Context, p problem) error {
 		rc, into, ref.APIVersion = e.c.core, &corev1.Service{}, "v1"
 	case "EndpointSlice":
 		rc, into, ref.APIVersion = e.c.discovery, &discoveryv1.EndpointSlice{}, discoveryv1.SchemeGroupVersion.String()
+	case "NetworkPolicy":
+		rc, into, ref.APIVersion = e.c.networking, &networkingv1.NetworkPolicy{}, networkingv1.SchemeGroupVersion.String()
+	case "Pod":
+		rc, into, ref.APIVersion = e.c.core, &corev1.Pod{}, "v1"
 	default:
 		return nil // not an API object
 	}
-	resource := map[string]string{"Service": "services", "EndpointSlice": "endpointslices"}[p.obj.Kind]
+	resource := map[string]string{"Service": "services", "EndpointSlice": "endpointslices",
+		"NetworkPolicy": "networkpolicies", "Pod": "pods"}[p.obj.Kind]
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := rc.Get().Namespace(p.obj.Namespace).Resource(resource).Name(p.obj.Name).Do(ctx).Into(into); err != nil {
