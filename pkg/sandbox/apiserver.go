@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -65,6 +66,10 @@ func startAPIServer(cfg Config, t Topology) (*kubeenv.Env, error) {
 	if cfg.Kubelet { // the example Services' backends are hand-made pods
 		return env, nil
 	}
+	// The sandbox's own pods, as a kubelet would report them.
+	if err := createFromYAML(env.Client, t.PodsYAML()); err != nil {
+		return nil, err
+	}
 	for _, content := range t.ExampleManifests() {
 		if err := createFromYAML(env.Client, content); err != nil {
 			return nil, err
@@ -104,7 +109,7 @@ func (sb *Sandbox) Client() (kubernetes.Interface, error) {
 	return env.Client, nil
 }
 
-// createFromYAML creates the Nodes, Services and EndpointSlices of a
+// createFromYAML creates the Nodes, Namespaces, Pods, Services and EndpointSlices of a
 // multi-document YAML string.
 func createFromYAML(c kubernetes.Interface, content string) error {
 	ctx := context.Background()
@@ -123,6 +128,23 @@ func createFromYAML(c kubernetes.Interface, content string) error {
 			if created, err = c.CoreV1().Nodes().Create(ctx, o, metav1.CreateOptions{}); err == nil {
 				created.Status = o.Status
 				_, err = c.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
+			}
+		case *corev1.Namespace: // "default" exists already
+			if _, err = c.CoreV1().Namespaces().Create(ctx, o, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+				err = nil
+			}
+		case *corev1.Pod: // in a namespace with a service account (no controller manager makes it)
+			sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: o.Namespace}}
+			if _, err = c.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, sa, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+				err = nil
+			}
+			var created *corev1.Pod
+			if err == nil {
+				created, err = c.CoreV1().Pods(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+			}
+			if err == nil {
+				created.Status = o.Status
+				_, err = c.CoreV1().Pods(o.Namespace).UpdateStatus(ctx, created, metav1.UpdateOptions{})
 			}
 		default:
 			err = fmt.Errorf("unexpected %T", obj)

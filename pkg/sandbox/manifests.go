@@ -107,6 +107,35 @@ func (t Topology) ExampleManifests() map[string]string {
 	}
 }
 
+// PodLabels are a sandbox pod's labels: app=client for the client pod,
+// app=echo for the echo Service's backends, and pod=<its name> (what
+// NetworkPolicies select them by).
+func (t Topology) PodLabels(p Pod) map[string]string {
+	app := "echo"
+	if p.Name == t.ClientPod().Name {
+		app = "client"
+	}
+	return map[string]string{"app": app, "pod": p.Name}
+}
+
+// PodsYAML renders the sandbox's pods as Pod objects in the default
+// namespace (and the namespace itself): their nodes, addresses, labels
+// and the named ports they serve, what NetworkPolicy is enforced from.
+func (t Topology) PodsYAML() string {
+	var b strings.Builder
+	b.WriteString("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: default\n  labels: {kubernetes.io/metadata.name: default}\n")
+	for _, p := range t.Pods() {
+		l := t.PodLabels(p)
+		fmt.Fprintf(&b, "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n  namespace: default\n  labels: {app: %s, pod: %s}\n", p.Name, l["app"], l["pod"])
+		fmt.Fprintf(&b, "spec:\n  nodeName: %s\n  containers:\n  - name: pod\n    image: netcube\n    ports:\n", p.Node)
+		for _, port := range EndpointPorts {
+			fmt.Fprintf(&b, "    - {name: %s, containerPort: %d, protocol: %s}\n", port.Name, port.Port, port.Protocol)
+		}
+		fmt.Fprintf(&b, "status:\n  phase: Running\n  podIP: \"%s\"\n  podIPs: [{ip: \"%s\"}, {ip: \"%s\"}]\n", p.IP4, p.IP4, p.IP6)
+	}
+	return b.String()
+}
+
 // NodesYAML renders the nodes' Node objects: their pod CIDRs (read by
 // their agents and the CNI plugin) and addresses.
 func (t Topology) NodesYAML() string {

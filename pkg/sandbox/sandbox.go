@@ -168,6 +168,9 @@ func writeManifests(cfg Config, t Topology) error {
 	if err := t.WriteManifest("nodes.yaml", "# The nodes: their pod CIDRs and addresses.\n"+t.NodesYAML()); err != nil {
 		return err
 	}
+	if err := t.WriteManifest("pods.yaml", "# The pods: their addresses, labels and named ports (for NetworkPolicy).\n"+t.PodsYAML()); err != nil {
+		return err
+	}
 	if cfg.Manifests == "" {
 		for file, content := range t.ExampleManifests() {
 			if err := t.WriteManifest(file, content); err != nil {

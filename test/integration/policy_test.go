@@ -4,10 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/netcube/netcube/internal/testenv"
 	"github.com/netcube/netcube/pkg/sandbox"
 )
 
@@ -113,6 +116,74 @@ func checkPolicy(t *testing.T, sb *sandbox.Sandbox, agnhost string) {
 			if got != want[pr] {
 				t.Errorf("with the policy: %s -> %s:%s/%s connected %v, want %v", pr.from, ip.IP, pr.port, pr.proto, got, want[pr])
 			}
+		}
+	}
+}
+
+// TestPolicyFromManifests: in manifest mode (no API server) the sandbox's
+// pods carry their labels and named ports (pods.yaml), and a
+// NetworkPolicy file is enforced with real traffic, IPv4 and IPv6, then
+// lifted when the file goes: the client pod (app=client) connects to an
+// echo pod before the policy (the positive control); a policy letting
+// only app=other reach the echo pods' named port http drops it, TCP and
+// UDP, directly and through the echo Service (judged after load
+// balancing); removing the file lets it through again.
+func TestPolicyFromManifests(t *testing.T) {
+	sb := up(t, false)
+	echo := sb.Topology.EchoBackends()[len(sb.Topology.EchoBackends())-1] // on another node than the client
+	targets := []struct{ name, proto, addr string }{
+		{"tcp ipv4", "tcp", net.JoinHostPort(echo.IP4.String(), fmt.Sprint(sandbox.PodPort))},
+		{"tcp ipv6", "tcp", net.JoinHostPort(echo.IP6.String(), fmt.Sprint(sandbox.PodPort))},
+		{"udp ipv4", "udp", net.JoinHostPort(echo.IP4.String(), fmt.Sprint(sandbox.PodPort))},
+		{"tcp service", "tcp", net.JoinHostPort(sandbox.EchoIPs[0], "80")},
+		{"tcp service ipv6", "tcp", net.JoinHostPort(sandbox.EchoIPs[1], "80")},
+	}
+	probe := func(proto, addr string) (ok, failed int) {
+		for _, r := range requests(t, sb, proto, addr, 4, "--timeout", "300ms") {
+			if r.Err == "" {
+				ok++
+			} else {
+				failed++
+			}
+		}
+		return ok, failed
+	}
+	for _, tg := range targets {
+		if ok, failed := probe(tg.proto, tg.addr); failed != 0 {
+			t.Fatalf("no policy: %s %s: %d of %d failed", tg.name, tg.addr, failed, ok+failed)
+		}
+	}
+	policy := `apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: echo, namespace: default}
+spec:
+  podSelector: {matchLabels: {app: echo}}
+  ingress:
+  - from: [{podSelector: {matchLabels: {app: other}}}]
+    ports: [{port: http}, {port: udp, protocol: UDP}]
+`
+	if err := sb.Topology.WriteManifest("policy.yaml", policy); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 10*time.Second, "the policy enforced", func() bool {
+		ok, _ := probe("tcp", targets[0].addr)
+		return ok == 0
+	})
+	for _, tg := range targets {
+		if ok, _ := probe(tg.proto, tg.addr); ok != 0 {
+			t.Errorf("policy: %s %s: %d requests passed, want none", tg.name, tg.addr, ok)
+		}
+	}
+	if err := os.Remove(filepath.Join(sb.Topology.ManifestDir(), "policy.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 10*time.Second, "the policy lifted", func() bool {
+		_, failed := probe("tcp", targets[0].addr)
+		return failed == 0
+	})
+	for _, tg := range targets {
+		if ok, failed := probe(tg.proto, tg.addr); failed != 0 {
+			t.Errorf("policy removed: %s %s: %d of %d failed", tg.name, tg.addr, failed, ok+failed)
 		}
 	}
 }
