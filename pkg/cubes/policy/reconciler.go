@@ -34,7 +34,7 @@ type Reconciler struct {
 	dirty   chan struct{}
 
 	compiler *Compiler
-	have     *Tables // what the maps hold (nil: nothing written yet)
+	have     *Tables          // what the maps hold (nil: nothing written yet)
 	report   *report.Reporter // warnings; nil: logged only
 	warned   map[model.PolicyID]string
 
