@@ -27,8 +27,11 @@ func benchCmd(args []string) error {
 	if len(args) > 0 && args[0] == "policy" {
 		return benchPolicy(args[1:])
 	}
+	if len(args) > 0 && args[0] == "policy-latency" {
+		return benchPolicyLatency(args[1:])
+	}
 	if len(args) == 0 || args[0] != "datapath" {
-		return errors.New("usage: netcube bench datapath|sync|compare|podnet|policy [flags]")
+		return errors.New("usage: netcube bench datapath|sync|compare|podnet|policy|policy-latency [flags]")
 	}
 	fs := flag.NewFlagSet("bench datapath", flag.ExitOnError)
 	cfg := bench.DatapathConfig{Log: os.Stdout}
@@ -202,6 +205,31 @@ func benchPolicy(args []string) error {
 	}
 	cfg.BinDir = filepath.Dir(exe)
 	rep, err := bench.RunPolicy(cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Println()
+	fmt.Print(rep.Markdown())
+	return nil
+}
+
+// benchPolicyLatency: a NetworkPolicy change from the API write to the
+// maps, and memory per policy (docs/benchmarks/policy-latency.md).
+func benchPolicyLatency(args []string) error {
+	fs := flag.NewFlagSet("bench policy-latency", flag.ExitOnError)
+	cfg := bench.PolicyLatencyConfig{Log: os.Stdout}
+	fs.IntVar(&cfg.Namespaces, "namespaces", 10, "namespaces")
+	fs.IntVar(&cfg.PodsPerNS, "pods", 20, "pods per namespace")
+	fs.IntVar(&cfg.PoliciesPerNS, "policies", 100, "NetworkPolicies per namespace")
+	fs.IntVar(&cfg.Changes, "changes", 200, "changes timed of each kind")
+	fs.StringVar(&cfg.OutDir, "out", "docs/benchmarks", "directory for policy-latency.{json,md} (\"\": none)")
+	_ = fs.Parse(args)
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cfg.BinDir = filepath.Dir(exe)
+	rep, err := bench.RunPolicyLatency(cfg)
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,7 @@ Usage:
   netcube e2e [flags]                                         upstream sig-network e2e tests on real nodes
   netcube netpol [flags]                                      cyclonus's NetworkPolicy cases on real nodes
   netcube demo [flags]                                        sandbox + requests to each Service
-  netcube bench datapath|sync|compare|podnet [flags]          benchmarks (docs/benchmarks)
+  netcube bench datapath|sync|compare|podnet|policy|policy-latency  benchmarks (docs/benchmarks)
   netcube image agent|pause [flags]                           an image as an archive (no registry)
   netcube pod serve|request|load [flags]                      traffic tools run inside pods
 

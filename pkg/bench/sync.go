@@ -231,7 +231,7 @@ type agentProc struct {
 
 // startBenchAgent starts an agent on the pinned maps at pins; run names its
 // log (<tmp>/<pins>-<run>.log).
-func startBenchAgent(cfg SyncConfig, env *kubeenv.Env, pins, run string) (*agentProc, error) {
+func startBenchAgent(cfg SyncConfig, env *kubeenv.Env, pins, run string, extra ...string) (*agentProc, error) {
 	state := filepath.Join(os.TempDir(), filepath.Base(pins)+"-"+run)
 	metrics, err := freeLoopbackAddr()
 	if err != nil {
@@ -249,6 +249,7 @@ func startBenchAgent(cfg SyncConfig, env *kubeenv.Env, pins, run string) (*agent
 		"--bpf-root", pins, "--socket-lb=false", "--pod-iface-prefix", "none-", "--node-ifaces", "none", "--cni-socket=", "--ready-file", readyFile,
 		"--metrics-bind-address", a.metrics, "--healthz-bind-address", "", "--profiling",
 		"--lb-service-map-size", "2500000", "--lb-backend-map-size", "1200000", "--lb-revnat-map-size", "200000")
+	a.cmd.Args = append(a.cmd.Args, extra...)
 	a.cmd.Stdout, a.cmd.Stderr = logf, logf
 	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	a.started = time.Now()

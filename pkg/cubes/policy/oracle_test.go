@@ -279,6 +279,14 @@ func (o *oracleKube) ExecuteRemoteCommand(ns, pod, container string, cmd []strin
 		if allowed, err = o.datapathAllows(src, dst, proto, port); err != nil {
 			return "", "", nil, err
 		}
+		// What the benchmark reads as enforced agrees with the packets.
+		inMaps, err := policy.MapsAllow(o.dp.Maps(), src, dst, proto, port)
+		if err != nil {
+			return "", "", nil, err
+		}
+		if inMaps != allowed {
+			o.t.Errorf("%s -> %s:%d/%d: MapsAllow says %v, the datapath %v", src, dst, port, proto, inMaps, allowed)
+		}
 	}
 	if !allowed {
 		return "", "", errors.New("blocked"), nil

@@ -5,6 +5,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/netcube/netcube/pkg/cube"
+	"github.com/netcube/netcube/pkg/datapath"
 	"github.com/netcube/netcube/pkg/model"
 )
 
@@ -65,4 +67,60 @@ func (t *Tables) Allows(src, dst netip.Addr, proto model.Proto, port uint16) boo
 		}
 	}
 	return true
+}
+
+// MapsAllow answers Allows from the maps the datapath reads (m: the
+// kernel's, pinned by an agent), with its lookups: the endpoints by
+// address, the peer's identity by longest prefix, the entries by longest
+// port prefix. It tells what is enforced, not what was compiled (the
+// benchmark times an API write to it).
+func MapsAllow(m *cube.Maps, src, dst netip.Addr, proto model.Proto, port uint16) (bool, error) {
+	if src == dst {
+		return true, nil
+	}
+	peerOf := func(a netip.Addr) (Identity, error) {
+		v, ok, err := cube.Get[datapath.Prefix, datapath.PolicyPeer](m, MapPeers, datapath.PrefixFrom(netip.PrefixFrom(a, a.BitLen())))
+		if err != nil || !ok {
+			return World, err
+		}
+		return Identity(v.Identity), nil
+	}
+	allows := func(ep uint32, dir Direction, peer Identity) (bool, error) {
+		for _, id := range []Identity{peer, AnyPeer} {
+			for _, pr := range []model.Proto{proto, 0} {
+				_, ok, err := cube.Get[datapath.PolicyEntryKey, datapath.PolicyEntry](m, MapEntries,
+					entryKey(Entry{Endpoint: ep, Dir: dir, Proto: pr, Peer: id, Port: port, PortBits: 16}))
+				if err != nil || ok {
+					return ok, err
+				}
+			}
+		}
+		return false, nil
+	}
+	endpoint := func(a netip.Addr) (datapath.PolicyEndpoint, bool, error) {
+		return cube.Get[datapath.Addr, datapath.PolicyEndpoint](m, MapEndpoints, datapath.AddrFrom(a))
+	}
+	if ep, ok, err := endpoint(src); err != nil {
+		return false, err
+	} else if ok && ep.Flags&datapath.IsolatedEgress != 0 {
+		peer, err := peerOf(dst)
+		if err != nil {
+			return false, err
+		}
+		if ok, err := allows(ep.Id, Egress, peer); err != nil || !ok {
+			return false, err
+		}
+	}
+	if ep, ok, err := endpoint(dst); err != nil {
+		return false, err
+	} else if ok && ep.Flags&datapath.IsolatedIngress != 0 {
+		peer, err := peerOf(src)
+		if err != nil {
+			return false, err
+		}
+		if peer != Host {
+			return allows(ep.Id, Ingress, peer)
+		}
+	}
+	return true, nil
 }
