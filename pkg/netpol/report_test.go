@@ -8,40 +8,52 @@ import (
 	"github.com/mattfenwick/cyclonus/pkg/generator"
 )
 
-// TestSmokeCoversEveryFeature: the subset `make test` runs exercises
-// every tag of the cases that run here, and is a small part of them.
+// TestSmokeCoversEveryFeature: the subset `make test` runs exists among
+// the cases that run here, exercises every primary tag they have, and
+// every kind of change.
 func TestSmokeCoversEveryFeature(t *testing.T) {
 	all := generator.NewTestCaseGenerator(true, "192.0.2.1", []string{"x", "y", "z"}, nil, nil).GenerateTestCases()
 	if len(all) < 200 {
 		t.Fatalf("cyclonus generated %d cases; expected its full suite (about 230)", len(all))
 	}
 	var runnable []*generator.TestCase
-	tags := map[string]bool{}
+	primaries := map[string]bool{}
 	for _, c := range all {
 		if notRunTag(c) != "" {
 			continue
 		}
 		runnable = append(runnable, c)
-		for tag := range c.Tags {
-			tags[tag] = true
+		for p := range c.Tags.GroupTags() {
+			primaries[p] = true
 		}
 	}
-	smoke := Smoke(runnable)
+	smoke, err := Smoke(runnable)
+	if err != nil {
+		t.Fatal(err)
+	}
 	covered := map[string]bool{}
+	steps := 0
 	for _, c := range smoke {
-		for tag := range c.Tags {
-			covered[tag] = true
+		steps += len(c.Steps)
+		for p, subs := range c.Tags.GroupTags() {
+			covered[p] = true
+			for _, s := range subs {
+				covered[s] = true
+			}
 		}
 	}
-	for tag := range tags {
-		if !covered[tag] {
-			t.Errorf("tag %q: no case of the subset has it", tag)
+	for p := range primaries {
+		if !covered[p] {
+			t.Errorf("primary tag %q: no case of the subset has it", p)
 		}
 	}
-	if len(smoke) == 0 || len(smoke) > len(runnable)/4 {
-		t.Errorf("subset of %d cases out of %d", len(smoke), len(runnable))
+	for _, action := range []string{generator.TagUpdatePolicy, generator.TagSetNamespaceLabels, generator.TagSetPodLabels,
+		generator.TagCreatePod, generator.TagDeletePod} {
+		if !covered[action] {
+			t.Errorf("action %q: no case of the subset does it", action)
+		}
 	}
-	t.Logf("%d generated, %d run here, %d in the subset", len(all), len(runnable), len(smoke))
+	t.Logf("%d generated, %d run here, %d in the subset (%d steps)", len(all), len(runnable), len(smoke), steps)
 }
 
 // TestReportCounts: totals and per-tag counts, and a failure shows its

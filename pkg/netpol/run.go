@@ -93,7 +93,9 @@ func Run(o Options) (*Report, error) {
 		run = append(run, c)
 	}
 	if o.Smoke {
-		run = Smoke(run)
+		if run, err = Smoke(run); err != nil {
+			return nil, err
+		}
 	}
 	if o.ProbeMode != "" {
 		mode, err := generator.ParseProbeMode(o.ProbeMode)

@@ -39,11 +39,17 @@ func TestUpstreamSigNetworkSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The agent image holds static builds.
-	build := exec.Command("go", "build", "-o", filepath.Join(binDir, "static")+"/", "github.com/netcube/netcube/cmd/netcube-agent", "github.com/netcube/netcube/cmd/netcube-cni")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("static build: %v\n%s", err, out)
+	// The agent image holds static builds; cyclonus's worker image (for
+	// its NetworkPolicy cases) its worker.
+	for _, args := range [][]string{
+		{"-o", filepath.Join(binDir, "static") + "/", "github.com/netcube/netcube/cmd/netcube-agent", "github.com/netcube/netcube/cmd/netcube-cni"},
+		{"-o", filepath.Join(binDir, "static", "cyclonus-worker"), "github.com/mattfenwick/cyclonus/cmd/worker"},
+	} {
+		build := exec.Command("go", append([]string{"build"}, args...)...)
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("static build: %v\n%s", err, out)
+		}
 	}
 	_, file, _, _ := runtime.Caller(0)
 	chart := filepath.Join(filepath.Dir(file), "..", "..", "deploy", "helm", "netcube")
@@ -80,6 +86,7 @@ func TestUpstreamSigNetworkSmoke(t *testing.T) {
 		t.Fatal("e2e.test lists no agnhost image")
 	}
 	t.Run("NetworkPolicy IPv4 and IPv6", func(t *testing.T) { checkPolicy(t, sb, agnhost[0]) })
+	t.Run("cyclonus subset", func(t *testing.T) { checkCyclonus(t, sb) })
 
 	// A node whose runtime and kubelet crash is reported down (positive
 	// control first: both run), and down after that leaves no process of

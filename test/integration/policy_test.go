@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/netcube/netcube/internal/testenv"
+	"github.com/netcube/netcube/pkg/netpol"
 	"github.com/netcube/netcube/pkg/sandbox"
 )
 
@@ -186,4 +188,29 @@ spec:
 			t.Errorf("policy removed: %s %s: %d of %d failed", tg.name, tg.addr, failed, ok+failed)
 		}
 	}
+}
+
+// checkCyclonus runs the fast subset of cyclonus's generated cases
+// (netpol.SmokeCases) on the real nodes, as `netcube netpol --smoke` does:
+// policies through the API server, every pod pair probed from inside the
+// pods, each probe compared with cyclonus's matcher. Every case must pass.
+func checkCyclonus(t *testing.T, sb *sandbox.Sandbox) {
+	results := filepath.Join(t.TempDir(), "netpol.json")
+	cmd := exec.Command(filepath.Join(binDir, "netcube"), "netpol", "--reuse", "--name", sb.Config.Name, "--smoke", "--json", results)
+	cmd.Stdout, cmd.Stderr = testenv.LogWriter(t), testenv.LogWriter(t)
+	runErr := cmd.Run()
+	rep, err := netpol.LoadJSON(results)
+	if err != nil {
+		t.Fatalf("netcube netpol: %v; no results: %v", runErr, err)
+	}
+	if len(rep.Cases) != len(netpol.SmokeCases) {
+		t.Errorf("%d cases ran, want %d", len(rep.Cases), len(netpol.SmokeCases))
+	}
+	for _, c := range rep.Cases {
+		if !c.Passed {
+			t.Errorf("case %q differs from cyclonus's matcher: %s\n%s", c.Description, c.Err, c.Failure)
+		}
+	}
+	tot := rep.Totals()
+	t.Logf("cyclonus subset: %d passed, %d failed in %s", tot.Passed, tot.Failed, rep.Wall.Round(time.Second))
 }
