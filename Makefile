@@ -4,7 +4,7 @@ BIN     := bin
 # Tests share the machine's namespaces, cgroups and bpffs: run packages one at a time.
 TESTFLAGS ?= -p 1 -count=1 -timeout 20m
 
-.PHONY: all deps tools e2e-tools generate manifests build images test e2e demo sandbox sandbox-down bench bench-sync bench-compare bench-podnet lint clean
+.PHONY: all deps tools e2e-tools generate manifests build images test e2e netpol demo sandbox sandbox-down bench bench-sync bench-compare bench-podnet lint clean
 
 all: build
 
@@ -39,6 +39,9 @@ test: deps build tools e2e-tools ## every test: unit, datapath (BPF_PROG_RUN), s
 
 e2e: deps images tools e2e-tools ## Kubernetes' sig-network e2e tests against real nodes running netcube: docs/conformance/sig-network.md
 	$(BIN)/netcube e2e --report docs/conformance/sig-network.md
+
+netpol: deps images tools e2e-tools ## cyclonus's generated NetworkPolicy cases on real nodes (about an hour): docs/conformance/netpol-cyclonus.md
+	$(BIN)/netcube netpol --report docs/conformance/netpol-cyclonus.md
 
 demo: deps build ## start the sandbox with the example Services and send requests to each
 	$(BIN)/netcube demo
