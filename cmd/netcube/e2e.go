@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/netcube/netcube/pkg/e2e"
-	"github.com/netcube/netcube/pkg/sandbox"
 )
 
 // e2eCmd runs the upstream sig-network e2e tests against a sandbox with
@@ -40,24 +39,11 @@ func e2eCmd(args []string) error {
 		return writeReport(*report, rep, rep.Meta)
 	}
 	commit := gitCommit() // what is measured: the tree at the start
-	var sb *sandbox.Sandbox
-	var err error
-	if *reuse {
-		if sb, err = sandbox.Open(*name); err != nil {
-			return err
-		}
-	} else {
-		cfg := sandbox.Config{Name: *name, Kubelet: true, Routing: *routing, SocketLB: *socketLB}
-		if err := realNodeParts(&cfg); err != nil {
-			return err
-		}
-		if sb, err = sandbox.Up(cfg, os.Stdout); err != nil {
-			return err
-		}
-		if !*keep {
-			defer func() { _ = sandbox.Down(*name, os.Stdout) }()
-		}
+	sb, down, err := realNodeSandbox(*name, *reuse, *keep, *routing, *socketLB)
+	if err != nil {
+		return err
 	}
+	defer down()
 	o := e2e.Options{Sandbox: sb, Focus: *focus, Skip: e2e.SkipPattern(), Procs: *procs, Dir: *dir, Log: os.Stdout}
 	if o.Focus == "" {
 		o.Focus = e2e.Focus

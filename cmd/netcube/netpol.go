@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/netcube/netcube/pkg/netpol"
-	"github.com/netcube/netcube/pkg/sandbox"
 )
 
 // netpolCmd runs cyclonus's generated NetworkPolicy cases against a
@@ -45,24 +44,11 @@ func netpolCmd(args []string) error {
 		return writeNetpolReport(*report, rep)
 	}
 	commit := gitCommit()
-	var sb *sandbox.Sandbox
-	var err error
-	if *reuse {
-		if sb, err = sandbox.Open(*name); err != nil {
-			return err
-		}
-	} else {
-		cfg := sandbox.Config{Name: *name, Kubelet: true, Routing: *routing, SocketLB: *socketLB}
-		if err := realNodeParts(&cfg); err != nil {
-			return err
-		}
-		if sb, err = sandbox.Up(cfg, os.Stdout); err != nil {
-			return err
-		}
-		if !*keep {
-			defer func() { _ = sandbox.Down(*name, os.Stdout) }()
-		}
+	sb, down, err := realNodeSandbox(*name, *reuse, *keep, *routing, *socketLB)
+	if err != nil {
+		return err
 	}
+	defer down()
 	results := *out
 	if results == "" && *report != "" {
 		results = strings.TrimSuffix(*report, ".md") + ".json"

@@ -123,6 +123,27 @@ func sandboxCmd(args []string) error {
 // realNodeParts finds (or builds, the first time) what real nodes run:
 // hack/build-e2e.sh's kubelet, scheduler and test images, hack/build-tools.sh's
 // control plane and helm, and the chart.
+// realNodeSandbox opens the running sandbox name (reuse), or starts one
+// with real nodes; down removes a started one unless keep.
+func realNodeSandbox(name string, reuse, keep bool, routing string, socketLB bool) (sb *sandbox.Sandbox, down func(), err error) {
+	down = func() {}
+	if reuse {
+		sb, err = sandbox.Open(name)
+		return sb, down, err
+	}
+	cfg := sandbox.Config{Name: name, Kubelet: true, Routing: routing, SocketLB: socketLB}
+	if err := realNodeParts(&cfg); err != nil {
+		return nil, down, err
+	}
+	if sb, err = sandbox.Up(cfg, os.Stdout); err != nil {
+		return nil, down, err
+	}
+	if !keep {
+		down = func() { _ = sandbox.Down(name, os.Stdout) }
+	}
+	return sb, down, nil
+}
+
 func realNodeParts(cfg *sandbox.Config) error {
 	var err error
 	if cfg.E2EDir, err = kubeenv.E2EDir(); err != nil {
