@@ -4,7 +4,7 @@ BIN     := bin
 # Tests share the machine's namespaces, cgroups and bpffs: run packages one at a time.
 TESTFLAGS ?= -p 1 -count=1 -timeout 20m
 
-.PHONY: all deps tools e2e-tools generate manifests build images test e2e netpol demo sandbox sandbox-down bench bench-sync bench-compare bench-podnet lint clean
+.PHONY: all deps tools e2e-tools generate manifests build images test fuzz e2e netpol demo sandbox sandbox-down bench bench-sync bench-compare bench-podnet lint clean
 
 all: build
 
@@ -36,6 +36,12 @@ images: build     ## the agent's and the pause image as archives (bin/images/), 
 test: deps build tools e2e-tools ## every test: unit, datapath (BPF_PROG_RUN), socket-LB, control plane (real kube-apiserver), sandbox, upstream e2e smoke on real nodes
 	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) NETCUBE_E2E_DIR=$$(bash hack/build-e2e.sh 2>/dev/null | tail -n 1) \
 		$(GO) test $(TESTFLAGS) ./...
+	$(MAKE) fuzz FUZZTIME=15s
+
+FUZZTIME ?= 10m
+fuzz:            ## fuzz the tc programs (BPF_PROG_RUN) and the manifest translation, FUZZTIME each (make test: 15s)
+	$(GO) test -run '^$$' -fuzz FuzzPrograms -fuzztime $(FUZZTIME) ./pkg/datapath
+	$(GO) test -run '^$$' -fuzz FuzzManifests -fuzztime $(FUZZTIME) ./pkg/source/yamldir
 
 e2e: deps images tools e2e-tools ## Kubernetes' sig-network e2e tests against real nodes running netcube: docs/conformance/sig-network.md
 	$(BIN)/netcube e2e --report docs/conformance/sig-network.md

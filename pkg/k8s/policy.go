@@ -200,6 +200,9 @@ func policyProtocol(p *corev1.Protocol) (model.Proto, bool) {
 // ToPod converts what the policy cube reads of a pod: nil for a pod with no
 // address yet (nothing to enforce). err names what was left out.
 func ToPod(pod *corev1.Pod) (*model.Pod, error) {
+	if pod.Name == "" {
+		return nil, errors.New("metadata.name is empty: the pod is not used")
+	}
 	var errs []error
 	out := &model.Pod{
 		ID:          model.PodID{Namespace: pod.Namespace, Name: pod.Name},

@@ -152,6 +152,9 @@ func decode(tm metav1.TypeMeta, doc []byte) (objKey, object, error) {
 		var n corev1.Namespace
 		err := yaml.UnmarshalStrict(doc, &n)
 		key := objKey{"Namespace", types.NamespacedName{Name: n.Name}} // not namespaced
+		if err == nil && n.Name == "" {
+			err = errors.New("metadata.name is empty")
+		}
 		if err != nil {
 			return key, object{}, err
 		}

@@ -1,0 +1,138 @@
+package datapath_test
+
+import (
+	"bytes"
+	"encoding/hex"
+	"net/netip"
+	"slices"
+	"testing"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/netcube/netcube/internal/pkt"
+	"github.com/netcube/netcube/internal/testenv"
+	"github.com/netcube/netcube/pkg/datapath"
+	"github.com/netcube/netcube/pkg/model"
+)
+
+// fuzzSeeds are the packet-flow fixtures the fuzzer mutates: TCP and UDP
+// to a frontend and to a pod, replies, fragments, ICMP errors quoting a
+// translated packet, IPv4 and IPv6.
+func fuzzSeeds() [][]byte {
+	udp4 := pkt.UDP(client4, vip4, []byte("query"))
+	big := pkt.UDP(client6, vip6, bytes.Repeat([]byte("x"), 1800))
+	seeds := [][]byte{
+		pkt.TCP(client4, vip4, syn, nil),
+		pkt.TCP(client6, vip6, syn, nil),
+		pkt.TCP(be4, client4, synAck, nil),
+		pkt.TCP(client4, pod4, syn, []byte("data")),
+		udp4,
+		pkt.UDP(be6, client6, []byte("answer")),
+		pkt.PortUnreachable(pkt.Rewrite(udp4, client4, be4)),
+		pkt.RST(pkt.TCP(client4, vip4, syn, nil)),
+		pkt.SCTPInit(client4, vip4),
+	}
+	seeds = append(seeds, pkt.Fragments(pkt.UDP(client4, vip4, bytes.Repeat([]byte("y"), 1800)), 600, 7)...)
+	return append(seeds, pkt.Fragments(big, 800, 9)...)
+}
+
+// FuzzPrograms: every tc program, given any frame, returns one of the
+// verdicts a tc program may (never aborts), and leaves alone what belongs
+// to no frontend and no flow: with one Service (the fixtures' frontends,
+// TCP and UDP, IPv4 and IPv6) and conntrack emptied before each frame, a
+// frame not addressed to a frontend address leaves every program with its
+// network and transport headers and payload as they were (the router may
+// set Ethernet addresses). `make test` runs the seeds and a short
+// fuzzing; `go test ./pkg/datapath -run '^$' -fuzz FuzzPrograms` a long one.
+// New inputs it finds go to testdata/fuzz/FuzzPrograms (commit them).
+func FuzzPrograms(f *testing.F) {
+	testenv.RequireRoot(f)
+	for _, s := range fuzzSeeds() {
+		f.Add(s)
+	}
+	dp, cube := load(f)
+	for _, fe := range []model.Frontend{frontend(vip4, model.TCP), frontend(vip4, model.UDP), frontend(vip6, model.TCP), frontend(vip6, model.UDP)} {
+		bs := backends(be4)
+		if fe.Addr.Is6() {
+			bs = backends(be6)
+		}
+		if err := cube.Upsert(fe, bs); err != nil {
+			f.Fatal(err)
+		}
+	}
+	progs := dp.Programs()
+	named := []struct {
+		name string
+		prog *ebpf.Program
+	}{{"from_pod", progs.FromPod}, {"to_pod", progs.ToPod}, {"from_net", progs.FromNet}, {"to_net", progs.ToNet}}
+	frontends := []netip.Addr{vip4.Addr(), vip6.Addr()}
+	// Positive control: the comparison below sees a translation.
+	synToVIP := pkt.TCP(client4, vip4, syn, nil)
+	out := make([]byte, len(synToVIP)+512)
+	opts := &ebpf.RunOptions{Data: synToVIP, DataOut: out}
+	if _, err := progs.FromPod.Run(opts); err != nil || bytes.Equal(opts.DataOut[12:], synToVIP[12:]) {
+		f.Fatalf("a SYN to the frontend was not translated (err %v): the check would see nothing", err)
+	}
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		if len(frame) < 14 || len(frame) > 2048 || runt(frame) {
+			return // what BPF_PROG_RUN refuses to run (tc sees frames up to the MTU)
+		}
+		for _, p := range named {
+			for _, m := range []string{"ct_flows", "frag_datagrams", "pol_flows"} {
+				emptyMap(t, dp, m)
+			}
+			out := make([]byte, len(frame)+512)
+			opts := &ebpf.RunOptions{Data: frame, DataOut: out}
+			verdict, err := p.prog.Run(opts)
+			if err != nil {
+				t.Fatalf("%s: run: %v (frame %s)", p.name, err, hex.EncodeToString(frame))
+			}
+			if !slices.Contains([]uint32{actOK, actShot, actRedirect}, verdict) {
+				t.Fatalf("%s: verdict %d (frame %s)", p.name, verdict, hex.EncodeToString(frame))
+			}
+			if verdict == actShot || slices.Contains(frontends, frameDst(frame)) {
+				continue
+			}
+			if len(opts.DataOut) != len(frame) || !bytes.Equal(opts.DataOut[12:], frame[12:]) {
+				t.Fatalf("%s rewrote a frame addressed to no frontend (verdict %d)\n in: %s\nout: %s", p.name, verdict,
+					hex.EncodeToString(frame), hex.EncodeToString(opts.DataOut))
+			}
+		}
+	})
+}
+
+// runt says whether frame claims IPv4 or IPv6 but is shorter than that
+// header: BPF_PROG_RUN refuses to run it (EINVAL).
+func runt(frame []byte) bool {
+	ipv4 := frame[12] == 0x08 && frame[13] == 0x00
+	ipv6 := frame[12] == 0x86 && frame[13] == 0xdd
+	return ipv4 && len(frame) < 34 || ipv6 && len(frame) < 54
+}
+
+// frameDst is an Ethernet frame's IPv4 or IPv6 destination (invalid for
+// anything else, or too short).
+func frameDst(frame []byte) netip.Addr {
+	switch {
+	case len(frame) >= 34 && frame[12] == 0x08 && frame[13] == 0x00:
+		return netip.AddrFrom4([4]byte(frame[30:34]))
+	case len(frame) >= 54 && frame[12] == 0x86 && frame[13] == 0xdd:
+		return netip.AddrFrom16([16]byte(frame[38:54]))
+	}
+	return netip.Addr{}
+}
+
+// emptyMap deletes every entry of a hash map of dp.
+func emptyMap(t *testing.T, dp *datapath.Datapath, name string) {
+	t.Helper()
+	m := dp.Maps().Map(name)
+	var keys [][]byte
+	var k, v []byte
+	for it := m.Iterate(); it.Next(&k, &v); {
+		keys = append(keys, slices.Clone(k))
+	}
+	for _, k := range keys {
+		if err := m.Delete(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
