@@ -129,9 +129,15 @@ func checkPolicy(t *testing.T, sb *sandbox.Sandbox, agnhost string) {
 // echo pod before the policy (the positive control); a policy letting
 // only app=other reach the echo pods' named port http drops it, TCP and
 // UDP, directly and through the echo Service (judged after load
-// balancing); removing the file lets it through again.
+// balancing, on the socket-LB path and on the tc path); removing the
+// file lets it through again.
 func TestPolicyFromManifests(t *testing.T) {
-	sb := up(t, false)
+	for _, path := range paths {
+		t.Run(path.name, func(t *testing.T) { policyFromManifests(t, up(t, path.socketLB)) })
+	}
+}
+
+func policyFromManifests(t *testing.T, sb *sandbox.Sandbox) {
 	echo := sb.Topology.EchoBackends()[len(sb.Topology.EchoBackends())-1] // on another node than the client
 	targets := []struct{ name, proto, addr string }{
 		{"tcp ipv4", "tcp", net.JoinHostPort(echo.IP4.String(), fmt.Sprint(sandbox.PodPort))},
