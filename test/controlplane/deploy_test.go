@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -196,5 +197,65 @@ func TestRBACIsEnough(t *testing.T) {
 	log, _ := os.ReadFile(a.log)
 	if bytes.Contains(log, []byte("forbidden")) {
 		t.Errorf("agent was denied something:\n%s", log)
+	}
+}
+
+// TestDaemonSetIsLockedDown: the agent's container is not privileged,
+// cannot gain privileges, has a read-only root filesystem, and keeps only
+// the capabilities it needs (BPF, NET_ADMIN, SYS_ADMIN); its token may
+// list and watch what it reads, get only the kinds it writes Events on
+// (for their UID), create Events, and nothing else. (The real-node
+// tests run the agent so.)
+func TestDaemonSetIsLockedDown(t *testing.T) {
+	var ds *appsv1.DaemonSet
+	var role *rbacv1.ClusterRole
+	for _, obj := range decode(t, render(t)) {
+		switch o := obj.(type) {
+		case *appsv1.DaemonSet:
+			ds = o
+		case *rbacv1.ClusterRole:
+			role = o
+		}
+	}
+	if ds == nil || role == nil {
+		t.Fatal("the chart renders no DaemonSet or no ClusterRole")
+	}
+	for _, c := range append(ds.Spec.Template.Spec.InitContainers, ds.Spec.Template.Spec.Containers...) {
+		sc := c.SecurityContext
+		if sc == nil {
+			t.Fatalf("container %s: no securityContext", c.Name)
+		}
+		if sc.Privileged == nil || *sc.Privileged {
+			t.Errorf("container %s: privileged", c.Name)
+		}
+		if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+			t.Errorf("container %s: may gain privileges", c.Name)
+		}
+		if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+			t.Errorf("container %s: writable root filesystem", c.Name)
+		}
+		caps := sc.Capabilities
+		if caps == nil || !slices.Equal(caps.Drop, []corev1.Capability{"ALL"}) {
+			t.Errorf("container %s: does not drop every capability: %+v", c.Name, caps)
+		} else if got := slices.Sorted(slices.Values(caps.Add)); !slices.Equal(got, []corev1.Capability{"BPF", "NET_ADMIN", "SYS_ADMIN"}) {
+			t.Errorf("container %s: adds %v, want only BPF, NET_ADMIN, SYS_ADMIN", c.Name, got)
+		}
+	}
+	reads := map[string]bool{"services": true, "nodes": true, "pods": true, "namespaces": true, "endpointslices": true, "networkpolicies": true}
+	eventTargets := map[string]bool{"services": true, "endpointslices": true, "pods": true, "networkpolicies": true}
+	for _, r := range role.Rules {
+		for _, res := range r.Resources {
+			for _, verb := range r.Verbs {
+				ok := (verb == "list" || verb == "watch") && reads[res] ||
+					verb == "get" && eventTargets[res] ||
+					verb == "create" && res == "events"
+				if !ok {
+					t.Errorf("the agent's ClusterRole grants %s on %s", verb, res)
+				}
+			}
+		}
+		if len(r.NonResourceURLs) > 0 || len(r.ResourceNames) > 0 {
+			t.Errorf("unexpected rule %+v", r)
+		}
 	}
 }
