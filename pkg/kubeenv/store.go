@@ -43,7 +43,11 @@ type StoredObject struct {
 // Services: kube-apiserver v1.36 does O(number of Services) work per
 // Service create (ipallocator.Allocator.Used lists every IPAddress), so
 // creating them through the API takes hours. The caller owns validity:
-// nothing here runs validation, defaulting or admission.
+// nothing here runs validation, defaulting or admission. Objects written
+// in one call share etcd revisions (128 to a transaction): a watcher the
+// API server drops mid-way (a flood overruns its buffer) resumes after
+// the last revision it saw and misses the rest of that one; store one
+// object per call where a watching client must see every one.
 func (e *Env) StoreDirect(ctx context.Context, objs []StoredObject) error {
 	const perTxn = 128 // etcd's default --max-txn-ops
 	for start := 0; start < len(objs); start += perTxn {

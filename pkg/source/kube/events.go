@@ -26,6 +26,11 @@ type EventSink struct {
 	queue chan problem
 }
 
+// eventQueue bounds the Events waiting to be written: as client-go's
+// recorder does (its 1,000), a flood of bad objects is all written, a
+// bigger one in part.
+const eventQueue = 1024
+
 type problem struct {
 	obj    report.Object
 	reason report.Reason
@@ -41,7 +46,7 @@ func NewEventSink(cfg *rest.Config, node string) (*EventSink, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &EventSink{c: c, node: node, queue: make(chan problem, 256)}, nil
+	return &EventSink{c: c, node: node, queue: make(chan problem, eventQueue)}, nil
 }
 
 // Warn implements report.Sink.
