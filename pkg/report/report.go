@@ -51,10 +51,13 @@ const (
 	// UnmatchedPort: a NetworkPolicy names a port no pod it applies to
 	// has; that port allows nothing (until such a pod comes).
 	UnmatchedPort Reason = "UnmatchedPort"
+	// MapFull: a Service does not fit in a BPF map (too many frontends
+	// or backends for its size); it is retried until there is room.
+	MapFull Reason = "MapFull"
 )
 
 // Reasons lists every reason (the gauge reports each, standing or not).
-var Reasons = []Reason{InvalidField, FrontendConflict, DuplicateObject, UnreadObject, PodCIDRConflict, UnmatchedPort}
+var Reasons = []Reason{InvalidField, FrontendConflict, DuplicateObject, UnreadObject, PodCIDRConflict, UnmatchedPort, MapFull}
 
 // Sink receives each new or changed problem, e.g. to write a Kubernetes
 // Event. It must not block.

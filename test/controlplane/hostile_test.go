@@ -23,11 +23,15 @@ import (
 const hostileNS = "hostile"
 
 func hostileService(name, clusterIP string, created time.Time, ports ...corev1.ServicePort) *corev1.Service {
+	return serviceIn(hostileNS, name, clusterIP, created, ports...)
+}
+
+func serviceIn(ns, name, clusterIP string, created time.Time, ports ...corev1.ServicePort) *corev1.Service {
 	if len(ports) == 0 {
 		ports = []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)}}
 	}
 	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: hostileNS, CreationTimestamp: metav1.NewTime(created)},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, CreationTimestamp: metav1.NewTime(created)},
 		Spec: corev1.ServiceSpec{ClusterIP: clusterIP, ClusterIPs: []string{clusterIP}, Type: corev1.ServiceTypeClusterIP,
 			IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol}, IPFamilyPolicy: ptr(corev1.IPFamilyPolicySingleStack),
 			SessionAffinity: corev1.ServiceAffinityNone, Ports: ports},
@@ -35,7 +39,11 @@ func hostileService(name, clusterIP string, created time.Time, ports ...corev1.S
 }
 
 func hostileSlice(name, service string, port int32, addrs ...string) *discoveryv1.EndpointSlice {
-	s := slice(hostileNS, service, name, false, ready(addrs...))
+	return sliceIn(hostileNS, name, service, port, addrs...)
+}
+
+func sliceIn(ns, name, service string, port int32, addrs ...string) *discoveryv1.EndpointSlice {
+	s := slice(ns, service, name, false, ready(addrs...))
 	s.Ports = []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(port), Protocol: ptr(corev1.ProtocolTCP)}}
 	return s
 }
@@ -236,4 +244,87 @@ func procUsage(pid int) (cpu, rssMB float64) {
 		}
 	}
 	return cpu, rssMB
+}
+
+// TestMapFullFromTheAPI: a Service with more backends than the service
+// map has room for is a clear error (a MapFull Event naming the map and
+// its size flag, and counted), the Services already programmed stay as
+// they are, and it goes in by itself once room returns (other Services
+// deleted).
+func TestMapFullFromTheAPI(t *testing.T) {
+	a := startAgent(t, pinDir(t), "--lb-service-map-size", "40")
+	const ns = "mapfull"
+	if _, err := env.Client.CoreV1().Namespaces().Create(ctx(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	t.Cleanup(func() {
+		for _, n := range names {
+			_ = env.Client.CoreV1().Services(ns).Delete(ctx(t), n, metav1.DeleteOptions{})
+			_ = env.Client.DiscoveryV1().EndpointSlices(ns).Delete(ctx(t), n+"-1", metav1.DeleteOptions{})
+		}
+		_ = env.Client.CoreV1().Namespaces().Delete(ctx(t), ns, metav1.DeleteOptions{})
+	})
+	create := func(name, ip string, backends int) {
+		t.Helper()
+		names = append(names, name)
+		var addrs []string
+		for i := range backends {
+			addrs = append(addrs, fmt.Sprintf("10.244.60.%d", i+1))
+		}
+		if _, err := env.Client.CoreV1().Services(ns).Create(ctx(t), serviceIn(ns, name, ip, time.Now()), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := env.Client.DiscoveryV1().EndpointSlices(ns).Create(ctx(t), sliceIn(ns, name+"-1", name, 8080, addrs...), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fe := func(ip string) model.Frontend {
+		return model.Frontend{Addr: netip.MustParseAddr(ip), Port: 80, Proto: model.TCP}
+	}
+	// Five small Services: 2 entries each (the frontend and one backend
+	// slot); the kubernetes Service has its own.
+	for i := range 5 {
+		create(fmt.Sprintf("small%d", i), fmt.Sprintf("10.96.150.%d", i+1), 1)
+	}
+	testenv.WaitFor(t, 10*time.Second, "the small Services programmed", func() bool {
+		got := programmed(t, a.pins)
+		for i := range 5 {
+			if len(got[fe(fmt.Sprintf("10.96.150.%d", i+1))]) != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	create("big", "10.96.150.100", 30) // 31 entries: more than is left
+	msg := eventFor(t, ns, "Service", "big", "MapFull")
+	for _, want := range []string{"lb_services", "--lb-service-map-size"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("event %q does not name %q", msg, want)
+		}
+	}
+	if m := grep(a.get("/metrics", a.metrics), `netcube_config_problems{reason="MapFull"}`); !strings.HasSuffix(m, " 1") {
+		t.Errorf("MapFull not counted: %q", m)
+	}
+	got := programmed(t, a.pins)
+	if len(got[fe("10.96.150.100")]) != 0 {
+		t.Errorf("the Service that does not fit is programmed in part: %v", got[fe("10.96.150.100")])
+	}
+	for i := range 5 {
+		if len(got[fe(fmt.Sprintf("10.96.150.%d", i+1))]) != 1 {
+			t.Errorf("small%d disturbed: %v", i, got[fe(fmt.Sprintf("10.96.150.%d", i+1))])
+		}
+	}
+	// Room returns: the big one goes in by itself, and the problem clears.
+	for i := range 3 {
+		if err := env.Client.CoreV1().Services(ns).Delete(ctx(t), fmt.Sprintf("small%d", i), metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.WaitFor(t, 30*time.Second, "the big Service programmed once there is room", func() bool {
+		return len(programmed(t, a.pins)[fe("10.96.150.100")]) == 30
+	})
+	testenv.WaitFor(t, 5*time.Second, "MapFull cleared", func() bool {
+		return strings.HasSuffix(grep(a.get("/metrics", a.metrics), `netcube_config_problems{reason="MapFull"}`), " 0")
+	})
 }

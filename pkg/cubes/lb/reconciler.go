@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/netcube/netcube/pkg/cube"
 	"github.com/netcube/netcube/pkg/model"
 	"github.com/netcube/netcube/pkg/report"
 	"github.com/netcube/netcube/pkg/source"
@@ -366,12 +367,28 @@ func (r *Reconciler) handle(id model.ServiceID) error {
 		r.forgetIfEmpty(id, st)
 	}
 	r.mu.Unlock()
+	r.reportFull(id, err)
 	if err != nil {
 		r.queue.AddRateLimited(id)
 		return err
 	}
 	r.queue.Forget(id)
 	return nil
+}
+
+// reportFull reports a Service that does not fit in a map (MapFull: on
+// the Service, and counted), and clears it once it is applied; it is
+// retried meanwhile, so it goes in when room returns.
+func (r *Reconciler) reportFull(id model.ServiceID, err error) {
+	if r.report == nil {
+		return
+	}
+	var full *cube.MapFullError
+	msg := ""
+	if errors.As(err, &full) {
+		msg = err.Error() + " (retried until there is room; the Service's other frontends and every other Service are untouched)"
+	}
+	r.report.Set(report.Object{Kind: "Service", Namespace: id.Namespace, Name: id.Name}, report.MapFull, msg)
 }
 
 // initialSyncOnce applies, in one pass, everything the source delivered
