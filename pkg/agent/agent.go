@@ -97,7 +97,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	rec := cs.rec
-	if err := serve(ctx, cfg, m, rec); err != nil {
+	if err := serve(ctx, cfg, m, rec, src); err != nil {
 		return err
 	}
 
@@ -249,8 +249,10 @@ func (s *sourceWithEvents) Run(ctx context.Context, h source.Handler) error {
 
 // serve starts the metrics and health endpoints. /healthz says the agent is
 // alive (and, as kube-proxy's, when it last synced); /readyz that its first
-// sync is applied and no Service is failing.
-func serve(ctx context.Context, cfg Config, m *metrics, rec cube.Reconciler) error {
+// sync is applied, no Service is failing, and the API server has not been
+// unreachable for longer than the grace.
+func serve(ctx context.Context, cfg Config, m *metrics, rec cube.Reconciler, src source.Source) error {
+	reach, _ := src.(interface{ Unreachable() time.Duration })
 	health := http.NewServeMux()
 	// kube-proxy's shape, which tools (and the e2e suite) read: when the
 	// datapath last synced, and now.
@@ -265,6 +267,13 @@ func serve(ctx context.Context, cfg Config, m *metrics, rec cube.Reconciler) err
 		default:
 			http.Error(w, "initial sync not applied yet", http.StatusServiceUnavailable)
 			return
+		}
+		if reach != nil {
+			if d := reach.Unreachable(); d > cfg.APIUnreachableGrace.Duration {
+				http.Error(w, fmt.Sprintf("the API server has been unreachable for %s (grace %s); the datapath keeps its last state",
+					d.Round(time.Second), cfg.APIUnreachableGrace.Duration), http.StatusServiceUnavailable)
+				return
+			}
 		}
 		if f := rec.Failures(); len(f) > 0 {
 			var b strings.Builder

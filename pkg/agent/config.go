@@ -3,6 +3,9 @@ package agent
 import (
 	"fmt"
 	"os"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"sigs.k8s.io/yaml"
 
@@ -68,7 +71,11 @@ type Config struct {
 	MetricsBindAddress string `json:"metricsBindAddress,omitempty"` // /metrics; "" = off
 	HealthzBindAddress string `json:"healthzBindAddress,omitempty"` // /healthz, /readyz; "" = off
 	ReadyFile          string `json:"readyFile,omitempty"`
-	Profiling          bool   `json:"profiling,omitempty"` // /debug/pprof on the metrics address
+	// APIUnreachableGrace: how long the API server may be unreachable
+	// before /readyz says so. The datapath keeps its last state all the
+	// while, and every change made meanwhile is applied when it answers.
+	APIUnreachableGrace metav1.Duration `json:"apiUnreachableGrace,omitempty"`
+	Profiling           bool            `json:"profiling,omitempty"` // /debug/pprof on the metrics address
 
 	// GCPercent is the Go garbage collector's GOGC for the agent (the GOGC
 	// environment variable, when set, wins). Nearly all of the agent's heap
@@ -82,18 +89,19 @@ type Config struct {
 // Defaults are kube-proxy's ports for metrics and health.
 func Defaults() Config {
 	return Config{
-		BPFRoot:            "/sys/fs/bpf/netcube",
-		SocketLB:           true,
-		PodIfacePrefix:     cni.HostIfPrefix,
-		CNISocket:          cni.DefaultAgentSocket,
-		Routing:            "native",
-		Masquerade:         true,
-		IPAMDir:            cni.DefaultDataDir,
-		MetricsBindAddress: "127.0.0.1:10249",
-		HealthzBindAddress: "0.0.0.0:10256",
-		GCPercent:          50,
-		LBAlgorithm:        "random",
-		NodePortRange:      "30000-32767",
+		BPFRoot:             "/sys/fs/bpf/netcube",
+		SocketLB:            true,
+		PodIfacePrefix:      cni.HostIfPrefix,
+		CNISocket:           cni.DefaultAgentSocket,
+		Routing:             "native",
+		Masquerade:          true,
+		IPAMDir:             cni.DefaultDataDir,
+		MetricsBindAddress:  "127.0.0.1:10249",
+		HealthzBindAddress:  "0.0.0.0:10256",
+		GCPercent:           50,
+		APIUnreachableGrace: metav1.Duration{Duration: 30 * time.Second},
+		LBAlgorithm:         "random",
+		NodePortRange:       "30000-32767",
 	}
 }
 

@@ -71,6 +71,8 @@ func flagSet(name string, cfg *Config) (fs *flag.FlagSet, configFile *string, cl
 	fs.IntVar(&cfg.MTU, "mtu", cfg.MTU, "MTU of pod interfaces (0: the uplinks', less the overlay's overhead with --routing vxlan)")
 	fs.StringVar(&cfg.MetricsBindAddress, "metrics-bind-address", cfg.MetricsBindAddress, "address of /metrics (\"\": off)")
 	fs.StringVar(&cfg.HealthzBindAddress, "healthz-bind-address", cfg.HealthzBindAddress, "address of /healthz and /readyz (\"\": off)")
+	fs.DurationVar(&cfg.APIUnreachableGrace.Duration, "api-unreachable-grace", cfg.APIUnreachableGrace.Duration,
+		"how long the API server may be unreachable before /readyz fails (the datapath keeps its last state)")
 	fs.StringVar(&cfg.ReadyFile, "ready-file", cfg.ReadyFile, "file written once the first sync is applied")
 	fs.BoolVar(&cfg.Profiling, "profiling", cfg.Profiling, "serve /debug/pprof on the metrics address")
 	fs.Func("node-ifaces", "the node's uplinks, comma-separated: NodePorts, ExternalIPs and LoadBalancer IPs are served there (default: the default routes' interfaces; none: no external access)", func(v string) error {

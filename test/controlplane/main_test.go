@@ -155,3 +155,17 @@ func ctx(t *testing.T) context.Context {
 	t.Cleanup(cancel)
 	return c
 }
+
+// status returns an endpoint's status code and body, whatever the code.
+func (a *agent) status(path, addr string) (int, string) {
+	resp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, strings.TrimSpace(string(b))
+}
+
+// alive says whether the agent process still runs.
+func (a *agent) alive() bool { return a.cmd.Process.Signal(syscall.Signal(0)) == nil }

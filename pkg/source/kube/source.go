@@ -48,9 +48,16 @@ type Source struct {
 	// Report gets each object's invalid fields (the agent does not trust
 	// that the API server validated what it relies on).
 	Report *report.Reporter
+
+	reach reach
 }
 
 var _ source.Source = (*Source)(nil)
+
+// Unreachable is how long every request to the API server has been
+// failing (0: it answers). The datapath keeps its last state meanwhile;
+// readiness reports it after a grace.
+func (s *Source) Unreachable() time.Duration { return s.reach.unreachableFor() }
 
 // Selector is the label selector for Services and EndpointSlices.
 func (s *Source) Selector() (labels.Selector, error) {
@@ -81,8 +88,9 @@ func (s *Source) Run(ctx context.Context, h source.Handler) error {
 	}
 	selected := func(o *metav1.ListOptions) { o.LabelSelector = sel.String() }
 	services := &stream[*model.Service]{
-		name: "services",
-		api:  resource{c: c, rest: c.core, name: "services", list: func() runtime.Object { return &corev1.ServiceList{} }, tweak: selected},
+		reach: &s.reach,
+		name:  "services",
+		api:   resource{c: c, rest: c.core, name: "services", list: func() runtime.Object { return &corev1.ServiceList{} }, tweak: selected},
 		convert: func(o runtime.Object) *model.Service {
 			api := o.(*corev1.Service)
 			svc, err := k8s.ToService(api)
@@ -94,8 +102,9 @@ func (s *Source) Run(ctx context.Context, h source.Handler) error {
 		known:   h.ServiceKeys,
 	}
 	slices := &stream[*model.EndpointSlice]{
-		name: "endpointslices",
-		api:  resource{c: c, rest: c.discovery, name: "endpointslices", list: func() runtime.Object { return &discoveryv1.EndpointSliceList{} }, tweak: selected},
+		reach: &s.reach,
+		name:  "endpointslices",
+		api:   resource{c: c, rest: c.discovery, name: "endpointslices", list: func() runtime.Object { return &discoveryv1.EndpointSliceList{} }, tweak: selected},
 		convert: func(o runtime.Object) *model.EndpointSlice {
 			api := o.(*discoveryv1.EndpointSlice)
 			slice, err := k8s.ToEndpointSlice(api)
@@ -147,8 +156,9 @@ func (s *Source) nodeStream(c *client, h source.Handler) *stream[*model.NodeInfo
 	var mu sync.Mutex
 	have := map[types.NamespacedName]bool{}
 	return &stream[*model.NodeInfo]{
-		name: "nodes",
-		api:  resource{c: c, rest: c.core, name: "nodes", list: func() runtime.Object { return &corev1.NodeList{} }},
+		reach: &s.reach,
+		name:  "nodes",
+		api:   resource{c: c, rest: c.core, name: "nodes", list: func() runtime.Object { return &corev1.NodeList{} }},
 		convert: func(o runtime.Object) *model.NodeInfo {
 			api := o.(*corev1.Node)
 			n, err := k8s.ToNode(api)
@@ -187,8 +197,9 @@ func allTrue(fs []func() bool) bool {
 // then tells it they are synced.
 func (s *Source) runPolicySources(ctx context.Context, c *client, h source.PolicyHandler) {
 	pods := &stream[*model.Pod]{
-		name: "pods",
-		api:  resource{c: c, rest: c.core, name: "pods", list: func() runtime.Object { return &corev1.PodList{} }},
+		reach: &s.reach,
+		name:  "pods",
+		api:   resource{c: c, rest: c.core, name: "pods", list: func() runtime.Object { return &corev1.PodList{} }},
 		convert: func(o runtime.Object) *model.Pod {
 			api := o.(*corev1.Pod)
 			p, err := k8s.ToPod(api)
@@ -200,8 +211,9 @@ func (s *Source) runPolicySources(ctx context.Context, c *client, h source.Polic
 		known:   h.PodKeys,
 	}
 	namespaces := &stream[*model.Namespace]{
-		name: "namespaces",
-		api:  resource{c: c, rest: c.core, name: "namespaces", list: func() runtime.Object { return &corev1.NamespaceList{} }},
+		reach: &s.reach,
+		name:  "namespaces",
+		api:   resource{c: c, rest: c.core, name: "namespaces", list: func() runtime.Object { return &corev1.NamespaceList{} }},
 		convert: func(o runtime.Object) *model.Namespace {
 			return k8s.ToNamespace(o.(*corev1.Namespace))
 		},
@@ -209,7 +221,8 @@ func (s *Source) runPolicySources(ctx context.Context, c *client, h source.Polic
 		known:   h.NamespaceKeys,
 	}
 	policies := &stream[*model.Policy]{
-		name: "networkpolicies",
+		reach: &s.reach,
+		name:  "networkpolicies",
 		api: resource{c: c, rest: c.networking, name: "networkpolicies",
 			list: func() runtime.Object { return &networkingv1.NetworkPolicyList{} }},
 		convert: func(o runtime.Object) *model.Policy {

@@ -42,8 +42,36 @@ type stream[T any] struct {
 	// backoff between failed API requests (zero: defaultBackoff).
 	backoff wait.Backoff
 
+	// reach (optional) is told whether the API server answers.
+	reach *reach
+
 	synced    atomic.Bool // the first full list has been delivered
 	delivered bool        // anything was ever delivered (a list must then report deletions)
+}
+
+// reach tracks whether the API server answers, for readiness: since when
+// every request has failed (0: it answers).
+type reach struct{ failingSince atomic.Int64 }
+
+func (r *reach) failed() {
+	if r != nil {
+		r.failingSince.CompareAndSwap(0, time.Now().UnixNano())
+	}
+}
+
+func (r *reach) answered() {
+	if r != nil {
+		r.failingSince.Store(0)
+	}
+}
+
+// unreachableFor is how long requests have been failing (0: they do not).
+func (r *reach) unreachableFor() time.Duration {
+	since := r.failingSince.Load()
+	if since == 0 {
+		return 0
+	}
+	return time.Since(time.Unix(0, since))
 }
 
 // defaultPageSize bounds what one list response holds in memory (each
@@ -87,6 +115,7 @@ func (s *stream[T]) run(ctx context.Context) {
 			slog.Info("watch expired, relisting", "resource", s.name)
 			rv = ""
 		case err != nil:
+			s.reach.failed()
 			d := backoff.Step()
 			slog.Error("API request failed, retrying", "resource", s.name, "in", d, "err", err)
 			select {
@@ -117,6 +146,7 @@ func (s *stream[T]) listAll(ctx context.Context) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("list %s: %w", s.name, err)
 		}
+		s.reach.answered()
 		err = meta.EachListItem(page, func(obj runtime.Object) error {
 			key, err := s.put(obj)
 			if seen != nil && err == nil {
@@ -172,6 +202,7 @@ func (s *stream[T]) watchFrom(ctx context.Context, rv string) (string, error) {
 	if err != nil {
 		return rv, fmt.Errorf("watch %s: %w", s.name, err)
 	}
+	s.reach.answered()
 	defer w.Stop()
 	start, events := time.Now(), 0
 	for {
