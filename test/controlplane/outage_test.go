@@ -35,7 +35,9 @@ func TestAPIServerOutage(t *testing.T) {
 		}
 		_ = env.Client.CoreV1().Namespaces().Delete(ctx(t), ns, metav1.DeleteOptions{})
 	})
-	fe := func(ip string) model.Frontend { return model.Frontend{Addr: netip.MustParseAddr(ip), Port: 80, Proto: model.TCP} }
+	fe := func(ip string) model.Frontend {
+		return model.Frontend{Addr: netip.MustParseAddr(ip), Port: 80, Proto: model.TCP}
+	}
 	backendsOf := func(ip string) []model.Backend { return programmed(t, a.pins)[fe(ip)] }
 	hasOnly := func(ip, backend string) bool {
 		bs := backendsOf(ip)
