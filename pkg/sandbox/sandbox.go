@@ -221,10 +221,8 @@ func (c Config) routing() string {
 func agentName(node string) string { return "agent-" + node }
 
 func (sb *Sandbox) node(name string) (Node, error) {
-	for _, n := range sb.Topology.Nodes {
-		if n.Name == name {
-			return n, nil
-		}
+	if n, ok := sb.Topology.Node(name); ok {
+		return n, nil
 	}
 	return Node{}, fmt.Errorf("no node %q in sandbox %s", name, sb.Config.Name)
 }

@@ -183,6 +183,16 @@ func Layout(cfg Config, cgroupMount string) Topology {
 	return t
 }
 
+// Node finds a node by name.
+func (t Topology) Node(name string) (Node, bool) {
+	for _, n := range t.Nodes {
+		if n.Name == name {
+			return n, true
+		}
+	}
+	return Node{}, false
+}
+
 // Pod finds a pod by name.
 func (t Topology) Pod(name string) (Pod, bool) {
 	for _, n := range t.Nodes {

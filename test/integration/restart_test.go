@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/netcube/netcube/internal/testenv"
+	"github.com/netcube/netcube/pkg/datapath"
 )
 
 // TestAgentRestartKeepsConnections: established TCP and UDP flows through a
@@ -78,4 +79,48 @@ func TestAgentRestartKeepsConnections(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNodeRebootConverges: a node whose pins are gone (as after a reboot:
+// bpffs is empty, the programs detached) and whose agent starts afresh
+// converges: the agent reattaches to every pod, programs every Service
+// again, and the client pod reaches each echo backend, directly and
+// through the Services, IPv4 and IPv6 (checked before the reboot too).
+func TestNodeRebootConverges(t *testing.T) {
+	sb := up(t, true)
+	node := sb.Topology.ClientPod().Node
+	check := func(when string) {
+		t.Helper()
+		want := backendNames(sb)
+		for _, fe := range echoFrontends() {
+			seen := map[string]int{}
+			for _, r := range requests(t, sb, fe.proto, fe.addr, 30) {
+				if r.Err != "" {
+					t.Fatalf("%s: %s: request %d failed: %s", when, fe.name, r.Seq, r.Err)
+				}
+				seen[r.Backend]++
+			}
+			if len(seen) != len(want) {
+				t.Errorf("%s: %s answered from %v, want each of %v", when, fe.name, seen, want)
+			}
+		}
+	}
+	check("before the reboot")
+	if err := sb.StopAgent(node, true); err != nil {
+		t.Fatal(err)
+	}
+	n, ok := sb.Topology.Node(node)
+	if !ok {
+		t.Fatalf("no node %s", node)
+	}
+	if err := datapath.Unpin(n.PinDir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(n.PinDir); !os.IsNotExist(err) {
+		t.Fatalf("pins of %s still there: %v", node, err)
+	}
+	if err := sb.StartAgent(node); err != nil {
+		t.Fatal(err)
+	}
+	check("after the reboot")
 }
