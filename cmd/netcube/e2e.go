@@ -18,17 +18,13 @@ import (
 // conformance report.
 func e2eCmd(args []string) error {
 	fs := flag.NewFlagSet("e2e", flag.ExitOnError)
-	name := fs.String("name", "e2e", "sandbox name")
-	reuse := fs.Bool("reuse", false, "run against the running sandbox --name instead of starting one")
-	keep := fs.Bool("keep", false, "leave the sandbox up afterwards")
 	smoke := fs.Bool("smoke", false, "only the fast subset `make test` runs")
 	focus := fs.String("focus", "", "ginkgo focus (default: every [sig-network] test, or the smoke subset)")
 	procs := fs.Int("procs", 6, "parallel test processes (serial tests run alone at the end)")
 	dir := fs.String("dir", "", "ginkgo reports and logs (default: the sandbox's state directory)")
 	report := fs.String("report", "", "write the Markdown conformance report here (docs/conformance/sig-network.md), and the results beside it (.json)")
 	from := fs.String("from", "", "render --report from the results of an earlier run (its .json) instead of running")
-	routing := fs.String("routing", "native", "the pod network's routing: native or vxlan")
-	socketLB := fs.Bool("socket-lb", true, "socket-level LB")
+	nodes := addRealNodeFlags(fs, "e2e")
 	_ = fs.Parse(args)
 
 	if *from != "" {
@@ -39,7 +35,7 @@ func e2eCmd(args []string) error {
 		return writeReport(*report, rep, rep.Meta)
 	}
 	commit := gitCommit() // what is measured: the tree at the start
-	sb, down, err := realNodeSandbox(*name, *reuse, *keep, *routing, *socketLB)
+	sb, down, err := nodes.realNodeSandbox()
 	if err != nil {
 		return err
 	}

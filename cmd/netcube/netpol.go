@@ -21,10 +21,7 @@ func netpolCmd(args []string) error {
 		return netpolInside(args[1:])
 	}
 	fs := flag.NewFlagSet("netpol", flag.ExitOnError)
-	name := fs.String("name", "np", "sandbox name")
-	reuse := fs.Bool("reuse", false, "run against the running sandbox --name instead of starting one")
-	keep := fs.Bool("keep", false, "leave the sandbox up afterwards")
-	smoke := fs.Bool("smoke", false, "only the fast subset `make test` runs (one case per feature)")
+	smoke := fs.Bool("smoke", false, "only the fast subset `make test` runs (netpol.SmokeCases)")
 	match := fs.String("match", "", "only the cases whose description contains this")
 	wait := fs.Duration("wait", time.Second, "wait after each step's changes before probing")
 	retries := fs.Int("retries", 1, "probe a step that differs from the matcher again, up to this many times")
@@ -32,8 +29,7 @@ func netpolCmd(args []string) error {
 	report := fs.String("report", "", "write the Markdown summary here (docs/conformance/netpol-cyclonus.md), and the results beside it (.json)")
 	out := fs.String("json", "", "write the results here (default: beside --report, or the sandbox's state directory)")
 	from := fs.String("from", "", "render --report from the results of an earlier run (its .json) instead of running")
-	routing := fs.String("routing", "native", "the pod network's routing: native or vxlan")
-	socketLB := fs.Bool("socket-lb", true, "socket-level LB")
+	nodes := addRealNodeFlags(fs, "np")
 	_ = fs.Parse(args)
 
 	if *from != "" {
@@ -44,7 +40,7 @@ func netpolCmd(args []string) error {
 		return writeNetpolReport(*report, rep)
 	}
 	commit := gitCommit()
-	sb, down, err := realNodeSandbox(*name, *reuse, *keep, *routing, *socketLB)
+	sb, down, err := nodes.realNodeSandbox()
 	if err != nil {
 		return err
 	}

@@ -123,22 +123,40 @@ func sandboxCmd(args []string) error {
 // realNodeParts finds (or builds, the first time) what real nodes run:
 // hack/build-e2e.sh's kubelet, scheduler and test images, hack/build-tools.sh's
 // control plane and helm, and the chart.
-// realNodeSandbox opens the running sandbox name (reuse), or starts one
-// with real nodes; down removes a started one unless keep.
-func realNodeSandbox(name string, reuse, keep bool, routing string, socketLB bool) (sb *sandbox.Sandbox, down func(), err error) {
+// realNodeFlags are the flags of a command run against a sandbox with
+// real nodes (e2e, netpol).
+type realNodeFlags struct {
+	name, routing         *string
+	reuse, keep, socketLB *bool
+}
+
+func addRealNodeFlags(fs *flag.FlagSet, name string) realNodeFlags {
+	return realNodeFlags{
+		name:     fs.String("name", name, "sandbox name"),
+		reuse:    fs.Bool("reuse", false, "run against the running sandbox --name instead of starting one"),
+		keep:     fs.Bool("keep", false, "leave the sandbox up afterwards"),
+		routing:  fs.String("routing", "native", "the pod network's routing: native or vxlan"),
+		socketLB: fs.Bool("socket-lb", true, "socket-level LB"),
+	}
+}
+
+// realNodeSandbox opens the running sandbox (--reuse), or starts one with
+// real nodes; down removes a started one unless --keep.
+func (f realNodeFlags) realNodeSandbox() (sb *sandbox.Sandbox, down func(), err error) {
 	down = func() {}
-	if reuse {
+	name := *f.name
+	if *f.reuse {
 		sb, err = sandbox.Open(name)
 		return sb, down, err
 	}
-	cfg := sandbox.Config{Name: name, Kubelet: true, Routing: routing, SocketLB: socketLB}
+	cfg := sandbox.Config{Name: name, Kubelet: true, Routing: *f.routing, SocketLB: *f.socketLB}
 	if err := realNodeParts(&cfg); err != nil {
 		return nil, down, err
 	}
 	if sb, err = sandbox.Up(cfg, os.Stdout); err != nil {
 		return nil, down, err
 	}
-	if !keep {
+	if !*f.keep {
 		down = func() { _ = sandbox.Down(name, os.Stdout) }
 	}
 	return sb, down, nil
