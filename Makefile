@@ -2,7 +2,7 @@
 GO      ?= go
 BIN     := bin
 # Tests share the machine's namespaces, cgroups and bpffs: run packages one at a time.
-TESTFLAGS ?= -p 1 -count=1 -timeout 20m
+TESTFLAGS ?= -p 1 -count=1 -timeout 30m
 
 .PHONY: all deps tools e2e-tools generate manifests build images test fuzz e2e netpol demo sandbox sandbox-down bench bench-sync bench-compare bench-podnet lint clean
 
