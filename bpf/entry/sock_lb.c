@@ -111,3 +111,31 @@ int sock_getpeername4(struct bpf_sock_addr *ctx) { return reverse4(ctx); }
 
 SEC("cgroup/getpeername6")
 int sock_getpeername6(struct bpf_sock_addr *ctx) { return reverse6(ctx); }
+
+#ifndef AF_INET
+#define AF_INET 2
+#define AF_INET6 10
+#endif
+
+/* A socket going away takes its translation with it (sock_revnat would
+ * otherwise keep it until the LRU evicts it). */
+SEC("cgroup/sock_release")
+int sock_release(struct bpf_sock *sk)
+{
+	/* Every field read once, volatile, at its own offset: the verifier
+	 * refuses the context pointer the compiler would otherwise compute
+	 * to share one load between the branches. */
+	__u32 family = *(volatile __u32 *)&sk->family, dst4 = *(volatile __u32 *)&sk->dst_ip4;
+	struct nc_addr peer = { .w = {
+		*(volatile __u32 *)&sk->dst_ip6[0], *(volatile __u32 *)&sk->dst_ip6[1],
+		*(volatile __u32 *)&sk->dst_ip6[2], *(volatile __u32 *)&sk->dst_ip6[3],
+	} };
+	__be16 port = *(volatile __be16 *)&sk->dst_port;
+
+	if (family == AF_INET)
+		addr_from_v4(&peer, dst4);
+	else if (family != AF_INET6)
+		return 1;
+	sock_forget(sk, &peer, port);
+	return 1;
+}

@@ -127,6 +127,7 @@ func (d *Datapath) sockHooks() map[string]struct {
 		"getpeername6": {p.SockGetpeername6, ebpf.AttachCgroupInet6GetPeername},
 		"bind4":        {p.SockBind4, ebpf.AttachCGroupInet4Bind},
 		"bind6":        {p.SockBind6, ebpf.AttachCGroupInet6Bind},
+		"sock_release": {p.SockRelease, ebpf.AttachCgroupInetSockRelease},
 	}
 }
 

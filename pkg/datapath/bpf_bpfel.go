@@ -346,6 +346,7 @@ const (
 	bpfProgSockGetpeername6 = "sock_getpeername6"
 	bpfProgSockRecvmsg4     = "sock_recvmsg4"
 	bpfProgSockRecvmsg6     = "sock_recvmsg6"
+	bpfProgSockRelease      = "sock_release"
 	bpfProgSockSendmsg4     = "sock_sendmsg4"
 	bpfProgSockSendmsg6     = "sock_sendmsg6"
 	bpfProgToNet            = "to_net"
@@ -407,6 +408,7 @@ type bpfProgramSpecs struct {
 	SockGetpeername6 *ebpf.ProgramSpec `ebpf:"sock_getpeername6"`
 	SockRecvmsg4     *ebpf.ProgramSpec `ebpf:"sock_recvmsg4"`
 	SockRecvmsg6     *ebpf.ProgramSpec `ebpf:"sock_recvmsg6"`
+	SockRelease      *ebpf.ProgramSpec `ebpf:"sock_release"`
 	SockSendmsg4     *ebpf.ProgramSpec `ebpf:"sock_sendmsg4"`
 	SockSendmsg6     *ebpf.ProgramSpec `ebpf:"sock_sendmsg6"`
 	ToNet            *ebpf.ProgramSpec `ebpf:"to_net"`
@@ -544,6 +546,7 @@ type bpfPrograms struct {
 	SockGetpeername6 *ebpf.Program `ebpf:"sock_getpeername6"`
 	SockRecvmsg4     *ebpf.Program `ebpf:"sock_recvmsg4"`
 	SockRecvmsg6     *ebpf.Program `ebpf:"sock_recvmsg6"`
+	SockRelease      *ebpf.Program `ebpf:"sock_release"`
 	SockSendmsg4     *ebpf.Program `ebpf:"sock_sendmsg4"`
 	SockSendmsg6     *ebpf.Program `ebpf:"sock_sendmsg6"`
 	ToNet            *ebpf.Program `ebpf:"to_net"`
@@ -565,6 +568,7 @@ func (p *bpfPrograms) Close() error {
 		p.SockGetpeername6,
 		p.SockRecvmsg4,
 		p.SockRecvmsg6,
+		p.SockRelease,
 		p.SockSendmsg4,
 		p.SockSendmsg6,
 		p.ToNet,

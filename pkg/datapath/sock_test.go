@@ -160,6 +160,13 @@ func serve(addr netip.AddrPort, name string) error {
 // attaches socket-LB to a fresh cgroup; both are removed when the test ends.
 func attachSockLB(t *testing.T) (*lb.Tables, *os.File) {
 	t.Helper()
+	_, tables, cg := attachSockLBDatapath(t)
+	return tables, cg
+}
+
+// attachSockLBDatapath is attachSockLB, with the datapath.
+func attachSockLBDatapath(t *testing.T) (*datapath.Datapath, *lb.Tables, *os.File) {
+	t.Helper()
 	cg, pins := cgroupAndPins(t, "netcube-test-sock-")
 	dp, err := datapath.Load(datapath.Config{PinDir: pins})
 	if err != nil {
@@ -174,7 +181,7 @@ func attachSockLB(t *testing.T) (*lb.Tables, *os.File) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dir.Close() })
-	return lb.New(dp.Maps()), dir
+	return dp, lb.New(dp.Maps()), dir
 }
 
 // cgroupAndPins creates a fresh cgroup (never the root cgroup) and names a
@@ -278,5 +285,53 @@ func TestSocketLB(t *testing.T) {
 				t.Fatalf("peer %q, want %s", r.Peer, c.target)
 			}
 		})
+	}
+}
+
+// TestSocketReleaseForgetsItsTranslation: a connected socket's reverse
+// translation (sock_revnat) leaves with the socket, TCP and UDP, IPv4,
+// IPv6 and IPv4-mapped; an unconnected UDP socket's stays, for the LRU
+// (the positive control: the map is written and counted).
+func TestSocketReleaseForgetsItsTranslation(t *testing.T) {
+	dp, cube, cg := attachSockLBDatapath(t)
+	vip4 := netip.MustParseAddr("10.96.0.10")
+	vip6 := netip.MustParseAddr("fd00:10:96::10")
+	for _, fe := range []struct {
+		vip  netip.Addr
+		port uint16
+		p    model.Proto
+		b    netip.AddrPort
+	}{{vip4, 80, model.TCP, backend4}, {vip4, 53, model.UDP, backend4}, {vip6, 80, model.TCP, backend6}} {
+		if err := cube.Upsert(model.Frontend{Addr: fe.vip, Port: fe.port, Proto: fe.p}, []model.Backend{{Addr: fe.b.Addr(), Port: fe.b.Port()}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries := func() int {
+		n := 0
+		var k, v []byte
+		for it := dp.Maps().Map("sock_revnat").Iterate(); it.Next(&k, &v); {
+			n++
+		}
+		return n
+	}
+	if r := inCgroup(t, cg, "udp-unconnected", "10.96.0.10:53"); r.Err != "" || r.Reply != "backend-v4" {
+		t.Fatalf("unconnected UDP: %+v", r)
+	}
+	kept := entries()
+	if kept != 1 {
+		t.Fatalf("%d sock_revnat entries after an unconnected UDP socket closed, want its 1", kept)
+	}
+	for _, c := range []struct{ mode, target, reply string }{
+		{"tcp", "10.96.0.10:80", "backend-v4"},
+		{"tcp", "[fd00:10:96::10]:80", "backend-v6"},
+		{"tcp", "[::ffff:10.96.0.10]:80", "backend-v4"},
+		{"udp-connected", "10.96.0.10:53", "backend-v4"},
+	} {
+		if r := inCgroup(t, cg, c.mode, c.target); r.Err != "" || r.Reply != c.reply {
+			t.Fatalf("%s %s: %+v", c.mode, c.target, r)
+		}
+		if n := entries(); n != kept {
+			t.Errorf("%s %s: %d sock_revnat entries once its socket closed, want %d", c.mode, c.target, n, kept)
+		}
 	}
 }

@@ -72,6 +72,22 @@ static always_inline int sock_translate(void *ctx, struct nc_addr *addr, __be16 
 	return 1;
 }
 
+/* sock_forget drops what socket-LB remembered of a connected socket that
+ * is being released: its reverse translation, keyed by its cookie and the
+ * backend it is connected to (peer:port). An unconnected UDP socket's
+ * entries, one per backend and per frontend it sent to, are not known
+ * here: the maps' LRU bounds them. */
+static always_inline void sock_forget(void *sk, const struct nc_addr *peer, __be16 port)
+{
+	struct sock_key key = {
+		.cookie = bpf_get_socket_cookie(sk),
+		.addr = *peer,
+		.port = port,
+	};
+
+	bpf_map_delete_elem(&sock_revnat, &key);
+}
+
 /* sock_reverse maps a backend address seen by the socket back to the
  * frontend the application addressed. */
 static always_inline void sock_reverse(void *ctx, struct nc_addr *addr, __be16 *port)
