@@ -66,6 +66,10 @@ func parseFile(data []byte) (parsed, error) {
 		switch {
 		case key.kind == "":
 			p.unread = append(p.unread, fmt.Sprintf("document %d: kind %q apiVersion %q is not read by netcube (v1 Service, discovery.k8s.io/v1 EndpointSlice, v1 Node, v1 Pod, v1 Namespace, networking.k8s.io/v1 NetworkPolicy)", i, tm.Kind, tm.APIVersion))
+		case key.Name == "":
+			// Nothing can refer to a nameless object, nor replace or
+			// delete it later: refused whole, whatever else it holds.
+			p.invalid[key] = errors.Join(errors.New("metadata.name is empty"), err)
 		case err != nil:
 			p.invalid[key] = err
 			if k8s.FailsClosed(err) || obj.partial {
@@ -152,9 +156,6 @@ func decode(tm metav1.TypeMeta, doc []byte) (objKey, object, error) {
 		var n corev1.Namespace
 		err := yaml.UnmarshalStrict(doc, &n)
 		key := objKey{"Namespace", types.NamespacedName{Name: n.Name}} // not namespaced
-		if err == nil && n.Name == "" {
-			err = errors.New("metadata.name is empty")
-		}
 		if err != nil {
 			return key, object{}, err
 		}
