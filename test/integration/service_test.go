@@ -230,10 +230,21 @@ func TestSessionAffinity(t *testing.T) {
 			for range 8 {
 				time.Sleep(2500 * time.Millisecond)
 				rs := requests(t, sb, "tcp", "10.96.0.40:80", 3)
+				// The promise holds between connections less than the
+				// timeout apart: a round the machine stretched beyond
+				// it (a stall, a retransmitted SYN) proves nothing.
+				span := time.Duration(rs[0].Micros+rs[1].Micros) * time.Microsecond
 				for _, r := range rs {
-					if r.Err != "" || r.Backend != rs[0].Backend {
-						t.Fatalf("within the timeout: %+v, want all answers from %s", r, rs[0].Backend)
+					if r.Err != "" {
+						t.Fatalf("request %d failed: %s (round %+v)", r.Seq, r.Err, rs)
 					}
+					if r.Backend != rs[0].Backend && span < 2*time.Second {
+						t.Fatalf("within the timeout (%s between the first and last connection): %+v, want all answers from %s",
+							span, rs, rs[0].Backend)
+					}
+				}
+				if span >= 2*time.Second {
+					t.Logf("a round took %s, longer than the timeout: not judged", span)
 				}
 				chosen[rs[0].Backend] = true
 			}
