@@ -3,6 +3,7 @@
  * and all programs share the same maps. */
 #include "sock_lb.c"
 #include "sock_destroy.c"
+#include "ct_gc.c"
 #include "tc_node.c"
 #include "tc_pod.c"
 #include "tc_overlay.c"

@@ -67,6 +67,57 @@ static always_inline int reply_masq(struct __sk_buff *skb, const struct flow *f,
 	return redirect_to_next_hop(skb, f->family, &f->saddr, &ct->nat_addr);
 }
 
+/* xlate_service_entry returns the service entry (key in *k) of the flow
+ * whose reply f is, r its reply entry; NULL if it is gone or now another
+ * flow's (a reused client port). */
+static always_inline struct ct_entry *xlate_service_entry(const struct flow *f, const struct ct_entry *r,
+							  struct ct_key *k)
+{
+	struct ct_entry *s;
+
+	k->proto = f->proto;
+	k->dir = CT_SERVICE;
+	k->pad = 0;
+	if (r->flags & CT_F_SNAT) { /* the client is remembered */
+		k->saddr = r->nat_addr;
+		k->sport = r->nat_port;
+	} else {
+		k->saddr = f->daddr;
+		k->sport = f->dport;
+	}
+	if (r->flags & CT_F_MASQ) { /* to outside: the reply's source */
+		k->daddr = f->saddr;
+		k->dport = f->sport;
+	} else {
+		struct lb_frontend *fe = lb_lookup_revnat(r->rev_nat_id);
+
+		if (!fe)
+			return NULL;
+		k->daddr = fe->addr;
+		k->dport = fe->port;
+	}
+	s = bpf_map_lookup_elem(&ct_flows, k);
+	if (!s || s->backend_id != r->backend_id || s->rev_nat_id != r->rev_nat_id)
+		return NULL;
+	return s;
+}
+
+/* xlate_track_reply records reply f in its flow's entries (r, and the
+ * service entry when it is news, ct_news) and removes a flow it ends.
+ * Called once what the packet needed from r has been read. */
+static always_inline void xlate_track_reply(const struct flow *f, struct ct_entry *r)
+{
+	struct ct_key sk, rk;
+	struct ct_entry *s = NULL;
+
+	if (ct_news(r, f, CT_REPLY))
+		s = xlate_service_entry(f, r, &sk);
+	if (ct_observe(r, s, f, CT_REPLY)) {
+		ct_key_from_flow(&rk, f, CT_REPLY);
+		ct_remove(&rk, s ? &sk : NULL);
+	}
+}
+
 /* xlate_reply says whether f is the reply of an external or a
  * masqueraded flow; if so it has been sent back to its client, with
  * *verdict. */
@@ -78,11 +129,13 @@ static always_inline int xlate_reply(struct __sk_buff *skb, const struct flow *f
 		return 0;
 	if (ct->flags & CT_F_MASQ) {
 		*verdict = reply_masq(skb, f, ct);
+		xlate_track_reply(f, ct);
 		return 1;
 	}
 	if (!(ct->flags & CT_F_EXTERNAL))
 		return 0;
 	*verdict = reply_external(skb, f, ct);
+	xlate_track_reply(f, ct);
 	return 1;
 }
 
@@ -93,17 +146,22 @@ static always_inline int xlate_reply(struct __sk_buff *skb, const struct flow *f
  * No node address of the family: the packet goes as it is. */
 static always_inline int xlate_masquerade(struct __sk_buff *skb, const struct flow *f)
 {
-	struct ct_entry *ct;
+	struct ct_entry *ct, *r;
 	const struct nc_addr *node;
 	struct nc_addr snat;
+	struct ct_key sk, rk;
 	__be16 port;
 
 	if (f->proto == IPPROTO_SCTP)
 		return TC_ACT_OK; /* not translated (nat.h): the kernel's to route */
 	ct = ct_lookup(f, CT_SERVICE);
-	if (ct && (ct->flags & CT_F_MASQ) && ct_reply_matches(f, ct, &f->daddr, f->dport)) {
+	if (ct && (ct->flags & CT_F_MASQ) && ct_established(f, ct, &f->daddr, f->dport, &r, &rk)) {
 		snat = ct->nat_addr;
 		port = ct->nat_port;
+		if (ct_observe(ct, r, f, CT_SERVICE)) {
+			ct_key_from_flow(&sk, f, CT_SERVICE);
+			ct_remove(&sk, &rk);
+		}
 	} else if (!flow_is_new(f)) {
 		/* A TCP packet of a connection the pod did not open here: the
 		 * reply of one opened from outside (to the pod's address,
@@ -129,20 +187,27 @@ static always_inline int xlate_masquerade(struct __sk_buff *skb, const struct fl
  * on its backend (and its SNAT port). A service entry whose reply entry is
  * gone (forgotten by a direct flow that reused the client port, or evicted)
  * is never trusted: replies would not be translated back, so the flow is
- * treated as new and both halves are written again. */
+ * treated as new and both halves are written again; so is one timed out,
+ * or a SYN reusing the port of an answered flow (ct_established). A packet
+ * that ends the flow removes it (ct_observe). */
 static always_inline int xlate_established(const struct flow *f, struct xlate *x)
 {
-	struct ct_entry *ct = ct_lookup(f, CT_SERVICE);
+	struct ct_entry *ct = ct_lookup(f, CT_SERVICE), *r;
+	struct ct_key sk, rk;
 
 	if (!ct)
 		return 0;
 	x->backend = lb_lookup_backend(ct->backend_id);
-	if (!x->backend || !ct_reply_matches(f, ct, &x->backend->addr, x->backend->port))
+	if (!x->backend || !ct_established(f, ct, &x->backend->addr, x->backend->port, &r, &rk))
 		return 0;
 	x->backend_id = ct->backend_id;
 	if (ct->flags & CT_F_SNAT) {
 		x->snat = ct->nat_addr;
 		x->sport = ct->nat_port;
+	}
+	if (ct_observe(ct, r, f, CT_SERVICE)) {
+		ct_key_from_flow(&sk, f, CT_SERVICE);
+		ct_remove(&sk, &rk);
 	}
 	return 1;
 }
@@ -216,12 +281,16 @@ static always_inline int xlate_revnat(struct __sk_buff *skb, const struct flow *
 	struct ct_entry *ct = ct_lookup(f, CT_REPLY);
 	struct lb_frontend *fe;
 
+	int err;
+
 	if (!ct || (ct->flags & want) != want)
 		return 0; /* not a reply of a translated flow */
 	fe = lb_lookup_revnat(ct->rev_nat_id);
 	if (!fe)
 		return 0;
-	return nat_rewrite(skb, f, NAT_SRC, &fe->addr, fe->port);
+	err = nat_rewrite(skb, f, NAT_SRC, &fe->addr, fe->port);
+	xlate_track_reply(f, ct);
+	return err;
 }
 
 /* xlate_deliver hands an untranslated packet for a pod of this node (ep)

@@ -20,7 +20,9 @@ struct flow {
 	enum frag_kind frag; /* FRAG_LATER: no L4 header in this packet */
 };
 
+#define TCP_FLAG_FIN 0x01
 #define TCP_FLAG_SYN 0x02
+#define TCP_FLAG_RST 0x04
 #define TCP_FLAG_ACK 0x10
 
 /* flow_is_new says whether f opens a connection: a TCP SYN, or any UDP or

@@ -1,5 +1,6 @@
 /* headers.c: the cubes' headers under test, one operation at a time
- * (conntrack, SNAT port allocation, the flow hash, session affinity), run
+ * (conntrack and its lifecycle, SNAT port allocation, the flow hash,
+ * session affinity), run
  * with BPF_PROG_RUN by internal/bpftest. The clock and the random numbers
  * are the test's, so that timeouts and random choices are exact; and two
  * ways to compose eight cubes (inlined calls, tail calls) are measured.
@@ -27,6 +28,11 @@ enum test_op : __u32 {
 	OP_SNAT_PORT,     /* snat_port(flow, snat_addr, backend) -> port */
 	OP_HASH,          /* lb_hash_flow(flow) -> hash */
 	OP_PICK,          /* lb_pick(flow's client, svc) -> backend id */
+	OP_CT_FORWARD,    /* a client's packet (flow, its flags) of the flow to
+			   * backend: ret 1 if conntrack follows it
+			   * (ct_established), result 1 if it ended the flow */
+	OP_CT_BACKWARD,   /* a backend's packet (flow) of the flow to
+			   * snat_addr:snat_port (the frontend): the same */
 };
 
 /* One operation: its inputs, and its outputs. */
@@ -50,6 +56,49 @@ struct test_io {
 };
 
 struct test_io io;
+
+/* forward: a client's packet, as xlate_established follows it. */
+static always_inline void forward(void)
+{
+	struct ct_entry *s = ct_lookup(&io.f, CT_SERVICE), *r;
+	struct ct_key sk, rk;
+
+	s = ct_established(&io.f, s, &io.baddr, io.bport, &r, &rk);
+	io.ret = s != NULL;
+	if (!s)
+		return;
+	io.result = ct_observe(s, r, &io.f, CT_SERVICE);
+	if (io.result) {
+		ct_key_from_flow(&sk, &io.f, CT_SERVICE);
+		ct_remove(&sk, &rk);
+	}
+}
+
+/* backward: a backend's packet, as xlate_track_reply follows it (the
+ * service entry looked up only when the packet is news). */
+static always_inline void backward(void)
+{
+	struct ct_entry *r = ct_lookup(&io.f, CT_REPLY), *s = NULL;
+	struct ct_key sk = {}, rk;
+
+	io.ret = r != NULL;
+	if (!r)
+		return;
+	if (ct_news(r, &io.f, CT_REPLY)) {
+		sk.saddr = io.f.daddr;
+		sk.sport = io.f.dport;
+		sk.daddr = io.snat_addr;
+		sk.dport = io.snat_port;
+		sk.proto = io.f.proto;
+		sk.dir = CT_SERVICE;
+		s = bpf_map_lookup_elem(&ct_flows, &sk);
+	}
+	io.result = ct_observe(r, s, &io.f, CT_REPLY);
+	if (io.result) {
+		ct_key_from_flow(&rk, &io.f, CT_REPLY);
+		ct_remove(&rk, s ? &sk : NULL);
+	}
+}
 
 SEC("tc")
 int run(struct __sk_buff *skb)
@@ -83,6 +132,12 @@ int run(struct __sk_buff *skb)
 		break;
 	case OP_PICK:
 		io.result = lb_pick(&io.f.saddr, io.f.sport, &io.f.daddr, io.f.dport, io.f.proto, &io.svc);
+		break;
+	case OP_CT_FORWARD:
+		forward();
+		break;
+	case OP_CT_BACKWARD:
+		backward();
 		break;
 	default:
 		io.ret = -1;

@@ -24,12 +24,13 @@ type bpfCtEntry struct {
 	_         structs.HostLayout
 	BackendId uint32
 	RevNatId  uint32
-	CreatedNs uint64
+	LastNs    uint64
 	NatAddr   bpfNcAddr
 	NatPort   uint16
 	Flags     bpfCtFlags
 	Pad       uint8
 	Pad2      uint32
+	State     uint64
 }
 
 type bpfCtFlags uint8
@@ -51,6 +52,15 @@ type bpfCtKey struct {
 	Dir   bpfCtDir
 	Pad   uint16
 }
+
+type bpfCtStat uint32
+
+const (
+	bpfCtStatCT_STAT_CREATED       bpfCtStat = 0
+	bpfCtStatCT_STAT_CLOSED        bpfCtStat = 1
+	bpfCtStatCT_STAT_INSERT_FAILED bpfCtStat = 2
+	bpfCtStatCT_STAT_MAX           bpfCtStat = 3
+)
 
 type bpfFlow struct {
 	_        structs.HostLayout
@@ -214,7 +224,7 @@ type bpfTestIo struct {
 		_         structs.HostLayout
 		BackendId uint32
 		RevNatId  uint32
-		CreatedNs uint64
+		LastNs    uint64
 		NatAddr   struct {
 			_ structs.HostLayout
 			W [4]uint32
@@ -223,49 +233,58 @@ type bpfTestIo struct {
 		Flags   uint8
 		Pad     uint8
 		Pad2    uint32
+		State   uint64
 	}
 }
 
 type bpfTestOp uint32
 
 const (
-	bpfTestOpOP_CT_CREATE  bpfTestOp = 1
-	bpfTestOpOP_CT_LOOKUP  bpfTestOp = 2
-	bpfTestOpOP_CT_MATCHES bpfTestOp = 3
-	bpfTestOpOP_CT_FORGET  bpfTestOp = 4
-	bpfTestOpOP_SNAT_PORT  bpfTestOp = 5
-	bpfTestOpOP_HASH       bpfTestOp = 6
-	bpfTestOpOP_PICK       bpfTestOp = 7
+	bpfTestOpOP_CT_CREATE   bpfTestOp = 1
+	bpfTestOpOP_CT_LOOKUP   bpfTestOp = 2
+	bpfTestOpOP_CT_MATCHES  bpfTestOp = 3
+	bpfTestOpOP_CT_FORGET   bpfTestOp = 4
+	bpfTestOpOP_SNAT_PORT   bpfTestOp = 5
+	bpfTestOpOP_HASH        bpfTestOp = 6
+	bpfTestOpOP_PICK        bpfTestOp = 7
+	bpfTestOpOP_CT_FORWARD  bpfTestOp = 8
+	bpfTestOpOP_CT_BACKWARD bpfTestOp = 9
 )
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	bpfMapChainCounts     = "chain_counts"
-	bpfMapChainProgs      = "chain_progs"
-	bpfMapCtFlows         = "ct_flows"
-	bpfMapFragDatagrams   = "frag_datagrams"
-	bpfMapLbAffinity      = "lb_affinity"
-	bpfMapLbAffinityMatch = "lb_affinity_match"
-	bpfMapLbBackends      = "lb_backends"
-	bpfMapLbMaglev        = "lb_maglev"
-	bpfMapLbRevnat        = "lb_revnat"
-	bpfMapLbServices      = "lb_services"
-	bpfMapLbSourceRanges  = "lb_source_ranges"
-	bpfProgChainInline    = "chain_inline"
-	bpfProgChainTail0     = "chain_tail0"
-	bpfProgChainTail1     = "chain_tail1"
-	bpfProgChainTail2     = "chain_tail2"
-	bpfProgChainTail3     = "chain_tail3"
-	bpfProgChainTail4     = "chain_tail4"
-	bpfProgChainTail5     = "chain_tail5"
-	bpfProgChainTail6     = "chain_tail6"
-	bpfProgChainTail7     = "chain_tail7"
-	bpfProgRun            = "run"
-	bpfVarFakeNowNs       = "fake_now_ns"
-	bpfVarFakeRandomU32   = "fake_random_u32"
-	bpfVarIo              = "io"
+	bpfMapChainCounts        = "chain_counts"
+	bpfMapChainProgs         = "chain_progs"
+	bpfMapCtFlows            = "ct_flows"
+	bpfMapCtStats            = "ct_stats"
+	bpfMapFragDatagrams      = "frag_datagrams"
+	bpfMapLbAffinity         = "lb_affinity"
+	bpfMapLbAffinityMatch    = "lb_affinity_match"
+	bpfMapLbBackends         = "lb_backends"
+	bpfMapLbMaglev           = "lb_maglev"
+	bpfMapLbRevnat           = "lb_revnat"
+	bpfMapLbServices         = "lb_services"
+	bpfMapLbSourceRanges     = "lb_source_ranges"
+	bpfProgChainInline       = "chain_inline"
+	bpfProgChainTail0        = "chain_tail0"
+	bpfProgChainTail1        = "chain_tail1"
+	bpfProgChainTail2        = "chain_tail2"
+	bpfProgChainTail3        = "chain_tail3"
+	bpfProgChainTail4        = "chain_tail4"
+	bpfProgChainTail5        = "chain_tail5"
+	bpfProgChainTail6        = "chain_tail6"
+	bpfProgChainTail7        = "chain_tail7"
+	bpfProgRun               = "run"
+	bpfVarCtTimeoutClose     = "ct_timeout_close"
+	bpfVarCtTimeoutSyn       = "ct_timeout_syn"
+	bpfVarCtTimeoutTcp       = "ct_timeout_tcp"
+	bpfVarCtTimeoutUdp       = "ct_timeout_udp"
+	bpfVarCtTimeoutUdpStream = "ct_timeout_udp_stream"
+	bpfVarFakeNowNs          = "fake_now_ns"
+	bpfVarFakeRandomU32      = "fake_random_u32"
+	bpfVarIo                 = "io"
 )
 
 // loadBpf returns the embedded CollectionSpec for bpf.
@@ -329,6 +348,7 @@ type bpfMapSpecs struct {
 	ChainCounts     *ebpf.MapSpec `ebpf:"chain_counts"`
 	ChainProgs      *ebpf.MapSpec `ebpf:"chain_progs"`
 	CtFlows         *ebpf.MapSpec `ebpf:"ct_flows"`
+	CtStats         *ebpf.MapSpec `ebpf:"ct_stats"`
 	FragDatagrams   *ebpf.MapSpec `ebpf:"frag_datagrams"`
 	LbAffinity      *ebpf.MapSpec `ebpf:"lb_affinity"`
 	LbAffinityMatch *ebpf.MapSpec `ebpf:"lb_affinity_match"`
@@ -343,9 +363,14 @@ type bpfMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type bpfVariableSpecs struct {
-	FakeNowNs     *ebpf.VariableSpec `ebpf:"fake_now_ns"`
-	FakeRandomU32 *ebpf.VariableSpec `ebpf:"fake_random_u32"`
-	Io            *ebpf.VariableSpec `ebpf:"io"`
+	CtTimeoutClose     *ebpf.VariableSpec `ebpf:"ct_timeout_close"`
+	CtTimeoutSyn       *ebpf.VariableSpec `ebpf:"ct_timeout_syn"`
+	CtTimeoutTcp       *ebpf.VariableSpec `ebpf:"ct_timeout_tcp"`
+	CtTimeoutUdp       *ebpf.VariableSpec `ebpf:"ct_timeout_udp"`
+	CtTimeoutUdpStream *ebpf.VariableSpec `ebpf:"ct_timeout_udp_stream"`
+	FakeNowNs          *ebpf.VariableSpec `ebpf:"fake_now_ns"`
+	FakeRandomU32      *ebpf.VariableSpec `ebpf:"fake_random_u32"`
+	Io                 *ebpf.VariableSpec `ebpf:"io"`
 }
 
 // bpfObjects contains all objects after they have been loaded into the kernel.
@@ -371,6 +396,7 @@ type bpfMaps struct {
 	ChainCounts     *ebpf.Map `ebpf:"chain_counts"`
 	ChainProgs      *ebpf.Map `ebpf:"chain_progs"`
 	CtFlows         *ebpf.Map `ebpf:"ct_flows"`
+	CtStats         *ebpf.Map `ebpf:"ct_stats"`
 	FragDatagrams   *ebpf.Map `ebpf:"frag_datagrams"`
 	LbAffinity      *ebpf.Map `ebpf:"lb_affinity"`
 	LbAffinityMatch *ebpf.Map `ebpf:"lb_affinity_match"`
@@ -386,6 +412,7 @@ func (m *bpfMaps) Close() error {
 		m.ChainCounts,
 		m.ChainProgs,
 		m.CtFlows,
+		m.CtStats,
 		m.FragDatagrams,
 		m.LbAffinity,
 		m.LbAffinityMatch,
@@ -401,9 +428,14 @@ func (m *bpfMaps) Close() error {
 //
 // It can be passed to loadBpfObjects or ebpf.CollectionSpec.LoadAndAssign.
 type bpfVariables struct {
-	FakeNowNs     *ebpf.Variable `ebpf:"fake_now_ns"`
-	FakeRandomU32 *ebpf.Variable `ebpf:"fake_random_u32"`
-	Io            *ebpf.Variable `ebpf:"io"`
+	CtTimeoutClose     *ebpf.Variable `ebpf:"ct_timeout_close"`
+	CtTimeoutSyn       *ebpf.Variable `ebpf:"ct_timeout_syn"`
+	CtTimeoutTcp       *ebpf.Variable `ebpf:"ct_timeout_tcp"`
+	CtTimeoutUdp       *ebpf.Variable `ebpf:"ct_timeout_udp"`
+	CtTimeoutUdpStream *ebpf.Variable `ebpf:"ct_timeout_udp_stream"`
+	FakeNowNs          *ebpf.Variable `ebpf:"fake_now_ns"`
+	FakeRandomU32      *ebpf.Variable `ebpf:"fake_random_u32"`
+	Io                 *ebpf.Variable `ebpf:"io"`
 }
 
 // bpfPrograms contains all programs after they have been loaded into the kernel.

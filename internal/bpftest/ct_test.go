@@ -54,7 +54,7 @@ func TestConntrackEntries(t *testing.T) {
 	h.create(client, backend, 3, netip.AddrPort{})
 
 	svc, ok := h.lookup(client, frontend, bpfCtDirCT_SERVICE)
-	if !ok || svc.Entry.BackendId != 7 || svc.Entry.RevNatId != 3 || svc.Entry.CreatedNs != 1_000_000 || svc.Entry.Flags != 0 {
+	if !ok || svc.Entry.BackendId != 7 || svc.Entry.RevNatId != 3 || svc.Entry.LastNs != 1_000_000 || svc.Entry.Flags != 0 {
 		t.Fatalf("service entry: found %v, %+v", ok, svc.Entry)
 	}
 	reply, ok := h.lookup(backend, client, bpfCtDirCT_REPLY)

@@ -51,7 +51,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := datapath.EnsureBPFFS(); err != nil {
 		return err
 	}
-	dp, err := datapath.Load(datapath.Config{PinDir: cfg.BPFRoot, Cubes: cubes.All, MapSizes: cfg.MapSizes})
+	ctVars, err := cfg.Conntrack.Variables()
+	if err != nil {
+		return err
+	}
+	dp, err := datapath.Load(datapath.Config{PinDir: cfg.BPFRoot, Cubes: cubes.All, MapSizes: cfg.MapSizes, Variables: ctVars})
 	if err != nil {
 		return err
 	}
@@ -79,6 +83,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	settings.Routing, settings.PodIfacePrefix, settings.UplinkMTU = cfg.Routing, cfg.PodIfacePrefix, uplinkMTU
 	settings.Masquerade = cfg.Masquerade
+	settings.ConntrackGCInterval = cfg.Conntrack.GCInterval.Duration
 	for i, c := range cfg.NoMasquerade {
 		p, err := netip.ParsePrefix(strings.TrimSpace(c))
 		if err != nil {

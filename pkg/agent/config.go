@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/netcube/netcube/pkg/cni"
+	"github.com/netcube/netcube/pkg/cubes/ct"
 )
 
 // Config is the agent's configuration: flags, or a file of the same fields
@@ -84,6 +85,10 @@ type Config struct {
 	// heap grow to twice the live state before collecting, buys nothing
 	// but memory: 50 keeps the heap within 1.5 times the state.
 	GCPercent int `json:"gcPercent,omitempty"`
+
+	// Conntrack: the timeouts of translated flows and how often timed-out
+	// entries are removed.
+	Conntrack ct.Config `json:"conntrack,omitempty"`
 }
 
 // Defaults are kube-proxy's ports for metrics and health.
@@ -102,6 +107,7 @@ func Defaults() Config {
 		APIUnreachableGrace: metav1.Duration{Duration: 30 * time.Second},
 		LBAlgorithm:         "random",
 		NodePortRange:       "30000-32767",
+		Conntrack:           ct.Defaults(),
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/netcube/netcube/pkg/cube"
 	"github.com/netcube/netcube/pkg/cubes"
@@ -82,6 +83,19 @@ func flagSet(name string, cfg *Config) (fs *flag.FlagSet, configFile *string, cl
 	fs.StringVar(&cfg.LBAlgorithm, "lb-algorithm", cfg.LBAlgorithm, "how new flows pick a backend unless their Service's netcube.io/lb-algorithm annotation says: random or maglev")
 	fs.StringVar(&cfg.NodePortRange, "nodeport-range", cfg.NodePortRange, "NodePort range (lo-hi) that the node's own processes may not bind (socket-LB)")
 	fs.IntVar(&cfg.GCPercent, "gc-percent", cfg.GCPercent, "Go GC target percentage (GOGC); the GOGC environment variable wins")
+	for _, d := range []struct {
+		flag, help string
+		v          *time.Duration
+	}{
+		{"conntrack-tcp-timeout-established", "idle time after which an answered TCP flow is forgotten", &cfg.Conntrack.TCPEstablished.Duration},
+		{"conntrack-tcp-timeout-close", "idle time after which a reset TCP flow, or one closed without its last ACK seen, is forgotten", &cfg.Conntrack.TCPClose.Duration},
+		{"conntrack-tcp-timeout-syn", "idle time after which a TCP flow never answered is forgotten", &cfg.Conntrack.TCPSyn.Duration},
+		{"conntrack-udp-timeout", "idle time after which a UDP flow never answered is forgotten", &cfg.Conntrack.UDP.Duration},
+		{"conntrack-udp-timeout-stream", "idle time after which an answered UDP flow is forgotten", &cfg.Conntrack.UDPStream.Duration},
+		{"conntrack-gc-interval", "how often timed-out conntrack entries are removed", &cfg.Conntrack.GCInterval.Duration},
+	} {
+		fs.DurationVar(d.v, d.flag, *d.v, d.help)
+	}
 	for f, ms := range sizeFlags(cubes.All) {
 		fs.Func(f, fmt.Sprintf("entries of map %s (default %d)", strings.Join(ms.maps, ", "), ms.size), func(v string) error {
 			n, err := strconv.ParseUint(v, 10, 32)

@@ -3,6 +3,7 @@ package cube
 import (
 	"context"
 	"net/netip"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,6 +35,11 @@ type MapSpec struct {
 	// SizeFlag is the agent flag that sizes the map ("": not sizable).
 	// Maps of one flag are sized together.
 	SizeFlag string
+	// Upgrade, if set, carries the map's entries over when the pinned
+	// map (an earlier agent's) has another size or value layout: it turns
+	// an old value (its length tells the layout) into the current one,
+	// false if it cannot. Without it, such a pin stops the agent.
+	Upgrade func(old []byte) (current []byte, ok bool)
 }
 
 // Env is what a cube is given at Start.
@@ -74,6 +80,9 @@ type Settings struct {
 	// address.
 	Masquerade   bool
 	NoMasquerade []netip.Prefix
+	// ConntrackGCInterval: how often conntrack's timed-out entries are
+	// removed (0: never, tests).
+	ConntrackGCInterval time.Duration
 }
 
 // Started is what the agent runs for a cube.

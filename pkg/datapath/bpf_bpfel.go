@@ -24,12 +24,13 @@ type bpfCtEntry struct {
 	_         structs.HostLayout
 	BackendId uint32
 	RevNatId  uint32
-	CreatedNs uint64
+	LastNs    uint64
 	NatAddr   bpfNcAddr
 	NatPort   uint16
 	Flags     bpfCtFlags
 	Pad       uint8
 	Pad2      uint32
+	State     bpfCtState
 }
 
 type bpfCtFlags uint8
@@ -41,6 +42,12 @@ const (
 	bpfCtFlagsCT_F_HOST     bpfCtFlags = 8
 )
 
+type bpfCtGcResult struct {
+	_       structs.HostLayout
+	Seen    uint64
+	Removed uint64
+}
+
 type bpfCtKey struct {
 	_     structs.HostLayout
 	Saddr bpfNcAddr
@@ -51,6 +58,24 @@ type bpfCtKey struct {
 	Dir   bpfCtDir
 	Pad   uint16
 }
+
+type bpfCtStat uint32
+
+const (
+	bpfCtStatCT_STAT_CREATED       bpfCtStat = 0
+	bpfCtStatCT_STAT_CLOSED        bpfCtStat = 1
+	bpfCtStatCT_STAT_INSERT_FAILED bpfCtStat = 2
+	bpfCtStatCT_STAT_MAX           bpfCtStat = 3
+)
+
+type bpfCtState uint64
+
+const (
+	bpfCtStateCT_ST_REPLIED bpfCtState = 1
+	bpfCtStateCT_ST_FIN_FWD bpfCtState = 2
+	bpfCtStateCT_ST_FIN_REV bpfCtState = 4
+	bpfCtStateCT_ST_CLOSING bpfCtState = 8
+)
 
 type bpfFragKey struct {
 	_     structs.HostLayout
@@ -311,47 +336,55 @@ type bpfSockRevnatVal struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	bpfMapCtFlows           = "ct_flows"
-	bpfMapFragDatagrams     = "frag_datagrams"
-	bpfMapLbAffinity        = "lb_affinity"
-	bpfMapLbAffinityMatch   = "lb_affinity_match"
-	bpfMapLbBackends        = "lb_backends"
-	bpfMapLbMaglev          = "lb_maglev"
-	bpfMapLbRevnat          = "lb_revnat"
-	bpfMapLbServices        = "lb_services"
-	bpfMapLbSourceRanges    = "lb_source_ranges"
-	bpfMapNatNoMasq         = "nat_no_masq"
-	bpfMapNodeAddrs         = "node_addrs"
-	bpfMapNodeConfig        = "node_config"
-	bpfMapPolDrops          = "pol_drops"
-	bpfMapPolEndpoints      = "pol_endpoints"
-	bpfMapPolEntries        = "pol_entries"
-	bpfMapPolFlows          = "pol_flows"
-	bpfMapPolPeers          = "pol_peers"
-	bpfMapRouterConfig      = "router_config"
-	bpfMapRouterEndpoints   = "router_endpoints"
-	bpfMapRouterNodes       = "router_nodes"
-	bpfMapSockDestroyTarget = "sock_destroy_target"
-	bpfMapSockRevnat        = "sock_revnat"
-	bpfMapSockUdpBackend    = "sock_udp_backend"
-	bpfProgDestroyUdp       = "destroy_udp"
-	bpfProgFromNet          = "from_net"
-	bpfProgFromOverlay      = "from_overlay"
-	bpfProgFromPod          = "from_pod"
-	bpfProgSockBind4        = "sock_bind4"
-	bpfProgSockBind6        = "sock_bind6"
-	bpfProgSockConnect4     = "sock_connect4"
-	bpfProgSockConnect6     = "sock_connect6"
-	bpfProgSockGetpeername4 = "sock_getpeername4"
-	bpfProgSockGetpeername6 = "sock_getpeername6"
-	bpfProgSockRecvmsg4     = "sock_recvmsg4"
-	bpfProgSockRecvmsg6     = "sock_recvmsg6"
-	bpfProgSockRelease      = "sock_release"
-	bpfProgSockSendmsg4     = "sock_sendmsg4"
-	bpfProgSockSendmsg6     = "sock_sendmsg6"
-	bpfProgToNet            = "to_net"
-	bpfProgToOverlay        = "to_overlay"
-	bpfProgToPod            = "to_pod"
+	bpfMapCtFlows            = "ct_flows"
+	bpfMapCtStats            = "ct_stats"
+	bpfMapFragDatagrams      = "frag_datagrams"
+	bpfMapLbAffinity         = "lb_affinity"
+	bpfMapLbAffinityMatch    = "lb_affinity_match"
+	bpfMapLbBackends         = "lb_backends"
+	bpfMapLbMaglev           = "lb_maglev"
+	bpfMapLbRevnat           = "lb_revnat"
+	bpfMapLbServices         = "lb_services"
+	bpfMapLbSourceRanges     = "lb_source_ranges"
+	bpfMapNatNoMasq          = "nat_no_masq"
+	bpfMapNodeAddrs          = "node_addrs"
+	bpfMapNodeConfig         = "node_config"
+	bpfMapPolDrops           = "pol_drops"
+	bpfMapPolEndpoints       = "pol_endpoints"
+	bpfMapPolEntries         = "pol_entries"
+	bpfMapPolFlows           = "pol_flows"
+	bpfMapPolPeers           = "pol_peers"
+	bpfMapRouterConfig       = "router_config"
+	bpfMapRouterEndpoints    = "router_endpoints"
+	bpfMapRouterNodes        = "router_nodes"
+	bpfMapSockDestroyTarget  = "sock_destroy_target"
+	bpfMapSockRevnat         = "sock_revnat"
+	bpfMapSockUdpBackend     = "sock_udp_backend"
+	bpfProgCtGc              = "ct_gc"
+	bpfProgDestroyUdp        = "destroy_udp"
+	bpfProgFromNet           = "from_net"
+	bpfProgFromOverlay       = "from_overlay"
+	bpfProgFromPod           = "from_pod"
+	bpfProgSockBind4         = "sock_bind4"
+	bpfProgSockBind6         = "sock_bind6"
+	bpfProgSockConnect4      = "sock_connect4"
+	bpfProgSockConnect6      = "sock_connect6"
+	bpfProgSockGetpeername4  = "sock_getpeername4"
+	bpfProgSockGetpeername6  = "sock_getpeername6"
+	bpfProgSockRecvmsg4      = "sock_recvmsg4"
+	bpfProgSockRecvmsg6      = "sock_recvmsg6"
+	bpfProgSockRelease       = "sock_release"
+	bpfProgSockSendmsg4      = "sock_sendmsg4"
+	bpfProgSockSendmsg6      = "sock_sendmsg6"
+	bpfProgToNet             = "to_net"
+	bpfProgToOverlay         = "to_overlay"
+	bpfProgToPod             = "to_pod"
+	bpfVarCtTimeoutClose     = "ct_timeout_close"
+	bpfVarCtTimeoutSyn       = "ct_timeout_syn"
+	bpfVarCtTimeoutTcp       = "ct_timeout_tcp"
+	bpfVarCtTimeoutUdp       = "ct_timeout_udp"
+	bpfVarCtTimeoutUdpStream = "ct_timeout_udp_stream"
+	bpfVarGcSweep            = "gc_sweep"
 )
 
 // loadBpf returns the embedded CollectionSpec for bpf.
@@ -396,6 +429,7 @@ type bpfSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type bpfProgramSpecs struct {
+	CtGc             *ebpf.ProgramSpec `ebpf:"ct_gc"`
 	DestroyUdp       *ebpf.ProgramSpec `ebpf:"destroy_udp"`
 	FromNet          *ebpf.ProgramSpec `ebpf:"from_net"`
 	FromOverlay      *ebpf.ProgramSpec `ebpf:"from_overlay"`
@@ -421,6 +455,7 @@ type bpfProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type bpfMapSpecs struct {
 	CtFlows           *ebpf.MapSpec `ebpf:"ct_flows"`
+	CtStats           *ebpf.MapSpec `ebpf:"ct_stats"`
 	FragDatagrams     *ebpf.MapSpec `ebpf:"frag_datagrams"`
 	LbAffinity        *ebpf.MapSpec `ebpf:"lb_affinity"`
 	LbAffinityMatch   *ebpf.MapSpec `ebpf:"lb_affinity_match"`
@@ -449,6 +484,12 @@ type bpfMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type bpfVariableSpecs struct {
+	CtTimeoutClose     *ebpf.VariableSpec `ebpf:"ct_timeout_close"`
+	CtTimeoutSyn       *ebpf.VariableSpec `ebpf:"ct_timeout_syn"`
+	CtTimeoutTcp       *ebpf.VariableSpec `ebpf:"ct_timeout_tcp"`
+	CtTimeoutUdp       *ebpf.VariableSpec `ebpf:"ct_timeout_udp"`
+	CtTimeoutUdpStream *ebpf.VariableSpec `ebpf:"ct_timeout_udp_stream"`
+	GcSweep            *ebpf.VariableSpec `ebpf:"gc_sweep"`
 }
 
 // bpfObjects contains all objects after they have been loaded into the kernel.
@@ -472,6 +513,7 @@ func (o *bpfObjects) Close() error {
 // It can be passed to loadBpfObjects or ebpf.CollectionSpec.LoadAndAssign.
 type bpfMaps struct {
 	CtFlows           *ebpf.Map `ebpf:"ct_flows"`
+	CtStats           *ebpf.Map `ebpf:"ct_stats"`
 	FragDatagrams     *ebpf.Map `ebpf:"frag_datagrams"`
 	LbAffinity        *ebpf.Map `ebpf:"lb_affinity"`
 	LbAffinityMatch   *ebpf.Map `ebpf:"lb_affinity_match"`
@@ -499,6 +541,7 @@ type bpfMaps struct {
 func (m *bpfMaps) Close() error {
 	return _BpfClose(
 		m.CtFlows,
+		m.CtStats,
 		m.FragDatagrams,
 		m.LbAffinity,
 		m.LbAffinityMatch,
@@ -528,12 +571,19 @@ func (m *bpfMaps) Close() error {
 //
 // It can be passed to loadBpfObjects or ebpf.CollectionSpec.LoadAndAssign.
 type bpfVariables struct {
+	CtTimeoutClose     *ebpf.Variable `ebpf:"ct_timeout_close"`
+	CtTimeoutSyn       *ebpf.Variable `ebpf:"ct_timeout_syn"`
+	CtTimeoutTcp       *ebpf.Variable `ebpf:"ct_timeout_tcp"`
+	CtTimeoutUdp       *ebpf.Variable `ebpf:"ct_timeout_udp"`
+	CtTimeoutUdpStream *ebpf.Variable `ebpf:"ct_timeout_udp_stream"`
+	GcSweep            *ebpf.Variable `ebpf:"gc_sweep"`
 }
 
 // bpfPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to loadBpfObjects or ebpf.CollectionSpec.LoadAndAssign.
 type bpfPrograms struct {
+	CtGc             *ebpf.Program `ebpf:"ct_gc"`
 	DestroyUdp       *ebpf.Program `ebpf:"destroy_udp"`
 	FromNet          *ebpf.Program `ebpf:"from_net"`
 	FromOverlay      *ebpf.Program `ebpf:"from_overlay"`
@@ -556,6 +606,7 @@ type bpfPrograms struct {
 
 func (p *bpfPrograms) Close() error {
 	return _BpfClose(
+		p.CtGc,
 		p.DestroyUdp,
 		p.FromNet,
 		p.FromOverlay,

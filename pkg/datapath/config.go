@@ -11,4 +11,7 @@ type Config struct {
 	Cubes []cube.Cube
 	// MapSizes by map name override the cubes' defaults; 0 = default.
 	MapSizes map[string]uint32
+	// Variables are the object's constants (volatile const) to set, by
+	// name, e.g. conntrack's timeouts; others keep their compiled value.
+	Variables map[string]any
 }

@@ -61,3 +61,7 @@ func (m *kernelMap) ReplaceInner(key, values any) error {
 	}
 	return m.Map.Put(key, inner)
 }
+
+// Unwrap is the kernel map itself, for what only it can do (an iterator
+// over its entries).
+func (m *kernelMap) Unwrap() *ebpf.Map { return m.Map }

@@ -33,6 +33,15 @@ func Load(cfg Config) (*Datapath, error) {
 	if err != nil {
 		return nil, err
 	}
+	for name, v := range cfg.Variables {
+		vs, ok := spec.Variables[name]
+		if !ok || !vs.Constant() {
+			return nil, fmt.Errorf("the BPF object has no constant %s", name)
+		}
+		if err := vs.Set(v); err != nil {
+			return nil, fmt.Errorf("set %s: %w", name, err)
+		}
+	}
 
 	opts := &ebpf.CollectionOptions{}
 	if cfg.PinDir != "" {
@@ -46,8 +55,13 @@ func Load(cfg Config) (*Datapath, error) {
 		}
 	}
 
+	carried, err := takeOver(spec, cfg)
+	if err != nil {
+		return nil, err
+	}
 	d := &Datapath{pinDir: cfg.PinDir, flags: flags}
 	if err := spec.LoadAndAssign(&d.objs, opts); err != nil {
+		giveBack(carried)
 		if errors.Is(err, ebpf.ErrMapIncompatible) {
 			return nil, fmt.Errorf("%w: a map pinned under %s has another size or layout than this agent's; "+
 				"restore the old size flags, or remove the pins with `netcube-agent --cleanup` (drops established flows)",
@@ -67,6 +81,7 @@ func Load(cfg Config) (*Datapath, error) {
 		}
 		d.maps[name] = km
 	}
+	finish(carried, d.maps)
 	return d, nil
 }
 

@@ -40,6 +40,9 @@ type (
 type (
 	CTDir         = bpfCtDir         // enum ct_dir
 	CTFlags       = bpfCtFlags       // enum ct_flags
+	CTState       = bpfCtState       // enum ct_state
+	CTStat        = bpfCtStat        // enum ct_stat
+	CTGCResult    = bpfCtGcResult    // struct ct_gc_result
 	ServiceFlags  = bpfLbSvcFlags    // enum lb_svc_flags
 	NodeAddrIndex = bpfNodeAddrIndex // enum node_addr_index
 	RouterMode    = bpfRouterMode    // enum router_mode
@@ -58,6 +61,13 @@ const (
 	CTSNAT     = bpfCtFlagsCT_F_SNAT
 	CTMasq     = bpfCtFlagsCT_F_MASQ
 	CTHost     = bpfCtFlagsCT_F_HOST
+
+	CTReplied = bpfCtStateCT_ST_REPLIED
+	CTClosing = bpfCtStateCT_ST_CLOSING
+
+	CTStatCreated      = bpfCtStatCT_STAT_CREATED
+	CTStatClosed       = bpfCtStatCT_STAT_CLOSED
+	CTStatInsertFailed = bpfCtStatCT_STAT_INSERT_FAILED
 
 	ServiceExternal     = bpfLbSvcFlagsLB_SVC_EXTERNAL
 	ServiceLocal        = bpfLbSvcFlagsLB_SVC_LOCAL

@@ -9,8 +9,15 @@
  * its reply entry is keyed {backend -> node address:port} and holds the
  * client's address and port (nat_addr, nat_port), and its service entry
  * the node address and port it was given.
- * LRU eviction bounds the table; a flow whose entry was evicted is simply
- * load-balanced again on its next packet.
+ * Lifecycle: both entries of a flow share its state (enum ct_state) and
+ * the time of its last packet; an entry is dead once the timeout of its
+ * state has passed (ct_expired: the datapath no longer follows it, the
+ * agent's GC removes it). A TCP flow is removed by the datapath itself at
+ * its close (a RST, or the last ACK after FINs both ways), so that churn
+ * of short connections does not fill the table; a SYN on a flow that was
+ * answered or is closing opens a new flow (a reused client port).
+ * LRU eviction is the last bound of the table; a flow whose entry was
+ * evicted is simply load-balanced again on its next packet.
  */
 #pragma once
 #include "lib/common.h"
@@ -26,6 +33,104 @@ static always_inline void ct_key_from_flow(struct ct_key *k, const struct flow *
 	k->proto = f->proto;
 	k->dir = dir;
 	k->pad = 0;
+}
+
+#define CT_ST_FINS (CT_ST_FIN_FWD | CT_ST_FIN_REV)
+#define CT_TOUCH_NS 1000000000ULL
+
+static always_inline void ct_count(enum ct_stat stat)
+{
+	__u64 *n = bpf_map_lookup_elem(&ct_stats, &stat);
+
+	if (n)
+		*n += 1;
+}
+
+/* ct_timeout_ns is how long a flow of proto in state st lives after its
+ * last packet. */
+static always_inline __u64 ct_timeout_ns(__u64 st, __u8 proto)
+{
+	__u32 s;
+
+	if (proto == IPPROTO_TCP)
+		s = (st & CT_ST_CLOSING) ? ct_timeout_close : (st & CT_ST_REPLIED) ? ct_timeout_tcp : ct_timeout_syn;
+	else
+		s = (st & CT_ST_REPLIED) ? ct_timeout_udp_stream : ct_timeout_udp;
+	return (__u64)s * 1000000000ULL;
+}
+
+static always_inline int ct_expired(const struct ct_entry *e, __u8 proto)
+{
+	return nc_now() - e->last_ns > ct_timeout_ns(e->state, proto);
+}
+
+/* ct_reopens says whether f, a TCP SYN, starts a new connection on a
+ * client port whose old flow was answered or is closing (its close
+ * unseen, or not yet timed out): the old entries must not decide where
+ * it goes. A SYN on an unanswered flow is the same one, retransmitted. */
+static always_inline int ct_reopens(const struct flow *f, const struct ct_entry *e)
+{
+	return f->proto == IPPROTO_TCP && flow_is_new(f) && (e->state & (CT_ST_REPLIED | CT_ST_CLOSING));
+}
+
+/* ct_packet_state: what packet f, going way dir, tells of its flow. */
+static always_inline __u64 ct_packet_state(const struct flow *f, __u8 dir)
+{
+	__u64 st = dir == CT_REPLY ? CT_ST_REPLIED : 0;
+
+	if (f->proto != IPPROTO_TCP)
+		return st;
+	if (f->tcp_flags & TCP_FLAG_RST)
+		st |= CT_ST_CLOSING;
+	if (f->tcp_flags & TCP_FLAG_FIN)
+		st |= dir == CT_SERVICE ? CT_ST_FIN_FWD : CT_ST_FIN_REV;
+	return st;
+}
+
+/* ct_news says whether packet f (way dir) is news for entry e: a state
+ * it does not hold yet, the flow's end, or its time to be refreshed. The
+ * reply path looks the flow's other entry up only then. */
+static always_inline int ct_news(const struct ct_entry *e, const struct flow *f, __u8 dir)
+{
+	__u64 add = ct_packet_state(f, dir);
+
+	return (add & ~e->state) || (add & CT_ST_CLOSING) || (e->state & CT_ST_FINS) == CT_ST_FINS ||
+	       nc_now() - e->last_ns > CT_TOUCH_NS;
+}
+
+/* ct_observe records packet f, going way dir, in its flow's entry e and
+ * (if known) the other one. It returns 1 when the packet ends the flow (a
+ * RST, or the last ACK after FINs both ways): the caller removes both
+ * entries (ct_remove) once it has read what it needs from them. */
+static always_inline int ct_observe(struct ct_entry *e, struct ct_entry *other, const struct flow *f, __u8 dir)
+{
+	__u64 before = e->state, add = ct_packet_state(f, dir), after = before | add;
+	__u64 now = nc_now();
+
+	if ((after & CT_ST_FINS) == CT_ST_FINS)
+		after |= CT_ST_CLOSING;
+	if (after != before) {
+		__sync_fetch_and_or(&e->state, after);
+		if (other)
+			__sync_fetch_and_or(&other->state, after);
+	}
+	if (after != before || now - e->last_ns > CT_TOUCH_NS) {
+		e->last_ns = now;
+		if (other)
+			other->last_ns = now;
+	}
+	if (f->proto != IPPROTO_TCP)
+		return 0;
+	return (add & CT_ST_CLOSING) || ((before & CT_ST_FINS) == CT_ST_FINS && !(f->tcp_flags & TCP_FLAG_FIN));
+}
+
+/* ct_remove deletes a closed flow's two entries. */
+static always_inline void ct_remove(const struct ct_key *a, const struct ct_key *b)
+{
+	bpf_map_delete_elem(&ct_flows, a);
+	if (b)
+		bpf_map_delete_elem(&ct_flows, b);
+	ct_count(CT_STAT_CLOSED);
 }
 
 static always_inline struct ct_entry *ct_lookup(const struct flow *f, __u8 dir)
@@ -72,14 +177,17 @@ static always_inline int ct_create_flow(const struct flow *f, __u32 backend_id,
 					const struct nc_addr *baddr, __be16 bport, __u32 rev_nat_id,
 					__u8 flags, const struct nc_addr *snat_addr, __be16 snat_port)
 {
+	__u64 now = nc_now();
 	struct ct_entry e = {
 		.backend_id = backend_id,
 		.rev_nat_id = rev_nat_id,
-		.created_ns = nc_now(),
+		.last_ns = now,
 		.flags = flags,
 	};
 	struct ct_key k;
 	int err;
+
+	ct_count(CT_STAT_CREATED);
 
 	ct_reply_key(&k, baddr, bport, &f->saddr, f->sport, f->proto);
 	if (flags & CT_F_SNAT) {
@@ -89,13 +197,18 @@ static always_inline int ct_create_flow(const struct flow *f, __u32 backend_id,
 	}
 	err = bpf_map_update_elem(&ct_flows, &k, &e, BPF_ANY);
 	if (err)
-		return err;
+		goto failed;
 	if (flags & CT_F_SNAT) {
 		e.nat_addr = *snat_addr; /* later packets keep their node port */
 		e.nat_port = snat_port;
 	}
 	ct_key_from_flow(&k, f, CT_SERVICE);
-	return bpf_map_update_elem(&ct_flows, &k, &e, BPF_ANY);
+	err = bpf_map_update_elem(&ct_flows, &k, &e, BPF_ANY);
+	if (!err)
+		return 0;
+failed:
+	ct_count(CT_STAT_INSERT_FAILED);
+	return err;
 }
 
 /* ct_create records a flow translated only in its destination. */
@@ -128,24 +241,46 @@ static always_inline int ct_reply_taken(const struct nc_addr *baddr, __be16 bpor
 	return bpf_map_lookup_elem(&ct_flows, &k) != NULL;
 }
 
+/* ct_reply_of returns the reply half of the service entry ct of flow f
+ * (its key in *k), or NULL: the reply entry from the backend baddr:bport,
+ * with the same reverse-NAT id and, for a SNATed flow, keyed on the SNAT
+ * address and remembering this client. */
+static always_inline struct ct_entry *ct_reply_of(const struct flow *f, const struct ct_entry *ct,
+						  const struct nc_addr *baddr, __be16 bport, struct ct_key *k)
+{
+	struct ct_entry *r;
+
+	if (ct->flags & CT_F_SNAT)
+		ct_reply_key(k, baddr, bport, &ct->nat_addr, ct->nat_port, f->proto);
+	else
+		ct_reply_key(k, baddr, bport, &f->saddr, f->sport, f->proto);
+	r = bpf_map_lookup_elem(&ct_flows, k);
+	if (!r || r->rev_nat_id != ct->rev_nat_id)
+		return NULL;
+	if ((ct->flags & CT_F_SNAT) && !(addr_equal(&r->nat_addr, &f->saddr) && r->nat_port == f->sport))
+		return NULL;
+	return r;
+}
+
 /* ct_reply_matches says whether the service entry ct of flow f still has
- * its reply half: the reply entry from the backend baddr:bport, with the
- * same reverse-NAT id and, for a SNATed flow, keyed on the SNAT address
- * and remembering this client. */
+ * its reply half (ct_reply_of). */
 static always_inline int ct_reply_matches(const struct flow *f, const struct ct_entry *ct,
 					  const struct nc_addr *baddr, __be16 bport)
 {
 	struct ct_key k;
-	struct ct_entry *r;
 
-	if (ct->flags & CT_F_SNAT)
-		ct_reply_key(&k, baddr, bport, &ct->nat_addr, ct->nat_port, f->proto);
-	else
-		ct_reply_key(&k, baddr, bport, &f->saddr, f->sport, f->proto);
-	r = bpf_map_lookup_elem(&ct_flows, &k);
-	if (!r || r->rev_nat_id != ct->rev_nat_id)
-		return 0;
-	if (ct->flags & CT_F_SNAT)
-		return addr_equal(&r->nat_addr, &f->saddr) && r->nat_port == f->sport;
-	return 1;
+	return ct_reply_of(f, ct, baddr, bport, &k) != NULL;
+}
+
+/* ct_established returns the live service entry of flow f (key in *sk)
+ * and its reply half (in *r, key in *rk) to backend baddr:bport, or NULL:
+ * none, half gone, timed out, or a SYN reopening the client port. */
+static always_inline struct ct_entry *ct_established(const struct flow *f, struct ct_entry *s,
+						     const struct nc_addr *baddr, __be16 bport,
+						     struct ct_entry **r, struct ct_key *rk)
+{
+	if (!s || ct_expired(s, f->proto) || ct_reopens(f, s))
+		return NULL;
+	*r = ct_reply_of(f, s, baddr, bport, rk);
+	return *r ? s : NULL;
 }

@@ -31,16 +31,59 @@ enum ct_flags : __u8 {
 			    * through the uplink, where to_net translates them */
 };
 
+/* What a flow has shown so far (both entries of a flow hold the same
+ * bits): its timeout (ct_timeout_ns) and when it has ended. */
+enum ct_state : __u64 {
+	CT_ST_REPLIED = 1, /* the backend (or server) has answered */
+	CT_ST_FIN_FWD = 2, /* TCP: a FIN from the client */
+	CT_ST_FIN_REV = 4, /* TCP: a FIN from the backend */
+	CT_ST_CLOSING = 8, /* TCP: a RST, or FINs both ways */
+};
+
 struct ct_entry {
 	__u32 backend_id; /* CT_SERVICE: the backend this flow is pinned to */
 	__u32 rev_nat_id;
-	__u64 created_ns; /* when the flow was first balanced (flow age) */
+	__u64 last_ns; /* the flow's last packet, either way (to the second:
+			* refreshed at most once per CT_TOUCH_NS) */
 	struct nc_addr nat_addr; /* CT_F_SNAT: service: node side; reply: client */
 	__be16 nat_port;
 	enum ct_flags flags;
 	__u8 pad;
 	__u32 pad2;
+	enum ct_state state; /* bits, set atomically (a flow's two ways
+		      * may run on two CPUs at once; 64 bits: the only atomic
+		      * OR of the instruction set we compile for) */
 };
+
+/* Timeouts in seconds, after the flow's last packet, set by the agent at
+ * load (--conntrack-* flags, named after kube-proxy's). */
+volatile const __u32 ct_timeout_syn = 60;          /* TCP not yet answered */
+volatile const __u32 ct_timeout_tcp = 86400;       /* TCP established */
+volatile const __u32 ct_timeout_close = 10;        /* TCP closing */
+volatile const __u32 ct_timeout_udp = 30;          /* UDP not yet answered */
+volatile const __u32 ct_timeout_udp_stream = 300;  /* UDP answered */
+
+/* What one sweep of the GC (bpf/entry/ct_gc.c) found. */
+struct ct_gc_result {
+	__u64 seen;    /* entries */
+	__u64 removed; /* of those, timed out and removed */
+};
+
+/* Counters of the table's life (per CPU, summed by the agent). */
+enum ct_stat : __u32 {
+	CT_STAT_CREATED = 0,   /* flows written (a new flow, or one rewritten) */
+	CT_STAT_CLOSED,        /* flows the datapath removed at their close */
+	CT_STAT_INSERT_FAILED, /* flows that could not be written */
+	CT_STAT_MAX,
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, enum ct_stat);
+	__type(value, __u64);
+	__uint(max_entries, CT_STAT_MAX);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} ct_stats SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);

@@ -1,8 +1,11 @@
 // Package ct is the Go side of the conntrack cube (bpf/cubes/ct): the
-// datapath creates and reads its entries; the agent only sizes the table
-// (--ct-map-size) and, for tests and inspection, reads it. It also owns the
-// table of fragmented datagrams the packet parser keeps (bpf/lib/frag.h:
-// a datagram's ports, for its later fragments; --frag-map-size).
+// datapath creates, follows and (at a flow's close) removes its entries;
+// the agent sizes the table (--ct-map-size), sets its timeouts at load
+// (Config, the --conntrack-* flags), removes timed-out entries with the
+// datapath's own iterator (GC) and exports the table's metrics. It also
+// owns the table of fragmented datagrams the packet parser keeps
+// (bpf/lib/frag.h: a datagram's ports, for its later fragments;
+// --frag-map-size).
 package ct
 
 import (
@@ -17,6 +20,9 @@ const MapFlows = "ct_flows"
 
 // MapFragments holds the ports of datagrams being fragmented.
 const MapFragments = "frag_datagrams"
+
+// MapStats counts, per CPU, flows written, closed and not written.
+const MapStats = "ct_stats"
 
 // Directions of an entry (enum ct_dir in bpf/cubes/ct/ct_maps.h).
 const (
@@ -33,13 +39,24 @@ func (Cube) Name() string { return "ct" }
 
 func (Cube) Maps() []cube.MapSpec {
 	return []cube.MapSpec{
-		{Name: MapFlows, DefaultSize: 262144, SizeFlag: "ct-map-size"},
+		{Name: MapFlows, DefaultSize: 262144, SizeFlag: "ct-map-size", Upgrade: upgradeEntry},
 		{Name: MapFragments, DefaultSize: 8192, SizeFlag: "frag-map-size"},
+		{Name: MapStats},
 	}
 }
 
-// Start has nothing to do: conntrack's entries are the datapath's.
-func (Cube) Start(context.Context, cube.Env) (cube.Started, error) { return cube.Started{}, nil }
+// Start runs the GC every Settings.ConntrackGCInterval and exports the
+// table's metrics.
+func (Cube) Start(ctx context.Context, env cube.Env) (cube.Started, error) {
+	gc, err := NewGC(env.Program("ct_gc"), env.Maps.Map(MapFlows), env.Maps.Map(MapStats))
+	if err != nil {
+		return cube.Started{}, err
+	}
+	if iv := env.Settings.ConntrackGCInterval; iv > 0 {
+		go gc.Run(ctx, iv)
+	}
+	return cube.Started{Metrics: gc.Metrics()}, nil
+}
 
 // Lookup reads the entry of key.
 func Lookup(maps *cube.Maps, key datapath.CTKey) (datapath.CTEntry, bool, error) {

@@ -1,0 +1,118 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/netcube/netcube/pkg/cube"
+)
+
+// A carryOver moves the entries of a pinned map whose size or value
+// layout differs from this agent's into the new map: the old map is read
+// whole and unpinned (kept alive by its fd, and by the programs still
+// attached, which go on using it) before the object is loaded, and its
+// entries, upgraded, are written to the new map after. Entries the old
+// programs write in between (the agent's start) are not carried: their
+// flows are balanced again, as after an eviction.
+type carryOver struct {
+	name, path   string
+	old          *ebpf.Map
+	keys, values [][]byte
+	dropped      int // values Upgrade refused
+}
+
+// takeOver prepares a carry-over for each pinned map of spec that a cube
+// can upgrade (cube.MapSpec.Upgrade) and that the object could not reuse
+// as it is. A map whose key layout or type changed is left alone: the
+// load then fails, naming it.
+func takeOver(spec *ebpf.CollectionSpec, cfg Config) ([]*carryOver, error) {
+	if cfg.PinDir == "" {
+		return nil, nil
+	}
+	var out []*carryOver
+	for _, c := range cfg.Cubes {
+		for _, m := range c.Maps() {
+			if m.Upgrade == nil {
+				continue
+			}
+			co, err := takeOverMap(spec.Maps[m.Name], filepath.Join(cfg.PinDir, m.Name), m)
+			if err != nil {
+				giveBack(out)
+				return nil, err
+			}
+			if co != nil {
+				out = append(out, co)
+			}
+		}
+	}
+	return out, nil
+}
+
+func takeOverMap(ms *ebpf.MapSpec, path string, m cube.MapSpec) (*carryOver, error) {
+	old, err := ebpf.LoadPinnedMap(path, nil)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("open pinned map %s: %w", m.Name, err)
+	}
+	if ms.Compatible(old) == nil || old.Type() != ms.Type || old.KeySize() != ms.KeySize {
+		old.Close()
+		return nil, nil
+	}
+	co := &carryOver{name: m.Name, path: path, old: old}
+	key, value := make([]byte, old.KeySize()), make([]byte, old.ValueSize())
+	it := old.Iterate()
+	for it.Next(&key, &value) {
+		v, ok := m.Upgrade(value)
+		if !ok {
+			co.dropped++
+			continue
+		}
+		co.keys = append(co.keys, append([]byte(nil), key...))
+		co.values = append(co.values, v)
+	}
+	if err := it.Err(); err != nil {
+		old.Close()
+		return nil, fmt.Errorf("read pinned map %s: %w", m.Name, err)
+	}
+	if err := old.Unpin(); err != nil {
+		old.Close()
+		return nil, fmt.Errorf("unpin %s: %w", m.Name, err)
+	}
+	return co, nil
+}
+
+// giveBack pins the old maps again (the load failed: the node keeps what
+// it had).
+func giveBack(cos []*carryOver) {
+	for _, co := range cos {
+		if err := co.old.Pin(co.path); err != nil {
+			slog.Error("pin back an old map", "map", co.name, "err", err)
+		}
+		co.old.Close()
+	}
+}
+
+// finish writes the carried entries to the new maps and lets the old
+// ones go.
+func finish(cos []*carryOver, maps map[string]*kernelMap) {
+	for _, co := range cos {
+		written, failed := 0, 0
+		for i := range co.keys {
+			if err := maps[co.name].Map.Update(co.keys[i], co.values[i], ebpf.UpdateAny); err != nil {
+				failed++
+				continue
+			}
+			written++
+		}
+		slog.Info("map carried over from an earlier layout or size", "map", co.name,
+			"old_value_size", co.old.ValueSize(), "old_size", co.old.MaxEntries(),
+			"entries", written, "not_written", failed, "not_upgradable", co.dropped)
+		co.old.Close()
+	}
+}
