@@ -1,10 +1,11 @@
 # netcube: every target runs as root (BPF, network namespaces, cgroups).
 GO      ?= go
+SHELL   := /bin/bash
 BIN     := bin
 # Tests share the machine's namespaces, cgroups and bpffs: run packages one at a time.
 TESTFLAGS ?= -p 1 -count=1 -timeout 30m
 
-.PHONY: all deps tools e2e-tools generate manifests build images test fuzz e2e netpol demo sandbox sandbox-down bench bench-sync bench-compare bench-podnet lint clean
+.PHONY: all deps tools e2e-tools generate manifests build images test fuzz reliability e2e netpol demo sandbox sandbox-down bench bench-sync bench-compare bench-podnet lint clean
 
 all: build
 
@@ -42,6 +43,14 @@ FUZZTIME ?= 10m
 fuzz:            ## fuzz the tc programs (BPF_PROG_RUN) and the manifest translation, FUZZTIME each (make test: 15s)
 	$(GO) test -run '^$$' -fuzz FuzzPrograms -fuzztime $(FUZZTIME) ./pkg/datapath
 	$(GO) test -run '^$$' -fuzz FuzzManifests -fuzztime $(FUZZTIME) ./pkg/source/yamldir
+
+RELIABILITY_TESTS := TestConntrackChurnKeepsIdleFlows|TestAgentKillUnderLoad|TestNodeRebootConverges|TestAPIServerOutage|TestMapFullFromTheAPI|TestUpgradeCarriesConntrackOver
+reliability: deps build tools ## the fault tests, long versions (the API server down 10 minutes): docs/benchmarks/reliability.md
+	rm -f $(BIN)/reliability.jsonl
+	NETCUBE_RELIABILITY_LONG=1 NETCUBE_RELIABILITY_OUT=$(CURDIR)/$(BIN)/reliability.jsonl NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) \
+		$(GO) test -p 1 -count=1 -timeout 60m -v -run '$(RELIABILITY_TESTS)' ./test/integration ./test/controlplane ./pkg/datapath 2>&1 | \
+		tee $(BIN)/reliability.log | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok)|fault record'; rc=$${PIPESTATUS[0]}; \
+		$(BIN)/netcube bench reliability --in $(BIN)/reliability.jsonl --out docs/benchmarks && exit $$rc
 
 e2e: deps images tools e2e-tools ## Kubernetes' sig-network e2e tests against real nodes running netcube: docs/conformance/sig-network.md
 	$(BIN)/netcube e2e --report docs/conformance/sig-network.md

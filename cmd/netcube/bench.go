@@ -30,8 +30,11 @@ func benchCmd(args []string) error {
 	if len(args) > 0 && args[0] == "policy-latency" {
 		return benchPolicyLatency(args[1:])
 	}
+	if len(args) > 0 && args[0] == "reliability" {
+		return benchReliability(args[1:])
+	}
 	if len(args) == 0 || args[0] != "datapath" {
-		return errors.New("usage: netcube bench datapath|sync|compare|podnet|policy|policy-latency [flags]")
+		return errors.New("usage: netcube bench datapath|sync|compare|podnet|policy|policy-latency|reliability [flags]")
 	}
 	fs := flag.NewFlagSet("bench datapath", flag.ExitOnError)
 	cfg := bench.DatapathConfig{Log: os.Stdout}
@@ -234,6 +237,28 @@ func benchPolicyLatency(args []string) error {
 		return err
 	}
 	fmt.Println()
+	fmt.Print(rep.Markdown())
+	return nil
+}
+
+// benchReliability renders what the fault tests recorded (`make
+// reliability` runs them, long versions, then this) as
+// docs/benchmarks/reliability.{json,md}.
+func benchReliability(args []string) error {
+	fs := flag.NewFlagSet("bench reliability", flag.ExitOnError)
+	in := fs.String("in", "", "the fault records (JSON lines; the tests append to $NETCUBE_RELIABILITY_OUT)")
+	out := fs.String("out", "docs/benchmarks", "directory for reliability.{json,md} and plots/reliability.svg")
+	_ = fs.Parse(args)
+	if *in == "" {
+		return errors.New("usage: netcube bench reliability --in RECORDS [--out DIR]; `make reliability` runs the fault tests and this")
+	}
+	rep, err := bench.ReadReliability(*in)
+	if err != nil {
+		return err
+	}
+	if err := rep.Write(*out); err != nil {
+		return err
+	}
 	fmt.Print(rep.Markdown())
 	return nil
 }

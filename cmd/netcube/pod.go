@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -16,7 +17,7 @@ import (
 // podCmd holds the tools that run inside sandbox pods.
 func podCmd(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: netcube pod serve|request|load")
+		return errors.New("usage: netcube pod serve|request|load|hold")
 	}
 	fs := flag.NewFlagSet("pod "+args[0], flag.ExitOnError)
 	switch args[0] {
@@ -29,9 +30,21 @@ func podCmd(args []string) error {
 			return traffic.ServeSequential(*name, *port)
 		}
 		return traffic.Serve(*name, *port)
+	case "hold":
+		c := traffic.Client{}
+		fs.StringVar(&c.Proto, "proto", "tcp", "tcp or udp")
+		fs.DurationVar(&c.Timeout, "timeout", 2*time.Second, "per-request timeout")
+		count := fs.Int("count", 1000, "connections to hold")
+		_ = fs.Parse(args[1:])
+		if fs.NArg() != 1 {
+			return errors.New("usage: netcube pod hold [flags] HOST:PORT (then a line on stdin per check; EOF closes)")
+		}
+		c.Addr = fs.Arg(0)
+		return hold(c, *count)
 	case "request", "load":
 		c := &traffic.Client{}
 		fs.StringVar(&c.Proto, "proto", "tcp", "tcp or udp")
+		fs.BoolVar(&c.CloseWithFIN, "fin", false, "TCP: close each connection with a FIN (default: a reset, so a client never runs out of ports to TIME_WAIT)")
 		fs.BoolVar(&c.Persistent, "persistent", false, "one connection for all requests (default: a new one each)")
 		fs.DurationVar(&c.Timeout, "timeout", 2*time.Second, "per-request timeout")
 		count := fs.Int("count", 1, "requests to send (request; 0 = until killed)")
@@ -71,4 +84,22 @@ func podCmd(args []string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown pod command %q", args[0])
+}
+
+// hold opens count connections, prints their report (one JSON line), then
+// checks them all for each line read on stdin, until EOF.
+func hold(c traffic.Client, count int) error {
+	h, rep := traffic.Hold(c, count)
+	defer h.Close()
+	enc := json.NewEncoder(os.Stdout)
+	if err := enc.Encode(rep); err != nil {
+		return err
+	}
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		if err := enc.Encode(h.Check()); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
 }

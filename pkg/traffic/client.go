@@ -30,6 +30,9 @@ type Client struct {
 	// Persistent keeps one connection (one socket, for UDP) for all
 	// requests; otherwise each request opens a new one.
 	Persistent bool
+	// CloseWithFIN closes TCP connections the normal way (FIN, then
+	// TIME_WAIT); otherwise they are reset (see Close).
+	CloseWithFIN bool
 
 	conn net.Conn
 	r    *bufio.Reader
@@ -92,7 +95,7 @@ func (c *Client) Close() {
 	if c.conn == nil {
 		return
 	}
-	if tcp, ok := c.conn.(*net.TCPConn); ok {
+	if tcp, ok := c.conn.(*net.TCPConn); ok && !c.CloseWithFIN {
 		_ = tcp.SetLinger(0)
 	}
 	_ = c.conn.Close()

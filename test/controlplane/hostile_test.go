@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/netcube/netcube/internal/faultrec"
 	"github.com/netcube/netcube/internal/testenv"
 	"github.com/netcube/netcube/pkg/kubeenv"
 	"github.com/netcube/netcube/pkg/model"
@@ -321,9 +322,12 @@ func TestMapFullFromTheAPI(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	roomBack := time.Now()
 	testenv.WaitFor(t, 30*time.Second, "the big Service programmed once there is room", func() bool {
 		return len(programmed(t, a.pins)[fe("10.96.150.100")]) == 30
 	})
+	faultrec.Write(t, faultrec.Record{Fault: "lb_services full: a Service of 30 endpoints refused, then room returns", Path: "API",
+		ConvergeSeconds: time.Since(roomBack).Seconds(), Note: "the 5 programmed Services untouched; MapFull Event and metric"})
 	testenv.WaitFor(t, 5*time.Second, "MapFull cleared", func() bool {
 		return strings.HasSuffix(grep(a.get("/metrics", a.metrics), `netcube_config_problems{reason="MapFull"}`), " 0")
 	})

@@ -1,0 +1,265 @@
+package integration
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/netcube/netcube/internal/faultrec"
+	"github.com/netcube/netcube/internal/testenv"
+	"github.com/netcube/netcube/pkg/cubes/ct"
+	"github.com/netcube/netcube/pkg/datapath"
+	"github.com/netcube/netcube/pkg/sandbox"
+	"github.com/netcube/netcube/pkg/traffic"
+)
+
+// holder is `netcube pod hold` running in a pod: connections held open,
+// checked on demand.
+type holder struct {
+	cmd   *exec.Cmd
+	in    io.WriteCloser
+	out   *bufio.Scanner
+	close func()
+}
+
+func startHold(t *testing.T, sb *sandbox.Sandbox, pod, proto, addr string, count int) (*holder, traffic.HoldReport) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "netcube"), "pod", "hold", "--proto", proto, "--count", strconv.Itoa(count), addr)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Start(pod, cmd); err != nil {
+		t.Fatal(err)
+	}
+	h := &holder{cmd: cmd, in: in, out: bufio.NewScanner(out)}
+	h.close = func() {
+		_ = in.Close()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}
+	t.Cleanup(h.close)
+	return h, h.report(t)
+}
+
+func (h *holder) report(t *testing.T) traffic.HoldReport {
+	t.Helper()
+	if !h.out.Scan() {
+		t.Fatalf("netcube pod hold ended: %v", h.out.Err())
+	}
+	var rep traffic.HoldReport
+	if err := json.Unmarshal(h.out.Bytes(), &rep); err != nil {
+		t.Fatalf("netcube pod hold: %q: %v", h.out.Text(), err)
+	}
+	return rep
+}
+
+// check sends one request on every held connection.
+func (h *holder) check(t *testing.T) traffic.HoldReport {
+	t.Helper()
+	if _, err := fmt.Fprintln(h.in, "check"); err != nil {
+		t.Fatal(err)
+	}
+	return h.report(t)
+}
+
+// ctStats sums a node's conntrack counters (ct_stats) and counts its
+// entries.
+func ctStats(t *testing.T, pinDir string) (created, closed, failed uint64, entries int) {
+	t.Helper()
+	maps, closeMaps, err := datapath.OpenPinned(pinDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeMaps()
+	sum := func(s datapath.CTStat) uint64 {
+		var perCPU []uint64
+		if err := maps.Map(ct.MapStats).Lookup(uint32(s), &perCPU); err != nil {
+			t.Fatal(err)
+		}
+		var n uint64
+		for _, v := range perCPU {
+			n += v
+		}
+		return n
+	}
+	var k datapath.CTKey
+	var v datapath.CTEntry
+	for it := maps.Map(ct.MapFlows).Iterate(); it.Next(&k, &v); {
+		entries++
+	}
+	return sum(datapath.CTStatCreated), sum(datapath.CTStatClosed), sum(datapath.CTStatInsertFailed), entries
+}
+
+// wideClientPorts lets a pod open connections as fast as it can: TIME_WAIT
+// ports reused, and a wide range of them.
+func wideClientPorts(t *testing.T, sb *sandbox.Sandbox, pod string) {
+	t.Helper()
+	if out, err := sb.Output(pod, "sysctl", "-q", "-w", "net.ipv4.tcp_tw_reuse=1", "net.ipv4.ip_local_port_range=1024 65000"); err != nil {
+		t.Fatalf("sysctl: %v: %s", err, out)
+	}
+}
+
+// TestConntrackChurnKeepsIdleFlows: on the tc path, 1,000 idle long-lived
+// connections through a Service keep their backends while ten times the
+// conntrack table's size in short connections (closed the normal way,
+// with FINs) churn through it, and while the Service gains an endpoint
+// halfway: a lost entry would send an idle flow's next packet to a
+// backend chosen afresh, most likely another one, which resets it. The
+// short flows leave the table at their close, so the idle flows are
+// never the LRU's victims.
+func TestConntrackChurnKeepsIdleFlows(t *testing.T) {
+	const table = 4096 // entries: two per flow
+	sb := upWith(t, "tct", sandbox.Config{AgentArgs: []string{"--ct-map-size", strconv.Itoa(table)}})
+	client := sb.Topology.ClientPod()
+	wideClientPorts(t, sb, client.Name)
+	backends := sb.Topology.EchoBackends()
+	ips := []string{"10.96.0.50", "fd00:10:96::50"}
+	write := func(bes []sandbox.Pod) {
+		t.Helper()
+		if err := sb.Topology.WriteManifest("churn.yaml", sandbox.ServiceYAML("churn", ips, sandbox.EchoPorts)+"---\n"+
+			sandbox.SliceYAML("churn", false, sandbox.EndpointPorts, bes)+"---\n"+
+			sandbox.SliceYAML("churn", true, sandbox.EndpointPorts, bes)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(backends[:2])
+	addr := "10.96.0.50:80"
+	testenv.WaitFor(t, 10*time.Second, addr, func() bool {
+		return requests(t, sb, "tcp", addr, 1, "--timeout", "200ms")[0].Err == ""
+	})
+
+	h, open := startHold(t, sb, client.Name, "tcp", addr, 1000)
+	if open.Held != 1000 {
+		t.Fatalf("opening 1,000 connections: %+v", open)
+	}
+	if rep := h.check(t); rep.Held != 1000 { // positive control: they answer
+		t.Fatalf("the held connections before the churn: %+v", rep)
+	}
+	pins := sb.Topology.Nodes[0].PinDir
+	if sb.Topology.Nodes[0].Name != client.Node {
+		t.Fatalf("the client pod is on %s, not the first node", client.Node)
+	}
+	created0, _, _, _ := ctStats(t, pins)
+
+	churn := func(n int) (errs int, rate float64) {
+		start := time.Now()
+		for _, r := range requests(t, sb, "tcp", addr, n, "--fin") {
+			if r.Err != "" {
+				errs++
+			}
+		}
+		return errs, float64(n) / time.Since(start).Seconds()
+	}
+	half := 10 * table / 2
+	errs1, rate1 := churn(half)
+	write(backends) // a third endpoint joins
+	time.Sleep(500 * time.Millisecond)
+	errs2, rate2 := churn(half)
+	created, closed, failed, entries := ctStats(t, pins)
+	t.Logf("churn: %d short connections (%.0f/s, %.0f/s), %d and %d failed; conntrack: %d flows written, %d closed by the datapath, %d not written, %d entries left of %d",
+		2*half, rate1, rate2, errs1, errs2, created-created0, closed, failed, entries, table)
+	if created-created0 < uint64(2*half) {
+		t.Fatalf("only %d flows went through conntrack; the churn did not pass the tc path", created-created0)
+	}
+	if errs1+errs2 > 0 {
+		t.Errorf("%d of %d short connections failed", errs1+errs2, 2*half)
+	}
+
+	rep := h.check(t)
+	faultrec.Write(t, faultrec.Record{Fault: fmt.Sprintf("%d short connections (10x the conntrack table) and an endpoint added", 2*half),
+		Path: "tc", Held: rep.Held, Lost: rep.Lost + rep.Moved, NewConnections: 2 * half, NewErrors: errs1 + errs2,
+		Note: fmt.Sprintf("%.0f connections/s; %d of %d table entries left", (rate1+rate2)/2, entries, table)})
+	if rep.Held != 1000 {
+		t.Errorf("idle connections broken by the churn: %+v", rep)
+	}
+}
+
+// TestAgentKillUnderLoad: the agent is killed (-9) and restarted while
+// 1,000 long-lived connections (500 IPv4, 500 IPv6) are held through a
+// Service and short connections are opened as fast as the client can, on
+// both paths: no held connection breaks, no new connection fails (the
+// datapath runs on without the agent), and the restarted agent is ready
+// within seconds.
+func TestAgentKillUnderLoad(t *testing.T) {
+	for _, path := range paths {
+		t.Run(path.name, func(t *testing.T) {
+			sb := up(t, path.socketLB)
+			client := sb.Topology.ClientPod()
+			wideClientPorts(t, sb, client.Name)
+			addrs := []string{"10.96.0.10:80", "[fd00:10:96::10]:80"}
+			var holds []*holder
+			for _, a := range addrs {
+				h, open := startHold(t, sb, client.Name, "tcp", a, 500)
+				if open.Held != 500 {
+					t.Fatalf("%s: opening 500 connections: %+v", a, open)
+				}
+				holds = append(holds, h)
+			}
+			loadFor := 8 * time.Second
+			type result struct {
+				s   traffic.Summary
+				err error
+			}
+			results := make(chan result, len(addrs))
+			for _, a := range addrs {
+				go func() {
+					out, err := sb.Output(client.Name, filepath.Join(binDir, "netcube"), "pod", "load", "--duration", loadFor.String(), a)
+					var s traffic.Summary
+					if err == nil {
+						err = json.Unmarshal(out, &s)
+					}
+					results <- result{s, err}
+				}()
+			}
+			time.Sleep(2 * time.Second)
+			if err := sb.StopAgent(client.Node, true); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(2 * time.Second)
+			restart := time.Now()
+			if err := sb.StartAgent(client.Node); err != nil {
+				t.Fatal(err)
+			}
+			converge := time.Since(restart)
+			var total traffic.Summary
+			for range addrs {
+				r := <-results
+				if r.err != nil {
+					t.Fatal(r.err)
+				}
+				total.Requests += r.s.Requests
+				total.Errors += r.s.Errors
+				if total.FirstErr == "" {
+					total.FirstErr = r.s.FirstErr
+				}
+			}
+			held, lost := 0, 0
+			for i, h := range holds {
+				rep := h.check(t)
+				held, lost = held+rep.Held, lost+rep.Lost+rep.Moved
+				if rep.Held != 500 {
+					t.Errorf("%s: held connections broken by the kill: %+v", addrs[i], rep)
+				}
+			}
+			faultrec.Write(t, faultrec.Record{Fault: "agent kill -9, down 2 s, restarted", Path: path.name, Held: held, Lost: lost,
+				NewConnections: total.Requests, NewErrors: total.Errors, ConvergeSeconds: converge.Seconds()})
+			if total.Requests < 1000 {
+				t.Fatalf("only %d short connections in %s", total.Requests, loadFor)
+			}
+			if total.Errors > 0 {
+				t.Errorf("%d of %d short connections failed across the kill (first: %s)", total.Errors, total.Requests, total.FirstErr)
+			}
+		})
+	}
+}
