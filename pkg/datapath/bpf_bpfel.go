@@ -332,6 +332,20 @@ type bpfSockRevnatVal struct {
 	Pad      uint32
 }
 
+type bpfSockSent struct {
+	_    structs.HostLayout
+	Last [4]struct {
+		_        structs.HostLayout
+		Frontend bpfNcAddr
+		Backend  bpfNcAddr
+		Fport    uint16
+		Bport    uint16
+		Pad      uint32
+	}
+	Next uint32
+	Pad  uint32
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -359,6 +373,7 @@ const (
 	bpfMapRouterNodes        = "router_nodes"
 	bpfMapSockDestroyTarget  = "sock_destroy_target"
 	bpfMapSockRevnat         = "sock_revnat"
+	bpfMapSockSent           = "sock_sent"
 	bpfMapSockUdpBackend     = "sock_udp_backend"
 	bpfProgCtGc              = "ct_gc"
 	bpfProgDestroyUdp        = "destroy_udp"
@@ -477,6 +492,7 @@ type bpfMapSpecs struct {
 	RouterNodes       *ebpf.MapSpec `ebpf:"router_nodes"`
 	SockDestroyTarget *ebpf.MapSpec `ebpf:"sock_destroy_target"`
 	SockRevnat        *ebpf.MapSpec `ebpf:"sock_revnat"`
+	SockSent          *ebpf.MapSpec `ebpf:"sock_sent"`
 	SockUdpBackend    *ebpf.MapSpec `ebpf:"sock_udp_backend"`
 }
 
@@ -535,6 +551,7 @@ type bpfMaps struct {
 	RouterNodes       *ebpf.Map `ebpf:"router_nodes"`
 	SockDestroyTarget *ebpf.Map `ebpf:"sock_destroy_target"`
 	SockRevnat        *ebpf.Map `ebpf:"sock_revnat"`
+	SockSent          *ebpf.Map `ebpf:"sock_sent"`
 	SockUdpBackend    *ebpf.Map `ebpf:"sock_udp_backend"`
 }
 
@@ -563,6 +580,7 @@ func (m *bpfMaps) Close() error {
 		m.RouterNodes,
 		m.SockDestroyTarget,
 		m.SockRevnat,
+		m.SockSent,
 		m.SockUdpBackend,
 	)
 }

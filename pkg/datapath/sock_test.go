@@ -288,10 +288,11 @@ func TestSocketLB(t *testing.T) {
 	}
 }
 
-// TestSocketReleaseForgetsItsTranslation: a connected socket's reverse
-// translation (sock_revnat) leaves with the socket, TCP and UDP, IPv4,
-// IPv6 and IPv4-mapped; an unconnected UDP socket's stays, for the LRU
-// (the positive control: the map is written and counted).
+// TestSocketReleaseForgetsItsTranslation: a socket's reverse translation
+// (sock_revnat) leaves with the socket, TCP and UDP, connected or not,
+// IPv4, IPv6 and IPv4-mapped, and so does an unconnected UDP socket's
+// backend (sock_udp_backend); the positive control: the reply came back
+// from the Service address, so the entry was there while it was open.
 func TestSocketReleaseForgetsItsTranslation(t *testing.T) {
 	dp, cube, cg := attachSockLBDatapath(t)
 	vip4 := netip.MustParseAddr("10.96.0.10")
@@ -314,24 +315,35 @@ func TestSocketReleaseForgetsItsTranslation(t *testing.T) {
 		}
 		return n
 	}
-	if r := inCgroup(t, cg, "udp-unconnected", "10.96.0.10:53"); r.Err != "" || r.Reply != "backend-v4" {
-		t.Fatalf("unconnected UDP: %+v", r)
-	}
-	kept := entries()
-	if kept != 1 {
-		t.Fatalf("%d sock_revnat entries after an unconnected UDP socket closed, want its 1", kept)
+	udpEntries := func() int {
+		n := 0
+		var k, v []byte
+		for it := dp.Maps().Map("sock_udp_backend").Iterate(); it.Next(&k, &v); {
+			n++
+		}
+		return n
 	}
 	for _, c := range []struct{ mode, target, reply string }{
 		{"tcp", "10.96.0.10:80", "backend-v4"},
 		{"tcp", "[fd00:10:96::10]:80", "backend-v6"},
 		{"tcp", "[::ffff:10.96.0.10]:80", "backend-v4"},
 		{"udp-connected", "10.96.0.10:53", "backend-v4"},
+		{"udp-unconnected", "10.96.0.10:53", "backend-v4"},
 	} {
-		if r := inCgroup(t, cg, c.mode, c.target); r.Err != "" || r.Reply != c.reply {
+		// The reply's source is the Service (and getpeername says so):
+		// the entry was there while the socket was open.
+		r := inCgroup(t, cg, c.mode, c.target)
+		if r.Err != "" || r.Reply != c.reply {
 			t.Fatalf("%s %s: %+v", c.mode, c.target, r)
 		}
-		if n := entries(); n != kept {
-			t.Errorf("%s %s: %d sock_revnat entries once its socket closed, want %d", c.mode, c.target, n, kept)
+		if got, err := netip.ParseAddrPort(r.Peer); err != nil || got.Addr().Unmap() != netip.MustParseAddrPort(c.target).Addr().Unmap() {
+			t.Fatalf("%s %s: peer %q: not reverse-translated while the socket was open", c.mode, c.target, r.Peer)
+		}
+		if n := entries(); n != 0 {
+			t.Errorf("%s %s: %d sock_revnat entries once its socket closed, want none", c.mode, c.target, n)
+		}
+		if n := udpEntries(); n != 0 {
+			t.Errorf("%s %s: %d sock_udp_backend entries once its socket closed, want none", c.mode, c.target, n)
 		}
 	}
 }

@@ -10,9 +10,31 @@
 #include "lb.h"
 #include "sock_maps.h"
 
+/* sock_remember_sent records, with an unconnected UDP socket, that it
+ * sent to frontend fe:fport through backend b (sock_sent). */
+static always_inline void sock_remember_sent(struct bpf_sock_addr *ctx, const struct nc_addr *fe,
+					     __be16 fport, const struct lb_backend *b)
+{
+	struct bpf_sock *sk = ctx->sk;
+	struct sock_sent *s;
+	__u32 i;
+
+	if (!sk)
+		return;
+	s = bpf_sk_storage_get(&sock_sent, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!s)
+		return;
+	i = s->next & (SOCK_SENT_MAX - 1);
+	s->last[i].frontend = *fe;
+	s->last[i].fport = fport;
+	s->last[i].backend = b->addr;
+	s->last[i].bport = b->port;
+	s->next++;
+}
+
 /* sock_translate maps *addr:*port (a frontend) to a backend in place.
  * Returns 1 to let the syscall go on, 0 to fail it with ECONNREFUSED. */
-static always_inline int sock_translate(void *ctx, struct nc_addr *addr, __be16 *port,
+static always_inline int sock_translate(struct bpf_sock_addr *ctx, struct nc_addr *addr, __be16 *port,
 					__u8 proto, int sticky)
 {
 	struct lb_svc_val *svc = lb_lookup_service(addr, *port, proto);
@@ -36,6 +58,7 @@ static always_inline int sock_translate(void *ctx, struct nc_addr *addr, __be16 
 			backend = lb_lookup_backend(backend_id);
 		}
 	}
+	int pinned_hit = backend != NULL; /* already remembered (sock_sent) */
 	if (!backend) {
 		/* The client is the pod: its network namespace, known at connect
 		 * time, where its source address may not be yet. */
@@ -59,8 +82,10 @@ static always_inline int sock_translate(void *ctx, struct nc_addr *addr, __be16 
 		bpf_set_retval(-ECONNREFUSED);
 		return 0;
 	}
-	if (sticky)
+	if (sticky && !pinned_hit) {
 		bpf_map_update_elem(&sock_udp_backend, &key, &backend_id, BPF_ANY);
+		sock_remember_sent(ctx, addr, *port, backend);
+	}
 
 	struct sock_revnat_val rn = { .rev_nat_id = svc->rev_nat_id };
 	key.addr = backend->addr;
@@ -72,20 +97,34 @@ static always_inline int sock_translate(void *ctx, struct nc_addr *addr, __be16 
 	return 1;
 }
 
-/* sock_forget drops what socket-LB remembered of a connected socket that
- * is being released: its reverse translation, keyed by its cookie and the
- * backend it is connected to (peer:port). An unconnected UDP socket's
- * entries, one per backend and per frontend it sent to, are not known
- * here: the maps' LRU bounds them. */
-static always_inline void sock_forget(void *sk, const struct nc_addr *peer, __be16 port)
+/* sock_forget drops what socket-LB remembered of a socket that is being
+ * released: a connected socket's reverse translation, keyed by its cookie
+ * and the backend it is connected to (peer:port); an unconnected UDP
+ * socket's, for the frontends it last sent to (sock_sent): their backend
+ * and reverse translation. */
+static always_inline void sock_forget(struct bpf_sock *sk, const struct nc_addr *peer, __be16 port)
 {
 	struct sock_key key = {
 		.cookie = bpf_get_socket_cookie(sk),
 		.addr = *peer,
 		.port = port,
 	};
+	struct sock_sent *s;
 
 	bpf_map_delete_elem(&sock_revnat, &key);
+	s = bpf_sk_storage_get(&sock_sent, sk, 0, 0);
+	if (!s)
+		return;
+	for (__u32 i = 0; i < SOCK_SENT_MAX; i++) {
+		if (i >= s->next)
+			break;
+		key.addr = s->last[i].frontend;
+		key.port = s->last[i].fport;
+		bpf_map_delete_elem(&sock_udp_backend, &key);
+		key.addr = s->last[i].backend;
+		key.port = s->last[i].bport;
+		bpf_map_delete_elem(&sock_revnat, &key);
+	}
 }
 
 /* sock_reverse maps a backend address seen by the socket back to the

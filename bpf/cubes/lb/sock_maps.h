@@ -31,6 +31,34 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } sock_revnat SEC(".maps");
 
+/* What an unconnected UDP socket was translated to: its last SOCK_SENT_MAX
+ * frontends and their backends, kept with the socket (socket-local
+ * storage, freed with it) so that the socket's entries in
+ * sock_udp_backend and sock_revnat leave with it (sock_release). Older
+ * ones are left to those maps' LRU. */
+#define SOCK_SENT_MAX 4
+
+struct sock_sent_one {
+	struct nc_addr frontend;
+	struct nc_addr backend;
+	__be16 fport;
+	__be16 bport;
+	__u32 pad;
+};
+
+struct sock_sent {
+	struct sock_sent_one last[SOCK_SENT_MAX];
+	__u32 next; /* slot of the next one (ring) */
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct sock_sent);
+} sock_sent SEC(".maps");
+
 /* Frontend -> backend id, per unconnected UDP socket: keeps a socket's
  * datagrams to one Service on one backend, as conntrack does for a 5-tuple. */
 struct {

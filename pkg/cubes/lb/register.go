@@ -26,6 +26,7 @@ const (
 	MapSourceRanges  = "lb_source_ranges"  // loadBalancerSourceRanges
 	MapSockRevNAT    = "sock_revnat"       // (datapath) socket-LB: backend -> frontend per socket
 	MapSockUDP       = "sock_udp_backend"  // (datapath) socket-LB: an unconnected UDP socket's backend
+	MapSockSent      = "sock_sent"         // (datapath) socket-LB: what an unconnected UDP socket sent to, with the socket
 	// MapNodeConfig: the node's network namespace and NodePort range,
 	// which socket-LB keeps from bind() on the node.
 	MapNodeConfig        = "node_config"
@@ -51,6 +52,7 @@ func (Cube) Maps() []cube.MapSpec {
 		{Name: MapAffinity, DefaultSize: 65536, SizeFlag: "affinity-map-size"},
 		{Name: MapSockRevNAT, DefaultSize: 65536, SizeFlag: "sock-map-size"},
 		{Name: MapSockUDP, DefaultSize: 65536, SizeFlag: "sock-map-size"},
+		{Name: MapSockSent},
 		{Name: MapMaglev},
 		{Name: MapSourceRanges},
 		{Name: MapNodeConfig},
