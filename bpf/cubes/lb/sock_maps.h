@@ -57,6 +57,7 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
 	__type(value, struct sock_sent);
+	__uint(pinning, LIBBPF_PIN_BY_NAME); /* a restarted agent's programs read the same */
 } sock_sent SEC(".maps");
 
 /* Frontend -> backend id, per unconnected UDP socket: keeps a socket's
