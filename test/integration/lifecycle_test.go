@@ -119,7 +119,10 @@ func wideClientPorts(t *testing.T, sb *sandbox.Sandbox, pod string) {
 // short flows leave the table at their close, so the idle flows are
 // never the LRU's victims.
 func TestConntrackChurnKeepsIdleFlows(t *testing.T) {
-	const table = 4096 // entries: two per flow
+	table := 4096 // entries: two per flow
+	if faultrec.Long() {
+		table = 32768
+	}
 	sb := upWith(t, "tct", sandbox.Config{AgentArgs: []string{"--ct-map-size", strconv.Itoa(table)}})
 	client := sb.Topology.ClientPod()
 	wideClientPorts(t, sb, client.Name)
@@ -206,7 +209,10 @@ func TestAgentKillUnderLoad(t *testing.T) {
 				}
 				holds = append(holds, h)
 			}
-			loadFor := 8 * time.Second
+			loadFor, down := 8*time.Second, 2*time.Second
+			if faultrec.Long() {
+				loadFor, down = 40*time.Second, 20*time.Second
+			}
 			type result struct {
 				s   traffic.Summary
 				err error
@@ -226,7 +232,7 @@ func TestAgentKillUnderLoad(t *testing.T) {
 			if err := sb.StopAgent(client.Node, true); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(2 * time.Second)
+			time.Sleep(down)
 			restart := time.Now()
 			if err := sb.StartAgent(client.Node); err != nil {
 				t.Fatal(err)
@@ -252,7 +258,7 @@ func TestAgentKillUnderLoad(t *testing.T) {
 					t.Errorf("%s: held connections broken by the kill: %+v", addrs[i], rep)
 				}
 			}
-			faultrec.Write(t, faultrec.Record{Fault: "agent kill -9, down 2 s, restarted", Path: path.name, Held: held, Lost: lost,
+			faultrec.Write(t, faultrec.Record{Fault: fmt.Sprintf("agent kill -9, down %s, restarted", down), Path: path.name, Held: held, Lost: lost,
 				NewConnections: total.Requests, NewErrors: total.Errors, ConvergeSeconds: converge.Seconds()})
 			if total.Requests < 1000 {
 				t.Fatalf("only %d short connections in %s", total.Requests, loadFor)
