@@ -44,7 +44,7 @@ fuzz:            ## fuzz the tc programs (BPF_PROG_RUN) and the manifest transla
 	$(GO) test -run '^$$' -fuzz FuzzPrograms -fuzztime $(FUZZTIME) ./pkg/datapath
 	$(GO) test -run '^$$' -fuzz FuzzManifests -fuzztime $(FUZZTIME) ./pkg/source/yamldir
 
-RELIABILITY_TESTS := TestConntrackChurnKeepsIdleFlows|TestAgentKillUnderLoad|TestNodeRebootConverges|TestAPIServerOutage|TestMapFullFromTheAPI|TestUpgradeCarriesConntrackOver
+RELIABILITY_TESTS := TestConntrackChurnKeepsIdleFlows|TestAgentKillUnderLoad|TestAgentUpgradeUnderTraffic|TestNodeRebootConverges|TestAPIServerOutage|TestMapFullFromTheAPI|TestUpgradeCarriesConntrackOver
 reliability: deps build tools ## the fault tests, long versions (the API server down 10 minutes): docs/benchmarks/reliability.md
 	rm -f $(BIN)/reliability.jsonl
 	NETCUBE_RELIABILITY_LONG=1 NETCUBE_RELIABILITY_OUT=$(CURDIR)/$(BIN)/reliability.jsonl NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) \

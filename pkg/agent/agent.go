@@ -109,6 +109,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := startPodNetwork(ctx, cfg, dp, cs.pods); err != nil {
 		return err
 	}
+	// Every hook now runs this agent's programs: what the earlier agent's
+	// wrote meanwhile to a map this one took over can be copied.
+	dp.CatchUpCarryOver()
 	tee := nodeTee{Handler: rec, name: cfg.NodeName, nodes: cs.nodes}
 	if cfg.CNIConfDir != "" {
 		tee.cni = &cniConfig{cfg: cfg}

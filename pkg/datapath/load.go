@@ -18,6 +18,9 @@ type Datapath struct {
 	pinDir string
 	maps   map[string]*kernelMap
 	flags  map[string]string // size flag by map name
+	// carried are the earlier agent's maps this one took over (until
+	// CatchUpCarryOver).
+	carried []*carryOver
 }
 
 // Load loads the BPF object. With cfg.PinDir set, maps are pinned there and
@@ -82,6 +85,7 @@ func Load(cfg Config) (*Datapath, error) {
 		d.maps[name] = km
 	}
 	finish(carried, d.maps)
+	d.carried = carried
 	return d, nil
 }
 
@@ -120,7 +124,12 @@ func sizeMaps(spec *ebpf.CollectionSpec, cfg Config) (map[string]string, error) 
 
 // Close releases this process's handles. Pinned maps and links stay: the
 // datapath keeps forwarding without the agent.
-func (d *Datapath) Close() error { return d.objs.Close() }
+func (d *Datapath) Close() error {
+	for _, co := range d.carried {
+		co.old.Close()
+	}
+	return d.objs.Close()
+}
 
 // Maps returns every map of the object (tests, inspection).
 func (d *Datapath) Maps() *cube.Maps {

@@ -16,12 +16,14 @@ import (
 // layout differs from this agent's into the new map: the old map is read
 // whole and unpinned (kept alive by its fd, and by the programs still
 // attached, which go on using it) before the object is loaded, and its
-// entries, upgraded, are written to the new map after. Entries the old
-// programs write in between (the agent's start) are not carried: their
-// flows are balanced again, as after an eviction.
+// entries, upgraded, are written to the new map after. The entries the old
+// programs write in between (new flows during the agent's start) are
+// copied once the new programs have replaced them everywhere
+// (CatchUpCarryOver).
 type carryOver struct {
 	name, path   string
 	old          *ebpf.Map
+	upgrade      func([]byte) ([]byte, bool)
 	keys, values [][]byte
 	dropped      int // values Upgrade refused
 }
@@ -64,7 +66,7 @@ func takeOverMap(ms *ebpf.MapSpec, path string, m cube.MapSpec) (*carryOver, err
 		old.Close()
 		return nil, nil
 	}
-	co := &carryOver{name: m.Name, path: path, old: old}
+	co := &carryOver{name: m.Name, path: path, old: old, upgrade: m.Upgrade}
 	key, value := make([]byte, old.KeySize()), make([]byte, old.ValueSize())
 	it := old.Iterate()
 	for it.Next(&key, &value) {
@@ -98,8 +100,8 @@ func giveBack(cos []*carryOver) {
 	}
 }
 
-// finish writes the carried entries to the new maps and lets the old
-// ones go.
+// finish writes the carried entries to the new maps (the old ones stay
+// open for CatchUpCarryOver).
 func finish(cos []*carryOver, maps map[string]*kernelMap) {
 	for _, co := range cos {
 		written, failed := 0, 0
@@ -113,6 +115,27 @@ func finish(cos []*carryOver, maps map[string]*kernelMap) {
 		slog.Info("map carried over from an earlier layout or size", "map", co.name,
 			"old_value_size", co.old.ValueSize(), "old_size", co.old.MaxEntries(),
 			"entries", written, "not_written", failed, "not_upgradable", co.dropped)
+		co.keys, co.values = nil, nil
+	}
+}
+
+// CatchUpCarryOver copies into the new maps the entries the earlier
+// agent's programs wrote to the old ones while this agent started (new
+// flows), and lets the old maps go. The agent calls it once this object's
+// programs are attached everywhere the old ones were: nothing writes the
+// old maps any more.
+func (d *Datapath) CatchUpCarryOver() {
+	for _, co := range d.carried {
+		late := 0
+		key, value := make([]byte, co.old.KeySize()), make([]byte, co.old.ValueSize())
+		for it := co.old.Iterate(); it.Next(&key, &value); {
+			v, ok := co.upgrade(value)
+			if ok && d.maps[co.name].Map.Update(key, v, ebpf.UpdateNoExist) == nil {
+				late++
+			}
+		}
+		slog.Info("map carried over: entries written meanwhile", "map", co.name, "entries", late)
 		co.old.Close()
 	}
+	d.carried = nil
 }

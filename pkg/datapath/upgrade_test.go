@@ -125,5 +125,5 @@ func TestUpgradeCarriesConntrackOver(t *testing.T) {
 		dp.Close()
 	}
 	faultrec.Write(t, faultrec.Record{Fault: "conntrack layout upgrade (40 to 48 bytes), then a resize (1024 to 4096)", Path: "tc",
-		Held: 1, Note: "datapath level (BPF_PROG_RUN), one flow of eight backends; an agent-to-agent upgrade under traffic is not yet tested"})
+		Held: 1, Note: "datapath level (BPF_PROG_RUN), one flow of eight backends; under traffic: TestAgentUpgradeUnderTraffic"})
 }

@@ -45,7 +45,7 @@ func dialTCP(src netip.Addr, ap netip.AddrPort, timeout time.Duration) (int, err
 	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv) // also bounds connect()
 	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
 	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-	if err := connect(fd, sa); err != nil {
+	if err := connect(fd, sa, time.Now().Add(timeout)); err != nil {
 		unix.Close(fd)
 		return -1, fmt.Errorf("connect %s: %w", ap, err)
 	}
@@ -54,10 +54,14 @@ func dialTCP(src netip.Addr, ap netip.AddrPort, timeout time.Duration) (int, err
 
 // connect is a blocking connect that survives signals: an interrupted
 // connect goes on in the kernel, and calling it again waits for it
-// (EALREADY while in progress, EISCONN once established).
-func connect(fd int, sa unix.Sockaddr) error {
+// (EALREADY while in progress, EISCONN once established), until deadline
+// (each call may wait SO_SNDTIMEO again: signals must not extend it).
+func connect(fd int, sa unix.Sockaddr, deadline time.Time) error {
 	err := unix.Connect(fd, sa)
 	for errors.Is(err, unix.EINTR) || errors.Is(err, unix.EALREADY) {
+		if time.Now().After(deadline) {
+			return unix.ETIMEDOUT
+		}
 		err = unix.Connect(fd, sa)
 		if errors.Is(err, unix.EISCONN) {
 			return nil
@@ -66,14 +70,25 @@ func connect(fd int, sa unix.Sockaddr) error {
 	return err
 }
 
-// rawRead and rawWrite are read and write that bypass the Go scheduler.
-func rawRead(fd int, b []byte) (int, error)  { return rawIO(unix.SYS_READ, fd, b) }
-func rawWrite(fd int, b []byte) (int, error) { return rawIO(unix.SYS_WRITE, fd, b) }
+// rawRead and rawWrite are read and write that bypass the Go scheduler,
+// retried when a signal interrupts them until deadline: the runtime's
+// preemption signals would otherwise restart the socket's timeout
+// (SO_RCVTIMEO) for ever on an answer that never comes. A zero deadline:
+// none (a server waiting for its client's next request).
+func rawRead(fd int, b []byte, deadline time.Time) (int, error) {
+	return rawIO(unix.SYS_READ, fd, b, deadline)
+}
+func rawWrite(fd int, b []byte, deadline time.Time) (int, error) {
+	return rawIO(unix.SYS_WRITE, fd, b, deadline)
+}
 
-func rawIO(sysno uintptr, fd int, b []byte) (int, error) {
+func rawIO(sysno uintptr, fd int, b []byte, deadline time.Time) (int, error) {
 	for {
 		n, _, e := unix.RawSyscall(sysno, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
 		if e == unix.EINTR {
+			if !deadline.IsZero() && time.Now().After(deadline) {
+				return 0, unix.ETIMEDOUT
+			}
 			continue
 		}
 		if e != 0 {
@@ -111,13 +126,13 @@ func resetClose(fd int) {
 
 var request = []byte("?\n")
 
-// transact sends one request and reads one answer line.
-func transact(fd int, buf []byte) error {
-	if _, err := rawWrite(fd, request); err != nil {
+// transact sends one request and reads one answer line, by deadline.
+func transact(fd int, buf []byte, deadline time.Time) error {
+	if _, err := rawWrite(fd, request, deadline); err != nil {
 		return err
 	}
 	for n := 0; ; {
-		m, err := rawRead(fd, buf[n:])
+		m, err := rawRead(fd, buf[n:], deadline)
 		if err != nil {
 			return err
 		}
@@ -168,7 +183,7 @@ func loadTCP(c *Client, d time.Duration) Summary {
 				continue
 			}
 		}
-		if err := transact(fd, buf); err != nil {
+		if err := transact(fd, buf, t0.Add(timeout)); err != nil {
 			fail(err)
 			continue
 		}
@@ -238,7 +253,9 @@ func ServeSequential(name string, port int) error {
 			return e
 		}
 		_ = unix.SetsockoptInt(int(conn), unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-		answerLinesWith(int(conn), reply, rawRead, rawWrite)
+		answerLinesWith(int(conn), reply,
+			func(fd int, b []byte) (int, error) { return rawRead(fd, b, time.Time{}) },
+			func(fd int, b []byte) (int, error) { return rawWrite(fd, b, time.Time{}) })
 	}
 }
 

@@ -58,7 +58,10 @@ func upWith(t *testing.T, prefix string, cfg sandbox.Config) *sandbox.Sandbox {
 	t.Helper()
 	testenv.RequireRoot(t)
 	name := testenv.Name(prefix)
-	cfg.Name, cfg.BinDir = name, binDir
+	cfg.Name = name
+	if cfg.BinDir == "" {
+		cfg.BinDir = binDir
+	}
 	_ = sandbox.Down(name, io.Discard)
 	var log strings.Builder
 	sb, err := sandbox.Up(cfg, &log)
