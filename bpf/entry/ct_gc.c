@@ -39,7 +39,7 @@ int ct_gc(struct bpf_iter__bpf_map_elem *ctx)
 		return 0;
 	}
 	gc_sweep.seen++;
-	if (ct_expired(e, k->proto)) {
+	if (ct_expired(e, k->proto, nc_now())) {
 		struct ct_key copy = *k;
 
 		if (!bpf_map_delete_elem(&ct_flows, &copy))

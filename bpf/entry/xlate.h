@@ -109,10 +109,11 @@ static always_inline void xlate_track_reply(const struct flow *f, struct ct_entr
 {
 	struct ct_key sk, rk;
 	struct ct_entry *s = NULL;
+	__u64 now = nc_now();
 
-	if (ct_news(r, f, CT_REPLY))
+	if (ct_news(r, f, CT_REPLY, now))
 		s = xlate_service_entry(f, r, &sk);
-	if (ct_observe(r, s, f, CT_REPLY)) {
+	if (ct_observe(r, s, f, CT_REPLY, now)) {
 		ct_key_from_flow(&rk, f, CT_REPLY);
 		ct_remove(&rk, s ? &sk : NULL);
 	}
@@ -150,15 +151,16 @@ static always_inline int xlate_masquerade(struct __sk_buff *skb, const struct fl
 	const struct nc_addr *node;
 	struct nc_addr snat;
 	struct ct_key sk, rk;
+	__u64 now = nc_now();
 	__be16 port;
 
 	if (f->proto == IPPROTO_SCTP)
 		return TC_ACT_OK; /* not translated (nat.h): the kernel's to route */
 	ct = ct_lookup(f, CT_SERVICE);
-	if (ct && (ct->flags & CT_F_MASQ) && ct_established(f, ct, &f->daddr, f->dport, &r, &rk)) {
+	if (ct && (ct->flags & CT_F_MASQ) && ct_established(f, ct, &f->daddr, f->dport, &r, &rk, now)) {
 		snat = ct->nat_addr;
 		port = ct->nat_port;
-		if (ct_observe(ct, r, f, CT_SERVICE)) {
+		if (ct_observe(ct, r, f, CT_SERVICE, now)) {
 			ct_key_from_flow(&sk, f, CT_SERVICE);
 			ct_remove(&sk, &rk);
 		}
@@ -194,18 +196,20 @@ static always_inline int xlate_established(const struct flow *f, struct xlate *x
 {
 	struct ct_entry *ct = ct_lookup(f, CT_SERVICE), *r;
 	struct ct_key sk, rk;
+	__u64 now;
 
 	if (!ct)
 		return 0;
+	now = nc_now(); /* once per packet: expiry and refresh */
 	x->backend = lb_lookup_backend(ct->backend_id);
-	if (!x->backend || !ct_established(f, ct, &x->backend->addr, x->backend->port, &r, &rk))
+	if (!x->backend || !ct_established(f, ct, &x->backend->addr, x->backend->port, &r, &rk, now))
 		return 0;
 	x->backend_id = ct->backend_id;
 	if (ct->flags & CT_F_SNAT) {
 		x->snat = ct->nat_addr;
 		x->sport = ct->nat_port;
 	}
-	if (ct_observe(ct, r, f, CT_SERVICE)) {
+	if (ct_observe(ct, r, f, CT_SERVICE, now)) {
 		ct_key_from_flow(&sk, f, CT_SERVICE);
 		ct_remove(&sk, &rk);
 	}

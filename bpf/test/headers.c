@@ -23,7 +23,7 @@ static always_inline __u32 fake_random(void) { return fake_random_u32; }
 enum test_op : __u32 {
 	OP_CT_CREATE = 1, /* ct_create_flow(flow, backend, ...) */
 	OP_CT_LOOKUP,     /* ct_lookup(flow, dir) -> entry */
-	OP_CT_MATCHES,    /* ct_reply_matches(flow, entry of flow, backend) */
+	OP_CT_MATCHES,    /* ct_reply_of(flow, entry of flow, backend) != NULL */
 	OP_CT_FORGET,     /* ct_forget_reply(flow) */
 	OP_SNAT_PORT,     /* snat_port(flow, snat_addr, backend) -> port */
 	OP_HASH,          /* lb_hash_flow(flow) -> hash */
@@ -63,11 +63,11 @@ static always_inline void forward(void)
 	struct ct_entry *s = ct_lookup(&io.f, CT_SERVICE), *r;
 	struct ct_key sk, rk;
 
-	s = ct_established(&io.f, s, &io.baddr, io.bport, &r, &rk);
+	s = ct_established(&io.f, s, &io.baddr, io.bport, &r, &rk, nc_now());
 	io.ret = s != NULL;
 	if (!s)
 		return;
-	io.result = ct_observe(s, r, &io.f, CT_SERVICE);
+	io.result = ct_observe(s, r, &io.f, CT_SERVICE, nc_now());
 	if (io.result) {
 		ct_key_from_flow(&sk, &io.f, CT_SERVICE);
 		ct_remove(&sk, &rk);
@@ -84,7 +84,7 @@ static always_inline void backward(void)
 	io.ret = r != NULL;
 	if (!r)
 		return;
-	if (ct_news(r, &io.f, CT_REPLY)) {
+	if (ct_news(r, &io.f, CT_REPLY, nc_now())) {
 		sk.saddr = io.f.daddr;
 		sk.sport = io.f.dport;
 		sk.daddr = io.snat_addr;
@@ -93,7 +93,7 @@ static always_inline void backward(void)
 		sk.dir = CT_SERVICE;
 		s = bpf_map_lookup_elem(&ct_flows, &sk);
 	}
-	io.result = ct_observe(r, s, &io.f, CT_REPLY);
+	io.result = ct_observe(r, s, &io.f, CT_REPLY, nc_now());
 	if (io.result) {
 		ct_key_from_flow(&rk, &io.f, CT_REPLY);
 		ct_remove(&rk, s ? &sk : NULL);
@@ -104,6 +104,7 @@ SEC("tc")
 int run(struct __sk_buff *skb)
 {
 	struct ct_entry *e;
+	struct ct_key k;
 
 	io.ret = 0;
 	switch (io.op) {
@@ -119,7 +120,7 @@ int run(struct __sk_buff *skb)
 		break;
 	case OP_CT_MATCHES:
 		e = ct_lookup(&io.f, CT_SERVICE);
-		io.ret = e && ct_reply_matches(&io.f, e, &io.baddr, io.bport);
+		io.ret = e && ct_reply_of(&io.f, e, &io.baddr, io.bport, &k) != NULL;
 		break;
 	case OP_CT_FORGET:
 		ct_forget_reply(&io.f);

@@ -39,7 +39,7 @@ func (h *harness) lookup(src, dst netip.AddrPort, dir bpfCtDir) (bpfTestIo, bool
 }
 
 // matches says whether the flow src -> frontend still has its reply half
-// from backend b (ct_reply_matches).
+// from backend b (ct_reply_of).
 func (h *harness) matches(src, b netip.AddrPort) bool {
 	h.t.Helper()
 	return h.do(toBackend(flowIO(bpfTestOpOP_CT_MATCHES, src, frontend), b)).Ret == 1

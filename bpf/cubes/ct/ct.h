@@ -59,9 +59,9 @@ static always_inline __u64 ct_timeout_ns(__u64 st, __u8 proto)
 	return (__u64)s * 1000000000ULL;
 }
 
-static always_inline int ct_expired(const struct ct_entry *e, __u8 proto)
+static always_inline int ct_expired(const struct ct_entry *e, __u8 proto, __u64 now)
 {
-	return nc_now() - e->last_ns > ct_timeout_ns(e->state, proto);
+	return now - e->last_ns > ct_timeout_ns(e->state, proto);
 }
 
 /* ct_reopens says whether f, a TCP SYN, starts a new connection on a
@@ -90,22 +90,22 @@ static always_inline __u64 ct_packet_state(const struct flow *f, __u8 dir)
 /* ct_news says whether packet f (way dir) is news for entry e: a state
  * it does not hold yet, the flow's end, or its time to be refreshed. The
  * reply path looks the flow's other entry up only then. */
-static always_inline int ct_news(const struct ct_entry *e, const struct flow *f, __u8 dir)
+static always_inline int ct_news(const struct ct_entry *e, const struct flow *f, __u8 dir, __u64 now)
 {
 	__u64 add = ct_packet_state(f, dir);
 
 	return (add & ~e->state) || (add & CT_ST_CLOSING) || (e->state & CT_ST_FINS) == CT_ST_FINS ||
-	       nc_now() - e->last_ns > CT_TOUCH_NS;
+	       now - e->last_ns > CT_TOUCH_NS;
 }
 
 /* ct_observe records packet f, going way dir, in its flow's entry e and
  * (if known) the other one. It returns 1 when the packet ends the flow (a
  * RST, or the last ACK after FINs both ways): the caller removes both
  * entries (ct_remove) once it has read what it needs from them. */
-static always_inline int ct_observe(struct ct_entry *e, struct ct_entry *other, const struct flow *f, __u8 dir)
+static always_inline int ct_observe(struct ct_entry *e, struct ct_entry *other, const struct flow *f, __u8 dir,
+				      __u64 now)
 {
 	__u64 before = e->state, add = ct_packet_state(f, dir), after = before | add;
-	__u64 now = nc_now();
 
 	if ((after & CT_ST_FINS) == CT_ST_FINS)
 		after |= CT_ST_CLOSING;
@@ -262,24 +262,14 @@ static always_inline struct ct_entry *ct_reply_of(const struct flow *f, const st
 	return r;
 }
 
-/* ct_reply_matches says whether the service entry ct of flow f still has
- * its reply half (ct_reply_of). */
-static always_inline int ct_reply_matches(const struct flow *f, const struct ct_entry *ct,
-					  const struct nc_addr *baddr, __be16 bport)
-{
-	struct ct_key k;
-
-	return ct_reply_of(f, ct, baddr, bport, &k) != NULL;
-}
-
 /* ct_established returns the live service entry of flow f (key in *sk)
  * and its reply half (in *r, key in *rk) to backend baddr:bport, or NULL:
  * none, half gone, timed out, or a SYN reopening the client port. */
 static always_inline struct ct_entry *ct_established(const struct flow *f, struct ct_entry *s,
 						     const struct nc_addr *baddr, __be16 bport,
-						     struct ct_entry **r, struct ct_key *rk)
+						     struct ct_entry **r, struct ct_key *rk, __u64 now)
 {
-	if (!s || ct_expired(s, f->proto) || ct_reopens(f, s))
+	if (!s || ct_expired(s, f->proto, now) || ct_reopens(f, s))
 		return NULL;
 	*r = ct_reply_of(f, s, baddr, bport, rk);
 	return *r ? s : NULL;
