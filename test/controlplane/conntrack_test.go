@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"golang.org/x/sys/unix"
 
 	"github.com/netcube/netcube/internal/testenv"
 	"github.com/netcube/netcube/pkg/cubes/ct"
@@ -29,11 +28,7 @@ func TestConntrackGCAndMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer flows.Close()
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		t.Fatal(err)
-	}
-	now := uint64(ts.Nano())
+	now := ct.Now()
 	// 10 UDP flows idle 6 s (past the 5 s given), 5 idle 1 s.
 	for i := range 15 {
 		idle := time.Second

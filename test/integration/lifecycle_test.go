@@ -200,72 +200,85 @@ func TestAgentKillUnderLoad(t *testing.T) {
 			sb := up(t, path.socketLB)
 			client := sb.Topology.ClientPod()
 			wideClientPorts(t, sb, client.Name)
-			addrs := []string{"10.96.0.10:80", "[fd00:10:96::10]:80"}
-			var holds []*holder
-			for _, a := range addrs {
-				h, open := startHold(t, sb, client.Name, "tcp", a, 500)
-				if open.Held != 500 {
-					t.Fatalf("%s: opening 500 connections: %+v", a, open)
-				}
-				holds = append(holds, h)
-			}
 			loadFor, down := 8*time.Second, 2*time.Second
 			if faultrec.Long() {
 				loadFor, down = 40*time.Second, 20*time.Second
 			}
-			type result struct {
-				s   traffic.Summary
-				err error
-			}
-			results := make(chan result, len(addrs))
-			for _, a := range addrs {
-				go func() {
-					out, err := sb.Output(client.Name, filepath.Join(binDir, "netcube"), "pod", "load", "--duration", loadFor.String(), a)
-					var s traffic.Summary
-					if err == nil {
-						err = json.Unmarshal(out, &s)
-					}
-					results <- result{s, err}
-				}()
-			}
-			time.Sleep(2 * time.Second)
-			if err := sb.StopAgent(client.Node, true); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(down)
-			restart := time.Now()
-			if err := sb.StartAgent(client.Node); err != nil {
-				t.Fatal(err)
-			}
-			converge := time.Since(restart)
-			var total traffic.Summary
-			for range addrs {
-				r := <-results
-				if r.err != nil {
-					t.Fatal(r.err)
+			var converge time.Duration
+			held, lost, total := underLoad(t, sb, loadFor, func() {
+				if err := sb.StopAgent(client.Node, true); err != nil {
+					t.Fatal(err)
 				}
-				total.Requests += r.s.Requests
-				total.Errors += r.s.Errors
-				if total.FirstErr == "" {
-					total.FirstErr = r.s.FirstErr
+				time.Sleep(down)
+				restart := time.Now()
+				if err := sb.StartAgent(client.Node); err != nil {
+					t.Fatal(err)
 				}
-			}
-			held, lost := 0, 0
-			for i, h := range holds {
-				rep := h.check(t)
-				held, lost = held+rep.Held, lost+rep.Lost+rep.Moved
-				if rep.Held != 500 {
-					t.Errorf("%s: held connections broken by the kill: %+v", addrs[i], rep)
-				}
-			}
+				converge = time.Since(restart)
+			})
 			faultrec.Write(t, faultrec.Record{Fault: fmt.Sprintf("agent kill -9, down %s, restarted", down), Path: path.name, Held: held, Lost: lost,
 				NewConnections: total.Requests, NewErrors: total.Errors, ConvergeSeconds: converge.Seconds()})
-			if total.Requests < 1000 {
-				t.Fatalf("only %d short connections in %s", total.Requests, loadFor)
-			}
 			if total.Errors > 0 {
 				t.Errorf("%d of %d short connections failed across the kill (first: %s)", total.Errors, total.Requests, total.FirstErr)
 			}
 		})
 	}
+}
+
+// underLoad runs fault while the client pod holds 500 connections to each
+// of the echo Service's ClusterIPs (IPv4 and IPv6, each answered once:
+// the positive control) and opens new ones to both as fast as it can for
+// loadFor (the fault starts 2 s in). It fails t for each held connection
+// the fault broke, and returns the held and lost ones, and the new ones.
+func underLoad(t *testing.T, sb *sandbox.Sandbox, loadFor time.Duration, fault func()) (held, lost int, total traffic.Summary) {
+	t.Helper()
+	client := sb.Topology.ClientPod()
+	addrs := []string{"10.96.0.10:80", "[fd00:10:96::10]:80"}
+	var holds []*holder
+	for _, a := range addrs {
+		h, open := startHold(t, sb, client.Name, "tcp", a, 500)
+		if open.Held != 500 {
+			t.Fatalf("%s: opening 500 connections: %+v", a, open)
+		}
+		holds = append(holds, h)
+	}
+	type result struct {
+		s   traffic.Summary
+		err error
+	}
+	results := make(chan result, len(addrs))
+	for _, a := range addrs {
+		go func() {
+			out, err := sb.Output(client.Name, filepath.Join(binDir, "netcube"), "pod", "load", "--duration", loadFor.String(), a)
+			var s traffic.Summary
+			if err == nil {
+				err = json.Unmarshal(out, &s)
+			}
+			results <- result{s, err}
+		}()
+	}
+	time.Sleep(2 * time.Second)
+	fault()
+	for range addrs {
+		r := <-results
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		total.Requests += r.s.Requests
+		total.Errors += r.s.Errors
+		if total.FirstErr == "" {
+			total.FirstErr = r.s.FirstErr
+		}
+	}
+	if total.Requests < 1000 {
+		t.Fatalf("only %d new connections in %s: too few to tell", total.Requests, loadFor)
+	}
+	for i, h := range holds {
+		rep := h.check(t)
+		held, lost = held+rep.Held, lost+rep.Lost+rep.Moved
+		if rep.Held != 500 {
+			t.Errorf("%s: held connections broken: %+v", addrs[i], rep)
+		}
+	}
+	return held, lost, total
 }

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/netcube/netcube/internal/faultrec"
 	"github.com/netcube/netcube/pkg/sandbox"
-	"github.com/netcube/netcube/pkg/traffic"
 )
 
 // upgradeFrom is the last commit whose conntrack entries had the first
@@ -71,66 +69,24 @@ func TestAgentUpgradeUnderTraffic(t *testing.T) {
 	sb := upWith(t, "tu", sandbox.Config{BinDir: old})
 	client := sb.Topology.ClientPod()
 	wideClientPorts(t, sb, client.Name)
-	addrs := []string{"10.96.0.10:80", "[fd00:10:96::10]:80"}
-	var holds []*holder
-	for _, a := range addrs {
-		h, open := startHold(t, sb, client.Name, "tcp", a, 500)
-		if open.Held != 500 {
-			t.Fatalf("%s: opening 500 connections: %+v", a, open)
-		}
-		holds = append(holds, h)
-	}
-	loadFor := 10 * time.Second
-	results := make(chan traffic.Summary, len(addrs))
-	errs := make(chan error, len(addrs))
-	for _, a := range addrs {
-		go func() {
-			out, err := sb.Output(client.Name, filepath.Join(binDir, "netcube"), "pod", "load", "--duration", loadFor.String(), a)
-			var s traffic.Summary
-			if err == nil {
-				err = json.Unmarshal(out, &s)
-			}
-			errs <- err
-			results <- s
-		}()
-	}
-	time.Sleep(2 * time.Second)
-	sb.Config.BinDir = binDir // version N+1 from now on
 	var converge time.Duration
-	for _, n := range sb.Topology.Nodes {
-		if err := sb.StopAgent(n.Name, false); err != nil {
-			t.Fatal(err)
+	held, lost, total := underLoad(t, sb, 10*time.Second, func() {
+		sb.Config.BinDir = binDir // version N+1 from now on
+		for _, n := range sb.Topology.Nodes {
+			if err := sb.StopAgent(n.Name, false); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			if err := sb.StartAgent(n.Name); err != nil {
+				t.Fatal(err)
+			}
+			converge = max(converge, time.Since(start))
+			log, _ := os.ReadFile(filepath.Join(sb.Topology.LogDir(), "agent-"+n.Name+".log"))
+			if !bytes.Contains(log, []byte(`map carried over from an earlier layout or size" map=ct_flows old_value_size=40`)) {
+				t.Errorf("%s: the new agent did not carry the earlier conntrack table over:\n%s", n.Name, log)
+			}
 		}
-		start := time.Now()
-		if err := sb.StartAgent(n.Name); err != nil {
-			t.Fatal(err)
-		}
-		converge = max(converge, time.Since(start))
-		log, _ := os.ReadFile(filepath.Join(sb.Topology.LogDir(), "agent-"+n.Name+".log"))
-		if !bytes.Contains(log, []byte(`map carried over from an earlier layout or size" map=ct_flows old_value_size=40`)) {
-			t.Errorf("%s: the new agent did not carry the earlier conntrack table over:\n%s", n.Name, log)
-		}
-	}
-	var total traffic.Summary
-	for range addrs {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-		s := <-results
-		total.Requests += s.Requests
-		total.Errors += s.Errors
-		if total.FirstErr == "" {
-			total.FirstErr = s.FirstErr
-		}
-	}
-	held, lost := 0, 0
-	for i, h := range holds {
-		rep := h.check(t)
-		held, lost = held+rep.Held, lost+rep.Lost+rep.Moved
-		if rep.Held != 500 {
-			t.Errorf("%s: held connections broken by the upgrade: %+v", addrs[i], rep)
-		}
-	}
+	})
 	faultrec.Write(t, faultrec.Record{Fault: fmt.Sprintf("agent upgrade %s -> this commit (conntrack 40 -> 48 bytes), node by node", upgradeFrom),
 		Path: "tc-only", Held: held, Lost: lost, NewConnections: total.Requests, NewErrors: total.Errors, ConvergeSeconds: converge.Seconds()})
 	// A flow opened by the old programs after the table was copied, whose

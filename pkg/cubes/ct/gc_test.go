@@ -5,21 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/netcube/netcube/internal/testenv"
 	"github.com/netcube/netcube/pkg/cubes/ct"
 	"github.com/netcube/netcube/pkg/datapath"
 )
-
-// monotonic is the datapath's clock (bpf_ktime_get_ns).
-func monotonic(t *testing.T) uint64 {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		t.Fatal(err)
-	}
-	return uint64(ts.Nano())
-}
 
 // TestGCRemovesTimedOutEntriesOnly: a sweep of the real table, by the
 // datapath's own iterator, removes each entry whose flow has been idle
@@ -38,7 +27,7 @@ func TestGCRemovesTimedOutEntriesOnly(t *testing.T) {
 	t.Cleanup(func() { dp.Close() })
 	flows := dp.Maps().Map(ct.MapFlows)
 
-	now := monotonic(t)
+	now := ct.Now()
 	ago := func(d time.Duration) uint64 { return now - uint64(d) }
 	type entry struct {
 		name    string

@@ -29,15 +29,16 @@ func upgradeEntry(old []byte) ([]byte, bool) {
 	case v1Size:
 		v := make([]byte, size)
 		copy(v, old)
-		binary.NativeEndian.PutUint64(v[8:], now())
+		binary.NativeEndian.PutUint64(v[8:], Now())
 		binary.NativeEndian.PutUint64(v[40:], uint64(datapath.CTReplied))
 		return v, true
 	}
 	return nil, false
 }
 
-// now is the datapath's clock (bpf_ktime_get_ns: CLOCK_MONOTONIC).
-func now() uint64 {
+// Now is the datapath's clock (bpf_ktime_get_ns: CLOCK_MONOTONIC), in
+// nanoseconds: what an entry's last_ns is compared with.
+func Now() uint64 {
 	var ts unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 	return uint64(ts.Nano())
