@@ -159,7 +159,9 @@ func TestConntrackChurnKeepsIdleFlows(t *testing.T) {
 		start := time.Now()
 		for _, r := range requests(t, sb, "tcp", addr, n, "--fin") {
 			if r.Err != "" {
-				errs++
+				if errs++; errs <= 3 {
+					t.Logf("short connection %d failed: %s", r.Seq, r.Err)
+				}
 			}
 		}
 		return errs, float64(n) / time.Since(start).Seconds()
