@@ -1,49 +1,45 @@
-/* ct_gc.c: conntrack's garbage collector, an iterator over ct_flows that
- * the agent runs every --conntrack-gc-interval: it removes each entry
- * whose flow has timed out (ct_expired, the rule the datapath itself
- * follows), and writes one record at the end: entries seen and removed.
- * An entry is never removed while its flow is live: the datapath refreshes
- * a flow's time on its packets, and a timed-out flow is already one the
- * datapath no longer follows (its next packet starts it anew).
+/* ct_gc.c: conntrack's garbage collector, a program the agent runs
+ * (BPF_PROG_RUN) every --conntrack-gc-interval: it walks ct_flows
+ * (bpf_for_each_map_elem) and removes each entry whose flow has timed out
+ * (ct_expired, the rule the datapath itself follows), then writes the
+ * sweep's totals, entries seen and removed, over the start of the packet
+ * it was run with. An entry is never removed while its flow is live: the
+ * datapath refreshes a flow's time on its packets, and a timed-out flow
+ * is already one the datapath no longer follows (its next packet starts
+ * it anew).
+ * Why not a map iterator (iter/bpf_map_elem), which would yield the CPU
+ * between entries: some kernels refuse to load one (EPERM, even to root);
+ * a tc program run on a dummy packet loads wherever the datapath does.
+ * A sweep of the default 262,144 entries takes milliseconds.
  */
 #include "lib/common.h"
 #include "lib/parse.h"
 #include "cubes/ct/ct.h"
 
-struct seq_file;
+struct ct_gc_ctx {
+	struct ct_gc_result res;
+	__u64 now;
+};
 
-struct bpf_iter_meta {
-	struct seq_file *seq;
-} __attribute__((preserve_access_index));
-
-struct bpf_iter__bpf_map_elem {
-	struct bpf_iter_meta *meta;
-	struct bpf_map *map;
-	void *key;
-	void *value;
-} __attribute__((preserve_access_index));
-
-/* One sweep's totals (only the agent runs the iterator, one at a time). */
-struct ct_gc_result gc_sweep;
-
-SEC("iter/bpf_map_elem")
-int ct_gc(struct bpf_iter__bpf_map_elem *ctx)
+static long ct_gc_one(void *map, struct ct_key *k, struct ct_entry *e, struct ct_gc_ctx *c)
 {
-	struct ct_key *k = ctx->key;
-	struct ct_entry *e = ctx->value;
-
-	if (!k || !e) { /* the end: report, and start afresh */
-		bpf_seq_write(ctx->meta->seq, &gc_sweep, sizeof(gc_sweep));
-		gc_sweep.seen = 0;
-		gc_sweep.removed = 0;
-		return 0;
-	}
-	gc_sweep.seen++;
-	if (ct_expired(e, k->proto, nc_now())) {
+	c->res.seen++;
+	if (ct_expired(e, k->proto, c->now)) {
 		struct ct_key copy = *k;
 
 		if (!bpf_map_delete_elem(&ct_flows, &copy))
-			gc_sweep.removed++;
+			c->res.removed++;
 	}
 	return 0;
+}
+
+SEC("tc")
+int ct_gc(struct __sk_buff *skb)
+{
+	struct ct_gc_ctx c = {.now = nc_now()};
+
+	bpf_for_each_map_elem(&ct_flows, ct_gc_one, &c, 0);
+	if (bpf_skb_store_bytes(skb, 0, &c.res, sizeof(c.res), 0))
+		return TC_ACT_SHOT;
+	return TC_ACT_OK;
 }

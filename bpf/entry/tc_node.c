@@ -5,13 +5,15 @@
  *   SNAT address)            -> conntrack -> reverse NAT -> back to the client
  *   a packet to an external frontend -> conntrack -> LB -> DNAT (+ SNAT to
  *   this node for externalTrafficPolicy Cluster) -> the backend's next hop
- * A packet for a pod of this node goes straight into it (router.h);
- * everything else passes untouched. Replies from a backend on this node
+ * A packet for a pod of this node goes straight into it (router.h); an
+ * ICMP echo reply or error answering a pod's masqueraded flow goes back to
+ * the pod (xlate_icmp.h); everything else passes untouched. Replies from a backend on this node
  * leave through its pod's veth, where from_pod translates them back
  * (xlate.h, shared with from_pod); those of the node itself as a backend
  * (a host-network endpoint) through the uplink, where to_net (egress) does.
  */
 #include "xlate.h"
+#include "xlate_icmp.h"
 #include "cubes_gen.h"
 
 SEC("tcx/ingress")
@@ -24,7 +26,7 @@ int from_net(struct __sk_buff *skb)
 	int verdict;
 
 	if (parse_flow(skb, &f))
-		return TC_ACT_OK;
+		return xlate_icmp_from_net(skb);
 	verdict = cubes_from_net(skb, &f);
 	if (verdict != CUBE_PASS)
 		return verdict;

@@ -7,14 +7,19 @@
  *            backend, hairpin, is also SNATed to the hairpin address);
  *            then routed: into a pod of this node (a Service reply
  *            translated back first), on to another node (router.h), or,
- *            outside the cluster, masqueraded to this node (masq.h)
+ *            outside the cluster, masqueraded to this node (masq.h);
+ *            an ICMP echo request to outside the cluster is masqueraded
+ *            too (xlate_icmp.h), any other ICMP goes to the kernel
  *   to_pod   (egress of the host veth): what the kernel delivers to the
- *            pod: policy (ingress) -> conntrack -> reverse NAT
+ *            pod: policy (ingress) -> conntrack -> reverse NAT; an ICMP
+ *            error about a Service flow of the pod: its quote translated
+ *            back to the frontend
  * NetworkPolicy (cubes/policy) judges what a pod sends once its real
  * destination is known (after the load balancer), and what a pod receives
  * wherever it is handed to it (router_to_endpoint's callers, to_pod).
  */
 #include "xlate.h"
+#include "xlate_icmp.h"
 #include "cubes_gen.h"
 
 SEC("tcx/ingress")
@@ -27,7 +32,7 @@ int from_pod(struct __sk_buff *skb)
 	int verdict;
 
 	if (parse_flow(skb, &f))
-		return TC_ACT_OK;
+		return xlate_icmp_from_pod(skb);
 	verdict = cubes_from_pod(skb, &f);
 	if (verdict != CUBE_PASS)
 		return verdict;
@@ -87,7 +92,7 @@ int to_pod(struct __sk_buff *skb)
 	int verdict;
 
 	if (parse_flow(skb, &f))
-		return TC_ACT_OK;
+		return xlate_icmp_to_pod(skb);
 	verdict = cubes_to_pod(skb, &f);
 	if (verdict != CUBE_PASS)
 		return verdict;

@@ -143,8 +143,11 @@ static always_inline int xlate_reply(struct __sk_buff *skb, const struct flow *f
 /* xlate_masquerade sends a pod's packet to outside the cluster out with
  * this node's address as its source, on a port held for the flow in
  * conntrack (whose reply entry brings the answers back, xlate_reply): a
- * flow's first packet (a TCP SYN, any UDP) or one of a masqueraded flow.
- * No node address of the family: the packet goes as it is. */
+ * flow's first packet (a TCP SYN, any UDP, an ICMP echo request: its
+ * identifier is the port) or one of a masqueraded flow. No node address of
+ * the family: the packet goes as it is. This is a routing hop: a packet
+ * whose TTL ends here goes to the kernel untranslated, which answers time
+ * exceeded (traceroute's first hop); any other leaves with one less. */
 static always_inline int xlate_masquerade(struct __sk_buff *skb, const struct flow *f)
 {
 	struct ct_entry *ct, *r;
@@ -156,6 +159,8 @@ static always_inline int xlate_masquerade(struct __sk_buff *skb, const struct fl
 
 	if (f->proto == IPPROTO_SCTP)
 		return TC_ACT_OK; /* not translated (nat.h): the kernel's to route */
+	if (ip_ttl_expires(skb, f->family))
+		return TC_ACT_OK;
 	ct = ct_lookup(f, CT_SERVICE);
 	if (ct && (ct->flags & CT_F_MASQ) && ct_established(f, ct, &f->daddr, f->dport, &r, &rk, now)) {
 		snat = ct->nat_addr;
@@ -176,10 +181,12 @@ static always_inline int xlate_masquerade(struct __sk_buff *skb, const struct fl
 			return redirect_to_next_hop(skb, f->family, &f->saddr, &f->daddr);
 		snat = *node;
 		port = snat_port(f, &snat, &f->daddr, f->dport);
+		if (!port && is_icmp(f->proto))
+			nat_icmp_count(NAT_ICMP_ECHO_NO_ID);
 		if (!port || ct_create_flow(f, 0, &f->daddr, f->dport, 0, CT_F_MASQ | CT_F_SNAT, &snat, port))
 			return TC_ACT_SHOT;
 	}
-	if (nat_rewrite(skb, f, NAT_SRC, &snat, port))
+	if (nat_rewrite(skb, f, NAT_SRC, &snat, port) || ip_dec_ttl(skb, f->family))
 		return TC_ACT_SHOT;
 	return redirect_to_next_hop(skb, f->family, &snat, &f->daddr);
 }

@@ -2,7 +2,12 @@
  * and redirect), bypassing the kernel's forwarding.
  */
 #pragma once
+#include <stddef.h>
 #include "common.h"
+
+/* Where the TTL (IPv4) or hop limit (IPv6) is, after the Ethernet header. */
+#define L3_TTL_OFF(family) (sizeof(struct ethhdr) + ((family) == 4 ? offsetof(struct iphdr, ttl) \
+								 : offsetof(struct ipv6hdr, hop_limit)))
 
 #ifndef AF_INET
 #define AF_INET 2
@@ -54,4 +59,35 @@ static always_inline int redirect_to_next_hop(struct __sk_buff *skb, __u8 family
 		return bpf_redirect_neigh(p.ifindex, &nh, sizeof(nh), 0);
 	}
 	return TC_ACT_OK;
+}
+
+/* ip_ttl_expires says whether the packet's TTL (hop limit) ends at this
+ * hop: then the kernel must forward it, which answers its sender with
+ * time exceeded (traceroute's first hop), before anything translates it. */
+static always_inline int ip_ttl_expires(struct __sk_buff *skb, __u8 family)
+{
+	__u8 ttl;
+
+	if (bpf_skb_load_bytes(skb, L3_TTL_OFF(family), &ttl, 1))
+		return 0;
+	return ttl <= 1;
+}
+
+/* ip_dec_ttl takes this hop off the packet's TTL (hop limit) as a router
+ * does: a packet the datapath redirects past the kernel's forwarding. */
+static always_inline int ip_dec_ttl(struct __sk_buff *skb, __u8 family)
+{
+	__u32 off = L3_TTL_OFF(family);
+	__u8 ttl;
+
+	if (bpf_skb_load_bytes(skb, off, &ttl, 1) || ttl == 0)
+		return -1;
+	if (family == 4) {
+		/* The checksum covers TTL as the high byte of a 16-bit word. */
+		if (bpf_l3_csum_replace(skb, L3_OFF + offsetof(struct iphdr, check), bpf_htons((__u16)ttl << 8),
+					bpf_htons((__u16)(ttl - 1) << 8), 2))
+			return -1;
+	}
+	ttl--;
+	return bpf_skb_store_bytes(skb, off, &ttl, 1, 0);
 }

@@ -3,6 +3,7 @@
  * fragment header) become flows, fragments included (their ports:
  * frag.h); everything else is passed through untouched by the caller.
  * SCTP flows meet policy and routing only: no Service or NAT has one.
+ * ICMP echo and errors are read by icmp.h, on parse_l3.
  */
 #pragma once
 #include "common.h"
@@ -44,14 +45,15 @@ struct frag_hdr6 {
 	__be32 id;
 };
 
-/* parse_flow returns 0 and fills f for a TCP/UDP/SCTP packet (or fragment
- * of one whose first fragment was seen), -1 otherwise. */
-static always_inline int parse_flow(struct __sk_buff *skb, struct flow *f)
+/* parse_l3 reads f's IP header: family, addresses, protocol, where its L4
+ * header starts, and whether it is a fragment (the datagram's id in
+ * *frag_id). 0, or -1 for anything but IPv4 and IPv6 (with no extension
+ * header but a fragment header). */
+static always_inline int parse_l3(struct __sk_buff *skb, struct flow *f, __u32 *frag_id)
 {
 	void *data = (void *)(long)skb->data;
 	void *end = (void *)(long)skb->data_end;
 	struct ethhdr *eth = data;
-	__u32 frag_id = 0;
 
 	if ((void *)(eth + 1) > end)
 		return -1;
@@ -70,8 +72,10 @@ static always_inline int parse_flow(struct __sk_buff *skb, struct flow *f)
 			f->frag = FRAG_LATER;
 		else if (ip->frag_off & bpf_htons(0x2000)) /* more fragments */
 			f->frag = FRAG_FIRST;
-		frag_id = ip->id;
-	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		*frag_id = ip->id;
+		return 0;
+	}
+	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6 = (void *)(eth + 1);
 
 		if ((void *)(ip6 + 1) > end)
@@ -89,18 +93,30 @@ static always_inline int parse_flow(struct __sk_buff *skb, struct flow *f)
 			f->proto = fh->nexthdr;
 			f->l4_off += sizeof(*fh);
 			f->frag = (fh->frag_off & bpf_htons(0xfff8)) ? FRAG_LATER : FRAG_FIRST;
-			frag_id = fh->id;
+			*frag_id = fh->id;
 		}
-	} else {
-		return -1;
+		return 0;
 	}
+	return -1;
+}
 
+/* parse_flow returns 0 and fills f for a TCP/UDP/SCTP packet (or fragment
+ * of one whose first fragment was seen), -1 otherwise. */
+static always_inline int parse_flow(struct __sk_buff *skb, struct flow *f)
+{
+	void *data, *end;
+	__u32 frag_id = 0;
+
+	if (parse_l3(skb, f, &frag_id))
+		return -1;
 	if (f->proto != IPPROTO_TCP && f->proto != IPPROTO_UDP && f->proto != IPPROTO_SCTP)
 		return -1;
 	if (f->frag == FRAG_LATER)
 		return frag_ports_of(&f->saddr, &f->daddr, frag_id, f->proto, &f->sport, &f->dport);
 
 	/* TCP, UDP and SCTP all start with the two ports. */
+	data = (void *)(long)skb->data;
+	end = (void *)(long)skb->data_end;
 	__be16 *ports = data + f->l4_off;
 	if ((void *)(ports + 2) > end)
 		return -1;

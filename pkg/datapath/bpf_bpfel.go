@@ -167,6 +167,18 @@ type bpfLbSvcVal struct {
 	Flags     bpfLbSvcFlags
 }
 
+type bpfNatIcmpStat uint32
+
+const (
+	bpfNatIcmpStatNAT_ICMP_ECHO_MASQ     bpfNatIcmpStat = 0
+	bpfNatIcmpStatNAT_ICMP_ECHO_NO_ID    bpfNatIcmpStat = 1
+	bpfNatIcmpStatNAT_ICMP_ERR_XLATED    bpfNatIcmpStat = 2
+	bpfNatIcmpStatNAT_ICMP_ERR_SHORT     bpfNatIcmpStat = 3
+	bpfNatIcmpStatNAT_ICMP_ERR_UNTRACKED bpfNatIcmpStat = 4
+	bpfNatIcmpStatNAT_ICMP_ERR_BAD       bpfNatIcmpStat = 5
+	bpfNatIcmpStatNAT_ICMP_STAT_MAX      bpfNatIcmpStat = 6
+)
+
 type bpfNcAddr struct {
 	_ structs.HostLayout
 	W [4]uint32
@@ -360,6 +372,7 @@ const (
 	bpfMapLbRevnat           = "lb_revnat"
 	bpfMapLbServices         = "lb_services"
 	bpfMapLbSourceRanges     = "lb_source_ranges"
+	bpfMapNatIcmpStats       = "nat_icmp_stats"
 	bpfMapNatNoMasq          = "nat_no_masq"
 	bpfMapNodeAddrs          = "node_addrs"
 	bpfMapNodeConfig         = "node_config"
@@ -399,7 +412,6 @@ const (
 	bpfVarCtTimeoutTcp       = "ct_timeout_tcp"
 	bpfVarCtTimeoutUdp       = "ct_timeout_udp"
 	bpfVarCtTimeoutUdpStream = "ct_timeout_udp_stream"
-	bpfVarGcSweep            = "gc_sweep"
 )
 
 // loadBpf returns the embedded CollectionSpec for bpf.
@@ -479,6 +491,7 @@ type bpfMapSpecs struct {
 	LbRevnat          *ebpf.MapSpec `ebpf:"lb_revnat"`
 	LbServices        *ebpf.MapSpec `ebpf:"lb_services"`
 	LbSourceRanges    *ebpf.MapSpec `ebpf:"lb_source_ranges"`
+	NatIcmpStats      *ebpf.MapSpec `ebpf:"nat_icmp_stats"`
 	NatNoMasq         *ebpf.MapSpec `ebpf:"nat_no_masq"`
 	NodeAddrs         *ebpf.MapSpec `ebpf:"node_addrs"`
 	NodeConfig        *ebpf.MapSpec `ebpf:"node_config"`
@@ -505,7 +518,6 @@ type bpfVariableSpecs struct {
 	CtTimeoutTcp       *ebpf.VariableSpec `ebpf:"ct_timeout_tcp"`
 	CtTimeoutUdp       *ebpf.VariableSpec `ebpf:"ct_timeout_udp"`
 	CtTimeoutUdpStream *ebpf.VariableSpec `ebpf:"ct_timeout_udp_stream"`
-	GcSweep            *ebpf.VariableSpec `ebpf:"gc_sweep"`
 }
 
 // bpfObjects contains all objects after they have been loaded into the kernel.
@@ -538,6 +550,7 @@ type bpfMaps struct {
 	LbRevnat          *ebpf.Map `ebpf:"lb_revnat"`
 	LbServices        *ebpf.Map `ebpf:"lb_services"`
 	LbSourceRanges    *ebpf.Map `ebpf:"lb_source_ranges"`
+	NatIcmpStats      *ebpf.Map `ebpf:"nat_icmp_stats"`
 	NatNoMasq         *ebpf.Map `ebpf:"nat_no_masq"`
 	NodeAddrs         *ebpf.Map `ebpf:"node_addrs"`
 	NodeConfig        *ebpf.Map `ebpf:"node_config"`
@@ -567,6 +580,7 @@ func (m *bpfMaps) Close() error {
 		m.LbRevnat,
 		m.LbServices,
 		m.LbSourceRanges,
+		m.NatIcmpStats,
 		m.NatNoMasq,
 		m.NodeAddrs,
 		m.NodeConfig,
@@ -594,7 +608,6 @@ type bpfVariables struct {
 	CtTimeoutTcp       *ebpf.Variable `ebpf:"ct_timeout_tcp"`
 	CtTimeoutUdp       *ebpf.Variable `ebpf:"ct_timeout_udp"`
 	CtTimeoutUdpStream *ebpf.Variable `ebpf:"ct_timeout_udp_stream"`
-	GcSweep            *ebpf.Variable `ebpf:"gc_sweep"`
 }
 
 // bpfPrograms contains all programs after they have been loaded into the kernel.

@@ -43,6 +43,7 @@ type (
 	CTState       = bpfCtState       // enum ct_state
 	CTStat        = bpfCtStat        // enum ct_stat
 	CTGCResult    = bpfCtGcResult    // struct ct_gc_result
+	NatIcmpStat   = bpfNatIcmpStat   // enum nat_icmp_stat
 	ServiceFlags  = bpfLbSvcFlags    // enum lb_svc_flags
 	NodeAddrIndex = bpfNodeAddrIndex // enum node_addr_index
 	RouterMode    = bpfRouterMode    // enum router_mode
@@ -68,6 +69,14 @@ const (
 	CTStatCreated      = bpfCtStatCT_STAT_CREATED
 	CTStatClosed       = bpfCtStatCT_STAT_CLOSED
 	CTStatInsertFailed = bpfCtStatCT_STAT_INSERT_FAILED
+
+	NatIcmpEchoMasq     = bpfNatIcmpStatNAT_ICMP_ECHO_MASQ
+	NatIcmpEchoNoID     = bpfNatIcmpStatNAT_ICMP_ECHO_NO_ID
+	NatIcmpErrXlated    = bpfNatIcmpStatNAT_ICMP_ERR_XLATED
+	NatIcmpErrShort     = bpfNatIcmpStatNAT_ICMP_ERR_SHORT
+	NatIcmpErrUntracked = bpfNatIcmpStatNAT_ICMP_ERR_UNTRACKED
+	NatIcmpErrBad       = bpfNatIcmpStatNAT_ICMP_ERR_BAD
+	NatIcmpStatMax      = bpfNatIcmpStatNAT_ICMP_STAT_MAX
 
 	ServiceExternal     = bpfLbSvcFlagsLB_SVC_EXTERNAL
 	ServiceLocal        = bpfLbSvcFlagsLB_SVC_LOCAL

@@ -14,3 +14,12 @@ static always_inline int masq_wanted(const struct nc_addr *daddr)
 
 	return bpf_map_lookup_elem(&nat_no_masq, &k) == NULL;
 }
+
+/* nat_icmp_count counts what became of an ICMP message (nat_maps.h). */
+static always_inline void nat_icmp_count(enum nat_icmp_stat stat)
+{
+	__u64 *n = bpf_map_lookup_elem(&nat_icmp_stats, &stat);
+
+	if (n)
+		*n += 1;
+}

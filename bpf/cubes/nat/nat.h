@@ -10,16 +10,33 @@ enum nat_side {
 	NAT_DST = 1, /* DNAT: frontend -> backend */
 };
 
+static always_inline int is_icmp(__u8 proto)
+{
+	return proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6;
+}
+
 static always_inline __u32 l4_csum_off(const struct flow *f)
 {
+	if (is_icmp(f->proto))
+		return f->l4_off + offsetof(struct icmphdr, checksum);
 	return f->l4_off + (f->proto == IPPROTO_TCP ? offsetof(struct tcphdr, check)
 						    : offsetof(struct udphdr, check));
 }
 
-/* nat_rewrite replaces one side of f with to_addr:to_port. Returns 0 or -1.
- * A later fragment of a datagram has no L4 header: only its addresses
- * change (the first fragment's L4 checksum, which covers the whole
- * datagram, took the whole change). */
+/* l4_port_off is where the port of side is; an ICMP echo has one
+ * identifier for both (its request's source, its reply's destination). */
+static always_inline __u32 l4_port_off(const struct flow *f, int side)
+{
+	if (is_icmp(f->proto))
+		return f->l4_off + 4;
+	return f->l4_off + (side == NAT_DST ? 2 : 0);
+}
+
+/* nat_rewrite replaces one side of f with to_addr:to_port (an ICMP echo:
+ * its identifier). Returns 0 or -1. A later fragment of a datagram has no
+ * L4 header: only its addresses change (the first fragment's L4 checksum,
+ * which covers the whole datagram, took the whole change). ICMP's checksum
+ * has no pseudo-header (ICMPv6's has). */
 static always_inline int nat_rewrite(struct __sk_buff *skb, const struct flow *f, int side,
 				     const struct nc_addr *to_addr, __be16 to_port)
 {
@@ -29,6 +46,7 @@ static always_inline int nat_rewrite(struct __sk_buff *skb, const struct flow *f
 	/* UDP over IPv4 may carry no checksum (0): keep it that way. */
 	__u64 l4_flags = f->proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
 	int later = f->frag == FRAG_LATER;
+	int pseudo = f->proto != IPPROTO_ICMP;
 
 	if (f->proto == IPPROTO_SCTP)
 		return -1; /* its CRC32c cannot be updated in place: never translated */
@@ -38,7 +56,7 @@ static always_inline int nat_rewrite(struct __sk_buff *skb, const struct flow *f
 							   : offsetof(struct iphdr, saddr));
 		__be32 old = from_addr->w[3], new = to_addr->w[3];
 
-		if ((!later && bpf_l4_csum_replace(skb, csum_off, old, new, l4_flags | BPF_F_PSEUDO_HDR | 4)) ||
+		if ((!later && pseudo && bpf_l4_csum_replace(skb, csum_off, old, new, l4_flags | BPF_F_PSEUDO_HDR | 4)) ||
 		    bpf_l3_csum_replace(skb, L3_OFF + offsetof(struct iphdr, check), old, new, 4) ||
 		    bpf_skb_store_bytes(skb, addr_off, &new, 4, 0))
 			return -1;
@@ -55,7 +73,7 @@ static always_inline int nat_rewrite(struct __sk_buff *skb, const struct flow *f
 	}
 
 	if (from_port != to_port && !later) {
-		__u32 port_off = f->l4_off + (side == NAT_DST ? 2 : 0);
+		__u32 port_off = l4_port_off(f, side);
 
 		if (bpf_l4_csum_replace(skb, csum_off, from_port, to_port, l4_flags | 2) ||
 		    bpf_skb_store_bytes(skb, port_off, &to_port, 2, 0))

@@ -5,12 +5,10 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"io"
 	"log/slog"
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/netcube/netcube/pkg/cube"
@@ -18,11 +16,10 @@ import (
 )
 
 // GC removes conntrack's timed-out entries: it runs the datapath's own
-// iterator (bpf/entry/ct_gc.c, which decides with the datapath's rule,
+// sweep (bpf/entry/ct_gc.c, which decides with the datapath's rule,
 // ct_expired) over the table, and keeps the table's metrics.
 type GC struct {
 	prog     *ebpf.Program
-	flows    *ebpf.Map
 	stats    cube.Map
 	capacity uint32
 
@@ -33,13 +30,12 @@ type GC struct {
 }
 
 // NewGC is the collector of the table flows (a kernel map) with the
-// iterator program prog; stats is ct_stats.
+// sweep program prog; stats is ct_stats.
 func NewGC(prog *ebpf.Program, flows cube.Map, stats cube.Map) (*GC, error) {
-	k, ok := flows.(interface{ Unwrap() *ebpf.Map })
-	if !ok || prog == nil {
+	if _, ok := flows.(interface{ Unwrap() *ebpf.Map }); !ok || prog == nil {
 		return nil, fmt.Errorf("conntrack GC needs the kernel's %s map and the ct_gc program", MapFlows)
 	}
-	g := &GC{prog: prog, flows: k.Unwrap(), stats: stats, capacity: flows.MaxEntries(),
+	g := &GC{prog: prog, stats: stats, capacity: flows.MaxEntries(),
 		entries: prometheus.NewGauge(prometheus.GaugeOpts{Name: "netcube_conntrack_entries",
 			Help: "Conntrack entries at the last GC sweep (two per translated flow)."}),
 		pressure: prometheus.NewGauge(prometheus.GaugeOpts{Name: "netcube_conntrack_pressure",
@@ -57,22 +53,18 @@ func NewGC(prog *ebpf.Program, flows cube.Map, stats cube.Map) (*GC, error) {
 func (g *GC) Sweep() (datapath.CTGCResult, error) {
 	var res datapath.CTGCResult
 	start := time.Now()
-	it, err := link.AttachIter(link.IterOptions{Program: g.prog, Map: g.flows})
-	if err != nil {
-		return res, fmt.Errorf("conntrack GC iterator: %w", err)
-	}
-	defer it.Close()
-	r, err := it.Open()
-	if err != nil {
-		return res, fmt.Errorf("conntrack GC iterator: %w", err)
-	}
-	defer r.Close()
-	out, err := io.ReadAll(r)
+	// The program writes its totals over the packet it runs on; a tc
+	// program needs at least an Ethernet header's worth of one.
+	out := make([]byte, 64)
+	ret, err := g.prog.Run(&ebpf.RunOptions{Data: make([]byte, 64), DataOut: out})
 	if err != nil {
 		return res, fmt.Errorf("conntrack GC sweep: %w", err)
 	}
+	if ret != tcActOK {
+		return res, fmt.Errorf("conntrack GC sweep: the program returned %d", ret)
+	}
 	if err := binary.Read(bytes.NewReader(out), binary.NativeEndian, &res); err != nil {
-		return res, fmt.Errorf("conntrack GC sweep: %d bytes of result: %w", len(out), err)
+		return res, fmt.Errorf("conntrack GC sweep: result: %w", err)
 	}
 	g.seconds.Observe(time.Since(start).Seconds())
 	g.removed.Add(float64(res.Removed))
@@ -81,6 +73,10 @@ func (g *GC) Sweep() (datapath.CTGCResult, error) {
 	g.pressure.Set(float64(left) / float64(g.capacity))
 	return res, nil
 }
+
+// tcActOK is TC_ACT_OK, what the sweep returns when it has written its
+// totals.
+const tcActOK = 0
 
 // Run sweeps every interval until ctx ends.
 func (g *GC) Run(ctx context.Context, interval time.Duration) {

@@ -3,7 +3,8 @@
 // (externalTrafficPolicy Cluster) and pods' flows to outside the cluster
 // (masquerading) are source-translated to, and what is outside the
 // cluster: every destination but the nodes' pod CIDRs and addresses (from
-// the Node objects) and the configured ranges. The rewriting and the
+// the Node objects) and the configured ranges; and it counts what became
+// of the ICMP messages of those flows (icmp.go). The rewriting and the
 // choice of SNAT ports are the datapath's.
 package nat
 
@@ -12,6 +13,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/netcube/netcube/pkg/cube"
 	"github.com/netcube/netcube/pkg/datapath"
@@ -28,7 +31,7 @@ var _ cube.Cube = Cube{}
 func (Cube) Name() string { return "nat" }
 
 func (Cube) Maps() []cube.MapSpec {
-	return []cube.MapSpec{{Name: MapNodeAddrs}, {Name: MapNoMasq, DefaultSize: 16384, SizeFlag: "nat-no-masq-max"}}
+	return []cube.MapSpec{{Name: MapNodeAddrs}, {Name: MapNoMasq, DefaultSize: 16384, SizeFlag: "nat-no-masq-max"}, {Name: MapICMPStats}}
 }
 
 // Start writes the node's first address of each family as its SNAT
@@ -46,7 +49,8 @@ func (Cube) Start(_ context.Context, env cube.Env) (cube.Started, error) {
 	slog.Info("SNAT addresses", "ipv4", v4, "ipv6", v6, "masquerade", env.Settings.Masquerade)
 	m := &masq{maps: env.Maps, on: env.Settings.Masquerade, extra: env.Settings.NoMasquerade, nodes: map[string][]netip.Prefix{}}
 	m.apply()
-	return cube.Started{Nodes: m}, SetNodeAddrs(env.Maps, v4, v6)
+	return cube.Started{Nodes: m, Metrics: []prometheus.Collector{newICMPMetrics(env.Maps.Map(MapICMPStats))}},
+		SetNodeAddrs(env.Maps, v4, v6)
 }
 
 // SetNodeAddrs writes this node's address of each family (the source of
