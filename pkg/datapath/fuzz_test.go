@@ -17,7 +17,8 @@ import (
 
 // fuzzSeeds are the packet-flow fixtures the fuzzer mutates: TCP and UDP
 // to a frontend and to a pod, replies, fragments, ICMP errors quoting a
-// translated packet, IPv4 and IPv6.
+// translated packet, ICMP echoes and the errors of masqueraded flows
+// (whole and cut-short quotes, of UDP and of an echo), IPv4 and IPv6.
 func fuzzSeeds() [][]byte {
 	udp4 := pkt.UDP(client4, vip4, []byte("query"))
 	big := pkt.UDP(client6, vip6, bytes.Repeat([]byte("x"), 1800))
@@ -31,6 +32,21 @@ func fuzzSeeds() [][]byte {
 		pkt.PortUnreachable(pkt.Rewrite(udp4, client4, be4)),
 		pkt.RST(pkt.TCP(client4, vip4, syn, nil)),
 		pkt.SCTPInit(client4, vip4),
+	}
+	for _, c := range []struct{ client, server, node netip.Addr }{
+		{client4.Addr(), netip.MustParseAddr("192.0.2.1"), node4},
+		{client6.Addr(), netip.MustParseAddr("2001:db8::1"), node6},
+	} {
+		out := pkt.UDP(netip.AddrPortFrom(c.node, 61001), netip.AddrPortFrom(c.server, 53), []byte("query"))
+		echo := pkt.Echo(c.node, c.server, 61002, 1, false, []byte("ping"))
+		seeds = append(seeds,
+			pkt.Echo(c.client, c.server, 7, 1, false, []byte("ping")),
+			pkt.Echo(c.server, c.node, 61002, 1, true, []byte("ping")),
+			pkt.Error(c.server, c.node, pkt.FragNeeded, 1280, out, 0),
+			pkt.Error(c.server, c.node, pkt.TimeExceeded, 0, out, 20+8),
+			pkt.Error(c.server, c.node, pkt.PortUnreach, 0, out, 20+3),
+			pkt.Error(c.server, c.node, pkt.TimeExceeded, 0, echo, 0),
+			pkt.Error(c.server, c.client, pkt.PortUnreach, 0, pkt.Rewrite(udp4, client4, be4), 0))
 	}
 	seeds = append(seeds, pkt.Fragments(pkt.UDP(client4, vip4, bytes.Repeat([]byte("y"), 1800)), 600, 7)...)
 	return append(seeds, pkt.Fragments(big, 800, 9)...)

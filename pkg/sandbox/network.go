@@ -44,6 +44,67 @@ func buildNetwork(t Topology) error {
 	if err := buildExternal(t); err != nil {
 		return fmt.Errorf("external client: %w", err)
 	}
+	if err := buildFar(t); err != nil {
+		return fmt.Errorf("router and far host: %w", err)
+	}
+	return nil
+}
+
+// buildFar puts a router on the underlay and a host behind it, over a
+// link of FarMTU: the internet as a pod meets it, more than one hop away
+// (traceroute) and over a smaller MTU (PMTU discovery). The router
+// answers every error at once (no ICMP rate limit); the nodes route the
+// far network through it.
+func buildFar(t Topology) error {
+	r, f := t.Router, t.Far
+	r4, r6 := fmt.Sprintf(farNet4, 1), fmt.Sprintf(farNet6, 1)
+	mtu := fmt.Sprint(FarMTU)
+	err := steps(
+		func() error { return ip("", "netns", "add", r.Netns) },
+		func() error { return ip("", "netns", "add", f.Netns) },
+		func() error {
+			return sysctl(r.Netns, "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1",
+				"net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0",
+				"net.ipv4.icmp_ratelimit=0", "net.ipv6.icmp.ratelimit=0")
+		},
+		func() error {
+			return sysctl(f.Netns, "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0",
+				"net.ipv4.icmp_ratelimit=0", "net.ipv6.icmp.ratelimit=0")
+		},
+		func() error { return ip(r.Netns, "link", "set", "lo", "up") },
+		func() error { return ip(f.Netns, "link", "set", "lo", "up") },
+		func() error {
+			return ip(t.Underlay, "link", "add", "rtr", "type", "veth", "peer", "name", "eth0", "netns", r.Netns)
+		},
+		func() error { return ip(t.Underlay, "link", "set", "rtr", "master", "br0", "up") },
+		func() error { return ip(r.Netns, "addr", "add", r.IP4.String()+"/24", "dev", "eth0") },
+		func() error { return ip(r.Netns, "-6", "addr", "add", r.IP6.String()+"/64", "dev", "eth0", "nodad") },
+		func() error { return ip(r.Netns, "link", "set", "eth0", "up") },
+		func() error {
+			return ip(r.Netns, "link", "add", "far", "mtu", mtu, "type", "veth", "peer", "name", "eth0", "mtu", mtu, "netns", f.Netns)
+		},
+		func() error { return ip(r.Netns, "addr", "add", r4+"/24", "dev", "far") },
+		func() error { return ip(r.Netns, "-6", "addr", "add", r6+"/64", "dev", "far", "nodad") },
+		func() error { return ip(r.Netns, "link", "set", "far", "up") },
+		func() error { return ip(f.Netns, "addr", "add", f.IP4.String()+"/24", "dev", "eth0") },
+		func() error { return ip(f.Netns, "-6", "addr", "add", f.IP6.String()+"/64", "dev", "eth0", "nodad") },
+		func() error { return ip(f.Netns, "link", "set", "eth0", "up") },
+		func() error { return ip(f.Netns, "route", "add", "default", "via", r4) },
+		func() error { return ip(f.Netns, "-6", "route", "add", "default", "via", r6) },
+	)
+	if err != nil {
+		return err
+	}
+	for _, n := range t.Nodes {
+		if err := steps(
+			func() error { return ip(n.Netns, "route", "add", fmt.Sprintf(farNet4, 0)+"/24", "via", r.IP4.String()) },
+			func() error {
+				return ip(n.Netns, "-6", "route", "add", fmt.Sprintf(farNet6, 0)+"/64", "via", r.IP6.String())
+			},
+		); err != nil {
+			return fmt.Errorf("node %s: %w", n.Name, err)
+		}
+	}
 	return nil
 }
 

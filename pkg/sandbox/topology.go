@@ -112,6 +112,8 @@ type Topology struct {
 	StateDir   string // /run/netcube/<name>: manifests, logs, pid files
 	Underlay   string // netns of the underlay bridge
 	External   Host   // a client outside the cluster, on the underlay
+	Router     Host   // a router on the underlay to the far network (IP4/IP6: its underlay side)
+	Far        Host   // a host behind Router, over a link of FarMTU
 	CgroupRoot string // netcube-<name> under the cgroup2 mount
 	PinRoot    string // /sys/fs/bpf/netcube/<name>
 	Nodes      []Node
@@ -127,6 +129,14 @@ const (
 	podIP6     = "fd00:10:244:%d::%d"
 	nodeOffset = 10
 	externalIP = 200 // the external client's host part on the underlay
+	routerIP   = 254 // the router's host part on the underlay
+	farNet4    = "172.31.0.%d"
+	farNet6    = "fd00:172:31::%d"
+	// FarMTU is the MTU of the link between Router and Far: smaller than
+	// the pods' 1500, so that a pod's large packet to Far meets
+	// fragmentation needed (packet too big) at the router; IPv6's
+	// minimum, so both families share it.
+	FarMTU = 1280
 )
 
 // Layout computes the topology of cfg. cgroupMount is the cgroup2 mount.
@@ -143,6 +153,18 @@ func Layout(cfg Config, cgroupMount string) Topology {
 			Netns: cfg.Name + "-external",
 			IP4:   netip.MustParseAddr(fmt.Sprintf(underlay4, externalIP)),
 			IP6:   netip.MustParseAddr(fmt.Sprintf(underlay6, externalIP)),
+		},
+		Router: Host{
+			Name:  "router",
+			Netns: cfg.Name + "-router",
+			IP4:   netip.MustParseAddr(fmt.Sprintf(underlay4, routerIP)),
+			IP6:   netip.MustParseAddr(fmt.Sprintf(underlay6, routerIP)),
+		},
+		Far: Host{
+			Name:  "far",
+			Netns: cfg.Name + "-far",
+			IP4:   netip.MustParseAddr(fmt.Sprintf(farNet4, 2)),
+			IP6:   netip.MustParseAddr(fmt.Sprintf(farNet6, 2)),
 		},
 	}
 	for i := 1; i <= cfg.Nodes; i++ {
