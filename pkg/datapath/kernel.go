@@ -26,7 +26,7 @@ var kernelFeatures = []kernelFeature{
 	{"cgroup getpeername hooks (socket-LB)", "5.8", enumHas("bpf_attach_type", "BPF_CGROUP_INET4_GETPEERNAME")},
 	{"bpf_sock_destroy kfunc (closing UDP sockets of a removed backend)", "6.5", funcExists("bpf_sock_destroy")},
 	{"UDP socket iterator (closing UDP sockets of a removed backend)", "5.9", funcExists("bpf_iter_udp")},
-	{"LRU hash maps (conntrack)", "4.10", enumHas("bpf_map_type", "BPF_MAP_TYPE_LRU_HASH")},
+	{"LRU hash maps (socket-LB, policy, fragments)", "4.10", enumHas("bpf_map_type", "BPF_MAP_TYPE_LRU_HASH")},
 	{"LPM trie maps (loadBalancerSourceRanges)", "4.11", enumHas("bpf_map_type", "BPF_MAP_TYPE_LPM_TRIE")},
 }
 

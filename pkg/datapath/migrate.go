@@ -30,8 +30,9 @@ type carryOver struct {
 
 // takeOver prepares a carry-over for each pinned map of spec that a cube
 // can upgrade (cube.MapSpec.Upgrade) and that the object could not reuse
-// as it is. A map whose key layout or type changed is left alone: the
-// load then fails, naming it.
+// as it is (its size, value layout, or kind of hash map changed). A map
+// whose key layout or type otherwise changed is left alone: the load then
+// fails, naming it.
 func takeOver(spec *ebpf.CollectionSpec, cfg Config) ([]*carryOver, error) {
 	if cfg.PinDir == "" {
 		return nil, nil
@@ -55,6 +56,14 @@ func takeOver(spec *ebpf.CollectionSpec, cfg Config) ([]*carryOver, error) {
 	return out, nil
 }
 
+// sameKind says whether a pinned map of type old can be carried over into
+// one of type now: the same type, or a hash map of either kind (conntrack
+// was an LRU hash before it was a plain one, bpf/cubes/ct/ct_maps.h).
+func sameKind(old, now ebpf.MapType) bool {
+	hash := func(t ebpf.MapType) bool { return t == ebpf.Hash || t == ebpf.LRUHash }
+	return old == now || (hash(old) && hash(now))
+}
+
 func takeOverMap(ms *ebpf.MapSpec, path string, m cube.MapSpec) (*carryOver, error) {
 	old, err := ebpf.LoadPinnedMap(path, nil)
 	if errors.Is(err, os.ErrNotExist) {
@@ -62,7 +71,7 @@ func takeOverMap(ms *ebpf.MapSpec, path string, m cube.MapSpec) (*carryOver, err
 	} else if err != nil {
 		return nil, fmt.Errorf("open pinned map %s: %w", m.Name, err)
 	}
-	if ms.Compatible(old) == nil || old.Type() != ms.Type || old.KeySize() != ms.KeySize {
+	if ms.Compatible(old) == nil || !sameKind(old.Type(), ms.Type) || old.KeySize() != ms.KeySize {
 		old.Close()
 		return nil, nil
 	}

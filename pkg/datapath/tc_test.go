@@ -52,8 +52,10 @@ func backends(aps ...netip.AddrPort) []model.Backend {
 func load(t testing.TB) (*datapath.Datapath, *lb.Tables) {
 	t.Helper()
 	testenv.RequireRoot(t)
+	// Conntrack takes what the tests' flows hold (a full table refuses
+	// new flows; its memory is allocated per entry).
 	dp, err := datapath.Load(datapath.Config{MapSizes: map[string]uint32{
-		"lb_services": 1024, "lb_backends": 1024, "lb_revnat": 1024, "ct_flows": 1024,
+		"lb_services": 1024, "lb_backends": 1024, "lb_revnat": 1024, "ct_flows": 65536,
 	}})
 	if err != nil {
 		t.Fatal(err)

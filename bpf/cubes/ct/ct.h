@@ -16,8 +16,11 @@
  * its close (a RST, or the last ACK after FINs both ways), so that churn
  * of short connections does not fill the table; a SYN on a flow that was
  * answered or is closing opens a new flow (a reused client port).
- * LRU eviction is the last bound of the table; a flow whose entry was
- * evicted is simply load-balanced again on its next packet.
+ * The table is a hash map (ct_maps.h says why not an LRU): when it is
+ * full a new flow is refused and counted, and no live flow loses its
+ * entries; a flow whose entries are gone all the same (the GC took them
+ * once it was idle past its timeout) is simply load-balanced again on its
+ * next packet.
  */
 #pragma once
 #include "lib/common.h"

@@ -85,10 +85,22 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } ct_stats SEC(".maps");
 
+/* ct_flows: a hash map, not an LRU one. The datapath writes a flow's
+ * state and time through the pointers its lookups return, and a flow's two
+ * ways run on two CPUs; an LRU map hands a removed or replaced entry's
+ * memory to the next insert at once, so such a write could land in
+ * another, newer flow's entry (a new flow seen as closed, removed under
+ * its first data: the connection reset or stalled; about 1 in 150,000
+ * short connections under churn). A hash map without preallocation frees
+ * an entry's memory only once no program can hold it. Its bound is the
+ * datapath's own removal at close and the GC; a full table refuses a new
+ * flow (ct_stats' insert failures), as netfilter's does, and never takes a
+ * live flow's entry. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__type(key, struct ct_key);
 	__type(value, struct ct_entry);
 	__uint(max_entries, CT_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } ct_flows SEC(".maps");

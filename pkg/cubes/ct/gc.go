@@ -39,7 +39,7 @@ func NewGC(prog *ebpf.Program, flows cube.Map, stats cube.Map) (*GC, error) {
 		entries: prometheus.NewGauge(prometheus.GaugeOpts{Name: "netcube_conntrack_entries",
 			Help: "Conntrack entries at the last GC sweep (two per translated flow)."}),
 		pressure: prometheus.NewGauge(prometheus.GaugeOpts{Name: "netcube_conntrack_pressure",
-			Help: "Conntrack entries over the table's size at the last sweep: above 0.9, the LRU starts evicting idle flows (raise --ct-map-size)."}),
+			Help: "Conntrack entries over the table's size at the last sweep: at 1, new flows are refused (netcube_conntrack_insert_failures_total; raise --ct-map-size)."}),
 		removed: prometheus.NewCounter(prometheus.CounterOpts{Name: "netcube_conntrack_gc_removed_total",
 			Help: "Timed-out conntrack entries the GC removed."}),
 		seconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "netcube_conntrack_gc_seconds",
