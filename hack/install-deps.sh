@@ -13,12 +13,20 @@ packages=(
   util-linux            # taskset for pinning benchmark processes
   procps                # pkill/pgrep used by sandbox cleanup
   curl                  # HTTP requests from sandbox namespaces (health-check ports)
-  iputils-ping          # ping: node -> pod reachability in the CNI tests
+  iputils-ping          # ping: node -> pod reachability in the CNI tests, a pod's ping outside the cluster
+  traceroute            # a pod's traceroute outside the cluster (ICMP errors translated back)
   containerd runc       # a real container runtime: images built here are imported and run
   busybox-static        # the shell and tools of the e2e suite's test images (agnhost, busybox)
   dash bind9-dnsutils   # the test image's shell (busybox's prefers its applets) and dig (DNS probes)
+  wget netcat-openbsd   # the test image's wget (busybox's crashes) and nc (the suite's nc -v)
   containernetworking-plugins # loopback: what containerd's CRI runs for every pod's lo, on real nodes
   iptables nftables     # kube-proxy, the benchmark's baseline (iptables-nft, iptables-legacy, nftables modes)
+  gcc                   # cc: the pause image's and the native load generator's C
+  git                   # the upgrade test builds an earlier agent from history; reports name their commit
+  # Part of every Debian system, listed so that every program the project
+  # runs is named here (internal/hostdeps checks it):
+  bash coreutils mount  # scripts, cat/test/timeout in tests, umount
+  libc-bin dpkg         # ldd and getent (copied into test images), dpkg-query (internal/hostdeps)
 )
 
 missing=()

@@ -91,23 +91,37 @@ func HostBinary(source, inImage string) ([]File, error) {
 	return files, nil
 }
 
-// withHostTools adds a shell, curl, wget, dig, getent and netcat (as nc) to files: what agnhost's
-// image installs on top of its base, and what the suite's commands in
-// pods call.
+// hostTools are the programs of this machine agnhost's image gets (a
+// shell, curl, wget, dig, getent and netcat as nc): what agnhost's image
+// installs on top of its base, and what the suite's commands in pods call.
+var hostTools = []struct{ source, path string }{
+	// Debian's static busybox shell runs its own applets before
+	// any program on PATH (nc would be busybox's, without -v):
+	// the shell is dash, as upstream's is a plain one.
+	{"/bin/dash", "/bin/sh"},
+	{"/usr/bin/curl", "/usr/bin/curl"},
+	{"/usr/bin/dig", "/usr/bin/dig"},       // the suite's DNS probes,
+	{"/usr/bin/getent", "/usr/bin/getent"}, // and its /etc/hosts ones (glibc's resolver)
+	// Debian's static busybox wget crashes (SIGSEGV, even to
+	// 127.0.0.1); the suite fetches with wget everywhere.
+	{"/usr/bin/wget", "/usr/bin/wget"},
+	{"/bin/nc.openbsd", "/usr/bin/nc"},
+}
+
+// HostSources are the files of this machine the test images copy (their
+// shared libraries aside, which HostBinary finds): each must come from a
+// package hack/install-deps.sh installs (internal/hostdeps checks).
+func HostSources() []string {
+	out := []string{busyboxBin}
+	for _, t := range hostTools {
+		out = append(out, t.source)
+	}
+	return out
+}
+
+// withHostTools adds hostTools to files, with their shared libraries.
 func withHostTools(files []File) ([]File, error) {
-	for _, t := range []struct{ source, path string }{
-		// Debian's static busybox shell runs its own applets before
-		// any program on PATH (nc would be busybox's, without -v):
-		// the shell is dash, as upstream's is a plain one.
-		{"/bin/dash", "/bin/sh"},
-		{"/usr/bin/curl", "/usr/bin/curl"},
-		{"/usr/bin/dig", "/usr/bin/dig"},       // the suite's DNS probes,
-		{"/usr/bin/getent", "/usr/bin/getent"}, // and its /etc/hosts ones (glibc's resolver)
-		// Debian's static busybox wget crashes (SIGSEGV, even to
-		// 127.0.0.1); the suite fetches with wget everywhere.
-		{"/usr/bin/wget", "/usr/bin/wget"},
-		{"/bin/nc.openbsd", "/usr/bin/nc"},
-	} {
+	for _, t := range hostTools {
 		more, err := HostBinary(t.source, t.path)
 		if err != nil {
 			return nil, err
