@@ -248,11 +248,15 @@ func benchReliability(args []string) error {
 	fs := flag.NewFlagSet("bench reliability", flag.ExitOnError)
 	in := fs.String("in", "", "the fault records (JSON lines; the tests append to $NETCUBE_RELIABILITY_OUT)")
 	out := fs.String("out", "docs/benchmarks", "directory for reliability.{json,md} and plots/reliability.svg")
+	runs := fs.String("runs", "", "the runs' results, a line \"RUN EXIT\" each (make reliability writes it)")
 	_ = fs.Parse(args)
 	if *in == "" {
 		return errors.New("usage: netcube bench reliability --in RECORDS [--out DIR]; `make reliability` runs the fault tests and this")
 	}
 	rep, err := bench.ReadReliability(*in)
+	if err == nil && *runs != "" {
+		err = rep.ReadReliabilityRuns(*runs)
+	}
 	if err != nil {
 		return err
 	}

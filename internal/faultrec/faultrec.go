@@ -10,6 +10,7 @@ package faultrec
 import (
 	"encoding/json"
 	"os"
+	"strconv"
 	"testing"
 )
 
@@ -27,6 +28,9 @@ type Record struct {
 	// ConvergeSeconds: from the end of the fault to the desired state.
 	ConvergeSeconds float64 `json:"converge_seconds"`
 	Note            string  `json:"note,omitempty"`
+	// Run is which run of `make reliability` (RUNS of them, one after
+	// another) measured it: $NETCUBE_RELIABILITY_RUN.
+	Run int `json:"run,omitempty"`
 }
 
 // Long says whether the long versions of the fault tests are asked for.
@@ -35,6 +39,7 @@ func Long() bool { return os.Getenv("NETCUBE_RELIABILITY_LONG") == "1" }
 // Write logs r and appends it to the report file, if one is named.
 func Write(t testing.TB, r Record) {
 	t.Helper()
+	r.Run, _ = strconv.Atoi(os.Getenv("NETCUBE_RELIABILITY_RUN"))
 	b, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)

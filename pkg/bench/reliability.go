@@ -22,6 +22,32 @@ type ReliabilityReport struct {
 	Machine    string            `json:"machine"`
 	Command    string            `json:"command"`
 	Faults     []faultrec.Record `json:"faults"`
+	// Runs are the runs of the fault tests, one after another, and whether
+	// each passed (every test's own assertions).
+	Runs []ReliabilityRun `json:"runs,omitempty"`
+}
+
+// ReliabilityRun is one run of the fault tests: its number and its go
+// test exit status.
+type ReliabilityRun struct {
+	Run    int  `json:"run"`
+	Passed bool `json:"passed"`
+}
+
+// ReadReliabilityRuns reads the runs' results: one line per run, "RUN EXIT".
+func (r *ReliabilityReport) ReadReliabilityRuns(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	for n, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var run, exit int
+		if _, err := fmt.Sscanf(line, "%d %d", &run, &exit); err != nil {
+			return fmt.Errorf("%s line %d: %q: want RUN EXIT", path, n+1, line)
+		}
+		r.Runs = append(r.Runs, ReliabilityRun{Run: run, Passed: exit == 0})
+	}
+	return nil
 }
 
 // ReadReliability reads the records of one run (JSON lines).
@@ -79,18 +105,43 @@ func (r *ReliabilityReport) Markdown() string {
 	b.WriteString("Held: long-lived connections still answering from their backend after the fault; lost: reset, timed out or moved. " +
 		"New: connections opened during the fault, and how many failed. Converge: from the end of the fault to the agent ready " +
 		"(or the desired state applied).\n\n")
-	b.WriteString("| fault | path | held | lost | new connections | failed | converge s | note |\n|---|---|---:|---:|---:|---:|---:|---|\n")
+	if len(r.Runs) > 0 {
+		fmt.Fprintf(&b, "%d runs, one after another, of every fault test:\n\n| run | result | established connections lost | new connections failed |\n|---:|---|---:|---:|\n", len(r.Runs))
+		for _, run := range r.Runs {
+			lost, failed := 0, 0
+			for _, f := range r.Faults {
+				if f.Run == run.Run {
+					lost += f.Lost
+					failed += f.NewErrors
+				}
+			}
+			result := "passed"
+			if !run.Passed {
+				result = "**failed**"
+			}
+			fmt.Fprintf(&b, "| %d | %s | %d | %d |\n", run.Run, result, lost, failed)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("| run | fault | path | held | lost | new connections | failed | converge s | note |\n|---:|---|---|---:|---:|---:|---:|---:|---|\n")
 	lost := 0
 	for _, f := range r.Faults {
 		conv := "-"
 		if f.ConvergeSeconds > 0 {
 			conv = fmt.Sprintf("%.2f", f.ConvergeSeconds)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %s | %s |\n", f.Fault, orDash(f.Path), f.Held, f.Lost, f.NewConnections, f.NewErrors, conv, f.Note)
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %d | %d | %d | %s | %s |\n", runOf(f), f.Fault, orDash(f.Path), f.Held, f.Lost, f.NewConnections, f.NewErrors, conv, f.Note)
 		lost += f.Lost
 	}
 	fmt.Fprintf(&b, "\nEstablished connections lost in all: **%d** (the promise: none).\n\n![held and lost](plots/reliability.svg)\n", lost)
 	return b.String()
+}
+
+func runOf(f faultrec.Record) string {
+	if f.Run == 0 {
+		return "-"
+	}
+	return fmt.Sprint(f.Run)
 }
 
 func orDash(s string) string {
