@@ -47,7 +47,7 @@ type Session struct {
 	At      time.Time `json:"at"`
 	Sizes   []int     `json:"sizes"`
 	Command string    `json:"command"`
-	Commit  string    `json:"commit,omitempty"`
+	Commit  string    `json:"commit"` // the netcube commit measured ("not recorded": a session from before commits were)
 }
 
 func newCompareReport(cfg CompareConfig) *CompareReport {
@@ -574,7 +574,7 @@ func (r *CompareReport) keepEarlier(dir string) error {
 	}
 	earlier := old.Merged
 	if len(earlier) == 0 {
-		earlier = []Session{{At: old.MeasuredAt, Sizes: old.sizes(), Command: old.Config.Command, Commit: old.Config.Commit}}
+		earlier = []Session{{At: old.MeasuredAt, Sizes: old.sizes(), Command: old.Config.Command, Commit: recorded(old.Config.Commit)}}
 	}
 	for _, m := range earlier {
 		m.Sizes = slices.DeleteFunc(m.Sizes, func(n int) bool { return slices.Contains(r.Config.Sizes, n) })
@@ -609,8 +609,17 @@ func (r *CompareReport) measured() string {
 
 // commitName is a report's commit, or says it was not recorded (reports
 // from before commits were recorded).
-func commitName(c string) string {
+// recorded is commit c, or "not recorded" for a measurement from before
+// reports named theirs.
+func recorded(c string) string {
 	if c == "" {
+		return "not recorded"
+	}
+	return c
+}
+
+func commitName(c string) string {
+	if c == "" || c == "not recorded" {
 		return "commit not recorded"
 	}
 	return "commit " + c

@@ -73,7 +73,7 @@ func writeReport(cfg DatapathConfig, results []Result) error {
 		return err
 	}
 	j, _ := json.MarshalIndent(map[string]any{
-		"measured_at": cfg.MeasuredAt.UTC(), "duration_s": cfg.Duration.Seconds(), "runs": cfg.Runs, "results": results,
+		"commit": cfg.Commit, "measured_at": cfg.MeasuredAt.UTC(), "duration_s": cfg.Duration.Seconds(), "runs": cfg.Runs, "results": results,
 	}, "", "  ")
 	if err := os.WriteFile(filepath.Join(cfg.OutDir, "datapath.json"), j, 0o644); err != nil {
 		return err

@@ -74,7 +74,9 @@ func writeSyncReport(cfg SyncConfig, results []SyncResult) error {
 	if cfg.Merge {
 		results = mergeResults(filepath.Join(cfg.OutDir, "sync.json"), results)
 	}
-	j, _ := json.MarshalIndent(map[string]any{"measured_at": at.UTC(), "changes": cfg.Changes, "results": results}, "", "  ")
+	// Each result names its commit (a merged report may hold several);
+	// the top-level commit is this session's.
+	j, _ := json.MarshalIndent(map[string]any{"commit": Commit(), "measured_at": at.UTC(), "changes": cfg.Changes, "results": results}, "", "  ")
 	if err := os.WriteFile(filepath.Join(cfg.OutDir, "sync.json"), j, 0o644); err != nil {
 		return err
 	}
