@@ -16,17 +16,8 @@ import (
 // the answer comes back to the pod (translated, then into it); inside the
 // cluster, or with masquerading off, nothing is translated.
 func TestMasquerade(t *testing.T) {
-	dp, _ := load(t)
+	dp := masqSetup(t)
 	maps := dp.Maps()
-	if err := nat.SetNodeAddrs(maps, node4, node6); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range []string{"10.244.0.0/16", "fd00:10:244::/48"} {
-		if err := cube.Put(maps, nat.MapNoMasq, datapath.PrefixFrom(netip.MustParsePrefix(p)), uint8(1)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	endpoint(t, dp, client4.Addr(), 8)
 	server4 := netip.MustParseAddrPort("192.0.2.1:443")
 	server6 := netip.MustParseAddrPort("[2001:db8::1]:443")
 
@@ -56,12 +47,9 @@ func TestMasquerade(t *testing.T) {
 
 		// The answer, on the uplink, comes back to the pod.
 		answer := pkt.TCP(c.server, src, synAck, nil)
-		s := step{name: "answer to the node's port", fromNet: true, in: answer, verdict: actOK,
-			out: pkt.Rewrite(answer, c.server, c.client)}
-		if c.client == client4 { // the pod is on this node (router_endpoints): straight in
-			s.verdict, s.out = actRedirect, withMACs(s.out, podMAC, hostMAC)
-		}
-		run(t, dp, s)
+		// The pod is on this node (router_endpoints): straight in.
+		run(t, dp, step{name: "answer to the node's port", fromNet: true, in: answer, verdict: actRedirect,
+			out: withMACs(pkt.Rewrite(answer, c.server, c.client), podMAC, hostMAC)})
 	}
 
 	// A connection opened from outside to the pod's own address (routed to
