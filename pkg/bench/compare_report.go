@@ -33,7 +33,7 @@ type CompareReport struct {
 		// MinSyncZeroMax: up to this size kube-proxy's endpoint changes
 		// were timed with its minimum sync period at 0 too.
 		MinSyncZeroMax int    `json:"min_sync_zero_max,omitempty"`
-		Commit         string `json:"commit,omitempty"` // the netcube commit measured
+		Commit         string `json:"commit"` // the netcube commit measured (Commit)
 		Command        string `json:"command"`
 	} `json:"config"`
 	Points []PeerPoint `json:"points"`
@@ -47,7 +47,9 @@ type Session struct {
 	At      time.Time `json:"at"`
 	Sizes   []int     `json:"sizes"`
 	Command string    `json:"command"`
-	Commit  string    `json:"commit"` // the netcube commit measured ("not recorded": a session from before commits were)
+	Commit  string    `json:"commit"` // the netcube commit measured (Commit; UnknownCommit: a session from before reports named theirs)
+	// CommitNote says why Commit is unknown, when it is.
+	CommitNote string `json:"commit_note,omitempty"`
 }
 
 func newCompareReport(cfg CompareConfig) *CompareReport {
@@ -605,24 +607,6 @@ func (r *CompareReport) measured() string {
 			strings.Join(sizes, ", "), commitName(m.Commit), m.Command))
 	}
 	return strings.Join(parts, " and ")
-}
-
-// commitName is a report's commit, or says it was not recorded (reports
-// from before commits were recorded).
-// recorded is commit c, or "not recorded" for a measurement from before
-// reports named theirs.
-func recorded(c string) string {
-	if c == "" {
-		return "not recorded"
-	}
-	return c
-}
-
-func commitName(c string) string {
-	if c == "" || c == "not recorded" {
-		return "commit not recorded"
-	}
-	return "commit " + c
 }
 
 func plural(n int) string {

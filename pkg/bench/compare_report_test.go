@@ -48,6 +48,11 @@ func TestMergeKeepsEarlierSizes(t *testing.T) {
 	if m := r.measured(); !strings.Contains(m, "2026-11-23 00:55 UTC (1, 1000 Services") || !strings.Contains(m, "(10000, 30000 Services") {
 		t.Errorf("measured %q does not name both runs", m)
 	}
+	// Every session names its commit: the earlier one, which recorded
+	// none, as unknown; this one as Commit.
+	if len(r.Merged) != 2 || r.Merged[0].Commit != UnknownCommit || r.Merged[1].Commit != Commit() || r.Merged[1].Commit == "" {
+		t.Errorf("sessions %+v: want the earlier one's commit %q, this one's %q", r.Merged, UnknownCommit, Commit())
+	}
 
 	other := newCompareReport(CompareConfig{Sizes: []int{30000}, Runs: 5, Duration: time.Second})
 	if err := other.keepEarlier(dir); err == nil || !strings.Contains(err.Error(), "other settings") {

@@ -381,9 +381,9 @@ func (r *PolicyLatencyReport) Markdown() string {
 		r.SyncP50, r.SyncP99, met(r.SyncP99 < 10))
 	fmt.Fprintf(&b, "\nThe agent's figure is from its histogram (bucket-interpolated). Each change recompiles the node's tables whole and "+
 		"writes only the difference; the agent shares this machine's two CPUs with the API server and etcd, which serve the same change. "+
-		"Event to enforced in the process alone, without the API server (compile and write, the same scale): "+
-		"`go test ./pkg/cubes/policy -run PolicyChangeLatency -v`, p50 5 ms and p99 7-9 ms here. The target after the event is met there, "+
-		"not in the agent under this load: making the compilation incremental (per policy and per identity) is the way to meet it.\n\n")
+		"Event to enforced in the process alone, without the API server (compile and write, the same scale), is what "+
+		"`go test ./pkg/cubes/policy -run PolicyChangeLatency -v` prints; this command does not measure it. "+
+		"Making the compilation incremental (per policy and per identity) is the way to meet the target after the event under this load.\n\n")
 	b.WriteString("## Memory\n\n")
 	fmt.Fprintf(&b, "- The node's policy maps: %s. Per policy: %.0f bytes of entries (key and value; the kernel's LPM trie adds its node overhead).\n",
 		r.MapEntries, r.MapBytesPerPolicy)

@@ -23,7 +23,10 @@ type ReliabilityReport struct {
 	Command    string            `json:"command"`
 	Faults     []faultrec.Record `json:"faults"`
 	// Runs are the runs of the fault tests, one after another, and whether
-	// each passed (every test's own assertions).
+	// each passed (every test's own assertions). They are one `make
+	// reliability`, so Commit is theirs: read when the report is written,
+	// "-dirty" if the checkout moved on from the commit the binary was
+	// built from before the first run.
 	Runs []ReliabilityRun `json:"runs,omitempty"`
 }
 

@@ -47,9 +47,11 @@ type SyncConfig struct {
 
 // SyncResult is one (Services, endpoints) point.
 type SyncResult struct {
-	Commit    string `json:"commit,omitempty"` // the netcube commit measured
-	Services  int    `json:"services"`
-	Endpoints int    `json:"endpoints_per_service"`
+	Commit string `json:"commit"` // the netcube commit measured (Commit; UnknownCommit: from before reports named theirs)
+	// CommitNote says why Commit is unknown, when it is.
+	CommitNote string `json:"commit_note,omitempty"`
+	Services   int    `json:"services"`
+	Endpoints  int    `json:"endpoints_per_service"`
 	// API write (client returns) -> new backend visible in the maps.
 	WriteToMapP50 float64 `json:"write_to_map_p50_ms"`
 	WriteToMapP99 float64 `json:"write_to_map_p99_ms"`

@@ -74,8 +74,8 @@ func writeSyncReport(cfg SyncConfig, results []SyncResult) error {
 	if cfg.Merge {
 		results = mergeResults(filepath.Join(cfg.OutDir, "sync.json"), results)
 	}
-	// Each result names its commit (a merged report may hold several);
-	// the top-level commit is this session's.
+	// Each result names its commit (a merged report may hold points of
+	// several sessions); the top-level commit is this session's.
 	j, _ := json.MarshalIndent(map[string]any{"commit": Commit(), "measured_at": at.UTC(), "changes": cfg.Changes, "results": results}, "", "  ")
 	if err := os.WriteFile(filepath.Join(cfg.OutDir, "sync.json"), j, 0o644); err != nil {
 		return err
@@ -96,6 +96,7 @@ func mergeResults(path string, results []SyncResult) []SyncResult {
 	type key struct{ n, e int }
 	byKey := map[key]SyncResult{}
 	for _, r := range append(old.Results, results...) {
+		r.Commit = recorded(r.Commit)
 		byKey[key{r.Services, r.Endpoints}] = r
 	}
 	out := make([]SyncResult, 0, len(byKey))
