@@ -91,6 +91,12 @@ func TestConntrackLifecycle(t *testing.T) {
 			{at: 2, back: true, flags: fin | ack, follows: true},
 			{at: 13, flags: fin | ack}, // retransmitted FIN, 11 s on
 		}},
+		{"a packet whose clock reading predates the entry's refresh (another CPU's) is still the flow's", 6, []packet{
+			{at: 1, flags: syn, follows: true},
+			{at: 1, back: true, flags: syn | ack, follows: true},
+			{at: 5, back: true, flags: ack, follows: true}, // refreshes the flow's time to 5 s
+			{at: 4, flags: ack, follows: true}, // read the clock at 4 s, on another CPU
+		}},
 		{"UDP, never answered: 30 s", 17, []packet{
 			{at: 1, follows: true},
 			{at: 31, follows: true},

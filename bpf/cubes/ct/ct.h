@@ -39,6 +39,8 @@ static always_inline void ct_key_from_flow(struct ct_key *k, const struct flow *
 }
 
 #define CT_ST_FINS (CT_ST_FIN_FWD | CT_ST_FIN_REV)
+/* One load of a field another CPU may write meanwhile. */
+#define READ_ONCE_U64(x) (*(volatile const __u64 *)&(x))
 #define CT_TOUCH_NS 1000000000ULL
 
 static always_inline void ct_count(enum ct_stat stat)
@@ -62,9 +64,17 @@ static always_inline __u64 ct_timeout_ns(__u64 st, __u8 proto)
 	return (__u64)s * 1000000000ULL;
 }
 
+/* ct_expired says whether e's flow has timed out by now. A packet on
+ * another CPU may refresh the entry after this one read the clock: its
+ * last_ns, later than now, says the flow is live. (Without that check the
+ * unsigned difference wraps to a huge age: the datapath re-balanced a live
+ * flow, and the GC, whose sweep reads the clock once, removed flows
+ * written during the sweep; each was a failed connection under churn.) */
 static always_inline int ct_expired(const struct ct_entry *e, __u8 proto, __u64 now)
 {
-	return now - e->last_ns > ct_timeout_ns(e->state, proto);
+	__u64 last = READ_ONCE_U64(e->last_ns);
+
+	return now > last && now - last > ct_timeout_ns(e->state, proto);
 }
 
 /* ct_reopens says whether f, a TCP SYN, starts a new connection on a

@@ -124,7 +124,9 @@ static always_inline __u32 lb_pick(const struct nc_addr *client, __be16 cport, c
 		struct lb_affinity_val *a = bpf_map_lookup_elem(&lb_affinity, &ak);
 
 		now = nc_now();
-		if (a && now - a->last_ns <= timeout_ns) {
+		/* A client's entry another CPU refreshed after this one read
+		 * the clock (last_ns > now) is live too. */
+		if (a && (a->last_ns >= now || now - a->last_ns <= timeout_ns)) {
 			struct lb_affinity_match_key mk = {
 				.backend_id = a->backend_id,
 				.rev_nat_id = svc->rev_nat_id,

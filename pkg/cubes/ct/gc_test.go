@@ -11,12 +11,21 @@ import (
 )
 
 // TestGCRemovesTimedOutEntriesOnly: a sweep of the real table, by the
-// datapath's own iterator, removes each entry whose flow has been idle
-// longer than its state's timeout (the defaults) and keeps every other,
-// however old the flow; the metrics follow.
+// datapath's own sweep, removes each entry whose flow has been idle
+// longer than its state's timeout and keeps every other, however old the
+// flow, and one refreshed after the sweep read the clock; the metrics
+// follow. The timeouts are the defaults but the two longest, shortened
+// (established 200 s, UDP stream 100 s): an entry cannot be older than the
+// machine's clock (CLOCK_MONOTONIC, from boot), and a fresh machine has
+// not been up a day.
 func TestGCRemovesTimedOutEntriesOnly(t *testing.T) {
 	testenv.RequireRoot(t)
-	vars, err := ct.Defaults().Variables()
+	cfg := ct.Defaults()
+	cfg.TCPEstablished.Duration, cfg.UDPStream.Duration = 200*time.Second, 100*time.Second
+	for ct.Now() < uint64(220*time.Second) { // just booted: wait until the oldest entry can exist
+		time.Sleep(time.Second)
+	}
+	vars, err := cfg.Variables()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,16 +47,17 @@ func TestGCRemovesTimedOutEntriesOnly(t *testing.T) {
 	}
 	entries := []entry{
 		{"TCP established, idle 10 s", 6, datapath.CTReplied, 10 * time.Second, false},
-		{"TCP established, idle 23 h", 6, datapath.CTReplied, 23 * time.Hour, false},
-		{"TCP established, idle 25 h", 6, datapath.CTReplied, 25 * time.Hour, true},
+		{"TCP established, idle 190 s", 6, datapath.CTReplied, 190 * time.Second, false},
+		{"TCP established, idle 210 s", 6, datapath.CTReplied, 210 * time.Second, true},
+		{"TCP unanswered, refreshed after the sweep read the clock", 6, 0, -time.Second, false},
 		{"TCP unanswered, idle 50 s", 6, 0, 50 * time.Second, false},
 		{"TCP unanswered, idle 70 s", 6, 0, 70 * time.Second, true},
 		{"TCP closing, idle 5 s", 6, datapath.CTReplied | datapath.CTClosing, 5 * time.Second, false},
 		{"TCP closing, idle 15 s", 6, datapath.CTReplied | datapath.CTClosing, 15 * time.Second, true},
 		{"UDP unanswered, idle 20 s", 17, 0, 20 * time.Second, false},
 		{"UDP unanswered, idle 40 s", 17, 0, 40 * time.Second, true},
-		{"UDP answered, idle 40 s", 17, datapath.CTReplied, 40 * time.Second, false},
-		{"UDP answered, idle 310 s", 17, datapath.CTReplied, 310 * time.Second, true},
+		{"UDP answered, idle 90 s", 17, datapath.CTReplied, 90 * time.Second, false},
+		{"UDP answered, idle 110 s", 17, datapath.CTReplied, 110 * time.Second, true},
 	}
 	key := func(i int, e entry) datapath.CTKey {
 		return datapath.CTKey{Saddr: datapath.AddrFrom(netip.MustParseAddr("10.244.1.1")), Daddr: datapath.AddrFrom(netip.MustParseAddr("10.96.0.1")),
