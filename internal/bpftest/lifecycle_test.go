@@ -95,7 +95,7 @@ func TestConntrackLifecycle(t *testing.T) {
 			{at: 1, flags: syn, follows: true},
 			{at: 1, back: true, flags: syn | ack, follows: true},
 			{at: 5, back: true, flags: ack, follows: true}, // refreshes the flow's time to 5 s
-			{at: 4, flags: ack, follows: true}, // read the clock at 4 s, on another CPU
+			{at: 4, flags: ack, follows: true},             // read the clock at 4 s, on another CPU
 		}},
 		{"UDP, never answered: 30 s", 17, []packet{
 			{at: 1, follows: true},
