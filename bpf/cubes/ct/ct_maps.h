@@ -89,9 +89,9 @@ struct {
  * state and time through the pointers its lookups return, and a flow's two
  * ways run on two CPUs; an LRU map hands a removed or replaced entry's
  * memory to the next insert at once, so such a write could land in
- * another, newer flow's entry (a new flow seen as closed, removed under
- * its first data: the connection reset or stalled; about 1 in 150,000
- * short connections under churn). A hash map without preallocation frees
+ * another, newer flow's entry (a new flow seen as closed and removed under
+ * its first data: the connection reset or stalled; with the clock race of
+ * ct_expired, the long churn test's failures). A hash map without preallocation frees
  * an entry's memory only once no program can hold it. Its bound is the
  * datapath's own removal at close and the GC; a full table refuses a new
  * flow (ct_stats' insert failures), as netfilter's does, and never takes a
