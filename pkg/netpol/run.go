@@ -106,7 +106,7 @@ func Run(o Options) (*Report, error) {
 			withProbeMode(c, mode)
 		}
 	}
-	interpreter := connectivity.NewInterpreter(k, resources, &connectivity.InterpreterConfig{
+	interpreter := connectivity.NewInterpreter(conflictRetrying{k}, resources, &connectivity.InterpreterConfig{
 		ResetClusterBeforeTestCase: true, KubeProbeRetries: o.Retries, PerturbationWaitSeconds: int(o.Wait.Round(time.Second) / time.Second),
 		BatchJobs: true, IgnoreLoopback: true, JobTimeoutSeconds: 1,
 	})
