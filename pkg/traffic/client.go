@@ -12,7 +12,9 @@ import (
 type Result struct {
 	Seq     int     `json:"seq"`
 	Backend string  `json:"backend,omitempty"`
-	Peer    string  `json:"peer,omitempty"` // the client's address as the backend saw it
+	Peer    string  `json:"peer,omitempty"`  // the client's address as the backend saw it
+	Local   string  `json:"local,omitempty"` // a failed request's own address: the flow to look for in a capture
+	TCP     string  `json:"tcp,omitempty"`   // a failed TCP request's socket as the kernel saw it at the failure
 	Err     string  `json:"err,omitempty"`
 	Micros  float64 `json:"us"`
 }
@@ -34,8 +36,10 @@ type Client struct {
 	// TIME_WAIT); otherwise they are reset (see Close).
 	CloseWithFIN bool
 
-	conn net.Conn
-	r    *bufio.Reader
+	conn  net.Conn
+	r     *bufio.Reader
+	local string // the address of the last connection opened
+	tcp   string // tcpState of the connection that failed
 }
 
 // Do sends one request and reads the answer.
@@ -46,12 +50,17 @@ func (c *Client) Do(seq int) Result {
 	res := Result{Seq: seq, Backend: backend, Peer: peer, Micros: float64(time.Since(start).Nanoseconds()) / 1e3}
 	if err != nil {
 		res.Err = err.Error()
+		res.Local, res.TCP = c.local, c.tcp
 		c.Close()
 	}
 	return res
 }
 
 func (c *Client) do(seq int) (string, error) {
+	if c.conn == nil {
+		c.local = ""
+	}
+	c.tcp = ""
 	if c.Timeout == 0 {
 		c.Timeout = 2 * time.Second
 	}
@@ -72,17 +81,19 @@ func (c *Client) do(seq int) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		c.conn, c.r = conn, bufio.NewReader(conn)
+		c.conn, c.r, c.local = conn, bufio.NewReader(conn), conn.LocalAddr().String()
 	}
 	if !c.Persistent {
 		defer c.Close()
 	}
 	_ = c.conn.SetDeadline(time.Now().Add(c.Timeout))
 	if _, err := c.conn.Write([]byte("?\n")); err != nil {
+		c.tcp = tcpState(c.conn)
 		return "", err
 	}
 	line, err := c.r.ReadString('\n')
 	if err != nil {
+		c.tcp = tcpState(c.conn)
 		return "", err
 	}
 	return strings.TrimSpace(line), nil

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -160,7 +161,7 @@ func TestConntrackChurnKeepsIdleFlows(t *testing.T) {
 		for _, r := range requests(t, sb, "tcp", addr, n, "--fin") {
 			if r.Err != "" {
 				if errs++; errs <= 3 {
-					t.Logf("short connection %d failed: %s", r.Seq, r.Err)
+					t.Logf("short connection %d (from %s) failed: %s (%s)", r.Seq, r.Local, r.Err, r.TCP)
 				}
 			}
 		}
@@ -180,6 +181,7 @@ func TestConntrackChurnKeepsIdleFlows(t *testing.T) {
 	if errs1+errs2 > 0 {
 		t.Errorf("%d of %d short connections failed", errs1+errs2, 2*half)
 	}
+	logTCPCounters(t, sb, append([]sandbox.Pod{client}, backends...)...)
 
 	rep := h.check(t)
 	faultrec.Write(t, faultrec.Record{Fault: fmt.Sprintf("%d short connections (10x the conntrack table) and an endpoint added", 2*half),
@@ -187,6 +189,30 @@ func TestConntrackChurnKeepsIdleFlows(t *testing.T) {
 		Note: fmt.Sprintf("%.0f connections/s; %d of %d table entries left", (rate1+rate2)/2, entries, table)})
 	if rep.Held != 1000 {
 		t.Errorf("idle connections broken by the churn: %+v", rep)
+	}
+}
+
+// logTCPCounters logs each pod's TCP counters that are not zero (the pods'
+// namespaces are the test's own, so they count its traffic alone): what
+// the kernels at both ends saw of a failure (retransmits, resets, listen
+// queue drops, PAWS rejects).
+func logTCPCounters(t *testing.T, sb *sandbox.Sandbox, pods ...sandbox.Pod) {
+	t.Helper()
+	for _, p := range pods {
+		// -a: since the namespace was made, -s: no history file (it is
+		// shared by every namespace).
+		out, err := sb.Output(p.Name, "nstat", "-a", "-s")
+		if err != nil {
+			t.Logf("%s: nstat: %v", p.Name, err)
+			continue
+		}
+		var counters []string
+		for _, line := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && (strings.HasPrefix(f[0], "Tcp") || strings.HasPrefix(f[0], "IpIn") || strings.HasPrefix(f[0], "Ip6In")) {
+				counters = append(counters, f[0]+"="+f[1])
+			}
+		}
+		t.Logf("%s TCP counters: %s", p.Name, strings.Join(counters, " "))
 	}
 }
 
