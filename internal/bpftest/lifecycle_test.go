@@ -56,6 +56,23 @@ func TestConntrackLifecycle(t *testing.T) {
 			{at: 7, back: true, flags: ack, follows: true, ends: true},
 			{at: 8, back: true, flags: ack},
 		}},
+		{"the backend's ACK of the client's FIN, overtaken by its own FIN, is not the last packet", 6, []packet{
+			{at: 1, flags: syn, follows: true},
+			{at: 1, back: true, flags: syn | ack, follows: true},
+			{at: 2, flags: fin | ack, follows: true},
+			{at: 2, back: true, flags: fin | ack, follows: true}, // the second FIN
+			{at: 2, back: true, flags: ack, follows: true},       // sent before it, on another CPU
+			{at: 2, flags: ack, follows: true, ends: true},       // the ACK of the second FIN
+			{at: 3, back: true, flags: fin | ack},
+		}},
+		{"the client's ACK of the backend's FIN, overtaken by its own FIN, is not the last packet", 6, []packet{
+			{at: 1, flags: syn, follows: true},
+			{at: 1, back: true, flags: syn | ack, follows: true},
+			{at: 2, back: true, flags: fin | ack, follows: true},
+			{at: 2, flags: fin | ack, follows: true}, // the second FIN
+			{at: 2, flags: ack, follows: true},       // sent before it, overtaken
+			{at: 2, back: true, flags: ack, follows: true, ends: true},
+		}},
 		{"reset by the client", 6, []packet{
 			{at: 1, flags: syn, follows: true},
 			{at: 1, back: true, flags: syn | ack, follows: true},

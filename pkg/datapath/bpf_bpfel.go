@@ -75,6 +75,7 @@ const (
 	bpfCtStateCT_ST_FIN_FWD bpfCtState = 2
 	bpfCtStateCT_ST_FIN_REV bpfCtState = 4
 	bpfCtStateCT_ST_CLOSING bpfCtState = 8
+	bpfCtStateCT_ST_FIN2REV bpfCtState = 16
 )
 
 type bpfFragKey struct {

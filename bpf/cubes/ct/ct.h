@@ -13,7 +13,7 @@
  * the time of its last packet; an entry is dead once the timeout of its
  * state has passed (ct_expired: the datapath no longer follows it, the
  * agent's GC removes it). A TCP flow is removed by the datapath itself at
- * its close (a RST, or the last ACK after FINs both ways), so that churn
+ * its close (a RST, or the ACK of the second FIN), so that churn
  * of short connections does not fill the table; a SYN on a flow that was
  * answered or is closing opens a new flow (a reused client port).
  * The table is a hash map (ct_maps.h says why not an LRU): when it is
@@ -111,17 +111,36 @@ static always_inline int ct_news(const struct ct_entry *e, const struct flow *f,
 	       now - e->last_ns > CT_TOUCH_NS;
 }
 
+/* ct_ends says whether packet f, going way dir, is the last of a TCP
+ * flow whose state was before: a RST, or, after FINs both ways, the ACK of
+ * the second FIN, which goes the other way. The side that sent the second
+ * FIN may still have a packet of its own in flight behind it (its ACK of
+ * the first FIN, sent on another CPU and overtaken): that one is not the
+ * end, or the flow would be gone before its true last ACK, which would
+ * then be balanced afresh as a new flow. */
+static always_inline int ct_ends(const struct flow *f, __u8 dir, __u64 before)
+{
+	if (f->tcp_flags & TCP_FLAG_RST)
+		return 1;
+	if ((before & CT_ST_FINS) != CT_ST_FINS || (f->tcp_flags & TCP_FLAG_FIN))
+		return 0;
+	return (dir == CT_REPLY) != !!(before & CT_ST_FIN2_REV);
+}
+
 /* ct_observe records packet f, going way dir, in its flow's entry e and
- * (if known) the other one. It returns 1 when the packet ends the flow (a
- * RST, or the last ACK after FINs both ways): the caller removes both
- * entries (ct_remove) once it has read what it needs from them. */
+ * (if known) the other one. It returns 1 when the packet ends the flow
+ * (ct_ends): the caller removes both entries (ct_remove) once it has read
+ * what it needs from them. */
 static always_inline int ct_observe(struct ct_entry *e, struct ct_entry *other, const struct flow *f, __u8 dir,
 				      __u64 now)
 {
 	__u64 before = e->state, add = ct_packet_state(f, dir), after = before | add;
 
-	if ((after & CT_ST_FINS) == CT_ST_FINS)
+	if ((after & CT_ST_FINS) == CT_ST_FINS) {
 		after |= CT_ST_CLOSING;
+		if ((before & CT_ST_FINS) != CT_ST_FINS && dir == CT_REPLY)
+			after |= CT_ST_FIN2_REV;
+	}
 	if (after != before) {
 		__sync_fetch_and_or(&e->state, after);
 		if (other)
@@ -134,7 +153,7 @@ static always_inline int ct_observe(struct ct_entry *e, struct ct_entry *other, 
 	}
 	if (f->proto != IPPROTO_TCP)
 		return 0;
-	return (add & CT_ST_CLOSING) || ((before & CT_ST_FINS) == CT_ST_FINS && !(f->tcp_flags & TCP_FLAG_FIN));
+	return ct_ends(f, dir, before);
 }
 
 /* ct_remove deletes a closed flow's two entries. */

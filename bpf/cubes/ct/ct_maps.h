@@ -38,6 +38,8 @@ enum ct_state : __u64 {
 	CT_ST_FIN_FWD = 2, /* TCP: a FIN from the client */
 	CT_ST_FIN_REV = 4, /* TCP: a FIN from the backend */
 	CT_ST_CLOSING = 8, /* TCP: a RST, or FINs both ways */
+	CT_ST_FIN2_REV = 16, /* TCP: of the FINs both ways, the backend's came
+			      * second (so the client's ACK is the last packet) */
 };
 
 struct ct_entry {
