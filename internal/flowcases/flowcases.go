@@ -11,7 +11,7 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/netcube/netcube/pkg/sandbox"
+	"github.com/netcube/netcube/lab/sandbox"
 )
 
 // Verdicts other than an answer.

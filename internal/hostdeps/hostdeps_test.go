@@ -16,7 +16,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/netcube/netcube/pkg/images"
+	"github.com/netcube/netcube/lab/images"
 )
 
 // notFromDebian are programs the code runs that no Debian package

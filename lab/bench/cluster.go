@@ -18,8 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/netcube/netcube/pkg/kubeenv"
-	"github.com/netcube/netcube/pkg/sandbox"
+	"github.com/netcube/netcube/lab/kubeenv"
+	"github.com/netcube/netcube/lab/sandbox"
 )
 
 // The comparison's cluster: one sandbox node whose Service data plane is

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/netcube/netcube/pkg/traffic"
+	"github.com/netcube/netcube/lab/traffic"
 )
 
 // CompareConfig configures `netcube bench compare`: netcube against the

@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/netcube/netcube/pkg/traffic"
+	"github.com/netcube/netcube/lab/traffic"
 )
 
 // CompareReport is the benchmark's whole output: every figure, and how it

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/netcube/netcube/pkg/traffic"
+	"github.com/netcube/netcube/lab/traffic"
 )
 
 // Adding a size to a report keeps the earlier sizes, replaces a size that

@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/netcube/netcube/pkg/sandbox"
-	"github.com/netcube/netcube/pkg/traffic"
+	"github.com/netcube/netcube/lab/sandbox"
+	"github.com/netcube/netcube/lab/traffic"
 )
 
 // DatapathConfig configures `netcube bench datapath`.

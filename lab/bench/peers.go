@@ -15,9 +15,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/netcube/netcube/lab/sandbox"
 	"github.com/netcube/netcube/pkg/cubes/lb"
 	"github.com/netcube/netcube/pkg/datapath"
-	"github.com/netcube/netcube/pkg/sandbox"
 )
 
 // A peer is one Service data plane on the measured node: netcube, or the

@@ -14,9 +14,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/netcube/netcube/pkg/bench/native"
-	"github.com/netcube/netcube/pkg/kubeenv"
-	"github.com/netcube/netcube/pkg/sandbox"
+	"github.com/netcube/netcube/lab/bench/native"
+	"github.com/netcube/netcube/lab/kubeenv"
+	"github.com/netcube/netcube/lab/sandbox"
 )
 
 // The pod-network benchmark: netcube's pod network (native routing,

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/netcube/netcube/pkg/bench/native"
+	"github.com/netcube/netcube/lab/bench/native"
 )
 
 // podnetMetric is one figure of a point: its runs, and whether more is

@@ -13,12 +13,12 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/netcube/netcube/pkg/bench/native"
+	"github.com/netcube/netcube/lab/bench/native"
+	"github.com/netcube/netcube/lab/sandbox"
 	"github.com/netcube/netcube/pkg/cube"
 	"github.com/netcube/netcube/pkg/cubes/policy"
 	"github.com/netcube/netcube/pkg/datapath"
 	"github.com/netcube/netcube/pkg/model"
-	"github.com/netcube/netcube/pkg/sandbox"
 )
 
 // PolicyConfig configures `netcube bench policy`.

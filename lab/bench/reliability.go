@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/netcube/netcube/internal/faultrec"
+	"github.com/netcube/netcube/lab/faultrec"
 )
 
 // ReliabilityReport is what the fault tests measured (`make reliability`

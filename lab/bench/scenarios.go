@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/netcube/netcube/pkg/sandbox"
-	"github.com/netcube/netcube/pkg/traffic"
+	"github.com/netcube/netcube/lab/sandbox"
+	"github.com/netcube/netcube/lab/traffic"
 )
 
 // bulk runs iperf3 from a pod (or the external client) for d with streams

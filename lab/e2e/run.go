@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/netcube/netcube/pkg/sandbox"
+	"github.com/netcube/netcube/lab/sandbox"
 )
 
 // Options say what to run and where.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/netcube/netcube/internal/logs"
+	"github.com/netcube/netcube/lab/internal/logs"
 	"net"
 	"os"
 	"os/exec"

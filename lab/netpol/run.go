@@ -15,7 +15,7 @@ import (
 	"github.com/sirupsen/logrus"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/netcube/netcube/pkg/images"
+	"github.com/netcube/netcube/lab/images"
 )
 
 // WorkerImage is the image cyclonus runs its pods from in batch mode: the

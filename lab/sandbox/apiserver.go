@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 
-	"github.com/netcube/netcube/pkg/kubeenv"
+	"github.com/netcube/netcube/lab/kubeenv"
 )
 
 // The API server lives on the underlay, as on a control-plane node.

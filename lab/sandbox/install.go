@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/netcube/netcube/pkg/images"
+	"github.com/netcube/netcube/lab/images"
 )
 
 // sandboxImage is what containerd runs as every pod's sandbox (imported,

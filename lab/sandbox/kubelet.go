@@ -19,8 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/netcube/netcube/internal/cgroup"
-	"github.com/netcube/netcube/internal/logs"
-	"github.com/netcube/netcube/pkg/kubeenv"
+	"github.com/netcube/netcube/lab/internal/logs"
+	"github.com/netcube/netcube/lab/kubeenv"
 )
 
 // Real nodes (Config.Kubelet). Each sandbox node runs containerd and a

@@ -3,7 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
-	"github.com/netcube/netcube/internal/logs"
+	"github.com/netcube/netcube/lab/internal/logs"
 	"os"
 	"os/exec"
 	"path/filepath"

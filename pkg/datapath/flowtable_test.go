@@ -7,11 +7,11 @@ import (
 
 	"github.com/netcube/netcube/internal/flowcases"
 	"github.com/netcube/netcube/internal/pkt"
+	"github.com/netcube/netcube/lab/sandbox"
 	"github.com/netcube/netcube/pkg/cubes/lb"
 	"github.com/netcube/netcube/pkg/cubes/nat"
 	"github.com/netcube/netcube/pkg/k8s"
 	"github.com/netcube/netcube/pkg/model"
-	"github.com/netcube/netcube/pkg/sandbox"
 	"github.com/netcube/netcube/pkg/source/yamldir"
 )
 

@@ -9,9 +9,9 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	"github.com/netcube/netcube/internal/faultrec"
 	"github.com/netcube/netcube/internal/pkt"
 	"github.com/netcube/netcube/internal/testenv"
+	"github.com/netcube/netcube/lab/faultrec"
 	"github.com/netcube/netcube/pkg/cubes"
 	"github.com/netcube/netcube/pkg/cubes/ct"
 	"github.com/netcube/netcube/pkg/cubes/lb"

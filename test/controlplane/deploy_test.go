@@ -24,8 +24,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/netcube/netcube/lab/kubeenv"
 	agentcfg "github.com/netcube/netcube/pkg/agent"
-	"github.com/netcube/netcube/pkg/kubeenv"
 )
 
 const chart = "../../deploy/helm/netcube"

@@ -14,9 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/netcube/netcube/internal/faultrec"
 	"github.com/netcube/netcube/internal/testenv"
-	"github.com/netcube/netcube/pkg/kubeenv"
+	"github.com/netcube/netcube/lab/faultrec"
+	"github.com/netcube/netcube/lab/kubeenv"
 	"github.com/netcube/netcube/pkg/model"
 )
 

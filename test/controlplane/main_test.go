@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/netcube/netcube/internal/testenv"
+	"github.com/netcube/netcube/lab/kubeenv"
 	"github.com/netcube/netcube/pkg/cubes/lb"
 	"github.com/netcube/netcube/pkg/datapath"
-	"github.com/netcube/netcube/pkg/kubeenv"
 	"github.com/netcube/netcube/pkg/model"
 )
 

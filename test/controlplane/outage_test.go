@@ -11,9 +11,9 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/netcube/netcube/internal/faultrec"
 	"github.com/netcube/netcube/internal/testenv"
-	"github.com/netcube/netcube/pkg/kubeenv"
+	"github.com/netcube/netcube/lab/faultrec"
+	"github.com/netcube/netcube/lab/kubeenv"
 	"github.com/netcube/netcube/pkg/model"
 )
 

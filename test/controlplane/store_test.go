@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/netcube/netcube/internal/testenv"
-	"github.com/netcube/netcube/pkg/kubeenv"
+	"github.com/netcube/netcube/lab/kubeenv"
 	"github.com/netcube/netcube/pkg/model"
 )
 

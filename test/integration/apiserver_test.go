@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/netcube/netcube/internal/testenv"
-	"github.com/netcube/netcube/pkg/sandbox"
+	"github.com/netcube/netcube/lab/sandbox"
 )
 
 const apiBound = 2 * time.Second // API write -> traffic follows

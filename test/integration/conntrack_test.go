@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/netcube/netcube/internal/testenv"
-	"github.com/netcube/netcube/pkg/sandbox"
-	"github.com/netcube/netcube/pkg/traffic"
+	"github.com/netcube/netcube/lab/sandbox"
+	"github.com/netcube/netcube/lab/traffic"
 )
 
 // TestPortReuseAcrossDirectAndServiceFlows is the conntrack black hole of

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/netcube/netcube/internal/testenv"
-	"github.com/netcube/netcube/pkg/sandbox"
+	"github.com/netcube/netcube/lab/sandbox"
 )
 
 // TestDownAfterCrash: `sandbox down` removes a sandbox whose agents and

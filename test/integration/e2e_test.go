@@ -13,10 +13,10 @@ import (
 
 	"github.com/netcube/netcube/internal/cgroup"
 	"github.com/netcube/netcube/internal/testenv"
-	"github.com/netcube/netcube/pkg/e2e"
-	"github.com/netcube/netcube/pkg/images"
-	"github.com/netcube/netcube/pkg/kubeenv"
-	"github.com/netcube/netcube/pkg/sandbox"
+	"github.com/netcube/netcube/lab/e2e"
+	"github.com/netcube/netcube/lab/images"
+	"github.com/netcube/netcube/lab/kubeenv"
+	"github.com/netcube/netcube/lab/sandbox"
 )
 
 // TestUpstreamSigNetworkSmoke: the fast subset of Kubernetes' own

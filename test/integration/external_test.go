@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/netcube/netcube/internal/testenv"
-	"github.com/netcube/netcube/pkg/sandbox"
-	"github.com/netcube/netcube/pkg/traffic"
+	"github.com/netcube/netcube/lab/sandbox"
+	"github.com/netcube/netcube/lab/traffic"
 )
 
 // externalService renders a dual-stack Service reached from outside: its

@@ -9,7 +9,7 @@ import (
 
 	"github.com/netcube/netcube/internal/flowcases"
 	"github.com/netcube/netcube/internal/testenv"
-	"github.com/netcube/netcube/pkg/traffic"
+	"github.com/netcube/netcube/lab/traffic"
 )
 
 // TestFlowTable runs the packet-flow table (internal/flowcases) as real

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/netcube/netcube/lab/sandbox"
 	"github.com/netcube/netcube/pkg/cubes/nat"
 	"github.com/netcube/netcube/pkg/datapath"
-	"github.com/netcube/netcube/pkg/sandbox"
 )
 
 // TestICMPLeavesTheCluster: a pod pings and traceroutes hosts outside the

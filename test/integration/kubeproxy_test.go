@@ -16,10 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/netcube/netcube/internal/testenv"
-	"github.com/netcube/netcube/pkg/bench"
+	"github.com/netcube/netcube/lab/bench"
+	"github.com/netcube/netcube/lab/kubeenv"
+	"github.com/netcube/netcube/lab/sandbox"
 	"github.com/netcube/netcube/pkg/datapath"
-	"github.com/netcube/netcube/pkg/kubeenv"
-	"github.com/netcube/netcube/pkg/sandbox"
 )
 
 // TestKubeProxyBaseline: the real kube-proxy, built from the Go module

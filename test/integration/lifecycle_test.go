@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/netcube/netcube/internal/faultrec"
 	"github.com/netcube/netcube/internal/testenv"
+	"github.com/netcube/netcube/lab/faultrec"
+	"github.com/netcube/netcube/lab/sandbox"
+	"github.com/netcube/netcube/lab/traffic"
 	"github.com/netcube/netcube/pkg/cubes/ct"
 	"github.com/netcube/netcube/pkg/datapath"
-	"github.com/netcube/netcube/pkg/sandbox"
-	"github.com/netcube/netcube/pkg/traffic"
 )
 
 // holder is `netcube pod hold` running in a pod: connections held open,

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/netcube/netcube/internal/testenv"
-	"github.com/netcube/netcube/pkg/sandbox"
-	"github.com/netcube/netcube/pkg/traffic"
+	"github.com/netcube/netcube/lab/sandbox"
+	"github.com/netcube/netcube/lab/traffic"
 )
 
 var binDir string

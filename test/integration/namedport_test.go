@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/netcube/netcube/internal/testenv"
-	"github.com/netcube/netcube/pkg/sandbox"
+	"github.com/netcube/netcube/lab/sandbox"
 )
 
 // TestNamedTargetPortDiffersPerPod: a Service whose targetPort is a name

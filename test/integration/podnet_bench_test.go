@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/netcube/netcube/internal/testenv"
-	"github.com/netcube/netcube/pkg/bench"
-	"github.com/netcube/netcube/pkg/kubeenv"
+	"github.com/netcube/netcube/lab/bench"
+	"github.com/netcube/netcube/lab/kubeenv"
 )
 
 // TestPodnetQuick runs the pod-network benchmark end to end, briefly:

@@ -17,8 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/netcube/netcube/internal/testenv"
-	"github.com/netcube/netcube/pkg/kubeenv"
-	"github.com/netcube/netcube/pkg/sandbox"
+	"github.com/netcube/netcube/lab/kubeenv"
+	"github.com/netcube/netcube/lab/sandbox"
 )
 
 // TestPodNetwork: pods the CNI plugin wired reach each other on one node

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/netcube/netcube/internal/testenv"
-	"github.com/netcube/netcube/pkg/netpol"
-	"github.com/netcube/netcube/pkg/sandbox"
+	"github.com/netcube/netcube/lab/netpol"
+	"github.com/netcube/netcube/lab/sandbox"
 )
 
 // policyPods: a server on node2, a client and another pod on node1 (so the

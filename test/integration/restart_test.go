@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/netcube/netcube/internal/faultrec"
 	"github.com/netcube/netcube/internal/testenv"
+	"github.com/netcube/netcube/lab/faultrec"
 	"github.com/netcube/netcube/pkg/datapath"
 )
 

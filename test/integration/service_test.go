@@ -13,11 +13,11 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/netcube/netcube/internal/testenv"
+	"github.com/netcube/netcube/lab/sandbox"
+	"github.com/netcube/netcube/lab/traffic"
 	"github.com/netcube/netcube/pkg/cubes/ct"
 	"github.com/netcube/netcube/pkg/cubes/lb"
 	"github.com/netcube/netcube/pkg/datapath"
-	"github.com/netcube/netcube/pkg/sandbox"
-	"github.com/netcube/netcube/pkg/traffic"
 )
 
 // paths: every behaviour holds with socket-LB and with the tc path alone.

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/netcube/netcube/internal/faultrec"
-	"github.com/netcube/netcube/pkg/sandbox"
+	"github.com/netcube/netcube/lab/faultrec"
+	"github.com/netcube/netcube/lab/sandbox"
 )
 
 // upgradeFrom is the last commit whose conntrack entries had the first

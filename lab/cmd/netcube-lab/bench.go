@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/netcube/netcube/pkg/bench"
-	"github.com/netcube/netcube/pkg/kubeenv"
+	"github.com/netcube/netcube/lab/bench"
+	"github.com/netcube/netcube/lab/kubeenv"
 )
 
 func benchCmd(args []string) error {

@@ -12,8 +12,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/netcube/netcube/pkg/sandbox"
-	"github.com/netcube/netcube/pkg/traffic"
+	"github.com/netcube/netcube/lab/sandbox"
+	"github.com/netcube/netcube/lab/traffic"
 )
 
 // demoCmd (re)starts the sandbox with the example Services and sends real

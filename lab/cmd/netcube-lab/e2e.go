@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/netcube/netcube/pkg/e2e"
+	"github.com/netcube/netcube/lab/e2e"
 )
 
 // e2eCmd runs the upstream sig-network e2e tests against a sandbox with

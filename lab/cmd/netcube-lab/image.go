@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/netcube/netcube/pkg/images"
+	"github.com/netcube/netcube/lab/images"
 )
 
 // imageCmd builds netcube's agent image, or the pause (pod sandbox)

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/netcube/netcube/pkg/netpol"
+	"github.com/netcube/netcube/lab/netpol"
 )
 
 // netpolCmd runs cyclonus's generated NetworkPolicy cases against a

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/netcube/netcube/pkg/traffic"
+	"github.com/netcube/netcube/lab/traffic"
 )
 
 // podCmd holds the tools that run inside sandbox pods.

@@ -10,8 +10,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/netcube/netcube/pkg/kubeenv"
-	"github.com/netcube/netcube/pkg/sandbox"
+	"github.com/netcube/netcube/lab/kubeenv"
+	"github.com/netcube/netcube/lab/sandbox"
 )
 
 func sandboxCmd(args []string) error {
