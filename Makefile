@@ -26,13 +26,13 @@ generate:        ## regenerate the cubes' hook header from the registry, then th
 	$(GO) generate ./pkg/datapath/ ./internal/bpftest/
 
 build:
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -o $(BIN)/ ./cmd/... ./lab/cmd/...
 
-images: build     ## the agent's and the pause image as archives (bin/images/), from static builds (and cyclonus's worker, for netcube netpol)
+images: build     ## the agent's and the pause image as archives (bin/images/), from static builds (and cyclonus's worker, for netcube-lab netpol)
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/static/ ./cmd/netcube-agent ./cmd/netcube-cni
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/static/cyclonus-worker github.com/mattfenwick/cyclonus/cmd/worker
-	mkdir -p $(BIN)/images && $(BIN)/netcube image agent --bin $(BIN)/static --out $(BIN)/images/netcube-agent.tar
-	$(BIN)/netcube image pause --out $(BIN)/images/pause.tar
+	mkdir -p $(BIN)/images && $(BIN)/netcube-lab image agent --bin $(BIN)/static --out $(BIN)/images/netcube-agent.tar
+	$(BIN)/netcube-lab image pause --out $(BIN)/images/pause.tar
 
 test: deps build tools e2e-tools ## every test: unit, datapath (BPF_PROG_RUN), socket-LB, control plane (real kube-apiserver), sandbox, upstream e2e smoke on real nodes
 	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) NETCUBE_E2E_DIR=$$(bash hack/build-e2e.sh 2>/dev/null | tail -n 1) \
@@ -53,35 +53,35 @@ reliability: deps build tools ## the fault tests, long versions (the API server 
 		$(GO) test -p 1 -count=1 -timeout 60m -v -run '$(RELIABILITY_TESTS)' ./test/integration ./test/controlplane ./pkg/datapath 2>&1 | \
 		tee -a $(BIN)/reliability.log | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok)|fault record|failed:'; r=$${PIPESTATUS[0]}; \
 		echo "$$run $$r" >> $(BIN)/reliability-runs.txt; [ $$r -eq 0 ] || rc=$$r; done; \
-	$(BIN)/netcube bench reliability --in $(BIN)/reliability.jsonl --runs $(BIN)/reliability-runs.txt --out docs/benchmarks && exit $$rc
+	$(BIN)/netcube-lab bench reliability --in $(BIN)/reliability.jsonl --runs $(BIN)/reliability-runs.txt --out docs/benchmarks && exit $$rc
 
 e2e: deps images tools e2e-tools ## Kubernetes' sig-network e2e tests against real nodes running netcube: docs/conformance/sig-network.md
-	$(BIN)/netcube e2e --report docs/conformance/sig-network.md
+	$(BIN)/netcube-lab e2e --report docs/conformance/sig-network.md
 
 netpol: deps images tools e2e-tools ## cyclonus's generated NetworkPolicy cases on real nodes (about an hour): docs/conformance/netpol-cyclonus.md
-	$(BIN)/netcube netpol --report docs/conformance/netpol-cyclonus.md
+	$(BIN)/netcube-lab netpol --report docs/conformance/netpol-cyclonus.md
 
 demo: deps build ## start the sandbox with the example Services and send requests to each
-	$(BIN)/netcube demo
+	$(BIN)/netcube-lab demo
 
 sandbox: deps build
-	$(BIN)/netcube sandbox up
+	$(BIN)/netcube-lab sandbox up
 
 sandbox-down:
-	$(BIN)/netcube sandbox down
+	$(BIN)/netcube-lab sandbox down
 
 bench: deps build ## pod->Service vs pod->pod, socket-LB on and off
-	$(BIN)/netcube bench datapath
+	$(BIN)/netcube-lab bench datapath
 
 bench-sync: deps build tools ## control plane: sync cost at 1k..100k Services against a real kube-apiserver
-	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube bench sync --services 1000,10000,30000,100000 --endpoints 1,10
+	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube-lab bench sync --services 1000,10000,30000,100000 --endpoints 1,10
 
 bench-compare: deps build tools ## netcube vs the real kube-proxy (iptables-nft, iptables-legacy, nftables) at 1..30k Services (netcube to 100k): docs/benchmarks/compare.md
-	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube bench compare \
+	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube-lab bench compare \
 		--services 1,1000,5000,10000,30000,100000 --kube-proxy-max 30000 --runs 3 --duration 1s --reactions 3 --churn 6s --churn-every 1s
 
 bench-podnet: deps build tools ## pod network: netcube (native, VXLAN, kernel-routed) vs flannel VXLAN + bridge: docs/benchmarks/podnet.md
-	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube bench podnet --runs 3 --duration 3s --startups 100
+	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube-lab bench podnet --runs 3 --duration 3s --startups 100
 
 lint:
 	$(GO) vet ./...

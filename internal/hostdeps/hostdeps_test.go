@@ -82,7 +82,7 @@ var programName = regexp.MustCompile(`^[a-z][a-z0-9._+-]{0,40}$`)
 var hostDirs = []string{"/bin/", "/sbin/", "/usr/bin/", "/usr/sbin/", "/lib/", "/usr/lib/", "/usr/libexec/"}
 
 // launchers are the calls whose argument at the index given is a program
-// to run: exec's, sb.Output's (after the pod), and pkg/sandbox's run
+// to run: exec's, sb.Output's (after the pod), and lab/sandbox's run
 // (only there: elsewhere a "run" is something else).
 var launchers = map[string]int{"Command": 0, "CommandContext": 1, "Output": 1, "sandbox.run": 0}
 
@@ -329,7 +329,7 @@ func TestEveryProgramComesFromAListedPackage(t *testing.T) {
 }
 
 // TestImagesCopyOnlyListedFiles: every host file the test images copy
-// (pkg/images.HostSources) is from a listed package, and each shared
+// (lab/images.HostSources) is from a listed package, and each shared
 // library it needs from a listed package or one a listed package pulls in.
 func TestImagesCopyOnlyListedFiles(t *testing.T) {
 	requireDpkg(t)

@@ -123,7 +123,7 @@ func (c *cluster) setup() error {
 	// cross-CPU wake-ups dominate latency); iperf3 server on CPU 1, its
 	// client on CPU 0.
 	servers := []*exec.Cmd{
-		pinned(1, filepath.Join(c.binDir, "netcube"), "pod", "serve", "--sequential", "--name", "bench", "--port", strconv.Itoa(rrPort)),
+		pinned(1, filepath.Join(c.binDir, sandbox.LabBinary), "pod", "serve", "--sequential", "--name", "bench", "--port", strconv.Itoa(rrPort)),
 		exec.Command("iperf3", "-s", "-p", strconv.Itoa(iperfPort), "-A", "1"),
 	}
 	for _, s := range servers {
@@ -297,7 +297,7 @@ func hostPort(host string, port int) string { return net.JoinHostPort(host, strc
 // answers reports whether one request to addr from the client is answered
 // by backend.
 func (c *cluster) answers(addr, backend string) bool {
-	out, err := c.sb.Output(c.client.Name, filepath.Join(c.binDir, "netcube"), "pod", "request", "--timeout", "200ms", addr)
+	out, err := c.sb.Output(c.client.Name, filepath.Join(c.binDir, sandbox.LabBinary), "pod", "request", "--timeout", "200ms", addr)
 	return err == nil && strings.Contains(string(out), `"backend":"`+backend+`"`)
 }
 

@@ -102,7 +102,7 @@ func datapathMode(cfg DatapathConfig, socketLB bool) ([]Result, error) {
 	// Client on CPU 0, server on CPU 1 for bulk; both on CPU 1 for
 	// request/response (unpinned, cross-CPU wake-ups dominate latency).
 	servers := []*exec.Cmd{
-		pinned(1, filepath.Join(cfg.BinDir, "netcube"), "pod", "serve", "--sequential", "--name", "bench", "--port", strconv.Itoa(rrPort)),
+		pinned(1, filepath.Join(cfg.BinDir, sandbox.LabBinary), "pod", "serve", "--sequential", "--name", "bench", "--port", strconv.Itoa(rrPort)),
 		exec.Command("iperf3", "-s", "-p", strconv.Itoa(iperfPort), "-A", "1"),
 	}
 	for _, s := range servers {
@@ -174,7 +174,7 @@ func pinned(cpu int, name string, args ...string) *exec.Cmd {
 func waitReachable(sb *sandbox.Sandbox, pod, bin, addr string) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		out, err := sb.Output(pod, filepath.Join(bin, "netcube"), "pod", "request", "--timeout", "200ms", addr)
+		out, err := sb.Output(pod, filepath.Join(bin, sandbox.LabBinary), "pod", "request", "--timeout", "200ms", addr)
 		if err == nil && strings.Contains(string(out), `"backend":"bench"`) {
 			return nil
 		}
@@ -201,7 +201,7 @@ func measure(sb *sandbox.Sandbox, pod string, cfg DatapathConfig, host string, p
 	addr := net.JoinHostPort(host, strconv.Itoa(port))
 	for _, persistent := range []bool{true, false} {
 		args := append(append([]string(nil), load...), "--persistent="+strconv.FormatBool(persistent), addr)
-		out, err := runIn(sb, pod, pinned(1, filepath.Join(cfg.BinDir, "netcube"), args...))
+		out, err := runIn(sb, pod, pinned(1, filepath.Join(cfg.BinDir, sandbox.LabBinary), args...))
 		if err != nil {
 			return m, err
 		}

@@ -1,6 +1,6 @@
 // Package bench measures netcube in the sandbox with real tools: iperf3 for
 // bulk throughput and request/response and connection-rate generators
-// (pkg/traffic in Go; pkg/bench/native's ncperf in C, for the pod-network
+// (lab/traffic in Go; lab/bench/native's ncperf in C, for the pod-network
 // figures), clients and servers pinned to CPUs. Figures are ratios to a
 // baseline measured back to back in the same run (pod->pod for Services;
 // the real kube-proxy; the real flannel for the pod network), so a noisy

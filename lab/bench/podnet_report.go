@@ -165,7 +165,7 @@ func (r *PodnetReport) Markdown() string {
 	b.WriteString("- **netcube-vxlan**: the same with the VXLAN overlay (`--routing vxlan`).\n")
 	b.WriteString("- **netcube-kernel**: netcube's CNI plugin and programs, but the kernel routes every pod packet (`--routing kernel`): the stack-routed path before the router cube.\n")
 	b.WriteString("- **flannel**: flanneld (VXLAN backend, kube subnet manager against a real kube-apiserver; built by `hack/build-flannel.sh`) with the reference `bridge` and `host-local` plugins: the kernel bridge/VXLAN path most clusters run.\n\n")
-	fmt.Fprintf(&b, "Generator: `ncperf` (native, `pkg/bench/native`), client and server on CPU 1; on a bare veth pair it does %.0f conn/s and %.0f trans/s (p50 %.1f µs): every figure below is under that ceiling. Bulk: iperf3, client CPU 0, server CPU 1.\n\n",
+	fmt.Fprintf(&b, "Generator: `ncperf` (native, `lab/bench/native`), client and server on CPU 1; on a bare veth pair it does %.0f conn/s and %.0f trans/s (p50 %.1f µs): every figure below is under that ceiling. Bulk: iperf3, client CPU 0, server CPU 1.\n\n",
 		r.Calibration.PerSec, r.CalibRR.PerSec, r.CalibRR.P50)
 
 	b.WriteString("## Targets\n\n| target | measured | met |\n|---|---|---|\n")

@@ -45,7 +45,7 @@ func requests(sb *sandbox.Sandbox, bin, from, addr string, persistent bool, src 
 		args = append(args, "--source", src)
 	}
 	var s traffic.Summary
-	out, err := runIn(sb, from, pinned(1, filepath.Join(bin, "netcube"), append(args, addr)...))
+	out, err := runIn(sb, from, pinned(1, filepath.Join(bin, sandbox.LabBinary), append(args, addr)...))
 	if err != nil {
 		return s, err
 	}
@@ -64,7 +64,7 @@ type answer struct {
 // watch sends requests to addr from the client pod, a new connection each,
 // until stop is called, delivering every answer as it comes.
 func (c *cluster) watch(addr string) (<-chan answer, func(), error) {
-	cmd := exec.Command(filepath.Join(c.binDir, "netcube"), "pod", "request", "--count", "0", "--timeout", "300ms", addr)
+	cmd := exec.Command(filepath.Join(c.binDir, sandbox.LabBinary), "pod", "request", "--count", "0", "--timeout", "300ms", addr)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, nil, err

@@ -53,7 +53,7 @@ func Up(cfg Config, log io.Writer) (sb *Sandbox, err error) {
 		}
 		cfg.BinDir = filepath.Dir(exe)
 	}
-	for _, bin := range []string{"netcube", "netcube-agent", cni.PluginType} {
+	for _, bin := range []string{LabBinary, "netcube-agent", cni.PluginType} {
 		if _, err := os.Stat(filepath.Join(cfg.BinDir, bin)); err != nil {
 			return nil, fmt.Errorf("%s not found in %s: run `make build`", bin, cfg.BinDir)
 		}
@@ -292,7 +292,7 @@ func (sb *Sandbox) StartServer(pod string) error {
 		return fmt.Errorf("no pod %q in sandbox %s", pod, sb.Config.Name)
 	}
 	return spawn(sb.Topology, "pod-"+p.Name, p.Netns, p.Cgroup,
-		filepath.Join(sb.Config.BinDir, "netcube"), "pod", "serve", "--name", p.Name, "--port", strconv.Itoa(PodPort))
+		filepath.Join(sb.Config.BinDir, LabBinary), "pod", "serve", "--name", p.Name, "--port", strconv.Itoa(PodPort))
 }
 
 // OutsidePort is where StartOutsideServer listens.
@@ -305,7 +305,7 @@ const OutsidePort = 9090
 func (sb *Sandbox) StartOutsideServer() ([]string, error) {
 	h := sb.Topology.External
 	err := spawn(sb.Topology, "outside-server", h.Netns, "",
-		filepath.Join(sb.Config.BinDir, "netcube"), "pod", "serve", "--name", "outside", "--port", strconv.Itoa(OutsidePort))
+		filepath.Join(sb.Config.BinDir, LabBinary), "pod", "serve", "--name", "outside", "--port", strconv.Itoa(OutsidePort))
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,11 @@ import (
 	"github.com/netcube/netcube/pkg/cni"
 )
 
+// LabBinary is the lab's CLI (lab/cmd/netcube-lab): every sandbox pod
+// runs its traffic tools (netcube-lab pod serve|request|load|hold) from
+// Config.BinDir.
+const LabBinary = "netcube-lab"
+
 // Config describes a sandbox.
 type Config struct {
 	Name        string // prefix of everything created; default "nc"

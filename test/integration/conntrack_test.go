@@ -66,7 +66,7 @@ func TestPortReuseAcrossDirectAndServiceFlows(t *testing.T) {
 // to addr for d.
 func load(t *testing.T, sb *sandbox.Sandbox, who, addr string, d time.Duration) traffic.Summary {
 	t.Helper()
-	out, err := sb.Output(who, filepath.Join(binDir, "netcube"), "pod", "load", "--proto", "tcp",
+	out, err := sb.Output(who, filepath.Join(binDir, sandbox.LabBinary), "pod", "load", "--proto", "tcp",
 		"--timeout", "300ms", "--duration", d.String(), addr)
 	if err != nil {
 		t.Fatal(err)

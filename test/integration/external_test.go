@@ -310,7 +310,7 @@ func TestFromNodes(t *testing.T) {
 	}
 
 	serve := func(where string, port int) error {
-		cmd := exec.Command(filepath.Join(binDir, "netcube"), "pod", "serve", "--name", "squatter", "--port", strconv.Itoa(port))
+		cmd := exec.Command(filepath.Join(binDir, sandbox.LabBinary), "pod", "serve", "--name", "squatter", "--port", strconv.Itoa(port))
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
 		if err := sb.Start(where, cmd); err != nil {

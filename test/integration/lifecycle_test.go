@@ -31,7 +31,7 @@ type holder struct {
 
 func startHold(t *testing.T, sb *sandbox.Sandbox, pod, proto, addr string, count int) (*holder, traffic.HoldReport) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(binDir, "netcube"), "pod", "hold", "--proto", proto, "--count", strconv.Itoa(count), addr)
+	cmd := exec.Command(filepath.Join(binDir, sandbox.LabBinary), "pod", "hold", "--proto", proto, "--count", strconv.Itoa(count), addr)
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -277,7 +277,7 @@ func underLoad(t *testing.T, sb *sandbox.Sandbox, loadFor time.Duration, fault f
 	results := make(chan result, len(addrs))
 	for _, a := range addrs {
 		go func() {
-			out, err := sb.Output(client.Name, filepath.Join(binDir, "netcube"), "pod", "load", "--duration", loadFor.String(), a)
+			out, err := sb.Output(client.Name, filepath.Join(binDir, sandbox.LabBinary), "pod", "load", "--duration", loadFor.String(), a)
 			var s traffic.Summary
 			if err == nil {
 				err = json.Unmarshal(out, &s)

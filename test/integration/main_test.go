@@ -27,7 +27,7 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	out, err := exec.Command("go", "build", "-o", dir+"/", "github.com/netcube/netcube/cmd/...").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", dir+"/", "github.com/netcube/netcube/cmd/...", "github.com/netcube/netcube/lab/cmd/...").CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)
 		os.Exit(1)
@@ -111,7 +111,7 @@ func requests(t *testing.T, sb *sandbox.Sandbox, proto, addr string, count int, 
 func requestsFrom(t *testing.T, sb *sandbox.Sandbox, who, proto, addr string, count int, extra ...string) []traffic.Result {
 	t.Helper()
 	args := append([]string{"pod", "request", "--proto", proto, "--count", fmt.Sprint(count)}, extra...)
-	out, err := sb.Output(who, filepath.Join(binDir, "netcube"), append(args, addr)...)
+	out, err := sb.Output(who, filepath.Join(binDir, sandbox.LabBinary), append(args, addr)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ type timed struct {
 func startStream(t *testing.T, sb *sandbox.Sandbox, proto, addr string, extra ...string) *stream {
 	t.Helper()
 	args := append([]string{"pod", "request", "--proto", proto, "--count", "0", "--interval", "10ms"}, extra...)
-	cmd := exec.Command(filepath.Join(binDir, "netcube"), append(args, addr)...)
+	cmd := exec.Command(filepath.Join(binDir, sandbox.LabBinary), append(args, addr)...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

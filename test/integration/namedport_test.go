@@ -22,7 +22,7 @@ func TestNamedTargetPortDiffersPerPod(t *testing.T) {
 			sb := up(t, path.socketLB)
 			pods := sb.Topology.EchoBackends()
 			odd := pods[len(pods)-1] // serves "http" on 9090, the others on 8080
-			cmd := execIn(filepath.Join(binDir, "netcube"), "pod", "serve", "--name", odd.Name+"-9090", "--port", "9090")
+			cmd := execIn(filepath.Join(binDir, sandbox.LabBinary), "pod", "serve", "--name", odd.Name+"-9090", "--port", "9090")
 			if err := sb.Start(odd.Name, cmd); err != nil {
 				t.Fatal(err)
 			}

@@ -202,7 +202,7 @@ spec:
 // pods, each probe compared with cyclonus's matcher. Every case must pass.
 func checkCyclonus(t *testing.T, sb *sandbox.Sandbox) {
 	results := filepath.Join(t.TempDir(), "netpol.json")
-	cmd := exec.Command(filepath.Join(binDir, "netcube"), "netpol", "--reuse", "--name", sb.Config.Name, "--smoke", "--json", results)
+	cmd := exec.Command(filepath.Join(binDir, sandbox.LabBinary), "netpol", "--reuse", "--name", sb.Config.Name, "--smoke", "--json", results)
 	cmd.Stdout, cmd.Stderr = testenv.LogWriter(t), testenv.LogWriter(t)
 	runErr := cmd.Run()
 	rep, err := netpol.LoadJSON(results)

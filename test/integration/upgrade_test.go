@@ -19,8 +19,10 @@ import (
 // TestAgentUpgradeUnderTraffic.
 const upgradeFrom = "37d3bb2"
 
-// buildVersion builds netcube's binaries at commit rev (from this
-// checkout's history, in a worktree) into a cache directory, once.
+// buildVersion builds netcube's agent and CNI plugin at commit rev (from
+// this checkout's history, in a worktree) into a cache directory, once,
+// beside this version's lab CLI: the product is what is upgraded, the
+// sandbox's traffic tools stay the same.
 func buildVersion(t *testing.T, rev string) string {
 	t.Helper()
 	cache, err := os.UserCacheDir()
@@ -28,9 +30,18 @@ func buildVersion(t *testing.T, rev string) string {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(cache, "netcube", "versions", rev)
-	if _, err := os.Stat(filepath.Join(dir, "netcube-agent")); err == nil {
-		return dir
+	if _, err := os.Stat(filepath.Join(dir, "netcube-agent")); err != nil {
+		buildAt(t, rev, dir)
 	}
+	if out, err := exec.Command("cp", filepath.Join(binDir, sandbox.LabBinary), dir+"/").CombinedOutput(); err != nil {
+		t.Fatalf("the lab CLI beside version %s: %v: %s", rev, err, out)
+	}
+	return dir
+}
+
+// buildAt builds the agent and the CNI plugin at commit rev into dir.
+func buildAt(t *testing.T, rev, dir string) {
+	t.Helper()
 	root, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
 	if err != nil {
 		t.Fatalf("not in a git checkout (the upgrade test builds an earlier version from its history): %v", err)
@@ -46,14 +57,13 @@ func buildVersion(t *testing.T, rev string) string {
 	git("worktree", "add", "--detach", wt, rev)
 	defer git("worktree", "remove", "--force", wt)
 	start := time.Now()
-	build := exec.Command("go", "build", "-o", dir+"/", "./cmd/...")
+	build := exec.Command("go", "build", "-o", dir+"/", "./cmd/netcube-agent", "./cmd/netcube-cni")
 	build.Dir = wt
 	if out, err := build.CombinedOutput(); err != nil {
 		_ = os.RemoveAll(dir)
 		t.Fatalf("build netcube at %s: %v\n%s", rev, err, out)
 	}
 	t.Logf("built netcube at %s in %s", rev, time.Since(start).Round(time.Second))
-	return dir
 }
 
 // TestAgentUpgradeUnderTraffic: both nodes' agents go from version N (an

@@ -34,7 +34,7 @@ func benchCmd(args []string) error {
 		return benchReliability(args[1:])
 	}
 	if len(args) == 0 || args[0] != "datapath" {
-		return errors.New("usage: netcube bench datapath|sync|compare|podnet|policy|policy-latency|reliability [flags]")
+		return errors.New("usage: netcube-lab bench datapath|sync|compare|podnet|policy|policy-latency|reliability [flags]")
 	}
 	fs := flag.NewFlagSet("bench datapath", flag.ExitOnError)
 	cfg := bench.DatapathConfig{Log: os.Stdout}
@@ -124,7 +124,7 @@ func benchCompare(args []string) error {
 		}
 		return rep.Write(cfg.OutDir)
 	}
-	cfg.Command = "bin/netcube bench compare " + strings.Join(args, " ")
+	cfg.Command = "bin/netcube-lab bench compare " + strings.Join(args, " ")
 	if *quick {
 		*sizes, cfg.Duration, cfg.Runs, cfg.Reactions = "1,100", time.Second, 1, 1
 		cfg.ChurnFor, cfg.ChurnEvery = 2*time.Second, 500*time.Millisecond
@@ -251,7 +251,7 @@ func benchReliability(args []string) error {
 	runs := fs.String("runs", "", "the runs' results, a line \"RUN EXIT\" each (make reliability writes it)")
 	_ = fs.Parse(args)
 	if *in == "" {
-		return errors.New("usage: netcube bench reliability --in RECORDS [--out DIR]; `make reliability` runs the fault tests and this")
+		return errors.New("usage: netcube-lab bench reliability --in RECORDS [--out DIR]; `make reliability` runs the fault tests and this")
 	}
 	rep, err := bench.ReadReliability(*in)
 	if err == nil && *runs != "" {

@@ -92,7 +92,7 @@ func demoCmd(args []string) error {
 		return err
 	}
 	failed += podFailures
-	fmt.Printf("\nthe sandbox stays up: netcube sandbox status; netcube sandbox down\n")
+	fmt.Printf("\nthe sandbox stays up: netcube-lab sandbox status; netcube-lab sandbox down\n")
 	if failed > 0 {
 		return fmt.Errorf("%d frontends did not behave as expected", failed)
 	}

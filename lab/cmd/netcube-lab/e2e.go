@@ -64,7 +64,7 @@ func e2eCmd(args []string) error {
 	}
 	rep.Meta = e2e.Meta{
 		Commit:      commit,
-		Command:     "netcube e2e " + strings.Join(args, " "),
+		Command:     "netcube-lab e2e " + strings.Join(args, " "),
 		Kubernetes:  "v1.36.3",
 		Environment: fmt.Sprintf("%d nodes, each containerd 1.6.20 (Debian) + runc and kubelet v1.36.3 in its own network, mount and UTS namespace; kube-apiserver, kube-controller-manager, kube-scheduler v1.36.3; CoreDNS v1.15.0; netcube installed by its Helm chart (routing %s, socket-LB %v), no kube-proxy", len(sb.Topology.Nodes), sb.Config.Routing, sb.Config.SocketLB),
 	}

@@ -14,7 +14,7 @@ import (
 // images import FILE`): there is no registry to push to or pull from here.
 func imageCmd(args []string) error {
 	if len(args) == 0 || (args[0] != "agent" && args[0] != "pause") {
-		return errors.New("usage: netcube image agent|pause [--bin DIR] --out FILE")
+		return errors.New("usage: netcube-lab image agent|pause [--bin DIR] --out FILE")
 	}
 	fs := flag.NewFlagSet("image "+args[0], flag.ExitOnError)
 	bin := fs.String("bin", "bin/static", "agent: directory with static (CGO_ENABLED=0) netcube-agent and netcube-cni")

@@ -1,5 +1,8 @@
-// Command netcube is netcube's CLI: the sandbox cluster, the demo, the
-// benchmarks, and the traffic tools that run inside sandbox pods.
+// Command netcube-lab is netcube's lab on a developer's machine: the sandbox
+// cluster, the demo, the benchmarks, the conformance runners (upstream
+// e2e, cyclonus), image building, and the traffic tools that run inside
+// sandbox pods. Nothing here runs in a cluster; the operator's CLI is
+// cmd/netcube.
 package main
 
 import (
@@ -7,18 +10,18 @@ import (
 	"os"
 )
 
-const usage = `netcube: eBPF Service load balancing and pod networking for Kubernetes
+const usage = `netcube-lab: netcube's lab (a cluster on this machine, benchmarks, conformance runs)
 
 Usage:
-  netcube sandbox up|down|status|exec|kubectl|restart-agent   a cluster on this machine
-  netcube e2e [flags]                                         upstream sig-network e2e tests on real nodes
-  netcube netpol [flags]                                      cyclonus's NetworkPolicy cases on real nodes
-  netcube demo [flags]                                        sandbox + requests to each Service
-  netcube bench datapath|sync|compare|podnet|policy|policy-latency  benchmarks (docs/benchmarks)
-  netcube image agent|pause [flags]                           an image as an archive (no registry)
-  netcube pod serve|request|load [flags]                      traffic tools run inside pods
+  netcube-lab sandbox up|down|status|exec|kubectl|restart-agent          a cluster on this machine
+  netcube-lab e2e [flags]                                                upstream sig-network e2e tests on real nodes
+  netcube-lab netpol [flags]                                             cyclonus's NetworkPolicy cases on real nodes
+  netcube-lab demo [flags]                                               sandbox + requests to each Service
+  netcube-lab bench datapath|sync|compare|podnet|policy|policy-latency   benchmarks (docs/benchmarks)
+  netcube-lab image agent|pause [flags]                                  an image as an archive (no registry)
+  netcube-lab pod serve|request|load [flags]                             traffic tools run inside pods
 
-Run 'netcube <command> -h' for a command's flags.
+Run 'netcube-lab <command> -h' for a command's flags.
 `
 
 func main() {
@@ -49,7 +52,7 @@ func main() {
 		err = fmt.Errorf("unknown command %q\n\n%s", os.Args[1], usage)
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "netcube:", err)
+		fmt.Fprintln(os.Stderr, "netcube-lab:", err)
 		os.Exit(1)
 	}
 }

@@ -71,7 +71,7 @@ func netpolCmd(args []string) error {
 	}
 	rep.Meta = netpol.Meta{
 		Commit:  commit,
-		Command: "netcube netpol " + strings.Join(args, " "),
+		Command: "netcube-lab netpol " + strings.Join(args, " "),
 		Date:    time.Now().UTC().Format("2006-01-02"),
 		Environment: fmt.Sprintf("cyclonus v0.5.6 (its generator, interpreter and matcher, batch probes). %d nodes, each containerd + runc and kubelet v1.36.3; "+
 			"kube-apiserver v1.36.3; CoreDNS; netcube installed by its Helm chart (routing %s, socket-LB %v), no kube-proxy. "+

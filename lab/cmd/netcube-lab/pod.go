@@ -17,7 +17,7 @@ import (
 // podCmd holds the tools that run inside sandbox pods.
 func podCmd(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: netcube pod serve|request|load|hold")
+		return errors.New("usage: netcube-lab pod serve|request|load|hold")
 	}
 	fs := flag.NewFlagSet("pod "+args[0], flag.ExitOnError)
 	switch args[0] {
@@ -37,7 +37,7 @@ func podCmd(args []string) error {
 		count := fs.Int("count", 1000, "connections to hold")
 		_ = fs.Parse(args[1:])
 		if fs.NArg() != 1 {
-			return errors.New("usage: netcube pod hold [flags] HOST:PORT (then a line on stdin per check; EOF closes)")
+			return errors.New("usage: netcube-lab pod hold [flags] HOST:PORT (then a line on stdin per check; EOF closes)")
 		}
 		c.Addr = fs.Arg(0)
 		return hold(c, *count)
@@ -65,7 +65,7 @@ func podCmd(args []string) error {
 			c.Source = ip
 		}
 		if fs.NArg() != 1 {
-			return fmt.Errorf("usage: netcube pod %s [flags] HOST:PORT", args[0])
+			return fmt.Errorf("usage: netcube-lab pod %s [flags] HOST:PORT", args[0])
 		}
 		c.Addr = fs.Arg(0)
 		enc := json.NewEncoder(os.Stdout)

@@ -16,7 +16,7 @@ import (
 
 func sandboxCmd(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: netcube sandbox up|down|status|exec|kubectl|restart-agent")
+		return errors.New("usage: netcube-lab sandbox up|down|status|exec|kubectl|restart-agent")
 	}
 	fs := flag.NewFlagSet("sandbox "+args[0], flag.ExitOnError)
 	name := fs.String("name", "nc", "sandbox name (prefix of its namespaces, cgroup and pins)")
@@ -63,7 +63,7 @@ func sandboxCmd(args []string) error {
 			rest = slices.Delete(rest, i, i+1)
 		}
 		if len(rest) < 2 {
-			return errors.New("usage: netcube sandbox exec [--name N] POD -- COMMAND [ARGS...]")
+			return errors.New("usage: netcube-lab sandbox exec [--name N] POD -- COMMAND [ARGS...]")
 		}
 		sb, err := sandbox.Open(*name)
 		if err != nil {
@@ -106,7 +106,7 @@ func sandboxCmd(args []string) error {
 		crash := fs.Bool("crash", false, "kill the agent with SIGKILL instead of stopping it")
 		_ = fs.Parse(args[1:])
 		if fs.NArg() != 1 {
-			return errors.New("usage: netcube sandbox restart-agent [--name N] [--crash] NODE")
+			return errors.New("usage: netcube-lab sandbox restart-agent [--name N] [--crash] NODE")
 		}
 		sb, err := sandbox.Open(*name)
 		if err != nil {
@@ -199,7 +199,7 @@ func printStatus(sb *sandbox.Sandbox) {
 			}
 			fmt.Printf("  %-6s %-15s %-18s %s, pins %s\n", n.Name, n.IP4, n.IP6, state, n.PinDir)
 		}
-		fmt.Printf("try: netcube sandbox kubectl --name %s get pods -A -o wide\n", t.Name)
+		fmt.Printf("try: netcube-lab sandbox kubectl --name %s get pods -A -o wide\n", t.Name)
 		return
 	}
 	for _, n := range t.Nodes {
@@ -212,6 +212,6 @@ func printStatus(sb *sandbox.Sandbox) {
 			fmt.Printf("    pod %-5s %-15s %s\n", p.Name, p.IP4, p.IP6)
 		}
 	}
-	fmt.Printf("try: netcube sandbox exec --name %s %s -- netcube pod request --count 5 %s:80\n",
+	fmt.Printf("try: netcube-lab sandbox exec --name %s %s -- netcube-lab pod request --count 5 %s:80\n",
 		t.Name, t.ClientPod().Name, sandbox.EchoIPs[0])
 }

@@ -1,0 +1,68 @@
+// Command netcube is the operator's CLI for a cluster that runs netcube:
+// what an operator asks of a node's agent and datapath. Today it says
+// which build it is; the observability verbs (status, service list,
+// monitor, trace) land here. The lab's verbs (sandbox, demo, bench, e2e,
+// netpol, image, pod) are netcube-lab's (lab/cmd/netcube-lab).
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+)
+
+const usage = `netcube: the operator's CLI for netcube, eBPF Service load balancing and pod networking for Kubernetes
+
+Usage:
+  netcube version   the build: module version, commit, Go version
+
+The lab on a developer's machine (sandbox, demo, bench, e2e, netpol, image, pod) is netcube-lab.
+`
+
+// labVerbs were netcube's verbs before the lab got its own binary: a user
+// who types one is told where it went.
+var labVerbs = map[string]bool{"sandbox": true, "demo": true, "bench": true, "e2e": true, "netpol": true, "image": true, "pod": true}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch verb := args[0]; {
+	case verb == "version":
+		fmt.Fprintln(stdout, version())
+		return 0
+	case verb == "-h" || verb == "--help" || verb == "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	case labVerbs[verb]:
+		fmt.Fprintf(stderr, "netcube: %q is a lab verb: run netcube-lab %s\n", verb, verb)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "netcube: unknown command %q\n\n%s", verb, usage)
+		return 2
+	}
+}
+
+// version describes this build from what the Go toolchain stamped into it.
+func version() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "netcube (no build information)"
+	}
+	rev, modified := "unknown", ""
+	for _, s := range info.Settings {
+		switch {
+		case s.Key == "vcs.revision":
+			rev = s.Value
+		case s.Key == "vcs.modified" && s.Value == "true":
+			modified = " (modified)"
+		}
+	}
+	return fmt.Sprintf("netcube %s, commit %s%s, %s", info.Main.Version, rev, modified, info.GoVersion)
+}
