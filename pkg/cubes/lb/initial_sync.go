@@ -1,0 +1,201 @@
+package lb
+
+// The initial sync: everything the source delivered before its initial
+// state was complete is applied in one pass, in batches through the lb
+// cube's batched map writes; only then are frontends no Service wants
+// (left in the pinned maps by an earlier agent) removed.
+
+import (
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/netcube/netcube/pkg/model"
+)
+
+// InitialSync describes the first full sync.
+type InitialSync struct {
+	// Apply is the time spent computing and writing every Service, once
+	// the source's initial state was complete.
+	Apply time.Duration
+	// Wall is from the first change's arrival to every Service applied.
+	Wall time.Duration
+}
+
+// InitialSync is valid once Synced is closed.
+func (r *Reconciler) InitialSync() InitialSync {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.initialSync
+}
+
+// Synced is closed once the first full sync has been applied.
+func (r *Reconciler) Synced() <-chan struct{} { return r.synced }
+
+func (r *Reconciler) isSynced() bool {
+	select {
+	case <-r.synced:
+		return true
+	default:
+		return false
+	}
+}
+
+// initialSyncOnce applies, in one pass, everything the source delivered
+// before it declared its initial state complete; only then can frontends
+// that no Service wants (left in the pinned maps by an earlier agent) be told
+// from ones not yet seen, and removed.
+func (r *Reconciler) initialSyncOnce() {
+	if r.isSynced() {
+		return
+	}
+	start := time.Now()
+	defer func() {
+		r.mu.Lock()
+		r.initialSync.Apply += time.Since(start)
+		r.mu.Unlock()
+	}()
+	unapplied := r.applyAll()
+	if err := r.removeStale(unapplied); err != nil {
+		slog.Error("removing stale frontends", "err", err)
+		r.queue.AddRateLimited(allSynced)
+		return
+	}
+	// Backends a restore kept for draining flows, and nobody claimed.
+	if u, ok := r.lb.(interface{ ReleaseUnclaimed() error }); ok {
+		if err := u.ReleaseUnclaimed(); err != nil {
+			slog.Error("removing unused backends", "err", err)
+		}
+	}
+	r.mu.Lock()
+	if !r.firstEvent.IsZero() {
+		r.initialSync.Wall = time.Since(r.firstEvent)
+	}
+	r.mu.Unlock()
+	close(r.synced)
+}
+
+// initialBatch is how many Services the initial sync applies at a time:
+// enough for large map-update batches, few enough that the batch's
+// temporary state (wanted frontends, pending map writes) stays small
+// whatever the size of the cluster.
+const initialBatch = 4096
+
+// applyAll applies every dirty Service (the initial sync), initialBatch at a
+// time, through the LB's batched path. If a batch fails, each of its
+// Services is queued to be synced on its own, which retries and reports
+// Service by Service; their wanted frontends are returned, not to be taken
+// for stale meanwhile.
+func (r *Reconciler) applyAll() (unapplied []model.Frontend) {
+	r.mu.Lock()
+	ids := make([]model.ServiceID, 0, len(r.states))
+	for id, st := range r.states {
+		if !st.dirtySince.IsZero() {
+			ids = append(ids, id)
+		}
+	}
+	// Ownership first, from every Service's frontends (without backends:
+	// cheap), so that each batch programs only what its Services own.
+	var changed []model.ServiceID
+	for _, id := range ids {
+		st := r.states[id]
+		c := model.Frontends(nil)
+		if st.svc != nil {
+			c = Frontends(st.svc, nil, r.thisNode)
+		}
+		_, ch := r.claim(id, frontendsOf(c), st.applied)
+		changed = append(changed, ch...)
+	}
+	r.mu.Unlock()
+	r.resync(changed)
+	var b syncBatch
+	for chunk := range slices.Chunk(ids, initialBatch) {
+		unapplied = append(unapplied, r.applyBatch(&b, chunk)...)
+	}
+	for _, id := range b.healthChecked {
+		if err := r.syncHealthCheck(id); err != nil {
+			slog.Error("health check", "service", id, "err", err)
+		}
+	}
+	return unapplied
+}
+
+// syncBatch is applyBatch's scratch space, reused from one batch to the next.
+type syncBatch struct {
+	states []*serviceState
+	count  []int // frontends of states[i] in items
+	items  []model.FrontendBackends
+	// healthChecked: applied Services with a health-check port, opened
+	// once the whole initial sync is done.
+	healthChecked []model.ServiceID
+}
+
+func (r *Reconciler) applyBatch(b *syncBatch, ids []model.ServiceID) (unapplied []model.Frontend) {
+	b.states, b.count, b.items = b.states[:0], b.count[:0], b.items[:0]
+	r.mu.Lock()
+	for _, id := range ids {
+		// Only the worker (this goroutine) cleans or forgets states, so
+		// every listed Service is still here, and still dirty.
+		st := r.states[id]
+		st.dirtySince = 0
+		w := r.wanted(st)
+		fes := frontendsOf(w)
+		won := make(map[model.Frontend]bool, len(w))
+		w = slices.DeleteFunc(w, func(f model.FrontendBackends) bool {
+			owner, ok := r.owners.of[f.Frontend]
+			won[f.Frontend] = ok && owner == id
+			return !won[f.Frontend]
+		})
+		r.reportConflicts(id, fes, won)
+		b.states, b.count, b.items = append(b.states, st), append(b.count, len(w)), append(b.items, w...)
+	}
+	r.mu.Unlock()
+	err := r.lb.UpsertAll(b.items)
+	if err != nil {
+		slog.Error("batched initial sync failed; syncing Service by Service", "services", len(ids), "err", err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	items := b.items
+	for i, id := range ids {
+		fes := make([]model.Frontend, b.count[i])
+		for j := range fes {
+			fes[j] = items[j].Frontend
+		}
+		items = items[b.count[i]:]
+		if err != nil {
+			r.markDirty(id)
+			r.queue.Add(id)
+			unapplied = append(unapplied, fes...)
+			continue
+		}
+		b.states[i].applied = fes
+		if svc := b.states[i].svc; svc != nil && svc.External != nil && svc.External.HealthCheckNodePort != 0 {
+			b.healthChecked = append(b.healthChecked, id)
+		}
+		r.forgetIfEmpty(id, b.states[i])
+	}
+	return unapplied
+}
+
+func (r *Reconciler) removeStale(unapplied []model.Frontend) error {
+	r.mu.Lock()
+	wanted := make(map[model.Frontend]bool, len(r.states)+len(unapplied))
+	for _, st := range r.states {
+		for _, fe := range st.applied {
+			wanted[fe] = true
+		}
+	}
+	r.mu.Unlock()
+	for _, fe := range unapplied {
+		wanted[fe] = true
+	}
+	for _, fe := range r.lb.Frontends() {
+		if !wanted[fe] {
+			if err := r.lb.Delete(fe); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
