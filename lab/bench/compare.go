@@ -14,7 +14,7 @@ import (
 	"github.com/netcube/netcube/lab/traffic"
 )
 
-// CompareConfig configures `netcube bench compare`: netcube against the
+// CompareConfig configures `netcube-lab bench compare`: netcube against the
 // real kube-proxy, side by side, as the number of Services grows.
 type CompareConfig struct {
 	Sizes []int // other Services in the cluster, ascending

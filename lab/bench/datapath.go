@@ -18,7 +18,7 @@ import (
 	"github.com/netcube/netcube/lab/traffic"
 )
 
-// DatapathConfig configures `netcube bench datapath`.
+// DatapathConfig configures `netcube-lab bench datapath`.
 type DatapathConfig struct {
 	Duration time.Duration // per measurement
 	Runs     int           // repetitions; medians are reported

@@ -115,7 +115,7 @@ func RunPodnet(cfg PodnetConfig) (*PodnetReport, error) {
 	host, _ := os.Hostname()
 	rep := &PodnetReport{Commit: Commit(), MeasuredAt: time.Now().UTC(), Runs: cfg.Runs, DurationS: cfg.Duration.Seconds(),
 		Machine: fmt.Sprintf("%s (kernel %s, %d CPUs)", host, kernelRelease(), runtime.NumCPU()), StartupMs: map[string][]float64{},
-		Command: fmt.Sprintf("netcube bench podnet --runs %d --duration %s --startups %d --peers %s", cfg.Runs, cfg.Duration, cfg.Startups, strings.Join(cfg.Peers, ","))}
+		Command: fmt.Sprintf("netcube-lab bench podnet --runs %d --duration %s --startups %d --peers %s", cfg.Runs, cfg.Duration, cfg.Startups, strings.Join(cfg.Peers, ","))}
 
 	fmt.Fprintf(cfg.Log, "calibration: ncperf on a bare veth pair\n")
 	if rep.Calibration, rep.CalibRR, err = calibrate(ncperf, cfg.Duration); err != nil {

@@ -21,7 +21,7 @@ import (
 	"github.com/netcube/netcube/pkg/model"
 )
 
-// PolicyConfig configures `netcube bench policy`.
+// PolicyConfig configures `netcube-lab bench policy`.
 type PolicyConfig struct {
 	Runs     int
 	Duration time.Duration
@@ -45,7 +45,7 @@ type PolicyFigures struct {
 	RRP99      float64 `json:"rr_p99_us"`
 }
 
-// PolicyReport is what `netcube bench policy` writes.
+// PolicyReport is what `netcube-lab bench policy` writes.
 type PolicyReport struct {
 	Commit     string        `json:"commit"`
 	MeasuredAt time.Time     `json:"measured_at"`
@@ -80,7 +80,7 @@ func RunPolicy(cfg PolicyConfig) (*PolicyReport, error) {
 	host, _ := os.Hostname()
 	rep := &PolicyReport{Commit: Commit(), MeasuredAt: time.Now().UTC(), Runs: cfg.Runs, DurationS: cfg.Duration.Seconds(),
 		Machine: fmt.Sprintf("%s (kernel %s, %d CPUs)", host, kernelRelease(), runtime.NumCPU()),
-		Command: fmt.Sprintf("netcube bench policy --runs %d --duration %s", cfg.Runs, cfg.Duration),
+		Command: fmt.Sprintf("netcube-lab bench policy --runs %d --duration %s", cfg.Runs, cfg.Duration),
 		Scale:   "1,000 NetworkPolicies over 200 pods in 10 namespaces, plus the benchmark's own pods and 2 policies"}
 	fmt.Fprintln(cfg.Log, "sandbox up (native routing)")
 	sb, err := upPeer(PodnetConfig{BinDir: cfg.BinDir}, PeerNetcubeNative, "pol1")

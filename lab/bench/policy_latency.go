@@ -29,7 +29,7 @@ import (
 	"github.com/netcube/netcube/pkg/model"
 )
 
-// PolicyLatencyConfig configures `netcube bench policy-latency`.
+// PolicyLatencyConfig configures `netcube-lab bench policy-latency`.
 type PolicyLatencyConfig struct {
 	Namespaces, PodsPerNS, PoliciesPerNS int
 	Changes                              int // of each kind
@@ -38,7 +38,7 @@ type PolicyLatencyConfig struct {
 	Log                                  io.Writer
 }
 
-// PolicyLatencyReport is what `netcube bench policy-latency` writes.
+// PolicyLatencyReport is what `netcube-lab bench policy-latency` writes.
 type PolicyLatencyReport struct {
 	Commit     string    `json:"commit"`
 	MeasuredAt time.Time `json:"measured_at"`
@@ -91,7 +91,7 @@ func RunPolicyLatency(cfg PolicyLatencyConfig) (*PolicyLatencyReport, error) {
 	host, _ := os.Hostname()
 	rep := &PolicyLatencyReport{Commit: Commit(), MeasuredAt: time.Now().UTC(), Changes: cfg.Changes,
 		Machine: fmt.Sprintf("%s (kernel %s, %d CPUs)", host, kernelRelease(), runtime.NumCPU()),
-		Command: "netcube bench policy-latency " + strings.Join(os.Args[3:], " "),
+		Command: "netcube-lab bench policy-latency " + strings.Join(os.Args[3:], " "),
 		Scale: fmt.Sprintf("%d NetworkPolicies over %d pods in %d namespaces (half the pods on the measured node)",
 			cfg.Namespaces*cfg.PoliciesPerNS, cfg.Namespaces*cfg.PodsPerNS, cfg.Namespaces)}
 

@@ -64,7 +64,7 @@ func Markdown(cfg DatapathConfig, results []Result) string {
 		}
 		b.WriteString("\n")
 	}
-	fmt.Fprintf(&b, "Reproduce: `make bench` (`bin/netcube bench datapath --duration %s --runs %d`).\n", cfg.Duration, cfg.Runs)
+	fmt.Fprintf(&b, "Reproduce: `make bench` (`bin/netcube-lab bench datapath --duration %s --runs %d`).\n", cfg.Duration, cfg.Runs)
 	return b.String()
 }
 

@@ -36,7 +36,7 @@ func bulk(sb *sandbox.Sandbox, from, host string, port, streams int, src string,
 	return ip.End.SumReceived.BitsPerSecond / 1e9, nil
 }
 
-// requests runs `netcube pod load` in the client pod, pinned to CPU 1 with
+// requests runs `netcube-lab pod load` in the client pod, pinned to CPU 1 with
 // the server: one request at a time for d, on one connection (persistent)
 // or a new connection each (so latency is the time to first byte).
 func requests(sb *sandbox.Sandbox, bin, from, addr string, persistent bool, src string, d time.Duration) (traffic.Summary, error) {

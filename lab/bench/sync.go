@@ -31,7 +31,7 @@ import (
 	"github.com/netcube/netcube/pkg/model"
 )
 
-// SyncConfig configures `netcube bench sync`.
+// SyncConfig configures `netcube-lab bench sync`.
 type SyncConfig struct {
 	Services  []int // cluster sizes, ascending (Services are added between sizes)
 	Endpoints []int // endpoints per Service

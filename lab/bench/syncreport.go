@@ -61,7 +61,7 @@ func SyncMarkdown(cfg SyncConfig, results []SyncResult, at time.Time) string {
 	if starts <= 0 {
 		starts = 3
 	}
-	fmt.Fprintf(&b, "Reproduce: `make bench-sync` (`bin/netcube bench sync --services %s --endpoints %s --changes %d --starts %d`; `--merge` adds to the points already in the report).\n",
+	fmt.Fprintf(&b, "Reproduce: `make bench-sync` (`bin/netcube-lab bench sync --services %s --endpoints %s --changes %d --starts %d`; `--merge` adds to the points already in the report).\n",
 		strings.Join(sizes, ","), strings.Join(eps, ","), cfg.Changes, starts)
 	return b.String()
 }

@@ -32,7 +32,7 @@ func TestReport(t *testing.T) {
 	}
 
 	var b bytes.Buffer
-	err = WriteMarkdown(&b, r, Meta{Commit: "abc1234", Command: "netcube e2e", Kubernetes: "v1.36.3", Environment: "2 nodes",
+	err = WriteMarkdown(&b, r, Meta{Commit: "abc1234", Command: "netcube-lab e2e", Kubernetes: "v1.36.3", Environment: "2 nodes",
 		Explanations: []Explanation{{Pattern: `Proxy version v1`, Why: "explained here"}}})
 	if err != nil {
 		t.Fatal(err)

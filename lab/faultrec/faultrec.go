@@ -3,7 +3,7 @@
 // reliability report: each record is logged, and appended as a JSON line
 // to the file $NETCUBE_RELIABILITY_OUT names, if any (`make reliability`
 // sets it, runs the fault tests in their long versions,
-// $NETCUBE_RELIABILITY_LONG=1, and renders the file with `netcube bench
+// $NETCUBE_RELIABILITY_LONG=1, and renders the file with `netcube-lab bench
 // reliability`).
 package faultrec
 

@@ -69,7 +69,7 @@ func (sb *Sandbox) buildImages(log io.Writer) ([]string, error) {
 	}
 	coredns := images.CoreDNS(filepath.Join(sb.Config.E2EDir, "coredns"))
 	specs := []images.Spec{images.Agent(static), pause, agnhost, busybox, glibc, boom, coredns}
-	// cyclonus's probing pods (netcube netpol), when make images built its
+	// cyclonus's probing pods (netcube-lab netpol), when make images built its
 	// worker.
 	if worker := filepath.Join(static, "cyclonus-worker"); fileExists(worker) {
 		spec, err := images.CyclonusWorker(agnhost, worker)

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// PodPort is where every sandbox pod serves TCP and UDP (netcube pod serve).
+// PodPort is where every sandbox pod serves TCP and UDP (netcube-lab pod serve).
 const PodPort = 8080
 
 // Example Services the sandbox starts with.

@@ -44,7 +44,7 @@ func Up(cfg Config, log io.Writer) (sb *Sandbox, err error) {
 		return nil, err
 	}
 	if _, err := os.Stat("/run/netns/" + t.Underlay); err == nil {
-		return nil, fmt.Errorf("sandbox %q is already up (netcube sandbox down --name %s)", cfg.Name, cfg.Name)
+		return nil, fmt.Errorf("sandbox %q is already up (netcube-lab sandbox down --name %s)", cfg.Name, cfg.Name)
 	}
 	if cfg.BinDir == "" {
 		exe, err := os.Executable()
@@ -60,7 +60,7 @@ func Up(cfg Config, log io.Writer) (sb *Sandbox, err error) {
 	}
 	defer func() {
 		if err != nil && cfg.KeepOnFailure {
-			fmt.Fprintf(log, "sandbox %s: failed, left as it is for inspection (netcube sandbox down --name %s): %v\n", cfg.Name, cfg.Name, err)
+			fmt.Fprintf(log, "sandbox %s: failed, left as it is for inspection (netcube-lab sandbox down --name %s): %v\n", cfg.Name, cfg.Name, err)
 		} else if err != nil {
 			fmt.Fprintf(log, "sandbox %s: failed, cleaning up: %v\n", cfg.Name, err)
 			_ = Down(cfg.Name, io.Discard)
@@ -378,7 +378,7 @@ func Open(name string) (*Sandbox, error) {
 }
 
 // Start starts a command in a pod (its network namespace and cgroup, so
-// socket-LB applies), as `netcube sandbox exec` does; given a node's name,
+// socket-LB applies), as `netcube-lab sandbox exec` does; given a node's name,
 // on that node (its namespace, and its host processes' cgroup); given the
 // external client's, outside the cluster.
 func (sb *Sandbox) Start(pod string, cmd *exec.Cmd) error {

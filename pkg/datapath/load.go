@@ -176,7 +176,7 @@ type Programs struct {
 
 // Unpin detaches every program linked under dir (before it returns, so the
 // next data plane starts on a clean node) and removes every pin: maps and
-// links. Used by `netcube-agent --cleanup` and `netcube sandbox down`.
+// links. Used by `netcube-agent --cleanup` and `netcube-lab sandbox down`.
 func Unpin(dir string) error {
 	err := filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
 		if err != nil || e.IsDir() || filepath.Base(filepath.Dir(path)) != "links" {

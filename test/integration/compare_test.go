@@ -13,7 +13,7 @@ import (
 )
 
 // TestCompareQuick runs the kube-proxy comparison end to end at tiny sizes
-// (`netcube bench compare --quick`): every peer (netcube and the real
+// (`netcube-lab bench compare --quick`): every peer (netcube and the real
 // kube-proxy in its three modes) syncs, serves every scenario and is
 // removed again, and the report, its JSON and plots are written. It checks
 // that the harness measures, not how fast anything is (this machine is

@@ -62,7 +62,7 @@ func TestPortReuseAcrossDirectAndServiceFlows(t *testing.T) {
 	}
 }
 
-// load runs `netcube pod load` (a new TCP connection per request) from who
+// load runs `netcube-lab pod load` (a new TCP connection per request) from who
 // to addr for d.
 func load(t *testing.T, sb *sandbox.Sandbox, who, addr string, d time.Duration) traffic.Summary {
 	t.Helper()

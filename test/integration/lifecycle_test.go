@@ -20,7 +20,7 @@ import (
 	"github.com/netcube/netcube/pkg/datapath"
 )
 
-// holder is `netcube pod hold` running in a pod: connections held open,
+// holder is `netcube-lab pod hold` running in a pod: connections held open,
 // checked on demand.
 type holder struct {
 	cmd   *exec.Cmd
@@ -56,11 +56,11 @@ func startHold(t *testing.T, sb *sandbox.Sandbox, pod, proto, addr string, count
 func (h *holder) report(t *testing.T) traffic.HoldReport {
 	t.Helper()
 	if !h.out.Scan() {
-		t.Fatalf("netcube pod hold ended: %v", h.out.Err())
+		t.Fatalf("netcube-lab pod hold ended: %v", h.out.Err())
 	}
 	var rep traffic.HoldReport
 	if err := json.Unmarshal(h.out.Bytes(), &rep); err != nil {
-		t.Fatalf("netcube pod hold: %q: %v", h.out.Text(), err)
+		t.Fatalf("netcube-lab pod hold: %q: %v", h.out.Text(), err)
 	}
 	return rep
 }

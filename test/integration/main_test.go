@@ -118,7 +118,7 @@ func requestsFrom(t *testing.T, sb *sandbox.Sandbox, who, proto, addr string, co
 	return parseResults(t, out)
 }
 
-// parseResults reads the JSON lines of `netcube pod request`.
+// parseResults reads the JSON lines of `netcube-lab pod request`.
 func parseResults(t *testing.T, out []byte) []traffic.Result {
 	t.Helper()
 	var rs []traffic.Result

@@ -197,7 +197,7 @@ spec:
 }
 
 // checkCyclonus runs the fast subset of cyclonus's generated cases
-// (netpol.SmokeCases) on the real nodes, as `netcube netpol --smoke` does:
+// (netpol.SmokeCases) on the real nodes, as `netcube-lab netpol --smoke` does:
 // policies through the API server, every pod pair probed from inside the
 // pods, each probe compared with cyclonus's matcher. Every case must pass.
 func checkCyclonus(t *testing.T, sb *sandbox.Sandbox) {
@@ -207,7 +207,7 @@ func checkCyclonus(t *testing.T, sb *sandbox.Sandbox) {
 	runErr := cmd.Run()
 	rep, err := netpol.LoadJSON(results)
 	if err != nil {
-		t.Fatalf("netcube netpol: %v; no results: %v", runErr, err)
+		t.Fatalf("netcube-lab netpol: %v; no results: %v", runErr, err)
 	}
 	if len(rep.Cases) != len(netpol.SmokeCases) {
 		t.Errorf("%d cases ran, want %d", len(rep.Cases), len(netpol.SmokeCases))

@@ -11,7 +11,7 @@ import (
 
 // BenchmarkInitialSync: the first full sync (empty maps) and a restart's
 // (maps already right) of n Services with one endpoint each, on real BPF
-// maps, without an API server in the way. `netcube bench sync` measures the
+// maps, without an API server in the way. `netcube-lab bench sync` measures the
 // same through a real kube-apiserver where that is practical.
 func BenchmarkInitialSync(b *testing.B) {
 	testenv.RequireRoot(b)
