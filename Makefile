@@ -85,7 +85,7 @@ bench-podnet: deps build tools ## pod network: netcube (native, VXLAN, kernel-ro
 
 lint:
 	$(GO) vet ./...
-	@test -z "$$(gofmt -l cmd internal pkg hack)" || (gofmt -l cmd internal pkg hack; exit 1)
+	@test -z "$$(gofmt -l cmd internal pkg hack lab test)" || (gofmt -l cmd internal pkg hack lab test; exit 1)
 
 clean:
 	rm -rf $(BIN)
