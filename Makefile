@@ -26,7 +26,7 @@ generate:        ## regenerate the cubes' hook header from the registry, then th
 	$(GO) generate ./pkg/datapath/ ./internal/bpftest/
 
 build:
-	$(GO) build -o $(BIN)/ ./cmd/... ./lab/cmd/...
+	$(GO) build -ldflags "-X main.commit=$$(git rev-parse --short=12 HEAD 2>/dev/null)" -o $(BIN)/ ./cmd/... ./lab/cmd/...
 
 images: build     ## the agent's and the pause image as archives (bin/images/), from static builds (and cyclonus's worker, for netcube-lab netpol)
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/static/ ./cmd/netcube-agent ./cmd/netcube-cni

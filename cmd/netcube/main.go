@@ -49,6 +49,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
+// commit is set by `make build` (-ldflags -X main.commit=...): the build
+// info's own VCS stamp is off where GOFLAGS has -buildvcs=false.
+var commit string
+
 // version describes this build from what the Go toolchain stamped into it.
 func version() string {
 	info, ok := debug.ReadBuildInfo()
@@ -56,6 +60,9 @@ func version() string {
 		return "netcube (no build information)"
 	}
 	rev, modified := "unknown", ""
+	if commit != "" {
+		rev = commit
+	}
 	for _, s := range info.Settings {
 		switch {
 		case s.Key == "vcs.revision":
