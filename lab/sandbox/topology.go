@@ -19,7 +19,7 @@ type Config struct {
 	Nodes       int    // default 2
 	PodsPerNode int    // default 2
 	SocketLB    bool   // the agents' --socket-lb
-	BinDir      string // directory holding netcube and netcube-agent
+	BinDir      string // directory holding netcube-lab, netcube-agent and the CNI plugin
 	// Manifests, if set, is copied into the agents' manifest directory
 	// instead of the built-in example Services.
 	Manifests string
