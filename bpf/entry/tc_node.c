@@ -19,7 +19,7 @@
 SEC("tcx/ingress")
 int from_net(struct __sk_buff *skb)
 {
-	struct flow f = {};
+	struct flow f = {.point = MON_AT_FROM_NET};
 	struct xlate x = {};
 	struct lb_svc_val *svc;
 	const struct nc_addr *node;
@@ -43,7 +43,7 @@ int from_net(struct __sk_buff *skb)
 		return TC_ACT_OK;
 	}
 	if (!lb_source_allowed(svc, &f.saddr))
-		return TC_ACT_SHOT;
+		return mon_drop(skb, &f, MON_DROP_SOURCE_RANGE);
 
 	if (!xlate_established(&f, &x)) {
 		__u8 flags = 0;
@@ -58,15 +58,16 @@ int from_net(struct __sk_buff *skb)
 		} else if (!(svc->flags & LB_SVC_LOCAL)) { /* Cluster: SNAT to this node */
 			node = node_addr(f.family);
 			if (!node)
-				return TC_ACT_SHOT;
+				return mon_drop(skb, &f, MON_DROP_NO_NODE_ADDR);
 			xlate_snat(&f, node, &x);
 			if (!x.sport)
-				return TC_ACT_SHOT;
+				return mon_drop(skb, &f, MON_DROP_SNAT_NO_PORT);
 			flags = CT_F_SNAT;
 		}
 		if (ct_create_external(&f, x.backend_id, &x.backend->addr, x.backend->port,
 				       svc->rev_nat_id, flags, &x.snat, x.sport))
-			return TC_ACT_SHOT;
+			return mon_drop(skb, &f, MON_DROP_CT_CREATE);
+		xlate_trace_new(skb, &f, svc, &x);
 	}
 	return xlate_forward(skb, &f, &x);
 }
@@ -77,11 +78,11 @@ int from_net(struct __sk_buff *skb)
 SEC("tcx/egress")
 int to_net(struct __sk_buff *skb)
 {
-	struct flow f = {};
+	struct flow f = {.point = MON_AT_TO_NET};
 
 	if (parse_flow(skb, &f))
 		return TC_ACT_OK;
 	if (xlate_revnat(skb, &f, CT_F_HOST))
-		return TC_ACT_SHOT;
+		return mon_drop(skb, &f, MON_DROP_NAT_REWRITE);
 	return TC_ACT_OK;
 }

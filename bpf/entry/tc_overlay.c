@@ -15,7 +15,7 @@ SEC("tcx/ingress")
 int from_overlay(struct __sk_buff *skb)
 {
 	const struct router_endpoint *ep;
-	struct flow f = {};
+	struct flow f = {.point = MON_AT_FROM_OVERLAY};
 
 	if (!parse_flow(skb, &f)) {
 		ep = router_endpoint(&f.daddr);
@@ -29,9 +29,11 @@ int from_overlay(struct __sk_buff *skb)
 SEC("tcx/egress")
 int to_overlay(struct __sk_buff *skb)
 {
-	struct nc_addr daddr;
+	struct flow f = {.point = MON_AT_TO_OVERLAY};
 
-	if (parse_daddr(skb, &daddr) || router_set_tunnel(skb, &daddr))
-		return TC_ACT_SHOT;
+	if (parse_daddr(skb, &f.daddr))
+		return mon_drop(skb, &f, MON_DROP_MALFORMED);
+	if (router_set_tunnel(skb, &f.daddr))
+		return mon_drop(skb, &f, MON_DROP_NO_TUNNEL);
 	return TC_ACT_OK;
 }

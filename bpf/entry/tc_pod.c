@@ -25,7 +25,7 @@
 SEC("tcx/ingress")
 int from_pod(struct __sk_buff *skb)
 {
-	struct flow f = {}, real;
+	struct flow f = {.point = MON_AT_FROM_POD}, real;
 	struct xlate x = {};
 	struct lb_svc_val *svc;
 	struct nc_addr hairpin;
@@ -39,7 +39,7 @@ int from_pod(struct __sk_buff *skb)
 	svc = lb_lookup_service(&f.daddr, f.dport, f.proto);
 	/* Policy judges what the pod sends to its real destination: now, or
 	 * for a Service, once its backend is known. */
-	if (!svc && !pol_check(&f, POL_EGRESS))
+	if (!svc && !pol_check(skb, &f, POL_EGRESS))
 		return TC_ACT_SHOT;
 	if (xlate_reply(skb, &f, &verdict))
 		return verdict;
@@ -60,7 +60,7 @@ int from_pod(struct __sk_buff *skb)
 		return router_to_node(skb, f.family, &f.saddr, &f.daddr, 0, remote);
 	}
 	if (!lb_source_allowed(svc, &f.saddr))
-		return TC_ACT_SHOT;
+		return mon_drop(skb, &f, MON_DROP_SOURCE_RANGE);
 
 	if (!xlate_established(&f, &x)) {
 		verdict = xlate_pick(skb, &f, svc, &x);
@@ -70,17 +70,20 @@ int from_pod(struct __sk_buff *skb)
 			/* Hairpin: the pod is its own backend. */
 			hairpin_addr(&hairpin, f.family);
 			xlate_snat(&f, &hairpin, &x);
-			if (!x.sport || ct_create_external(&f, x.backend_id, &x.backend->addr, x.backend->port,
-							   svc->rev_nat_id, CT_F_SNAT, &x.snat, x.sport))
-				return TC_ACT_SHOT;
+			if (!x.sport)
+				return mon_drop(skb, &f, MON_DROP_SNAT_NO_PORT);
+			if (ct_create_external(&f, x.backend_id, &x.backend->addr, x.backend->port,
+					       svc->rev_nat_id, CT_F_SNAT, &x.snat, x.sport))
+				return mon_drop(skb, &f, MON_DROP_CT_CREATE);
 		} else if (ct_create(&f, x.backend_id, &x.backend->addr, x.backend->port, svc->rev_nat_id)) {
-			return TC_ACT_SHOT;
+			return mon_drop(skb, &f, MON_DROP_CT_CREATE);
 		}
+		xlate_trace_new(skb, &f, svc, &x);
 	}
 	real = f;
 	real.daddr = x.backend->addr;
 	real.dport = x.backend->port;
-	if (!pol_check(&real, POL_EGRESS))
+	if (!pol_check(skb, &real, POL_EGRESS))
 		return TC_ACT_SHOT;
 	return xlate_forward(skb, &f, &x);
 }
@@ -88,7 +91,7 @@ int from_pod(struct __sk_buff *skb)
 SEC("tcx/egress")
 int to_pod(struct __sk_buff *skb)
 {
-	struct flow f = {};
+	struct flow f = {.point = MON_AT_TO_POD};
 	int verdict;
 
 	if (parse_flow(skb, &f))
@@ -96,9 +99,9 @@ int to_pod(struct __sk_buff *skb)
 	verdict = cubes_to_pod(skb, &f);
 	if (verdict != CUBE_PASS)
 		return verdict;
-	if (!pol_check(&f, POL_INGRESS))
+	if (!pol_check(skb, &f, POL_INGRESS))
 		return TC_ACT_SHOT;
 	if (xlate_revnat(skb, &f, 0))
-		return TC_ACT_SHOT;
+		return mon_drop(skb, &f, MON_DROP_NAT_REWRITE);
 	return TC_ACT_OK;
 }

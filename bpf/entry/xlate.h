@@ -39,10 +39,10 @@ static always_inline int reply_external(struct __sk_buff *skb, const struct flow
 	if (ct->flags & CT_F_SNAT) {
 		client = ct->nat_addr;
 		if (nat_rewrite(skb, f, NAT_DST, &ct->nat_addr, ct->nat_port))
-			return TC_ACT_SHOT;
+			return mon_drop(skb, f, MON_DROP_NAT_REWRITE);
 	}
 	if (nat_rewrite(skb, f, NAT_SRC, &fe->addr, fe->port))
-		return TC_ACT_SHOT;
+		return mon_drop(skb, f, MON_DROP_NAT_REWRITE);
 	return redirect_to_next_hop(skb, f->family, &fe->addr, &client);
 }
 
@@ -55,12 +55,12 @@ static always_inline int reply_masq(struct __sk_buff *skb, const struct flow *f,
 	struct flow real = *f;
 
 	if (nat_rewrite(skb, f, NAT_DST, &ct->nat_addr, ct->nat_port))
-		return TC_ACT_SHOT;
+		return mon_drop(skb, f, MON_DROP_NAT_REWRITE);
 	ep = router_endpoint(&ct->nat_addr);
 	if (ep) {
 		real.daddr = ct->nat_addr;
 		real.dport = ct->nat_port;
-		if (!pol_check(&real, POL_INGRESS))
+		if (!pol_check(skb, &real, POL_INGRESS))
 			return TC_ACT_SHOT;
 		return router_to_endpoint(skb, ep);
 	}
@@ -181,13 +181,17 @@ static always_inline int xlate_masquerade(struct __sk_buff *skb, const struct fl
 			return redirect_to_next_hop(skb, f->family, &f->saddr, &f->daddr);
 		snat = *node;
 		port = snat_port(f, &snat, &f->daddr, f->dport);
-		if (!port && is_icmp(f->proto))
-			nat_icmp_count(NAT_ICMP_ECHO_NO_ID);
-		if (!port || ct_create_flow(f, 0, &f->daddr, f->dport, 0, CT_F_MASQ | CT_F_SNAT, &snat, port))
-			return TC_ACT_SHOT;
+		if (!port) {
+			if (is_icmp(f->proto))
+				nat_icmp_count(NAT_ICMP_ECHO_NO_ID);
+			return mon_drop(skb, f, MON_DROP_SNAT_NO_PORT);
+		}
+		if (ct_create_flow(f, 0, &f->daddr, f->dport, 0, CT_F_MASQ | CT_F_SNAT, &snat, port))
+			return mon_drop(skb, f, MON_DROP_CT_CREATE);
+		mon_trace_xlate(skb, f, MON_TR_MASQ, &snat, port, 0);
 	}
 	if (nat_rewrite(skb, f, NAT_SRC, &snat, port) || ip_dec_ttl(skb, f->family))
-		return TC_ACT_SHOT;
+		return mon_drop(skb, f, MON_DROP_NAT_REWRITE);
 	return redirect_to_next_hop(skb, f->family, &snat, &f->daddr);
 }
 
@@ -226,7 +230,7 @@ static always_inline int xlate_established(const struct flow *f, struct xlate *x
 /* xlate_pick chooses a new flow's backend (x->backend). Without one
  * (x->backend NULL), it returns the verdict: a Local policy drops (another
  * node may have endpoints, as kube-proxy does), anything else is refused
- * at once. */
+ * at once (reported as a drop: the packet goes no further). */
 static always_inline int xlate_pick(struct __sk_buff *skb, const struct flow *f,
 				    const struct lb_svc_val *svc, struct xlate *x)
 {
@@ -235,8 +239,19 @@ static always_inline int xlate_pick(struct __sk_buff *skb, const struct flow *f,
 	if (x->backend)
 		return TC_ACT_OK;
 	if (svc->flags & LB_SVC_LOCAL)
-		return TC_ACT_SHOT;
+		return mon_drop(skb, f, MON_DROP_NO_LOCAL_ENDPOINT);
+	mon_note_drop(skb, f, MON_DROP_NO_ENDPOINTS);
 	return reject(skb, f);
+}
+
+/* xlate_trace_new reports a new Service flow's translation (MON_F_TRACE):
+ * its backend, and its SNAT source if it has one. */
+static always_inline void xlate_trace_new(struct __sk_buff *skb, const struct flow *f,
+					  const struct lb_svc_val *svc, const struct xlate *x)
+{
+	mon_trace_xlate(skb, f, MON_TR_LB, &x->backend->addr, x->backend->port, svc->rev_nat_id);
+	if (x->sport)
+		mon_trace_xlate(skb, f, MON_TR_SNAT, &x->snat, x->sport, svc->rev_nat_id);
 }
 
 /* xlate_snat gives a new flow the source addr and a port of it free towards
@@ -265,15 +280,15 @@ static always_inline int xlate_forward(struct __sk_buff *skb, const struct flow 
 		real.saddr = x->snat;
 		real.sport = x->sport;
 		if (nat_rewrite(skb, f, NAT_SRC, &x->snat, x->sport))
-			return TC_ACT_SHOT;
+			return mon_drop(skb, f, MON_DROP_NAT_REWRITE);
 	}
 	if (nat_rewrite(skb, f, NAT_DST, &x->backend->addr, x->backend->port))
-		return TC_ACT_SHOT;
+		return mon_drop(skb, f, MON_DROP_NAT_REWRITE);
 	ep = router_endpoint(&x->backend->addr);
 	if (ep) {
 		real.daddr = x->backend->addr;
 		real.dport = x->backend->port;
-		if (!pol_check(&real, POL_INGRESS))
+		if (!pol_check(skb, &real, POL_INGRESS))
 			return TC_ACT_SHOT;
 		return router_to_endpoint(skb, ep);
 	}
@@ -310,9 +325,9 @@ static always_inline int xlate_revnat(struct __sk_buff *skb, const struct flow *
 static always_inline int xlate_deliver(struct __sk_buff *skb, const struct flow *f,
 				       const struct router_endpoint *ep)
 {
-	if (!pol_check(f, POL_INGRESS))
+	if (!pol_check(skb, f, POL_INGRESS))
 		return TC_ACT_SHOT;
 	if (xlate_revnat(skb, f, 0))
-		return TC_ACT_SHOT;
+		return mon_drop(skb, f, MON_DROP_NAT_REWRITE);
 	return router_to_endpoint(skb, ep);
 }

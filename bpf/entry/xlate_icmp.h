@@ -135,7 +135,7 @@ static always_inline int xlate_icmp_error_masq(struct __sk_buff *skb, const stru
 	port = ct->nat_port;
 	if (icmp_set_outer(skb, e, NAT_DST, &pod) || icmp_set_quote(skb, e, &q, NAT_SRC, &pod, port)) {
 		nat_icmp_count(NAT_ICMP_ERR_BAD);
-		return TC_ACT_SHOT;
+		return mon_drop(skb, e, MON_DROP_ICMP_REWRITE);
 	}
 	nat_icmp_count(NAT_ICMP_ERR_XLATED);
 	ep = router_endpoint(&pod);
@@ -166,7 +166,7 @@ static always_inline int xlate_icmp_error_service(struct __sk_buff *skb, const s
 	if (icmp_set_quote(skb, e, &q, NAT_DST, &fe->addr, fe->port) ||
 	    (addr_equal(&e->saddr, &backend) && icmp_set_outer(skb, e, NAT_SRC, &fe->addr))) {
 		nat_icmp_count(NAT_ICMP_ERR_BAD);
-		return TC_ACT_SHOT;
+		return mon_drop(skb, e, MON_DROP_ICMP_REWRITE);
 	}
 	nat_icmp_count(NAT_ICMP_ERR_XLATED);
 	return TC_ACT_OK;
@@ -177,14 +177,14 @@ static always_inline int xlate_icmp_error_service(struct __sk_buff *skb, const s
  * message goes as before, to the kernel. */
 static always_inline int xlate_icmp_from_pod(struct __sk_buff *skb)
 {
-	struct flow f = {};
+	struct flow f = {.point = MON_AT_FROM_POD};
 	int verdict;
 
 	if (parse_icmp(skb, &f) != ICMP_MSG_ECHO)
 		return TC_ACT_OK;
 	if (router_endpoint(&f.daddr) || router_remote_node(&f.daddr) || !masq_wanted(&f.daddr))
 		return TC_ACT_OK;
-	if (!pol_check(&f, POL_EGRESS))
+	if (!pol_check(skb, &f, POL_EGRESS))
 		return TC_ACT_SHOT;
 	verdict = xlate_masquerade(skb, &f);
 	if (verdict != TC_ACT_SHOT)
@@ -196,7 +196,7 @@ static always_inline int xlate_icmp_from_pod(struct __sk_buff *skb)
  * error) back to their pods; the rest to the kernel. */
 static always_inline int xlate_icmp_from_net(struct __sk_buff *skb)
 {
-	struct flow f = {};
+	struct flow f = {.point = MON_AT_FROM_NET};
 	int verdict;
 
 	switch (parse_icmp(skb, &f)) {
@@ -214,7 +214,7 @@ static always_inline int xlate_icmp_from_net(struct __sk_buff *skb)
  * to its frontend; the rest as it is. */
 static always_inline int xlate_icmp_to_pod(struct __sk_buff *skb)
 {
-	struct flow f = {};
+	struct flow f = {.point = MON_AT_TO_POD};
 
 	if (parse_icmp(skb, &f) != ICMP_MSG_ERROR)
 		return TC_ACT_OK;

@@ -4,6 +4,7 @@
 #pragma once
 #include <stddef.h>
 #include "common.h"
+#include "cubes/monitor/monitor.h"
 
 /* Where the TTL (IPv4) or hop limit (IPv6) is, after the Ethernet header. */
 #define L3_TTL_OFF(family) (sizeof(struct ethhdr) + ((family) == 4 ? offsetof(struct iphdr, ttl) \
@@ -43,7 +44,7 @@ static always_inline int redirect_to_next_hop(struct __sk_buff *skb, __u8 family
 		struct ethhdr *eth = data;
 
 		if ((void *)(eth + 1) > end)
-			return TC_ACT_SHOT;
+			return mon_drop_packet(skb, MON_AT_NONE, MON_DROP_MALFORMED);
 		__builtin_memcpy(eth->h_dest, p.dmac, ETH_ALEN);
 		__builtin_memcpy(eth->h_source, p.smac, ETH_ALEN);
 		return bpf_redirect(p.ifindex, 0);

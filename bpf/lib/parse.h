@@ -19,6 +19,7 @@ struct flow {
 	__u16 l4_off;
 	__u8 tcp_flags; /* TCP: the flags byte (FIN 0x01, SYN 0x02, RST 0x04, ACK 0x10) */
 	enum frag_kind frag; /* FRAG_LATER: no L4 header in this packet */
+	__u8 point;     /* enum mon_point: the hook that saw it (monitor events) */
 };
 
 #define TCP_FLAG_FIN 0x01

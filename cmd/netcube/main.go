@@ -1,7 +1,6 @@
 // Command netcube is the operator's CLI for a cluster that runs netcube:
-// what an operator asks of a node's agent and datapath. Today it says
-// which build it is; the observability verbs (status, service list,
-// monitor, trace) land here. The lab's verbs (sandbox, demo, bench, e2e,
+// what an operator asks of a node's agent and datapath: its live events
+// (monitor) and which build it is. Each verb is its own package. The lab's verbs (sandbox, demo, bench, e2e,
 // netpol, image, pod) are netcube-lab's (lab/cmd/netcube-lab).
 package main
 
@@ -10,11 +9,14 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+
+	"github.com/netcube/netcube/cmd/netcube/monitor"
 )
 
 const usage = `netcube: the operator's CLI for netcube, eBPF Service load balancing and pod networking for Kubernetes
 
 Usage:
+  netcube monitor   the node's datapath events, live: drops with their reason, policy verdicts, translations
   netcube version   the build: module version, commit, Go version
 
 The lab on a developer's machine (sandbox, demo, bench, e2e, netpol, image, pod) is netcube-lab.
@@ -34,6 +36,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	switch verb := args[0]; {
+	case verb == "monitor":
+		return monitor.Run(args[1:], stdout, stderr)
 	case verb == "version":
 		fmt.Fprintln(stdout, version())
 		return 0

@@ -18,6 +18,12 @@ func TestVerbs(t *testing.T) {
 		{args: []string{"sandbox", "up"}, code: 2, err: `"sandbox" is a lab verb: run netcube-lab sandbox`},
 		{args: []string{"bench"}, code: 2, err: "run netcube-lab bench"},
 		{args: []string{"frobnicate"}, code: 2, err: `unknown command "frobnicate"`},
+		{args: []string{"help"}, code: 0, out: "netcube monitor"},
+		{args: []string{"monitor", "--ip", "10.0.0.300"}, code: 2, err: `--ip "10.0.0.300" is not an IP address`},
+		{args: []string{"monitor", "--port", "70000"}, code: 2, err: "--port 70000 is out of range"},
+		{args: []string{"monitor", "--type", "drops"}, code: 2, err: `--type "drops": want drop or trace`},
+		{args: []string{"monitor", "-o", "yaml"}, code: 2, err: `-o "yaml": want compact or json`},
+		{args: []string{"monitor", "--socket", "/nonexistent/agent.sock"}, code: 1, err: "no agent answers on /nonexistent/agent.sock"},
 	} {
 		var out, errb bytes.Buffer
 		code := run(tc.args, &out, &errb)

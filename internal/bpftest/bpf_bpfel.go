@@ -73,7 +73,8 @@ type bpfFlow struct {
 	L4Off    uint16
 	TcpFlags uint8
 	Frag     uint8
-	_        [2]byte
+	Point    uint8
+	_        [1]byte
 }
 
 type bpfFragKey struct {
@@ -197,7 +198,8 @@ type bpfTestIo struct {
 		L4Off    uint16
 		TcpFlags uint8
 		Frag     uint8
-		_        [2]byte
+		Point    uint8
+		_        [1]byte
 	}
 	BackendId uint32
 	RevNatId  uint32

@@ -33,6 +33,9 @@ func (t Topology) cniCacheDir(n Node) string { return filepath.Join(t.StateDir, 
 func (t Topology) ipamDir(n Node) string     { return filepath.Join(t.StateDir, n.Name, "ipam") }
 func (t Topology) cniSocket(n Node) string   { return filepath.Join(t.StateDir, n.Name, "cni.sock") }
 
+// APISocket is where node n's agent serves its local API (netcube monitor).
+func (t Topology) APISocket(n Node) string { return filepath.Join(t.StateDir, n.Name, "agent.sock") }
+
 // containerID is the pod's id in CNI calls (its namespace is unique).
 func containerID(p Pod) string { return p.Netns }
 

@@ -84,6 +84,7 @@ func Run(ctx context.Context, cfg Config) error {
 	settings.Routing, settings.PodIfacePrefix, settings.UplinkMTU = cfg.Routing, cfg.PodIfacePrefix, uplinkMTU
 	settings.Masquerade = cfg.Masquerade
 	settings.ConntrackGCInterval = cfg.Conntrack.GCInterval.Duration
+	settings.MonitorDrops, settings.MonitorPolicy, settings.MonitorTrace = cfg.Monitor.Drops, cfg.Monitor.Policy, cfg.Monitor.Trace
 	for i, c := range cfg.NoMasquerade {
 		p, err := netip.ParsePrefix(strings.TrimSpace(c))
 		if err != nil {
@@ -103,6 +104,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	rec := cs.rec
 	if err := serve(ctx, cfg, m, rec, src); err != nil {
+		return err
+	}
+	if err := serveAPI(ctx, cfg.APISocket, cs.api); err != nil {
 		return err
 	}
 
@@ -156,6 +160,8 @@ type started struct {
 	pods  []cube.PodHandler  // told of every pod the CNI plugin wires
 	// policy is given the cluster's pods, namespaces and NetworkPolicies.
 	policy source.PolicyHandler
+	// api are the paths the cubes serve on the local API.
+	api map[string]http.Handler
 }
 
 // startCubes starts every registered cube, each with its own maps, and
@@ -190,6 +196,15 @@ func startCubes(ctx context.Context, dp *datapath.Datapath, m *metrics, env cube
 		}
 		if st.Pods != nil {
 			cs.pods = append(cs.pods, st.Pods)
+		}
+		for path, h := range st.API {
+			if cs.api == nil {
+				cs.api = map[string]http.Handler{}
+			}
+			if _, dup := cs.api[path]; dup {
+				return cs, stop, fmt.Errorf("cube %s: API path %s served by another cube", c.Name(), path)
+			}
+			cs.api[path] = h
 		}
 		if st.Policy != nil {
 			if cs.policy != nil {

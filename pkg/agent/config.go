@@ -69,6 +69,13 @@ type Config struct {
 	IPAMDir        string `json:"ipamDir,omitempty"`
 	MTU            int    `json:"mtu,omitempty"`
 
+	// APISocket is the agent's local API (a unix socket) for the netcube
+	// CLI: the datapath's events (netcube monitor); "" = off.
+	APISocket string `json:"apiSocket,omitempty"`
+	// Monitor is what the datapath reports as events (drops are counted
+	// whatever it says).
+	Monitor MonitorConfig `json:"monitor,omitempty"`
+
 	MetricsBindAddress string `json:"metricsBindAddress,omitempty"` // /metrics; "" = off
 	HealthzBindAddress string `json:"healthzBindAddress,omitempty"` // /healthz, /readyz; "" = off
 	ReadyFile          string `json:"readyFile,omitempty"`
@@ -91,6 +98,18 @@ type Config struct {
 	Conntrack ct.Config `json:"conntrack,omitempty"`
 }
 
+// MonitorConfig is what the datapath reports as events: each dropped
+// packet, each connection a NetworkPolicy allowed, and (trace) the first
+// packet of each flow a cube translated.
+type MonitorConfig struct {
+	Drops  bool `json:"drops"`
+	Policy bool `json:"policy"`
+	Trace  bool `json:"trace"`
+}
+
+// DefaultAPISocket is where the agent serves its local API.
+const DefaultAPISocket = "/run/netcube/agent.sock"
+
 // Defaults are kube-proxy's ports for metrics and health.
 func Defaults() Config {
 	return Config{
@@ -98,6 +117,8 @@ func Defaults() Config {
 		SocketLB:            true,
 		PodIfacePrefix:      cni.HostIfPrefix,
 		CNISocket:           cni.DefaultAgentSocket,
+		APISocket:           DefaultAPISocket,
+		Monitor:             MonitorConfig{Drops: true, Policy: true},
 		Routing:             "native",
 		Masquerade:          true,
 		IPAMDir:             cni.DefaultDataDir,

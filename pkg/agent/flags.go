@@ -70,6 +70,10 @@ func flagSet(name string, cfg *Config) (fs *flag.FlagSet, configFile *string, cl
 	fs.StringVar(&cfg.CNIBinDir, "cni-bin-dir", cfg.CNIBinDir, "copy the netcube-cni plugin (beside the agent's binary) here, e.g. /opt/cni/bin (\"\": don't)")
 	fs.StringVar(&cfg.IPAMDir, "ipam-dir", cfg.IPAMDir, "where the CNI plugin keeps pod address allocations (written into the conflist)")
 	fs.IntVar(&cfg.MTU, "mtu", cfg.MTU, "MTU of pod interfaces (0: the uplinks', less the overlay's overhead with --routing vxlan)")
+	fs.StringVar(&cfg.APISocket, "api-socket", cfg.APISocket, "unix socket of the agent's local API, for the netcube CLI (\"\": off)")
+	fs.BoolVar(&cfg.Monitor.Drops, "monitor-drops", cfg.Monitor.Drops, "report each dropped packet as an event (drops are counted either way)")
+	fs.BoolVar(&cfg.Monitor.Policy, "monitor-policy", cfg.Monitor.Policy, "report each connection a NetworkPolicy allowed as an event")
+	fs.BoolVar(&cfg.Monitor.Trace, "monitor-trace", cfg.Monitor.Trace, "report the first packet of each flow a cube translated (backend, SNAT, masquerade) as an event")
 	fs.StringVar(&cfg.MetricsBindAddress, "metrics-bind-address", cfg.MetricsBindAddress, "address of /metrics (\"\": off)")
 	fs.StringVar(&cfg.HealthzBindAddress, "healthz-bind-address", cfg.HealthzBindAddress, "address of /healthz and /readyz (\"\": off)")
 	fs.DurationVar(&cfg.APIUnreachableGrace.Duration, "api-unreachable-grace", cfg.APIUnreachableGrace.Duration,

@@ -2,6 +2,7 @@ package cube
 
 import (
 	"context"
+	"net/http"
 	"net/netip"
 	"time"
 
@@ -83,6 +84,10 @@ type Settings struct {
 	// ConntrackGCInterval: how often conntrack's timed-out entries are
 	// removed (0: never, tests).
 	ConntrackGCInterval time.Duration
+	// MonitorDrops, MonitorPolicy, MonitorTrace: what the datapath
+	// reports as events (package monitor): each dropped packet, each
+	// connection a policy allowed, each flow a cube translated.
+	MonitorDrops, MonitorPolicy, MonitorTrace bool
 }
 
 // Started is what the agent runs for a cube.
@@ -106,6 +111,9 @@ type Started struct {
 	// Interfaces are devices the cube made whose traffic runs through
 	// programs of the object; the agent attaches and pins them.
 	Interfaces []Interface
+	// API are paths the cube serves on the agent's local API (a unix
+	// socket, for the netcube CLI).
+	API map[string]http.Handler
 }
 
 // NodeHandler receives Node objects.

@@ -12,6 +12,7 @@ import (
 	"github.com/netcube/netcube/pkg/cube"
 	"github.com/netcube/netcube/pkg/cubes/ct"
 	"github.com/netcube/netcube/pkg/cubes/lb"
+	"github.com/netcube/netcube/pkg/cubes/monitor"
 	"github.com/netcube/netcube/pkg/cubes/nat"
 	"github.com/netcube/netcube/pkg/cubes/policy"
 	"github.com/netcube/netcube/pkg/cubes/router"
@@ -21,6 +22,7 @@ import (
 var All = []cube.Cube{
 	ct.Cube{},
 	nat.Cube{},
+	monitor.Cube{},
 	lb.Cube{},
 	router.Cube{},
 	policy.Cube{},

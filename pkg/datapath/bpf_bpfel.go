@@ -168,6 +168,123 @@ type bpfLbSvcVal struct {
 	Flags     bpfLbSvcFlags
 }
 
+type bpfMonConfig struct {
+	_     structs.HostLayout
+	Flags bpfMonFlags
+}
+
+type bpfMonDrop uint32
+
+const (
+	bpfMonDropMON_DROP_NONE              bpfMonDrop = 0
+	bpfMonDropMON_DROP_NO_ENDPOINTS      bpfMonDrop = 1
+	bpfMonDropMON_DROP_NO_LOCAL_ENDPOINT bpfMonDrop = 2
+	bpfMonDropMON_DROP_SOURCE_RANGE      bpfMonDrop = 3
+	bpfMonDropMON_DROP_POLICY_INGRESS    bpfMonDrop = 4
+	bpfMonDropMON_DROP_POLICY_EGRESS     bpfMonDrop = 5
+	bpfMonDropMON_DROP_CT_CREATE         bpfMonDrop = 6
+	bpfMonDropMON_DROP_SNAT_NO_PORT      bpfMonDrop = 7
+	bpfMonDropMON_DROP_NO_NODE_ADDR      bpfMonDrop = 8
+	bpfMonDropMON_DROP_NAT_REWRITE       bpfMonDrop = 9
+	bpfMonDropMON_DROP_ICMP_REWRITE      bpfMonDrop = 10
+	bpfMonDropMON_DROP_NO_TUNNEL         bpfMonDrop = 11
+	bpfMonDropMON_DROP_MALFORMED         bpfMonDrop = 12
+	bpfMonDropMON_DROP_MAX               bpfMonDrop = 13
+)
+
+type bpfMonEvent struct {
+	_       structs.HostLayout
+	TsNs    uint64
+	Type    uint8
+	Point   uint8
+	Trace   uint8
+	Match   uint8
+	Drop    uint32
+	Ifindex uint32
+	Len     uint32
+	Saddr   struct {
+		_ structs.HostLayout
+		W [4]uint32
+	}
+	Daddr struct {
+		_ structs.HostLayout
+		W [4]uint32
+	}
+	Sport    uint16
+	Dport    uint16
+	Proto    uint8
+	Family   uint8
+	TcpFlags uint8
+	PolDir   uint8
+	Xaddr    struct {
+		_ structs.HostLayout
+		W [4]uint32
+	}
+	Xport    uint16
+	Pad      uint16
+	Svc      uint32
+	Endpoint uint32
+	Peer     uint32
+}
+
+type bpfMonFlags uint32
+
+const (
+	bpfMonFlagsMON_F_DROPS  bpfMonFlags = 1
+	bpfMonFlagsMON_F_POLICY bpfMonFlags = 2
+	bpfMonFlagsMON_F_TRACE  bpfMonFlags = 4
+)
+
+type bpfMonPoint uint8
+
+const (
+	bpfMonPointMON_AT_NONE         bpfMonPoint = 0
+	bpfMonPointMON_AT_FROM_POD     bpfMonPoint = 1
+	bpfMonPointMON_AT_TO_POD       bpfMonPoint = 2
+	bpfMonPointMON_AT_FROM_NET     bpfMonPoint = 3
+	bpfMonPointMON_AT_TO_NET       bpfMonPoint = 4
+	bpfMonPointMON_AT_FROM_OVERLAY bpfMonPoint = 5
+	bpfMonPointMON_AT_TO_OVERLAY   bpfMonPoint = 6
+	bpfMonPointMON_AT_SOCK         bpfMonPoint = 7
+)
+
+type bpfMonPolMatch uint8
+
+const (
+	bpfMonPolMatchMON_POL_NONE      bpfMonPolMatch = 0
+	bpfMonPolMatchMON_POL_PEER_PORT bpfMonPolMatch = 1
+	bpfMonPolMatchMON_POL_PEER_ALL  bpfMonPolMatch = 2
+	bpfMonPolMatchMON_POL_ANY_PORT  bpfMonPolMatch = 3
+	bpfMonPolMatchMON_POL_ANY_ALL   bpfMonPolMatch = 4
+	bpfMonPolMatchMON_POL_HOST      bpfMonPolMatch = 5
+)
+
+type bpfMonStat uint32
+
+const (
+	bpfMonStatMON_STAT_SENT bpfMonStat = 0
+	bpfMonStatMON_STAT_LOST bpfMonStat = 1
+	bpfMonStatMON_STAT_MAX  bpfMonStat = 2
+)
+
+type bpfMonTrace uint8
+
+const (
+	bpfMonTraceMON_TR_NONE    bpfMonTrace = 0
+	bpfMonTraceMON_TR_LB      bpfMonTrace = 1
+	bpfMonTraceMON_TR_SOCK_LB bpfMonTrace = 2
+	bpfMonTraceMON_TR_SNAT    bpfMonTrace = 3
+	bpfMonTraceMON_TR_MASQ    bpfMonTrace = 4
+	bpfMonTraceMON_TR_POLICY  bpfMonTrace = 5
+)
+
+type bpfMonType uint8
+
+const (
+	bpfMonTypeMON_EV_DROP  bpfMonType = 1
+	bpfMonTypeMON_EV_TRACE bpfMonType = 2
+)
+
 type bpfNatIcmpStat uint32
 
 const (
@@ -373,6 +490,10 @@ const (
 	bpfMapLbRevnat           = "lb_revnat"
 	bpfMapLbServices         = "lb_services"
 	bpfMapLbSourceRanges     = "lb_source_ranges"
+	bpfMapMonitorConfig      = "monitor_config"
+	bpfMapMonitorDrops       = "monitor_drops"
+	bpfMapMonitorEvents      = "monitor_events"
+	bpfMapMonitorStats       = "monitor_stats"
 	bpfMapNatIcmpStats       = "nat_icmp_stats"
 	bpfMapNatNoMasq          = "nat_no_masq"
 	bpfMapNodeAddrs          = "node_addrs"
@@ -413,6 +534,7 @@ const (
 	bpfVarCtTimeoutTcp       = "ct_timeout_tcp"
 	bpfVarCtTimeoutUdp       = "ct_timeout_udp"
 	bpfVarCtTimeoutUdpStream = "ct_timeout_udp_stream"
+	bpfVarMonEventLayout     = "mon_event_layout"
 )
 
 // loadBpf returns the embedded CollectionSpec for bpf.
@@ -492,6 +614,10 @@ type bpfMapSpecs struct {
 	LbRevnat          *ebpf.MapSpec `ebpf:"lb_revnat"`
 	LbServices        *ebpf.MapSpec `ebpf:"lb_services"`
 	LbSourceRanges    *ebpf.MapSpec `ebpf:"lb_source_ranges"`
+	MonitorConfig     *ebpf.MapSpec `ebpf:"monitor_config"`
+	MonitorDrops      *ebpf.MapSpec `ebpf:"monitor_drops"`
+	MonitorEvents     *ebpf.MapSpec `ebpf:"monitor_events"`
+	MonitorStats      *ebpf.MapSpec `ebpf:"monitor_stats"`
 	NatIcmpStats      *ebpf.MapSpec `ebpf:"nat_icmp_stats"`
 	NatNoMasq         *ebpf.MapSpec `ebpf:"nat_no_masq"`
 	NodeAddrs         *ebpf.MapSpec `ebpf:"node_addrs"`
@@ -519,6 +645,7 @@ type bpfVariableSpecs struct {
 	CtTimeoutTcp       *ebpf.VariableSpec `ebpf:"ct_timeout_tcp"`
 	CtTimeoutUdp       *ebpf.VariableSpec `ebpf:"ct_timeout_udp"`
 	CtTimeoutUdpStream *ebpf.VariableSpec `ebpf:"ct_timeout_udp_stream"`
+	MonEventLayout     *ebpf.VariableSpec `ebpf:"mon_event_layout"`
 }
 
 // bpfObjects contains all objects after they have been loaded into the kernel.
@@ -551,6 +678,10 @@ type bpfMaps struct {
 	LbRevnat          *ebpf.Map `ebpf:"lb_revnat"`
 	LbServices        *ebpf.Map `ebpf:"lb_services"`
 	LbSourceRanges    *ebpf.Map `ebpf:"lb_source_ranges"`
+	MonitorConfig     *ebpf.Map `ebpf:"monitor_config"`
+	MonitorDrops      *ebpf.Map `ebpf:"monitor_drops"`
+	MonitorEvents     *ebpf.Map `ebpf:"monitor_events"`
+	MonitorStats      *ebpf.Map `ebpf:"monitor_stats"`
 	NatIcmpStats      *ebpf.Map `ebpf:"nat_icmp_stats"`
 	NatNoMasq         *ebpf.Map `ebpf:"nat_no_masq"`
 	NodeAddrs         *ebpf.Map `ebpf:"node_addrs"`
@@ -581,6 +712,10 @@ func (m *bpfMaps) Close() error {
 		m.LbRevnat,
 		m.LbServices,
 		m.LbSourceRanges,
+		m.MonitorConfig,
+		m.MonitorDrops,
+		m.MonitorEvents,
+		m.MonitorStats,
 		m.NatIcmpStats,
 		m.NatNoMasq,
 		m.NodeAddrs,
@@ -609,6 +744,7 @@ type bpfVariables struct {
 	CtTimeoutTcp       *ebpf.Variable `ebpf:"ct_timeout_tcp"`
 	CtTimeoutUdp       *ebpf.Variable `ebpf:"ct_timeout_udp"`
 	CtTimeoutUdpStream *ebpf.Variable `ebpf:"ct_timeout_udp_stream"`
+	MonEventLayout     *ebpf.Variable `ebpf:"mon_event_layout"`
 }
 
 // bpfPrograms contains all programs after they have been loaded into the kernel.

@@ -88,12 +88,20 @@ func run(t *testing.T, dp *datapath.Datapath, s step) {
 	}
 	out := make([]byte, 1600)
 	opts := runOpts(s.in, out)
+	dropped := totalDrops(t, dp)
 	verdict, err := prog.Run(opts)
 	if err != nil {
 		t.Fatalf("%s: run: %v", s.name, err)
 	}
 	if verdict != s.verdict {
 		t.Errorf("%s: verdict %d, want %d", s.name, verdict, s.verdict)
+	}
+	// Every drop is counted under one reason; nothing that goes on is.
+	switch n := totalDrops(t, dp) - dropped; {
+	case verdict == actShot && n != 1:
+		t.Errorf("%s: dropped, with %d drops counted (monitor_drops), want 1", s.name, n)
+	case verdict == actOK && n != 0:
+		t.Errorf("%s: passed, with %d drops counted (monitor_drops)", s.name, n)
 	}
 	want := s.out
 	if want == nil {

@@ -9,6 +9,7 @@
 #include "lib/common.h"
 #include "lb.h"
 #include "sock_maps.h"
+#include "cubes/monitor/monitor.h"
 
 /* sock_remember_sent records, with an unconnected UDP socket, that it
  * sent to frontend fe:fport through backend b (sock_sent). */
@@ -30,6 +31,27 @@ static always_inline void sock_remember_sent(struct bpf_sock_addr *ctx, const st
 	s->last[i].backend = b->addr;
 	s->last[i].bport = b->port;
 	s->next++;
+}
+
+/* sock_report reports a socket's connection (or a datagram's first send)
+ * to frontend addr:port: refused (backend NULL: no endpoints), or
+ * translated to backend (a trace event, when the agent asks). The socket's
+ * own address is not known yet: the event has none. */
+static always_inline void sock_report(const struct nc_addr *addr, __be16 port, __u8 proto,
+				      const struct lb_backend *backend, __u32 rev_nat_id)
+{
+	struct flow f = {
+		.daddr = *addr,
+		.dport = port,
+		.proto = proto,
+		.family = addr_is_v4(addr) ? 4 : 6,
+		.point = MON_AT_SOCK,
+	};
+
+	if (!backend)
+		mon_note_drop(NULL, &f, MON_DROP_NO_ENDPOINTS);
+	else
+		mon_trace_xlate(NULL, &f, MON_TR_SOCK_LB, &backend->addr, backend->port, rev_nat_id);
 }
 
 /* sock_translate maps *addr:*port (a frontend) to a backend in place.
@@ -79,6 +101,7 @@ static always_inline int sock_translate(struct bpf_sock_addr *ctx, struct nc_add
 		 * drops them. */
 		if (svc->flags & LB_SVC_LOCAL)
 			return 1;
+		sock_report(addr, *port, proto, NULL, 0);
 		bpf_set_retval(-ECONNREFUSED);
 		return 0;
 	}
@@ -86,6 +109,8 @@ static always_inline int sock_translate(struct bpf_sock_addr *ctx, struct nc_add
 		bpf_map_update_elem(&sock_udp_backend, &key, &backend_id, BPF_ANY);
 		sock_remember_sent(ctx, addr, *port, backend);
 	}
+	if (!pinned_hit)
+		sock_report(addr, *port, proto, backend, svc->rev_nat_id);
 
 	struct sock_revnat_val rn = { .rev_nat_id = svc->rev_nat_id };
 	key.addr = backend->addr;

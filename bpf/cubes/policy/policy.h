@@ -19,6 +19,7 @@
 #include "lib/common.h"
 #include "lib/parse.h"
 #include "policy_maps.h"
+#include "cubes/monitor/monitor.h"
 
 static always_inline void pol_flow_key(struct pol_flow_key *k, const struct flow *f, int reverse, __u32 ep)
 {
@@ -76,13 +77,19 @@ static always_inline int pol_entry_allows(__u32 endpoint, __u8 dir, __u32 peer, 
 }
 
 /* pol_allows looks the rules up: the peer's identity or any peer, the
- * protocol (any port prefix) or every protocol. */
-static always_inline int pol_allows(__u32 endpoint, __u8 dir, __u32 peer, __u8 proto, __be16 port)
+ * protocol (any port prefix) or every protocol. Returns the rule that
+ * matched first (enum mon_pol_match), or MON_POL_NONE. */
+static always_inline __u8 pol_allows(__u32 endpoint, __u8 dir, __u32 peer, __u8 proto, __be16 port)
 {
-	return pol_entry_allows(endpoint, dir, peer, proto, port) ||
-	       pol_entry_allows(endpoint, dir, peer, 0, 0) ||
-	       pol_entry_allows(endpoint, dir, POL_ANY_PEER, proto, port) ||
-	       pol_entry_allows(endpoint, dir, POL_ANY_PEER, 0, 0);
+	if (pol_entry_allows(endpoint, dir, peer, proto, port))
+		return MON_POL_PEER_PORT;
+	if (pol_entry_allows(endpoint, dir, peer, 0, 0))
+		return MON_POL_PEER_ALL;
+	if (pol_entry_allows(endpoint, dir, POL_ANY_PEER, proto, port))
+		return MON_POL_ANY_PORT;
+	if (pol_entry_allows(endpoint, dir, POL_ANY_PEER, 0, 0))
+		return MON_POL_ANY_ALL;
+	return MON_POL_NONE;
 }
 
 static always_inline void pol_count_drop(__u32 endpoint, __u32 reason)
@@ -96,15 +103,35 @@ static always_inline void pol_count_drop(__u32 endpoint, __u32 reason)
 		bpf_map_update_elem(&pol_drops, &k, &one, BPF_NOEXIST);
 }
 
-/* pol_check judges f, a packet between real endpoints, for the pod on
- * side dir of it (POL_EGRESS: its source; POL_INGRESS: its destination).
- * Returns 1 to let it go on, 0 to drop it (counted). */
-static always_inline int pol_check(const struct flow *f, __u8 dir)
+/* pol_report reports a policy's verdict on f (match: the rule that
+ * allowed it; MON_POL_NONE: dropped, and counted). */
+static always_inline void pol_report(struct __sk_buff *skb, const struct flow *f, __u8 dir, __u32 endpoint,
+				     __u32 peer, __u8 match)
+{
+	struct mon_detail d = {.type = MON_EV_TRACE, .trace = MON_TR_POLICY, .pol_dir = dir,
+			       .endpoint = endpoint, .peer = peer, .match = match};
+
+	if (match == MON_POL_NONE) {
+		d.type = MON_EV_DROP;
+		d.trace = MON_TR_NONE;
+		d.drop = dir == POL_EGRESS ? MON_DROP_POLICY_EGRESS : MON_DROP_POLICY_INGRESS;
+		mon_note_drop_detail(skb, f, &d);
+		return;
+	}
+	if (mon_wanted(MON_F_POLICY))
+		mon_report(skb, f, f->point, &d);
+}
+
+/* pol_check judges f, a packet of skb between real endpoints, for the pod
+ * on side dir of it (POL_EGRESS: its source; POL_INGRESS: its
+ * destination). Returns 1 to let it go on, 0 to drop it (counted and
+ * reported). */
+static always_inline int pol_check(struct __sk_buff *skb, const struct flow *f, __u8 dir)
 {
 	const struct nc_addr *self = dir == POL_EGRESS ? &f->saddr : &f->daddr;
 	const struct nc_addr *peer = dir == POL_EGRESS ? &f->daddr : &f->saddr;
 	struct pol_endpoint *ep = bpf_map_lookup_elem(&pol_endpoints, self);
-	__u8 isolated;
+	__u8 isolated, match;
 	__u32 id;
 
 	if (!ep)
@@ -124,8 +151,9 @@ static always_inline int pol_check(const struct flow *f, __u8 dir)
 	if (!(f->proto == IPPROTO_TCP && flow_is_new(f)) && pol_known(f, ep->id))
 		return 1;
 	id = pol_identity_of(peer);
-	if (!(dir == POL_INGRESS && id == POL_HOST) &&
-	    !pol_allows(ep->id, dir, id, f->proto, f->dport)) {
+	match = dir == POL_INGRESS && id == POL_HOST ? MON_POL_HOST : pol_allows(ep->id, dir, id, f->proto, f->dport);
+	pol_report(skb, f, dir, ep->id, id, match);
+	if (match == MON_POL_NONE) {
 		pol_count_drop(ep->id, dir == POL_EGRESS ? POL_DROP_EGRESS : POL_DROP_INGRESS);
 		return 0;
 	}

@@ -9,6 +9,7 @@
 #include "lib/common.h"
 #include "lib/fib.h"
 #include "router_maps.h"
+#include "cubes/monitor/monitor.h"
 
 static always_inline const struct router_endpoint *router_endpoint(const struct nc_addr *daddr)
 {
@@ -41,7 +42,7 @@ static always_inline int set_macs(struct __sk_buff *skb, const __u8 *dst, const 
 static always_inline int router_to_endpoint(struct __sk_buff *skb, const struct router_endpoint *ep)
 {
 	if (set_macs(skb, ep->pod_mac, ep->host_mac))
-		return TC_ACT_SHOT;
+		return mon_drop_packet(skb, MON_AT_NONE, MON_DROP_MALFORMED);
 	return bpf_redirect_peer(ep->ifindex, 0);
 }
 
@@ -52,7 +53,7 @@ static always_inline int router_to_endpoint(struct __sk_buff *skb, const struct 
 static always_inline int router_to_overlay(struct __sk_buff *skb, const struct router_conf *cfg)
 {
 	if (set_macs(skb, cfg->vxlan_mac, cfg->vxlan_mac))
-		return TC_ACT_SHOT;
+		return mon_drop_packet(skb, MON_AT_NONE, MON_DROP_MALFORMED);
 	return bpf_redirect(cfg->vxlan_ifindex, 0);
 }
 

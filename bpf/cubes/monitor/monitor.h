@@ -1,0 +1,134 @@
+/* monitor.h: the monitor cube's logic (maps: monitor_maps.h). A drop site
+ * reads `return mon_drop(skb, f, MON_DROP_...)`: the drop is counted by
+ * reason, and reported when the agent asked for drops. Nothing here runs
+ * for a packet that goes on, unless the agent asked for trace or policy
+ * events, and then only on a flow's first packet. Events are written in
+ * place in the ring buffer (bpf_ringbuf_reserve), never on the stack: the
+ * programs' 512 bytes of stack are the cubes'. */
+#pragma once
+#include "lib/common.h"
+#include "lib/parse.h"
+#include "monitor_maps.h"
+
+static always_inline __u32 mon_wanted(enum mon_flags flag)
+{
+	__u32 zero = 0;
+	struct mon_config *c = bpf_map_lookup_elem(&monitor_config, &zero);
+
+	return c ? c->flags & flag : 0;
+}
+
+static always_inline void mon_count(void *map, __u32 key)
+{
+	__u64 *n = bpf_map_lookup_elem(map, &key);
+
+	if (n)
+		*n += 1; /* per CPU: no other writer */
+}
+
+/* What an event says beyond the packet's flow. */
+struct mon_detail {
+	enum mon_type type;
+	enum mon_trace trace;
+	enum mon_drop drop;
+	const struct nc_addr *xaddr;
+	__be16 xport;
+	__u32 svc;
+	__u8 pol_dir;
+	enum mon_pol_match match;
+	__u32 endpoint;
+	__u32 peer;
+};
+
+/* mon_report writes an event about f (NULL: none read), seen by skb's
+ * program (NULL: a socket hook), with d; a full ring buffer is counted. */
+static always_inline void mon_report(struct __sk_buff *skb, const struct flow *f, __u8 point,
+				     const struct mon_detail *d)
+{
+	struct mon_event *ev = bpf_ringbuf_reserve(&monitor_events, sizeof(*ev), 0);
+
+	if (!ev) {
+		mon_count(&monitor_stats, MON_STAT_LOST);
+		return;
+	}
+	__builtin_memset(ev, 0, sizeof(*ev));
+	ev->ts_ns = bpf_ktime_get_ns();
+	ev->type = d->type;
+	ev->point = point;
+	ev->trace = d->trace;
+	ev->drop = d->drop;
+	ev->match = d->match;
+	ev->pol_dir = d->pol_dir;
+	ev->svc = d->svc;
+	ev->endpoint = d->endpoint;
+	ev->peer = d->peer;
+	if (d->xaddr) {
+		ev->xaddr = *d->xaddr;
+		ev->xport = d->xport;
+	}
+	if (skb) {
+		ev->ifindex = skb->ifindex;
+		ev->len = skb->len;
+	}
+	if (f) {
+		ev->saddr = f->saddr;
+		ev->daddr = f->daddr;
+		ev->sport = f->sport;
+		ev->dport = f->dport;
+		ev->proto = f->proto;
+		ev->family = f->family;
+		ev->tcp_flags = f->tcp_flags;
+	}
+	bpf_ringbuf_submit(ev, 0);
+	mon_count(&monitor_stats, MON_STAT_SENT);
+}
+
+/* mon_note_drop_detail counts packet f of skb as dropped (d->drop) and
+ * reports it (MON_F_DROPS). */
+static always_inline void mon_note_drop_detail(struct __sk_buff *skb, const struct flow *f,
+					       const struct mon_detail *d)
+{
+	mon_count(&monitor_drops, d->drop);
+	if (mon_wanted(MON_F_DROPS))
+		mon_report(skb, f, f->point, d);
+}
+
+static always_inline void mon_note_drop(struct __sk_buff *skb, const struct flow *f, enum mon_drop reason)
+{
+	struct mon_detail d = {.type = MON_EV_DROP, .drop = reason};
+
+	mon_note_drop_detail(skb, f, &d);
+}
+
+/* mon_drop: a drop site's return value (TC_ACT_SHOT), counted and
+ * reported. */
+static always_inline int mon_drop(struct __sk_buff *skb, const struct flow *f, enum mon_drop reason)
+{
+	mon_note_drop(skb, f, reason);
+	return TC_ACT_SHOT;
+}
+
+/* mon_drop_packet: mon_drop for a packet no flow was read from (a header
+ * too short for the cube that needed it). */
+static always_inline int mon_drop_packet(struct __sk_buff *skb, __u8 point, enum mon_drop reason)
+{
+	struct mon_detail d = {.type = MON_EV_DROP, .drop = reason};
+
+	mon_count(&monitor_drops, reason);
+	if (mon_wanted(MON_F_DROPS))
+		mon_report(skb, NULL, point, &d);
+	return TC_ACT_SHOT;
+}
+
+/* mon_trace_xlate reports a flow's first packet translated by a cube
+ * (MON_F_TRACE): what (MON_TR_LB, _SNAT, _MASQ, _SOCK_LB), to where (the
+ * backend, or the new source), for which Service (svc: its revNAT id, or
+ * 0). */
+static always_inline void mon_trace_xlate(struct __sk_buff *skb, const struct flow *f, enum mon_trace what,
+					  const struct nc_addr *xaddr, __be16 xport, __u32 svc)
+{
+	struct mon_detail d = {.type = MON_EV_TRACE, .trace = what, .xaddr = xaddr, .xport = xport, .svc = svc};
+
+	if (mon_wanted(MON_F_TRACE))
+		mon_report(skb, f, f->point, &d);
+}

@@ -1,0 +1,151 @@
+/* monitor_maps.h: the monitor cube's maps and its event (logic:
+ * monitor.h). The monitor cube is how the other cubes explain themselves:
+ * every drop is counted by reason (always, per CPU) and, with the agent's
+ * consent (monitor_config), reported as an event on a ring buffer, with
+ * the packet's flow and the hook that saw it; so are, when asked, the
+ * first packet of a flow a cube translated (its backend, its SNAT source)
+ * and each connection a policy judged. The agent reads the ring buffer
+ * and serves it (netcube monitor, the Hubble API, /metrics). A full ring
+ * buffer loses events, never packets: the loss is counted. */
+#pragma once
+#include "lib/common.h"
+
+/* Why a packet was dropped (or, for MON_DROP_NO_ENDPOINTS, refused with
+ * a TCP RST or an ICMP unreachable). Each names the cube that decided;
+ * pkg/cubes/monitor names each for people and for Hubble. */
+enum mon_drop : __u32 {
+	MON_DROP_NONE = 0,
+	MON_DROP_NO_ENDPOINTS,      /* lb: a Service without a ready endpoint: refused */
+	MON_DROP_NO_LOCAL_ENDPOINT, /* lb: traffic policy Local, no endpoint on this node */
+	MON_DROP_SOURCE_RANGE,      /* lb: client outside loadBalancerSourceRanges */
+	MON_DROP_POLICY_INGRESS,    /* policy: no rule of the receiving pod allows it */
+	MON_DROP_POLICY_EGRESS,     /* policy: no rule of the sending pod allows it */
+	MON_DROP_CT_CREATE,         /* ct: the flow's entries could not be written */
+	MON_DROP_SNAT_NO_PORT,      /* nat: no source port (ICMP identifier) free */
+	MON_DROP_NO_NODE_ADDR,      /* nat: no node address of the family to SNAT to */
+	MON_DROP_NAT_REWRITE,       /* nat: the packet could not be rewritten (malformed) */
+	MON_DROP_ICMP_REWRITE,      /* nat: an ICMP error of a translated flow could not be rewritten */
+	MON_DROP_NO_TUNNEL,         /* router: no node's pod CIDR holds the destination (VXLAN) */
+	MON_DROP_MALFORMED,         /* router: a header too short to rewrite or route */
+	MON_DROP_MAX,
+};
+
+/* What an event is. */
+enum mon_type : __u8 {
+	MON_EV_DROP = 1,  /* a packet dropped (mon_drop) */
+	MON_EV_TRACE = 2, /* a packet a cube let through and acted on (mon_trace) */
+};
+
+/* What a trace event reports: a flow's first packet, as a cube acted on it. */
+enum mon_trace : __u8 {
+	MON_TR_NONE = 0,
+	MON_TR_LB,        /* lb (tc): a new flow to a Service got its backend (xaddr:xport) */
+	MON_TR_SOCK_LB,   /* lb (socket): a pod's socket connected to a backend instead */
+	MON_TR_SNAT,      /* nat: a new flow from outside SNATed to this node (xaddr:xport) */
+	MON_TR_MASQ,      /* nat: a pod's new flow to outside masqueraded (xaddr:xport) */
+	MON_TR_POLICY,    /* policy: a new connection allowed by a rule (match) */
+};
+
+/* Where the packet was seen: the entry program (or the socket hook). */
+enum mon_point : __u8 {
+	MON_AT_NONE = 0,
+	MON_AT_FROM_POD,     /* a pod's veth, what the pod sends */
+	MON_AT_TO_POD,       /* a pod's veth, what the pod receives */
+	MON_AT_FROM_NET,     /* the uplink, what arrives */
+	MON_AT_TO_NET,       /* the uplink, what leaves */
+	MON_AT_FROM_OVERLAY, /* the VXLAN device, what arrives */
+	MON_AT_TO_OVERLAY,   /* the VXLAN device, what leaves */
+	MON_AT_SOCK,         /* a pod's socket (connect, sendmsg) */
+};
+
+/* Which policy rule decided (MON_TR_POLICY; a policy drop is a connection
+ * no rule matched). */
+enum mon_pol_match : __u8 {
+	MON_POL_NONE = 0,
+	MON_POL_PEER_PORT,     /* the peer's identity, on this protocol and port */
+	MON_POL_PEER_ALL,      /* the peer's identity, every protocol and port */
+	MON_POL_ANY_PORT,      /* any peer, on this protocol and port */
+	MON_POL_ANY_ALL,       /* any peer, every protocol and port */
+	MON_POL_HOST,          /* from this node (kubelet's probes): always allowed */
+};
+
+/* One event on monitor_events. */
+struct mon_event {
+	__u64 ts_ns;                /* bpf_ktime_get_ns */
+	enum mon_type type;
+	enum mon_point point;
+	enum mon_trace trace;       /* MON_EV_TRACE */
+	enum mon_pol_match match;   /* policy events */
+	enum mon_drop drop;         /* MON_EV_DROP */
+	__u32 ifindex;              /* the device of the hook (0: socket) */
+	__u32 len;                  /* the packet's length */
+	struct nc_addr saddr;
+	struct nc_addr daddr;
+	__be16 sport;               /* ICMP echo: the identifier */
+	__be16 dport;
+	__u8 proto;
+	__u8 family;                /* 4 or 6 */
+	__u8 tcp_flags;
+	__u8 pol_dir;               /* policy events: POL_INGRESS or POL_EGRESS */
+	struct nc_addr xaddr;       /* lb: the backend; nat: the new source */
+	__be16 xport;
+	__u16 pad;
+	__u32 svc;                  /* lb: the Service (its revNAT id) */
+	__u32 endpoint;             /* policy: the pod's endpoint id */
+	__u32 peer;                 /* policy: the peer's identity */
+};
+
+/* What the agent wants reported (monitor_config[0]): drops are counted
+ * whatever it says. */
+enum mon_flags : __u32 {
+	MON_F_DROPS = 1,  /* an event per dropped packet */
+	MON_F_POLICY = 2, /* an event per connection a policy allowed */
+	MON_F_TRACE = 4,  /* an event per flow a cube translated (its first packet) */
+};
+
+struct mon_config {
+	enum mon_flags flags;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct mon_config);
+	__uint(max_entries, 1);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} monitor_config SEC(".maps");
+
+/* monitor_drops: packets dropped, by reason (per CPU). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, enum mon_drop);
+	__type(value, __u64);
+	__uint(max_entries, MON_DROP_MAX);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} monitor_drops SEC(".maps");
+
+/* monitor_stats: what became of the events (per CPU). */
+enum mon_stat : __u32 {
+	MON_STAT_SENT = 0, /* written to monitor_events */
+	MON_STAT_LOST,     /* not written: the ring buffer was full */
+	MON_STAT_MAX,
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, enum mon_stat);
+	__type(value, __u64);
+	__uint(max_entries, MON_STAT_MAX);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} monitor_stats SEC(".maps");
+
+/* monitor_events: the events, for the agent (1 MiB: about 10,000). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} monitor_events SEC(".maps");
+
+/* The event's layout, kept in the object's BTF for bpf2go (a ring
+ * buffer's map has no value type to carry it). Never read. */
+volatile const struct mon_event mon_event_layout = {.type = MON_EV_DROP};

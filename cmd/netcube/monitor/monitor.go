@@ -1,0 +1,162 @@
+// Package monitor is `netcube monitor`: the node's datapath events, live,
+// from the agent's local API: each dropped packet with its reason and the
+// cube that decided, each connection a policy allowed, and (with the
+// agent's --monitor-trace) each flow a cube translated. Filters in the
+// manner of `hubble observe`; one line per event, or JSON (-o json).
+package monitor
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strings"
+
+	"github.com/netcube/netcube/pkg/cubes/monitor"
+)
+
+// DefaultSocket is where the agent serves its local API.
+const DefaultSocket = "/run/netcube/agent.sock"
+
+type filter struct {
+	typ, reason, cube, proto string
+	ip                       netip.Addr
+	port                     uint
+}
+
+func (f filter) match(e monitor.Event) bool {
+	switch {
+	case f.typ != "" && e.Type != f.typ,
+		f.reason != "" && e.Drop != f.reason,
+		f.cube != "" && e.Cube != f.cube,
+		f.proto != "" && !strings.EqualFold(e.Proto, f.proto),
+		f.ip.IsValid() && e.Src.Addr() != f.ip && e.Dst.Addr() != f.ip && e.To.Addr() != f.ip,
+		f.port != 0 && uint(e.Src.Port()) != f.port && uint(e.Dst.Port()) != f.port && uint(e.To.Port()) != f.port:
+		return false
+	}
+	return true
+}
+
+// Run is the verb; args follow "monitor".
+func Run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("netcube monitor", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	socket := fs.String("socket", DefaultSocket, "the agent's local API socket (its --api-socket)")
+	output := fs.String("o", "compact", "output: compact (a line per event) or json (an object per line)")
+	count := fs.Int("n", 0, "stop after this many events (0: until interrupted)")
+	var f filter
+	var ip string
+	fs.StringVar(&f.typ, "type", "", "only events of this type: drop or trace")
+	fs.StringVar(&f.reason, "drop-reason", "", "only drops of this reason (netcube_drops_total's reason label, e.g. no-endpoints)")
+	fs.StringVar(&f.cube, "cube", "", "only events of this cube: lb, ct, nat, router, policy")
+	fs.StringVar(&f.proto, "protocol", "", "only this protocol: tcp, udp, icmp, icmpv6, sctp")
+	fs.StringVar(&ip, "ip", "", "only events with this address as source, destination or translation")
+	fs.UintVar(&f.port, "port", 0, "only events with this port as source, destination or translation")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: netcube monitor [flags]\n\nThe node's datapath events, live, from its agent.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintf(stderr, "netcube monitor: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if *output != "compact" && *output != "json" {
+		fmt.Fprintf(stderr, "netcube monitor: -o %q: want compact or json\n", *output)
+		return 2
+	}
+	if f.typ != "" && f.typ != "drop" && f.typ != "trace" {
+		fmt.Fprintf(stderr, "netcube monitor: --type %q: want drop or trace\n", f.typ)
+		return 2
+	}
+	if ip != "" {
+		a, err := netip.ParseAddr(ip)
+		if err != nil {
+			fmt.Fprintf(stderr, "netcube monitor: --ip %q is not an IP address\n", ip)
+			return 2
+		}
+		f.ip = a.Unmap()
+	}
+	if f.port > 65535 {
+		fmt.Fprintf(stderr, "netcube monitor: --port %d is out of range (1-65535)\n", f.port)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := stream(ctx, *socket, f, *output == "json", *count, stdout, stderr); err != nil {
+		fmt.Fprintf(stderr, "netcube monitor: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func stream(ctx context.Context, socket string, f filter, asJSON bool, count int, stdout, stderr io.Writer) error {
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", socket)
+	}}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://agent"+monitor.APIPath, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission) || strings.Contains(err.Error(), "connect:") {
+			return fmt.Errorf("no agent answers on %s (is it running, with --api-socket there?): %w", socket, err)
+		}
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("agent: %s: %s", resp.Status, strings.TrimSpace(string(b)))
+	}
+	fmt.Fprintf(stderr, "Listening for events on %s (Ctrl-C to stop)\n", socket)
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	seen := 0
+	for sc.Scan() {
+		line := sc.Bytes()
+		var loss monitor.Loss
+		if json.Unmarshal(line, &loss) == nil && loss != (monitor.Loss{}) {
+			if loss.Subscriber != 0 {
+				fmt.Fprintf(stderr, "LOST %d events: this monitor read slower than they came\n", loss.Subscriber)
+			}
+			if loss.Datapath != 0 {
+				fmt.Fprintf(stderr, "LOST %d events: the datapath's ring buffer was full (packets were not lost)\n", loss.Datapath)
+			}
+			continue
+		}
+		var e monitor.Event
+		if err := json.Unmarshal(line, &e); err != nil {
+			return fmt.Errorf("agent sent %q: %w", line, err)
+		}
+		if !f.match(e) {
+			continue
+		}
+		if asJSON {
+			fmt.Fprintf(stdout, "%s\n", line)
+		} else {
+			fmt.Fprintln(stdout, e.String())
+		}
+		if seen++; count > 0 && seen >= count {
+			return nil
+		}
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	return errors.New("the agent ended the stream (stopped?)")
+}

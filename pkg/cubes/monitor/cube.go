@@ -1,0 +1,153 @@
+package monitor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/netcube/netcube/pkg/cube"
+	"github.com/netcube/netcube/pkg/datapath"
+)
+
+// The monitor cube's maps (bpf/cubes/monitor/monitor_maps.h).
+const (
+	MapConfig = "monitor_config"
+	MapDrops  = "monitor_drops"
+	MapStats  = "monitor_stats"
+	MapEvents = "monitor_events"
+)
+
+// APIPath is where the agent's local API serves the events (one JSON
+// object per line, as they come).
+const APIPath = "/v1/monitor"
+
+// Cube is the monitor cube as the registry lists it.
+type Cube struct{}
+
+var _ cube.Cube = Cube{}
+
+func (Cube) Name() string { return "monitor" }
+
+func (Cube) Maps() []cube.MapSpec {
+	return []cube.MapSpec{{Name: MapConfig}, {Name: MapDrops}, {Name: MapStats}, {Name: MapEvents}}
+}
+
+// Flags turns the agent's settings into what the datapath reports.
+func Flags(s cube.Settings) datapath.MonFlags {
+	var f datapath.MonFlags
+	if s.MonitorDrops {
+		f |= datapath.MonFlagDrops
+	}
+	if s.MonitorPolicy {
+		f |= datapath.MonFlagPolicy
+	}
+	if s.MonitorTrace {
+		f |= datapath.MonFlagTrace
+	}
+	return f
+}
+
+// Start tells the datapath what to report and reads its events.
+func (Cube) Start(_ context.Context, env cube.Env) (cube.Started, error) {
+	if err := SetFlags(env.Maps, Flags(env.Settings)); err != nil {
+		return cube.Started{}, err
+	}
+	hub := NewHub()
+	m := newMetrics(env.Maps, hub)
+	lost := func() uint64 { return sumPerCPU(env.Maps.Map(MapStats), uint32(datapath.MonStatLost)) }
+	st := cube.Started{Metrics: []prometheus.Collector{m}, API: map[string]http.Handler{APIPath: Handler(hub, lost)}}
+	km, ok := env.Maps.Map(MapEvents).(interface{ Unwrap() *ebpf.Map })
+	if !ok {
+		return st, nil // maps in memory (tests): no ring buffer to read
+	}
+	rd, err := NewReader(km.Unwrap())
+	if err != nil {
+		return cube.Started{}, fmt.Errorf("monitor events: %w", err)
+	}
+	go rd.Run(func(e Event) {
+		m.count(e)
+		hub.Publish(e)
+	})
+	slog.Info("monitor", "drops", env.Settings.MonitorDrops, "policy", env.Settings.MonitorPolicy, "trace", env.Settings.MonitorTrace)
+	st.Stop = func() { _ = rd.Close() }
+	return st, nil
+}
+
+// SetFlags writes what the datapath reports (monitor_config).
+func SetFlags(maps *cube.Maps, f datapath.MonFlags) error {
+	return cube.Put(maps, MapConfig, uint32(0), datapath.MonConfig{Flags: f})
+}
+
+// Loss is a line of the stream that tells a client what it missed: events
+// it had no room for (Subscriber), and events the datapath could not
+// write because the ring buffer was full (Datapath), since the last line.
+type Loss struct {
+	Subscriber uint64 `json:"lost_by_subscriber,omitempty"`
+	Datapath   uint64 `json:"lost_by_datapath,omitempty"`
+}
+
+// Handler streams the hub's events, one JSON object per line, until the
+// client goes; a Loss line tells what the client missed. A client that
+// reads slowly loses events, never blocks the agent. datapathLost reads
+// the ring buffer's losses so far (nil: not known).
+func Handler(hub *Hub, datapathLost func() uint64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sub := hub.Subscribe(1024)
+		defer sub.Close()
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		w.WriteHeader(http.StatusOK)
+		flusher, _ := w.(http.Flusher)
+		flush := func() {
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+		flush()
+		enc := json.NewEncoder(w)
+		var toldSub, toldDP uint64
+		if datapathLost != nil {
+			toldDP = datapathLost()
+		}
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		tell := func() bool {
+			var l Loss
+			if n := sub.Lost(); n != toldSub {
+				l.Subscriber, toldSub = n-toldSub, n
+			}
+			if datapathLost != nil {
+				if n := datapathLost(); n != toldDP {
+					l.Datapath, toldDP = n-toldDP, n
+				}
+			}
+			if l == (Loss{}) {
+				return true
+			}
+			return enc.Encode(l) == nil
+		}
+		for {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-tick.C:
+				if !tell() {
+					return
+				}
+				flush()
+			case e, ok := <-sub.C:
+				if !ok || !tell() || enc.Encode(e) != nil {
+					return
+				}
+				if len(sub.C) == 0 {
+					flush()
+				}
+			}
+		}
+	})
+}

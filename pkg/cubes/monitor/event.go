@@ -1,0 +1,172 @@
+package monitor
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/netcube/netcube/pkg/datapath"
+)
+
+// Event is one event of the datapath, decoded.
+type Event struct {
+	Time    time.Time `json:"time"`
+	Type    string    `json:"type"` // "drop" or "trace"
+	Cube    string    `json:"cube"` // the cube that decided
+	Point   string    `json:"point,omitempty"`
+	Ifindex uint32    `json:"ifindex,omitempty"`
+	Len     uint32    `json:"len,omitempty"`
+	Family  uint8     `json:"family"`
+	Proto   string    `json:"proto"`
+	// Src is unknown (zero) at a socket hook: the socket has no address yet.
+	Src      netip.AddrPort `json:"src,omitzero"`
+	Dst      netip.AddrPort `json:"dst,omitzero"`
+	TCPFlags string         `json:"tcp_flags,omitempty"`
+	// Drop is the drop reason's name (Type "drop").
+	Drop string `json:"drop_reason,omitempty"`
+	// Trace is what the cube did (Type "trace").
+	Trace string `json:"trace,omitempty"`
+	// To is where a translation sent the flow: the backend, or the new
+	// source (SNAT, masquerade).
+	To netip.AddrPort `json:"translated_to,omitzero"`
+	// ServiceID is the Service's revNAT id (lb events).
+	ServiceID uint32         `json:"service_id,omitempty"`
+	Policy    *PolicyVerdict `json:"policy,omitempty"`
+}
+
+// PolicyVerdict is what a NetworkPolicy decided, for which pod.
+type PolicyVerdict struct {
+	Direction string `json:"direction"` // of the pod: ingress or egress
+	Endpoint  uint32 `json:"endpoint"`  // the pod's policy endpoint id
+	Peer      uint32 `json:"peer_identity"`
+	// Rule is the rule that allowed it ("" for a drop: none did).
+	Rule string `json:"rule,omitempty"`
+}
+
+// eventSize is the size of struct mon_event.
+var eventSize = binary.Size(datapath.MonEvent{})
+
+// Decode turns a ring buffer record into an Event; boot is the wall
+// clock time of the monotonic clock's zero (the events' time base).
+func Decode(raw []byte, boot time.Time) (Event, error) {
+	var e datapath.MonEvent
+	if len(raw) < eventSize {
+		return Event{}, fmt.Errorf("monitor event of %d bytes, want %d", len(raw), eventSize)
+	}
+	if err := binary.Read(bytes.NewReader(raw[:eventSize]), binary.NativeEndian, &e); err != nil {
+		return Event{}, err
+	}
+	return fromRaw(&e, boot), nil
+}
+
+func fromRaw(e *datapath.MonEvent, boot time.Time) Event {
+	ev := Event{
+		Time:    boot.Add(time.Duration(e.TsNs)),
+		Point:   nameOr(points, datapath.MonPoint(e.Point)),
+		Ifindex: e.Ifindex,
+		Len:     e.Len,
+		Family:  e.Family,
+		Proto:   protoName(e.Proto),
+	}
+	if e.Family != 0 {
+		src := datapath.Addr{W: e.Saddr.W}.IP()
+		if src.IsValid() && !src.IsUnspecified() {
+			ev.Src = netip.AddrPortFrom(src, datapath.HostPort(e.Sport))
+		}
+		ev.Dst = netip.AddrPortFrom(datapath.Addr{W: e.Daddr.W}.IP(), datapath.HostPort(e.Dport))
+	}
+	if e.Proto == 6 {
+		ev.TCPFlags = tcpFlags(e.TcpFlags)
+	}
+	switch datapath.MonType(e.Type) {
+	case datapath.MonEvDrop:
+		r := DropReason(datapath.MonDrop(e.Drop))
+		ev.Type, ev.Drop, ev.Cube = "drop", r.Name, r.Cube
+	default:
+		t := traces[datapath.MonTrace(e.Trace)]
+		ev.Type, ev.Trace, ev.Cube = "trace", t.name, t.cube
+	}
+	if x := (datapath.Addr{W: e.Xaddr.W}).IP(); e.Xport != 0 || (x.IsValid() && !x.IsUnspecified()) {
+		ev.To = netip.AddrPortFrom(x, datapath.HostPort(e.Xport))
+	}
+	ev.ServiceID = e.Svc
+	if e.PolDir != 0 {
+		dir := "ingress"
+		if datapath.PolicyDir(e.PolDir) == datapath.PolicyEgress {
+			dir = "egress"
+		}
+		ev.Policy = &PolicyVerdict{Direction: dir, Endpoint: e.Endpoint, Peer: e.Peer,
+			Rule: nameOr(matches, datapath.MonPolMatch(e.Match))}
+	}
+	return ev
+}
+
+func protoName(p uint8) string {
+	switch p {
+	case 1:
+		return "ICMP"
+	case 6:
+		return "TCP"
+	case 17:
+		return "UDP"
+	case 58:
+		return "ICMPv6"
+	case 132:
+		return "SCTP"
+	}
+	return "proto-" + itoa(uint32(p))
+}
+
+func tcpFlags(f uint8) string {
+	var s []string
+	for _, b := range []struct {
+		bit  uint8
+		name string
+	}{{0x02, "SYN"}, {0x10, "ACK"}, {0x01, "FIN"}, {0x04, "RST"}, {0x08, "PSH"}} {
+		if f&b.bit != 0 {
+			s = append(s, b.name)
+		}
+	}
+	return strings.Join(s, ",")
+}
+
+// String is the event as netcube monitor prints it: one line.
+func (e Event) String() string {
+	var b strings.Builder
+	b.WriteString(e.Time.Format("15:04:05.000000"))
+	if e.Type == "drop" {
+		fmt.Fprintf(&b, " DROPPED (%s) by %s", e.Drop, e.Cube)
+	} else {
+		fmt.Fprintf(&b, " %s by %s", e.Trace, e.Cube)
+	}
+	if e.Point != "" {
+		fmt.Fprintf(&b, " at %s", e.Point)
+	}
+	if e.Ifindex != 0 {
+		fmt.Fprintf(&b, " if %d", e.Ifindex)
+	}
+	src := "pod socket"
+	if e.Src.IsValid() {
+		src = e.Src.String()
+	}
+	fmt.Fprintf(&b, ": %s %s -> %s", e.Proto, src, e.Dst)
+	if e.TCPFlags != "" {
+		fmt.Fprintf(&b, " [%s]", e.TCPFlags)
+	}
+	if e.To.IsValid() {
+		fmt.Fprintf(&b, " => %s", e.To)
+	}
+	if e.ServiceID != 0 {
+		fmt.Fprintf(&b, " service %d", e.ServiceID)
+	}
+	if p := e.Policy; p != nil {
+		fmt.Fprintf(&b, " policy %s of endpoint %d, peer identity %d", p.Direction, p.Endpoint, p.Peer)
+		if p.Rule != "" {
+			fmt.Fprintf(&b, ", rule %s", p.Rule)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,309 @@
+package datapath_test
+
+import (
+	"errors"
+	"net/netip"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/ringbuf"
+
+	"github.com/netcube/netcube/internal/pkt"
+	"github.com/netcube/netcube/pkg/cube"
+	"github.com/netcube/netcube/pkg/cubes/lb"
+	"github.com/netcube/netcube/pkg/cubes/monitor"
+	"github.com/netcube/netcube/pkg/cubes/nat"
+	"github.com/netcube/netcube/pkg/cubes/router"
+	"github.com/netcube/netcube/pkg/datapath"
+	"github.com/netcube/netcube/pkg/model"
+)
+
+// drops reads monitor_drops: packets dropped so far, by reason.
+func drops(t testing.TB, dp *datapath.Datapath) map[datapath.MonDrop]uint64 {
+	t.Helper()
+	out := map[datapath.MonDrop]uint64{}
+	m := dp.Maps().Map(monitor.MapDrops)
+	for _, d := range monitor.DropReasons() {
+		var perCPU []uint64
+		if err := m.Lookup(uint32(d), &perCPU); err != nil {
+			t.Fatalf("monitor_drops[%d]: %v", d, err)
+		}
+		for _, n := range perCPU {
+			out[d] += n
+		}
+	}
+	return out
+}
+
+func totalDrops(t testing.TB, dp *datapath.Datapath) (n uint64) {
+	for _, v := range drops(t, dp) {
+		n += v
+	}
+	return n
+}
+
+// events reads what the programs wrote to monitor_events since the last
+// call (the reader is the test's: no agent runs).
+type events struct {
+	rd *ringbuf.Reader
+}
+
+func readEvents(t *testing.T, dp *datapath.Datapath) *events {
+	t.Helper()
+	km := dp.Maps().Map(monitor.MapEvents).(interface{ Unwrap() *ebpf.Map })
+	rd, err := ringbuf.NewReader(km.Unwrap())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rd.Close() })
+	return &events{rd: rd}
+}
+
+func (e *events) drain(t *testing.T) []monitor.Event {
+	t.Helper()
+	var out []monitor.Event
+	for {
+		e.rd.SetDeadline(time.Now().Add(10 * time.Millisecond))
+		rec, err := e.rd.Read()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev, err := monitor.Decode(rec.RawSample, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ev)
+	}
+}
+
+// TestEveryDropHasItsReason: each drop the programs can be made to make
+// in BPF_PROG_RUN is counted under its reason (and no other), and, with
+// drops asked for, reported as one event naming the reason, the cube, the
+// hook and the packet; the same packet with what it lacked goes on, with
+// nothing counted (the positive control before each). With events off,
+// drops are still counted, and nothing is written.
+func TestEveryDropHasItsReason(t *testing.T) {
+	other := netip.MustParseAddr("10.99.0.1")
+	cases := []struct {
+		name    string
+		setup   func(t *testing.T, dp *datapath.Datapath, tables *lb.Tables)
+		prog    string
+		allowed []byte // the positive control: passes, nothing counted
+		dropped []byte
+		verdict uint32 // of the dropped packet
+		reason  datapath.MonDrop
+		cube    string
+		point   string
+	}{
+		{
+			name: "a Service without endpoints refuses (RST)",
+			setup: func(t *testing.T, dp *datapath.Datapath, tables *lb.Tables) {
+				apply(t, tables, model.FrontendBackends{Frontend: frontend(vip4, model.TCP), Backends: backends(be4)})
+				apply(t, tables, model.FrontendBackends{Frontend: frontend(vip6, model.TCP)})
+			},
+			prog: "from_pod", allowed: pkt.TCP(client4, vip4, syn, nil), dropped: pkt.TCP(client6, vip6, syn, nil),
+			verdict: actRedirect, reason: datapath.MonDropNoEndpoints, cube: "lb", point: "from-pod",
+		},
+		{
+			name: "externalTrafficPolicy Local without a local endpoint drops",
+			setup: func(t *testing.T, dp *datapath.Datapath, tables *lb.Tables) {
+				setNodeAddrs(t, dp)
+				apply(t, tables, model.FrontendBackends{Frontend: frontend(np4, model.TCP), Flags: model.External, Backends: backends(be4)})
+				apply(t, tables, model.FrontendBackends{Frontend: frontend(extIP4, model.TCP), Flags: model.External | model.Local})
+			},
+			prog: "from_net", allowed: pkt.TCP(ext4, np4, syn, nil), dropped: pkt.TCP(ext4, extIP4, syn, nil),
+			verdict: actShot, reason: datapath.MonDropNoLocalEndpoint, cube: "lb", point: "from-network",
+		},
+		{
+			name: "a client outside loadBalancerSourceRanges drops",
+			setup: func(t *testing.T, dp *datapath.Datapath, tables *lb.Tables) {
+				setNodeAddrs(t, dp)
+				apply(t, tables, model.FrontendBackends{Frontend: frontend(extIP4, model.TCP), Flags: model.External | model.SourceRanges,
+					SourceRanges: []netip.Prefix{netip.MustParsePrefix("172.30.0.100/32")}, Backends: backends(be4)})
+			},
+			prog: "from_net", allowed: pkt.TCP(ext4, extIP4, syn, nil), dropped: pkt.TCP(ext4b, extIP4, syn, nil),
+			verdict: actShot, reason: datapath.MonDropSourceRange, cube: "lb", point: "from-network",
+		},
+		{
+			name: "SNAT for Cluster without a node address of the family drops",
+			setup: func(t *testing.T, dp *datapath.Datapath, tables *lb.Tables) {
+				if err := nat.SetNodeAddrs(dp.Maps(), node4, netip.Addr{}); err != nil {
+					t.Fatal(err)
+				}
+				apply(t, tables, model.FrontendBackends{Frontend: frontend(np4, model.TCP), Flags: model.External, Backends: backends(be4)})
+				apply(t, tables, model.FrontendBackends{Frontend: frontend(np6, model.TCP), Flags: model.External, Backends: backends(be6)})
+			},
+			prog: "from_net", allowed: pkt.TCP(ext4, np4, syn, nil), dropped: pkt.TCP(ext6, np6, syn, nil),
+			verdict: actShot, reason: datapath.MonDropNoNodeAddr, cube: "nat", point: "from-network",
+		},
+		{
+			name: "VXLAN: a destination in no node's pod CIDR drops",
+			setup: func(t *testing.T, dp *datapath.Datapath, _ *lb.Tables) {
+				overlayTo(t, dp, be4.Addr())
+			},
+			prog: "to_overlay", allowed: pkt.TCP(client4, be4, syn, nil), dropped: pkt.TCP(client4, netip.AddrPortFrom(other, 80), syn, nil),
+			verdict: actShot, reason: datapath.MonDropNoTunnel, cube: "router", point: "to-overlay",
+		},
+		{
+			name: "VXLAN: a frame that is not IP drops",
+			setup: func(t *testing.T, dp *datapath.Datapath, _ *lb.Tables) {
+				overlayTo(t, dp, be4.Addr())
+			},
+			prog: "to_overlay", allowed: pkt.TCP(client4, be4, syn, nil), dropped: arpFrame(),
+			verdict: actShot, reason: datapath.MonDropMalformed, cube: "router", point: "to-overlay",
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dp, tables := load(t)
+			if err := monitor.SetFlags(dp.Maps(), datapath.MonFlagDrops); err != nil {
+				t.Fatal(err)
+			}
+			evs := readEvents(t, dp)
+			c.setup(t, dp, tables)
+			prog := dp.Program(c.prog)
+
+			before := drops(t, dp)
+			if v := runProg(t, prog, c.allowed); v == actShot {
+				t.Fatalf("positive control dropped (verdict %d)", v)
+			}
+			if got := drops(t, dp); !equalCounts(got, before) {
+				t.Fatalf("positive control counted a drop: %v -> %v", before, got)
+			}
+			if got := evs.drain(t); len(got) != 0 {
+				t.Fatalf("positive control reported %v", got)
+			}
+
+			if v := runProg(t, prog, c.dropped); v != c.verdict {
+				t.Fatalf("verdict %d, want %d", v, c.verdict)
+			}
+			after := drops(t, dp)
+			for _, d := range monitor.DropReasons() {
+				want := before[d]
+				if d == c.reason {
+					want++
+				}
+				if after[d] != want {
+					t.Errorf("monitor_drops[%s] = %d, want %d", monitor.DropReason(d).Name, after[d], want)
+				}
+			}
+			got := evs.drain(t)
+			if len(got) != 1 {
+				t.Fatalf("events %v, want one", got)
+			}
+			e := got[0]
+			if e.Type != "drop" || e.Drop != monitor.DropReason(c.reason).Name || e.Cube != c.cube || e.Point != c.point {
+				t.Errorf("event %+v, want a drop %s by %s at %s", e, monitor.DropReason(c.reason).Name, c.cube, c.point)
+			}
+			if e.Len != uint32(len(c.dropped)) {
+				t.Errorf("event length %d, want %d", e.Len, len(c.dropped))
+			}
+
+			// Events off: still counted, nothing written.
+			if err := monitor.SetFlags(dp.Maps(), 0); err != nil {
+				t.Fatal(err)
+			}
+			runProg(t, prog, c.dropped)
+			if n := drops(t, dp)[c.reason]; n != after[c.reason]+1 {
+				t.Errorf("with events off, monitor_drops[%s] = %d, want %d", monitor.DropReason(c.reason).Name, n, after[c.reason]+1)
+			}
+			if got := evs.drain(t); len(got) != 0 {
+				t.Errorf("with events off, reported %v", got)
+			}
+		})
+	}
+}
+
+// TestTraceEvents: with trace asked for, a new Service flow's first packet
+// reports its backend (and its SNAT source); its later packets report
+// nothing; without trace, nothing.
+func TestTraceEvents(t *testing.T) {
+	dp, tables := load(t)
+	setNodeAddrs(t, dp)
+	apply(t, tables, model.FrontendBackends{Frontend: frontend(np4, model.TCP), Flags: model.External, Backends: backends(be4)})
+	evs := readEvents(t, dp)
+	prog := dp.Programs().FromNet
+
+	runProg(t, prog, pkt.TCP(ext4, np4, syn, nil))
+	if got := evs.drain(t); len(got) != 0 {
+		t.Fatalf("trace off: reported %v", got)
+	}
+	if err := monitor.SetFlags(dp.Maps(), datapath.MonFlagDrops|datapath.MonFlagTrace); err != nil {
+		t.Fatal(err)
+	}
+	runProg(t, prog, pkt.TCP(ext4b, np4, syn, nil))
+	got := evs.drain(t)
+	if len(got) != 2 {
+		t.Fatalf("events %v, want the backend and the SNAT", got)
+	}
+	if e := got[0]; e.Trace != "service-backend" || e.To != be4 || e.Src != ext4b || e.Dst != np4 || e.ServiceID == 0 {
+		t.Errorf("first event %+v, want %s -> %s to backend %s", e, ext4b, np4, be4)
+	}
+	if e := got[1]; e.Trace != "snat" || e.To.Addr() != node4 || e.Cube != "nat" {
+		t.Errorf("second event %+v, want SNAT to %s", e, node4)
+	}
+	runProg(t, prog, pkt.TCP(ext4b, np4, pkt.TCPOpts{ACK: true, Seq: 1001, Ack: 5001, Window: 502}, nil))
+	if got := evs.drain(t); len(got) != 0 {
+		t.Errorf("a later packet reported %v", got)
+	}
+}
+
+func apply(t *testing.T, tables *lb.Tables, fb model.FrontendBackends) {
+	t.Helper()
+	if err := tables.Apply(fb); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func setNodeAddrs(t *testing.T, dp *datapath.Datapath) {
+	t.Helper()
+	if err := nat.SetNodeAddrs(dp.Maps(), node4, node6); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// overlayTo makes this node a VXLAN node whose overlay reaches the pod
+// CIDR of addr's node.
+func overlayTo(t *testing.T, dp *datapath.Datapath, addr netip.Addr) {
+	t.Helper()
+	conf := datapath.RouterConf{Mode: datapath.RouterVXLAN, VxlanIfindex: 1, Vni: router.VNI, VxlanMac: vxMAC}
+	if err := cube.Put(dp.Maps(), router.MapConfig, uint32(0), conf); err != nil {
+		t.Fatal(err)
+	}
+	pfx := netip.PrefixFrom(addr, 24).Masked()
+	if err := cube.Put(dp.Maps(), router.MapNodes, datapath.PrefixFrom(pfx), datapath.RouterNode{Underlay: datapath.AddrFrom(node4)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func runProg(t *testing.T, prog interface {
+	Run(*ebpf.RunOptions) (uint32, error)
+}, in []byte) uint32 {
+	t.Helper()
+	v, err := prog.Run(runOpts(in, make([]byte, 1600)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func equalCounts(a, b map[datapath.MonDrop]uint64) bool {
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return len(a) == len(b)
+}
+
+// arpFrame is an Ethernet frame of another protocol than IP.
+func arpFrame() []byte {
+	f := make([]byte, 60)
+	f[12], f[13] = 0x08, 0x06
+	return f
+}
