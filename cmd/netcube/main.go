@@ -1,6 +1,7 @@
 // Command netcube is the operator's CLI for a cluster that runs netcube:
 // what an operator asks of a node's agent and datapath: its live events
-// (monitor) and which build it is. Each verb is its own package. The lab's verbs (sandbox, demo, bench, e2e,
+// (monitor), the Services it serves (service list), its state (status),
+// and which build it is. Each verb is its own package. The lab's verbs (sandbox, demo, bench, e2e,
 // netpol, image, pod) are netcube-lab's (lab/cmd/netcube-lab).
 package main
 
@@ -11,13 +12,17 @@ import (
 	"runtime/debug"
 
 	"github.com/netcube/netcube/cmd/netcube/monitor"
+	"github.com/netcube/netcube/cmd/netcube/service"
+	"github.com/netcube/netcube/cmd/netcube/status"
 )
 
 const usage = `netcube: the operator's CLI for netcube, eBPF Service load balancing and pod networking for Kubernetes
 
 Usage:
-  netcube monitor   the node's datapath events, live: drops with their reason, policy verdicts, translations
-  netcube version   the build: module version, commit, Go version
+  netcube monitor        the node's datapath events, live: drops with their reason, policy verdicts, translations
+  netcube service list   the Services the node's datapath serves: frontends, backends (works with the agent down)
+  netcube status         the node's datapath: kernel, attach points, cubes and their maps' fill, drops, losses
+  netcube version        the build: module version, commit, Go version
 
 The lab on a developer's machine (sandbox, demo, bench, e2e, netpol, image, pod) is netcube-lab.
 `
@@ -38,6 +43,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch verb := args[0]; {
 	case verb == "monitor":
 		return monitor.Run(args[1:], stdout, stderr)
+	case verb == "service":
+		return service.Run(args[1:], stdout, stderr)
+	case verb == "status":
+		return status.Run(args[1:], stdout, stderr)
 	case verb == "version":
 		fmt.Fprintln(stdout, version())
 		return 0

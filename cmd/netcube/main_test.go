@@ -24,6 +24,10 @@ func TestVerbs(t *testing.T) {
 		{args: []string{"monitor", "--type", "drops"}, code: 2, err: `--type "drops": want drop or trace`},
 		{args: []string{"monitor", "-o", "yaml"}, code: 2, err: `-o "yaml": want compact or json`},
 		{args: []string{"monitor", "--socket", "/nonexistent/agent.sock"}, code: 1, err: "no agent answers on /nonexistent/agent.sock"},
+		{args: []string{"service"}, code: 2, err: "Usage: netcube service list"},
+		{args: []string{"service", "list", "-o", "yaml"}, code: 2, err: `-o "yaml": want table or json`},
+		{args: []string{"service", "list", "--bpf-root", "/nonexistent"}, code: 1, err: "no datapath pinned at /nonexistent"},
+		{args: []string{"status", "-o", "yaml"}, code: 2, err: `-o "yaml": want text or json`},
 	} {
 		var out, errb bytes.Buffer
 		code := run(tc.args, &out, &errb)

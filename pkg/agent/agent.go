@@ -29,6 +29,7 @@ import (
 	"github.com/netcube/netcube/pkg/cube"
 	"github.com/netcube/netcube/pkg/cubes"
 	"github.com/netcube/netcube/pkg/datapath"
+	"github.com/netcube/netcube/pkg/localapi"
 	"github.com/netcube/netcube/pkg/report"
 	"github.com/netcube/netcube/pkg/source"
 	"github.com/netcube/netcube/pkg/source/kube"
@@ -106,6 +107,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := serve(ctx, cfg, m, rec, src); err != nil {
 		return err
 	}
+	if cs.api == nil {
+		cs.api = map[string]http.Handler{}
+	}
+	cs.api[localapi.StatusPath] = statusHandler(cfg.NodeName, time.Now(), m, rec)
 	if err := serveAPI(ctx, cfg.APISocket, cs.api); err != nil {
 		return err
 	}

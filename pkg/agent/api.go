@@ -2,13 +2,37 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"time"
+
+	"github.com/netcube/netcube/pkg/cube"
+	"github.com/netcube/netcube/pkg/localapi"
 )
+
+func statusHandler(node string, started time.Time, m *metrics, rec cube.Reconciler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		st := localapi.Status{Node: node, Started: started, LastSync: m.lastSync()}
+		select {
+		case <-rec.Synced():
+			st.Synced = true
+		default:
+		}
+		for id, err := range rec.Failures() {
+			if st.Failing == nil {
+				st.Failing = map[string]string{}
+			}
+			st.Failing[id] = err.Error()
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(st)
+	})
+}
 
 // serveAPI serves the cubes' paths of the local API on a unix socket
 // (root only: it shows every flow of the node) until ctx ends. The socket

@@ -13,18 +13,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"os/signal"
 	"strings"
 
+	"github.com/netcube/netcube/cmd/netcube/internal/agentapi"
 	"github.com/netcube/netcube/pkg/cubes/monitor"
 )
-
-// DefaultSocket is where the agent serves its local API.
-const DefaultSocket = "/run/netcube/agent.sock"
 
 type filter struct {
 	typ, reason, cube, proto string
@@ -49,7 +45,8 @@ func (f filter) match(e monitor.Event) bool {
 func Run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("netcube monitor", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	socket := fs.String("socket", DefaultSocket, "the agent's local API socket (its --api-socket)")
+	var node agentapi.Node
+	fs.StringVar(&node.Socket, "socket", agentapi.DefaultSocket, "the agent's local API socket (its --api-socket)")
 	output := fs.String("o", "compact", "output: compact (a line per event) or json (an object per line)")
 	count := fs.Int("n", 0, "stop after this many events (0: until interrupted)")
 	var f filter
@@ -93,33 +90,20 @@ func Run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := stream(ctx, *socket, f, *output == "json", *count, stdout, stderr); err != nil {
+	if err := stream(ctx, node, f, *output == "json", *count, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "netcube monitor: %v\n", err)
 		return 1
 	}
 	return 0
 }
 
-func stream(ctx context.Context, socket string, f filter, asJSON bool, count int, stdout, stderr io.Writer) error {
-	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", socket)
-	}}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://agent"+monitor.APIPath, nil)
+func stream(ctx context.Context, node agentapi.Node, f filter, asJSON bool, count int, stdout, stderr io.Writer) error {
+	resp, err := node.Get(ctx, monitor.APIPath)
 	if err != nil {
-		return err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission) || strings.Contains(err.Error(), "connect:") {
-			return fmt.Errorf("no agent answers on %s (is it running, with --api-socket there?): %w", socket, err)
-		}
 		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("agent: %s: %s", resp.Status, strings.TrimSpace(string(b)))
-	}
+	socket := node.Socket
 	fmt.Fprintf(stderr, "Listening for events on %s (Ctrl-C to stop)\n", socket)
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)

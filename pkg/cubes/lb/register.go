@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 
 	"golang.org/x/sys/unix"
 
@@ -90,7 +91,8 @@ func (Cube) Start(ctx context.Context, env cube.Env) (cube.Started, error) {
 	health := healthcheck.New()
 	health.Mark = uint32(datapath.AgentSocketMark) // may bind in the NodePort range (bpf/cubes/lb/sock_maps.h)
 	rec.SetHealthChecks(health)
-	return cube.Started{Reconciler: running{rec, tables}, Metrics: m.collectors(), Stop: health.Close}, nil
+	return cube.Started{Reconciler: running{rec, tables}, Metrics: m.collectors(), Stop: health.Close,
+		API: map[string]http.Handler{ServicesPath: rec.ownersHandler()}}, nil
 }
 
 // protectNodePorts keeps ports lo..hi from bind() by the node's own
