@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -187,6 +189,59 @@ spec:
 			if len(server.all()) == 0 {
 				t.Error("no events at all on the server's node")
 			}
+			dashboardNamesExportedMetrics(t, sb, echoNode)
 		})
+	}
+}
+
+// dashboardNamesExportedMetrics: every metric the example Grafana
+// dashboard (deploy/grafana) queries is one the node's agent exports.
+func dashboardNamesExportedMetrics(t *testing.T, sb *sandbox.Sandbox, node sandbox.Node) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "deploy", "grafana", "netcube-dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatalf("dashboard: %v", err)
+	}
+	out, err := sb.Output(node.Name, "curl", "-s", "127.0.0.1:10249/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported := map[string]bool{}
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) >= 3 && f[0] == "#" && f[1] == "TYPE" {
+			exported[f[2]] = true
+		}
+	}
+	metric := regexp.MustCompile(`netcube_[a-z0-9_]+`)
+	n := 0
+	for _, p := range d.Panels {
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, tg := range p.Targets {
+			names := metric.FindAllString(tg.Expr, -1)
+			if len(names) == 0 {
+				t.Errorf("panel %q: query %q names no netcube metric", p.Title, tg.Expr)
+			}
+			for _, name := range names {
+				n++
+				base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, "_bucket"), "_sum"), "_count")
+				if !exported[name] && !exported[base] {
+					t.Errorf("panel %q queries %s, which the agent on %s does not export", p.Title, name, node.Name)
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("the dashboard queries nothing")
 	}
 }
