@@ -17,6 +17,7 @@ import (
 	"github.com/netcube/netcube/pkg/cubes/nat"
 	"github.com/netcube/netcube/pkg/cubes/router"
 	"github.com/netcube/netcube/pkg/datapath"
+	"github.com/netcube/netcube/pkg/events"
 	"github.com/netcube/netcube/pkg/model"
 )
 
@@ -25,7 +26,7 @@ func drops(t testing.TB, dp *datapath.Datapath) map[datapath.MonDrop]uint64 {
 	t.Helper()
 	out := map[datapath.MonDrop]uint64{}
 	m := dp.Maps().Map(monitor.MapDrops)
-	for _, d := range monitor.DropReasons() {
+	for _, d := range events.DropReasons() {
 		var perCPU []uint64
 		if err := m.Lookup(uint32(d), &perCPU); err != nil {
 			t.Fatalf("monitor_drops[%d]: %v", d, err)
@@ -44,13 +45,13 @@ func totalDrops(t testing.TB, dp *datapath.Datapath) (n uint64) {
 	return n
 }
 
-// events reads what the programs wrote to monitor_events since the last
+// eventReader reads what the programs wrote to monitor_events since the last
 // call (the reader is the test's: no agent runs).
-type events struct {
+type eventReader struct {
 	rd *ringbuf.Reader
 }
 
-func readEvents(t *testing.T, dp *datapath.Datapath) *events {
+func readEvents(t *testing.T, dp *datapath.Datapath) *eventReader {
 	t.Helper()
 	km := dp.Maps().Map(monitor.MapEvents).(interface{ Unwrap() *ebpf.Map })
 	rd, err := ringbuf.NewReader(km.Unwrap())
@@ -58,12 +59,12 @@ func readEvents(t *testing.T, dp *datapath.Datapath) *events {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rd.Close() })
-	return &events{rd: rd}
+	return &eventReader{rd: rd}
 }
 
-func (e *events) drain(t *testing.T) []monitor.Event {
+func (e *eventReader) drain(t *testing.T) []events.Event {
 	t.Helper()
-	var out []monitor.Event
+	var out []events.Event
 	for {
 		e.rd.SetDeadline(time.Now().Add(10 * time.Millisecond))
 		rec, err := e.rd.Read()
@@ -73,7 +74,7 @@ func (e *events) drain(t *testing.T) []monitor.Event {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ev, err := monitor.Decode(rec.RawSample, time.Time{})
+		ev, err := events.Decode(rec.RawSample, time.Time{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -183,13 +184,13 @@ func TestEveryDropHasItsReason(t *testing.T) {
 				t.Fatalf("verdict %d, want %d", v, c.verdict)
 			}
 			after := drops(t, dp)
-			for _, d := range monitor.DropReasons() {
+			for _, d := range events.DropReasons() {
 				want := before[d]
 				if d == c.reason {
 					want++
 				}
 				if after[d] != want {
-					t.Errorf("monitor_drops[%s] = %d, want %d", monitor.DropReason(d).Name, after[d], want)
+					t.Errorf("monitor_drops[%s] = %d, want %d", events.DropReason(d).Name, after[d], want)
 				}
 			}
 			got := evs.drain(t)
@@ -197,8 +198,8 @@ func TestEveryDropHasItsReason(t *testing.T) {
 				t.Fatalf("events %v, want one", got)
 			}
 			e := got[0]
-			if e.Type != "drop" || e.Drop != monitor.DropReason(c.reason).Name || e.Cube != c.cube || e.Point != c.point {
-				t.Errorf("event %+v, want a drop %s by %s at %s", e, monitor.DropReason(c.reason).Name, c.cube, c.point)
+			if e.Type != "drop" || e.Drop != events.DropReason(c.reason).Name || e.Cube != c.cube || e.Point != c.point {
+				t.Errorf("event %+v, want a drop %s by %s at %s", e, events.DropReason(c.reason).Name, c.cube, c.point)
 			}
 			if e.Len != uint32(len(c.dropped)) {
 				t.Errorf("event length %d, want %d", e.Len, len(c.dropped))
@@ -210,7 +211,7 @@ func TestEveryDropHasItsReason(t *testing.T) {
 			}
 			runProg(t, prog, c.dropped)
 			if n := drops(t, dp)[c.reason]; n != after[c.reason]+1 {
-				t.Errorf("with events off, monitor_drops[%s] = %d, want %d", monitor.DropReason(c.reason).Name, n, after[c.reason]+1)
+				t.Errorf("with events off, monitor_drops[%s] = %d, want %d", events.DropReason(c.reason).Name, n, after[c.reason]+1)
 			}
 			if got := evs.drain(t); len(got) != 0 {
 				t.Errorf("with events off, reported %v", got)

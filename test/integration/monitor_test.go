@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"os/exec"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -17,14 +17,14 @@ import (
 
 	"github.com/netcube/netcube/internal/testenv"
 	"github.com/netcube/netcube/lab/sandbox"
-	"github.com/netcube/netcube/pkg/cubes/monitor"
+	"github.com/netcube/netcube/pkg/events"
 )
 
 // watcher runs `netcube monitor -o json` against a node's agent for the
 // rest of the test, keeping every event it prints.
 type watcher struct {
 	mu     sync.Mutex
-	events []monitor.Event
+	events []events.Event
 }
 
 func watch(t *testing.T, sb *sandbox.Sandbox, node sandbox.Node, args ...string) *watcher {
@@ -47,7 +47,7 @@ func watch(t *testing.T, sb *sandbox.Sandbox, node sandbox.Node, args ...string)
 		defer close(done)
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			var e monitor.Event
+			var e events.Event
 			if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 				t.Errorf("netcube monitor printed %q: %v", sc.Text(), err)
 				continue
@@ -72,10 +72,10 @@ func watch(t *testing.T, sb *sandbox.Sandbox, node sandbox.Node, args ...string)
 }
 
 // find returns the events that match.
-func (w *watcher) find(match func(monitor.Event) bool) []monitor.Event {
+func (w *watcher) find(match func(events.Event) bool) []events.Event {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var out []monitor.Event
+	var out []events.Event
 	for _, e := range w.events {
 		if match(e) {
 			out = append(out, e)
@@ -84,7 +84,7 @@ func (w *watcher) find(match func(monitor.Event) bool) []monitor.Event {
 	return out
 }
 
-func (w *watcher) all() []monitor.Event { return w.find(func(monitor.Event) bool { return true }) }
+func (w *watcher) all() []events.Event { return w.find(func(events.Event) bool { return true }) }
 
 // dropsMetric reads netcube_drops_total of one reason from a node's agent.
 func dropsMetric(t *testing.T, sb *sandbox.Sandbox, node sandbox.Node, reason, cube string) string {
@@ -133,7 +133,7 @@ func TestMonitorShowsDrops(t *testing.T) {
 			}
 			time.Sleep(300 * time.Millisecond)
 			for _, w := range []*watcher{client, server} {
-				if d := w.find(func(e monitor.Event) bool { return e.Type == "drop" }); len(d) != 0 {
+				if d := w.find(func(e events.Event) bool { return e.Type == "drop" }); len(d) != 0 {
 					t.Fatalf("drops reported for traffic that passed: %v", d)
 				}
 			}
@@ -148,7 +148,7 @@ func TestMonitorShowsDrops(t *testing.T) {
 				point = "socket"
 			}
 			testenv.WaitFor(t, 5*time.Second, "no-endpoints drops in netcube monitor on "+clientNode.Name, func() bool {
-				return len(client.find(func(e monitor.Event) bool {
+				return len(client.find(func(e events.Event) bool {
 					return e.Drop == "no-endpoints" && e.Cube == "lb" && e.Dst.String() == empty && e.Point == point && e.Proto == "TCP"
 				})) >= 2
 			})
@@ -174,7 +174,7 @@ spec:
 			})
 			clientIP := top.ClientPod().IP4
 			testenv.WaitFor(t, 5*time.Second, "policy drops in netcube monitor on "+echoNode.Name, func() bool {
-				return len(server.find(func(e monitor.Event) bool {
+				return len(server.find(func(e events.Event) bool {
 					return e.Drop == "policy-denied-ingress" && e.Cube == "policy" && e.Src.Addr() == clientIP &&
 						e.Dst.String() == direct && e.Policy != nil && e.Policy.Direction == "ingress"
 				})) > 0
@@ -183,7 +183,7 @@ spec:
 				t.Errorf("netcube_drops_total{reason=policy-denied-ingress} on %s is 0", echoNode.Name)
 			}
 			// --type drop: nothing else reached that monitor.
-			if other := server.find(func(e monitor.Event) bool { return e.Type != "drop" }); len(other) != 0 {
+			if other := server.find(func(e events.Event) bool { return e.Type != "drop" }); len(other) != 0 {
 				t.Errorf("netcube monitor --type drop printed %v", other)
 			}
 			if len(server.all()) == 0 {

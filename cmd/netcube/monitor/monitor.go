@@ -20,6 +20,7 @@ import (
 
 	"github.com/netcube/netcube/cmd/netcube/internal/agentapi"
 	"github.com/netcube/netcube/pkg/cubes/monitor"
+	"github.com/netcube/netcube/pkg/events"
 )
 
 type filter struct {
@@ -28,7 +29,7 @@ type filter struct {
 	port                     uint
 }
 
-func (f filter) match(e monitor.Event) bool {
+func (f filter) match(e events.Event) bool {
 	switch {
 	case f.typ != "" && e.Type != f.typ,
 		f.reason != "" && e.Drop != f.reason,
@@ -110,8 +111,8 @@ func stream(ctx context.Context, node agentapi.Node, f filter, asJSON bool, coun
 	seen := 0
 	for sc.Scan() {
 		line := sc.Bytes()
-		var loss monitor.Loss
-		if json.Unmarshal(line, &loss) == nil && loss != (monitor.Loss{}) {
+		var loss events.Loss
+		if json.Unmarshal(line, &loss) == nil && loss != (events.Loss{}) {
 			if loss.Subscriber != 0 {
 				fmt.Fprintf(stderr, "LOST %d events: this monitor read slower than they came\n", loss.Subscriber)
 			}
@@ -120,7 +121,7 @@ func stream(ctx context.Context, node agentapi.Node, f filter, asJSON bool, coun
 			}
 			continue
 		}
-		var e monitor.Event
+		var e events.Event
 		if err := json.Unmarshal(line, &e); err != nil {
 			return fmt.Errorf("agent sent %q: %w", line, err)
 		}

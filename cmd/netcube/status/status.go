@@ -26,6 +26,7 @@ import (
 	"github.com/netcube/netcube/pkg/cubes/ct"
 	"github.com/netcube/netcube/pkg/cubes/monitor"
 	"github.com/netcube/netcube/pkg/datapath"
+	"github.com/netcube/netcube/pkg/events"
 	"github.com/netcube/netcube/pkg/localapi"
 )
 
@@ -157,9 +158,9 @@ func collect(node agentapi.Node) (Report, error) {
 		r.Conntrack.Fill = 100 * float64(r.Conntrack.Entries) / float64(flows.Max)
 	}
 	r.Conntrack.InsertFailed = sumPerCPU(maps.Map(ct.MapStats), uint32(datapath.CTStatInsertFailed))
-	for _, d := range monitor.DropReasons() {
+	for _, d := range events.DropReasons() {
 		if n := sumPerCPU(maps.Map(monitor.MapDrops), uint32(d)); n > 0 {
-			r.Drops[monitor.DropReason(d).Name] = n
+			r.Drops[events.DropReason(d).Name] = n
 		}
 	}
 	r.Events.Sent = sumPerCPU(maps.Map(monitor.MapStats), uint32(datapath.MonStatSent))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/netcube/netcube/pkg/cube"
 	"github.com/netcube/netcube/pkg/datapath"
+	"github.com/netcube/netcube/pkg/events"
 )
 
 // The monitor cube's maps (bpf/cubes/monitor/monitor_maps.h).
@@ -58,7 +59,7 @@ func (Cube) Start(_ context.Context, env cube.Env) (cube.Started, error) {
 	if err := SetFlags(env.Maps, Flags(env.Settings)); err != nil {
 		return cube.Started{}, err
 	}
-	hub := NewHub()
+	hub := events.NewHub()
 	m := newMetrics(env.Maps, hub)
 	lost := func() uint64 { return sumPerCPU(env.Maps.Map(MapStats), uint32(datapath.MonStatLost)) }
 	st := cube.Started{Metrics: []prometheus.Collector{m}, API: map[string]http.Handler{APIPath: Handler(hub, lost)}}
@@ -70,7 +71,7 @@ func (Cube) Start(_ context.Context, env cube.Env) (cube.Started, error) {
 	if err != nil {
 		return cube.Started{}, fmt.Errorf("monitor events: %w", err)
 	}
-	go rd.Run(func(e Event) {
+	go rd.Run(func(e events.Event) {
 		m.count(e)
 		hub.Publish(e)
 	})
@@ -84,19 +85,11 @@ func SetFlags(maps *cube.Maps, f datapath.MonFlags) error {
 	return cube.Put(maps, MapConfig, uint32(0), datapath.MonConfig{Flags: f})
 }
 
-// Loss is a line of the stream that tells a client what it missed: events
-// it had no room for (Subscriber), and events the datapath could not
-// write because the ring buffer was full (Datapath), since the last line.
-type Loss struct {
-	Subscriber uint64 `json:"lost_by_subscriber,omitempty"`
-	Datapath   uint64 `json:"lost_by_datapath,omitempty"`
-}
-
 // Handler streams the hub's events, one JSON object per line, until the
 // client goes; a Loss line tells what the client missed. A client that
 // reads slowly loses events, never blocks the agent. datapathLost reads
 // the ring buffer's losses so far (nil: not known).
-func Handler(hub *Hub, datapathLost func() uint64) http.Handler {
+func Handler(hub *events.Hub, datapathLost func() uint64) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sub := hub.Subscribe(1024)
 		defer sub.Close()
@@ -117,7 +110,7 @@ func Handler(hub *Hub, datapathLost func() uint64) http.Handler {
 		tick := time.NewTicker(time.Second)
 		defer tick.Stop()
 		tell := func() bool {
-			var l Loss
+			var l events.Loss
 			if n := sub.Lost(); n != toldSub {
 				l.Subscriber, toldSub = n-toldSub, n
 			}
@@ -126,7 +119,7 @@ func Handler(hub *Hub, datapathLost func() uint64) http.Handler {
 					l.Datapath, toldDP = n-toldDP, n
 				}
 			}
-			if l == (Loss{}) {
+			if l == (events.Loss{}) {
 				return true
 			}
 			return enc.Encode(l) == nil

@@ -5,6 +5,7 @@ import (
 
 	"github.com/netcube/netcube/pkg/cube"
 	"github.com/netcube/netcube/pkg/datapath"
+	"github.com/netcube/netcube/pkg/events"
 )
 
 // metrics reads the datapath's counters when scraped: drops by reason
@@ -12,14 +13,14 @@ import (
 // subscribers had no room for (the hub).
 type metrics struct {
 	drops, stats cube.Map
-	hub          *Hub
+	hub          *events.Hub
 	verdicts     *prometheus.CounterVec
 	dropsDesc    *prometheus.Desc
 	eventsDesc   *prometheus.Desc
 	clientDesc   *prometheus.Desc
 }
 
-func newMetrics(maps *cube.Maps, hub *Hub) *metrics {
+func newMetrics(maps *cube.Maps, hub *events.Hub) *metrics {
 	return &metrics{
 		drops: maps.Map(MapDrops), stats: maps.Map(MapStats), hub: hub,
 		verdicts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "netcube_flows_total",
@@ -44,8 +45,8 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
-	for _, d := range DropReasons() {
-		r := DropReason(d)
+	for _, d := range events.DropReasons() {
+		r := events.DropReason(d)
 		ch <- prometheus.MustNewConstMetric(m.dropsDesc, prometheus.CounterValue, float64(sumPerCPU(m.drops, uint32(d))), r.Name, r.Cube)
 	}
 	ch <- prometheus.MustNewConstMetric(m.eventsDesc, prometheus.CounterValue, float64(sumPerCPU(m.stats, uint32(datapath.MonStatSent))), "sent")
@@ -55,7 +56,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 }
 
 // count records an event's verdict.
-func (m *metrics) count(e Event) {
+func (m *metrics) count(e events.Event) {
 	verdict := "forwarded"
 	if e.Type == "drop" {
 		verdict = "dropped"

@@ -9,6 +9,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
+
+	"github.com/netcube/netcube/pkg/events"
 )
 
 // bootTime is the wall clock time of the monotonic clock's zero, which
@@ -39,7 +41,7 @@ func NewReader(m *ebpf.Map) (*Reader, error) {
 }
 
 // Run hands each event to publish until Close.
-func (r *Reader) Run(publish func(Event)) {
+func (r *Reader) Run(publish func(events.Event)) {
 	var rec ringbuf.Record
 	for {
 		if err := r.rd.ReadInto(&rec); err != nil {
@@ -50,7 +52,7 @@ func (r *Reader) Run(publish func(Event)) {
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
-		e, err := Decode(rec.RawSample, r.boot)
+		e, err := events.Decode(rec.RawSample, r.boot)
 		if err != nil {
 			r.decodeErrors++
 			continue

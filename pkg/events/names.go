@@ -1,4 +1,4 @@
-package monitor
+package events
 
 import "github.com/netcube/netcube/pkg/datapath"
 

@@ -1,4 +1,4 @@
-package monitor
+package events
 
 import (
 	"sync"
@@ -71,3 +71,11 @@ func (h *Hub) Subscribers() int {
 
 // Lost is how many events all subscribers together had no room for.
 func (h *Hub) Lost() uint64 { return h.lost.Load() }
+
+// Loss is a line of the stream that tells a client what it missed: events
+// it had no room for (Subscriber), and events the datapath could not
+// write because the ring buffer was full (Datapath), since the last line.
+type Loss struct {
+	Subscriber uint64 `json:"lost_by_subscriber,omitempty"`
+	Datapath   uint64 `json:"lost_by_datapath,omitempty"`
+}
