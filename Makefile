@@ -5,14 +5,14 @@ BIN     := bin
 # Tests share the machine's namespaces, cgroups and bpffs: run packages one at a time.
 TESTFLAGS ?= -p 1 -count=1 -timeout 30m
 
-.PHONY: all deps tools e2e-tools generate manifests build images test fuzz reliability e2e netpol demo sandbox sandbox-down bench bench-sync bench-compare bench-podnet lint clean
+.PHONY: all deps tools e2e-tools generate proto manifests build images test fuzz reliability e2e netpol demo sandbox sandbox-down bench bench-sync bench-compare bench-podnet lint clean
 
 all: build
 
 deps:            ## install system packages (idempotent)
 	bash hack/install-deps.sh
 
-tools:           ## build (or reuse cached) kube-apiserver, etcd and helm from the Go module proxy
+tools:           ## build (or reuse cached) kube-apiserver, etcd, helm and the hubble CLI from the Go module proxy
 	bash hack/build-tools.sh >/dev/null
 
 e2e-tools:       ## build (or reuse cached) kubelet, kube-scheduler, kubectl, agnhost, CoreDNS, e2e.test and ginkgo
@@ -24,6 +24,9 @@ manifests:       ## render deploy/netcube.yaml from the Helm chart
 generate:        ## regenerate the cubes' hook header from the registry, then the BPF object and its Go bindings from bpf/
 	$(GO) generate ./pkg/cubes/
 	$(GO) generate ./pkg/datapath/ ./internal/bpftest/
+
+proto:           ## regenerate pkg/hubble/{flowpb,observerpb} from api/hubble (buf and the Go plugins, built from the Go module proxy)
+	bash hack/proto.sh
 
 build:
 	$(GO) build -ldflags "-X main.commit=$$(git rev-parse --short=12 HEAD 2>/dev/null)" -o $(BIN)/ ./cmd/... ./lab/cmd/...

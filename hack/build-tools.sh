@@ -4,7 +4,8 @@
 # benchmark's baseline) from the
 # Go module proxy, pinned by hack/tools/go.mod, into a cache
 # keyed by that pinning, plus helm (to render and validate the chart): a
-# second run, or CI on the same machine, reuses them. Prints the directory
+# second run, or CI on the same machine, reuses them; and the hubble CLI
+# (hack/tools/hubble, its own module). Prints the directory
 # holding the binaries on its last line.
 set -euo pipefail
 cd "$(dirname "$0")/tools"
@@ -35,5 +36,16 @@ if [ ! -x "$dir/helm" ] || [ "$(cat "$dir/helm.version" 2>/dev/null)" != "$HELM_
   # go install pkg@version builds helm with its own go.mod, not ours.
   GOBIN="$dir" GOFLAGS=-trimpath go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
   echo "$HELM_VERSION" > "$dir/helm.version"
+fi
+# The hubble CLI (tests of netcube's Hubble API), from its own module:
+# cilium's dependency graph never touches netcube's go.mod or hack/tools'.
+hubble_key=$(cat hubble/go.mod hubble/go.sum | sha256sum | cut -c1-16)
+if [ ! -x "$dir/hubble" ] || [ "$(cat "$dir/hubble.version" 2>/dev/null)" != "$hubble_key" ]; then
+  echo "build-tools: building hubble (cilium's CLI, hack/tools/hubble; takes minutes the first time)" >&2
+  version=$(sed -n 's/^\tgithub.com\/cilium\/cilium \(v[^ ]*\).*/\1/p' hubble/go.mod)
+  CGO_ENABLED=0 go build -C hubble -trimpath -tags osusergo \
+    -ldflags "-s -w -X github.com/cilium/cilium/hubble/pkg.Version=$version" -o "$dir/hubble.tmp" github.com/cilium/cilium/hubble
+  mv "$dir/hubble.tmp" "$dir/hubble"
+  echo "$hubble_key" > "$dir/hubble.version"
 fi
 echo "$dir"

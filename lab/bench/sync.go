@@ -248,7 +248,7 @@ func startBenchAgent(cfg SyncConfig, env *kubeenv.Env, pins, run string, extra .
 	readyFile := state + ".ready"
 	_ = os.Remove(readyFile)
 	a.cmd = exec.Command(filepath.Join(cfg.BinDir, "netcube-agent"), "--kubeconfig", env.Kubeconfig,
-		"--bpf-root", pins, "--socket-lb=false", "--pod-iface-prefix", "none-", "--node-ifaces", "none", "--cni-socket=", "--api-socket=", "--ready-file", readyFile,
+		"--bpf-root", pins, "--socket-lb=false", "--pod-iface-prefix", "none-", "--node-ifaces", "none", "--cni-socket=", "--api-socket=", "--hubble-socket=", "--ready-file", readyFile,
 		"--metrics-bind-address", a.metrics, "--healthz-bind-address", "", "--profiling",
 		"--lb-service-map-size", "2500000", "--lb-backend-map-size", "1200000", "--lb-revnat-map-size", "200000")
 	a.cmd.Args = append(a.cmd.Args, extra...)

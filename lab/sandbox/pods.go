@@ -36,6 +36,11 @@ func (t Topology) cniSocket(n Node) string   { return filepath.Join(t.StateDir, 
 // APISocket is where node n's agent serves its local API (netcube monitor).
 func (t Topology) APISocket(n Node) string { return filepath.Join(t.StateDir, n.Name, "agent.sock") }
 
+// HubbleSocket is where node n's agent serves the Hubble Observer API.
+func (t Topology) HubbleSocket(n Node) string {
+	return filepath.Join(t.StateDir, n.Name, "hubble.sock")
+}
+
 // containerID is the pod's id in CNI calls (its namespace is unique).
 func containerID(p Pod) string { return p.Netns }
 

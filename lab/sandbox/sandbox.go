@@ -254,7 +254,7 @@ func (sb *Sandbox) startAgent(n Node) error {
 		append(source, "--node-name", n.Name, "--bpf-root", n.PinDir, "--cgroup", n.Cgroup,
 			"--socket-lb="+strconv.FormatBool(sb.Config.SocketLB), "--node-ifaces", "eth0",
 			"--routing", sb.Config.routing(), "--cni-conf-dir", t.cniConfDir(n), "--cni-socket", t.cniSocket(n), "--ipam-dir", t.ipamDir(n),
-			"--api-socket", t.APISocket(n),
+			"--api-socket", t.APISocket(n), "--hubble-socket", t.HubbleSocket(n),
 			"--ready-file", ready)...)
 	args = append(args, sb.Config.AgentArgs...)
 	if err := spawn(t, agentName(n.Name), n.Netns, "", args...); err != nil {

@@ -98,7 +98,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 
 	m := newMetrics(rep)
-	cs, stop, err := startCubes(ctx, dp, m, cube.Env{Program: dp.Program, Node: node, Settings: settings, Report: rep})
+	settings.HubbleSocket = cfg.HubbleSocket
+	cs, stop, err := startCubes(ctx, dp, m, cube.Env{Program: dp.Program, Node: node, Settings: settings, Report: rep, Names: &cube.Names{}})
 	defer stop()
 	if err != nil {
 		return err
@@ -189,6 +190,7 @@ func startCubes(ctx context.Context, dp *datapath.Datapath, m *metrics, env cube
 		if st.Stop != nil {
 			stops = append(stops, st.Stop)
 		}
+		env.Names.Add(st.PodNames, st.ServiceNames)
 		m.registry.MustRegister(st.Metrics...)
 		if st.Reconciler != nil {
 			if cs.rec != nil {

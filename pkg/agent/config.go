@@ -72,6 +72,9 @@ type Config struct {
 	// APISocket is the agent's local API (a unix socket) for the netcube
 	// CLI: the datapath's events (netcube monitor); "" = off.
 	APISocket string `json:"apiSocket,omitempty"`
+	// HubbleSocket is where the agent serves Hubble's Observer API (the
+	// hubble CLI: hubble observe --server unix://<it>); "" = off.
+	HubbleSocket string `json:"hubbleSocket,omitempty"`
 	// Monitor is what the datapath reports as events (drops are counted
 	// whatever it says).
 	Monitor MonitorConfig `json:"monitor,omitempty"`
@@ -107,8 +110,12 @@ type MonitorConfig struct {
 	Trace  bool `json:"trace"`
 }
 
-// DefaultAPISocket is where the agent serves its local API.
-const DefaultAPISocket = "/run/netcube/agent.sock"
+// DefaultAPISocket is where the agent serves its local API;
+// DefaultHubbleSocket, the Hubble Observer API.
+const (
+	DefaultAPISocket    = "/run/netcube/agent.sock"
+	DefaultHubbleSocket = "/run/netcube/hubble.sock"
+)
 
 // Defaults are kube-proxy's ports for metrics and health.
 func Defaults() Config {
@@ -118,6 +125,7 @@ func Defaults() Config {
 		PodIfacePrefix:      cni.HostIfPrefix,
 		CNISocket:           cni.DefaultAgentSocket,
 		APISocket:           DefaultAPISocket,
+		HubbleSocket:        DefaultHubbleSocket,
 		Monitor:             MonitorConfig{Drops: true, Policy: true},
 		Routing:             "native",
 		Masquerade:          true,

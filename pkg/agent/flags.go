@@ -71,6 +71,7 @@ func flagSet(name string, cfg *Config) (fs *flag.FlagSet, configFile *string, cl
 	fs.StringVar(&cfg.IPAMDir, "ipam-dir", cfg.IPAMDir, "where the CNI plugin keeps pod address allocations (written into the conflist)")
 	fs.IntVar(&cfg.MTU, "mtu", cfg.MTU, "MTU of pod interfaces (0: the uplinks', less the overlay's overhead with --routing vxlan)")
 	fs.StringVar(&cfg.APISocket, "api-socket", cfg.APISocket, "unix socket of the agent's local API, for the netcube CLI (\"\": off)")
+	fs.StringVar(&cfg.HubbleSocket, "hubble-socket", cfg.HubbleSocket, "unix socket of the Hubble Observer API (hubble observe --server unix://<it>; \"\": off)")
 	fs.BoolVar(&cfg.Monitor.Drops, "monitor-drops", cfg.Monitor.Drops, "report each dropped packet as an event (drops are counted either way)")
 	fs.BoolVar(&cfg.Monitor.Policy, "monitor-policy", cfg.Monitor.Policy, "report each connection a NetworkPolicy allowed as an event")
 	fs.BoolVar(&cfg.Monitor.Trace, "monitor-trace", cfg.Monitor.Trace, "report the first packet of each flow a cube translated (backend, SNAT, masquerade) as an event")

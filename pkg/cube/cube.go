@@ -57,6 +57,9 @@ type Env struct {
 	// Report is where objects that cannot be programmed as written are
 	// reported (logged, counted, and Events in API mode).
 	Report *report.Reporter
+	// Names names pods and Services by the datapath's numbers, asking
+	// every started cube's namers (Started.PodNames, ServiceNames).
+	Names *Names
 }
 
 // Settings are the agent's settings that cubes read.
@@ -88,6 +91,9 @@ type Settings struct {
 	// reports as events (package monitor): each dropped packet, each
 	// connection a policy allowed, each flow a cube translated.
 	MonitorDrops, MonitorPolicy, MonitorTrace bool
+	// HubbleSocket is where the Hubble Observer API serves the events
+	// ("": not served).
+	HubbleSocket string
 }
 
 // Started is what the agent runs for a cube.
@@ -114,6 +120,9 @@ type Started struct {
 	// API are paths the cube serves on the agent's local API (a unix
 	// socket, for the netcube CLI).
 	API map[string]http.Handler
+	// PodNames, ServiceNames, if set, name what the cube knows (Env.Names).
+	PodNames     PodNamer
+	ServiceNames ServiceNamer
 }
 
 // NodeHandler receives Node objects.

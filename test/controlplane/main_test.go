@@ -81,7 +81,7 @@ func startAgent(t *testing.T, pins string, extra ...string) *agent {
 	}
 	defer logf.Close()
 	args := append([]string{"--kubeconfig", env.Kubeconfig, "--node-name", "node1", "--bpf-root", pins,
-		"--socket-lb=false", "--pod-iface-prefix", "none-", "--node-ifaces", "none", "--cni-socket=", "--api-socket=", "--metrics-bind-address", a.metrics,
+		"--socket-lb=false", "--pod-iface-prefix", "none-", "--node-ifaces", "none", "--cni-socket=", "--api-socket=", "--hubble-socket=", "--metrics-bind-address", a.metrics,
 		"--healthz-bind-address", a.healthz}, extra...)
 	a.cmd = exec.Command(filepath.Join(binDir, "netcube-agent"), args...)
 	a.cmd.Stdout, a.cmd.Stderr = logf, logf

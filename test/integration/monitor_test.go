@@ -138,6 +138,11 @@ func TestMonitorShowsDrops(t *testing.T) {
 				}
 			}
 
+			hubbleStatus(t, sb, clientNode)
+			if got := observe(t, sb, clientNode, "--verdict", "DROPPED"); len(got) != 0 {
+				t.Fatalf("hubble observe --verdict DROPPED: %v before any drop", got)
+			}
+
 			// No endpoints: refused, and reported where it was refused.
 			empty := net.JoinHostPort(sandbox.EmptyIPs[0], "80")
 			for _, r := range requests(t, sb, "tcp", empty, 2) {
@@ -152,6 +157,26 @@ func TestMonitorShowsDrops(t *testing.T) {
 					return e.Drop == "no-endpoints" && e.Cube == "lb" && e.Dst.String() == empty && e.Point == point && e.Proto == "TCP"
 				})) >= 2
 			})
+			seen := observe(t, sb, clientNode, "--verdict", "DROPPED", "--to-service", "default/empty", "--protocol", "tcp")
+			if len(seen) < 2 {
+				t.Errorf("hubble observe --verdict DROPPED --to-service default/empty: %d flows, want 2", len(seen))
+			}
+			for _, r := range seen {
+				f := r.GetFlow()
+				// At the socket (socket-LB) the connecting socket has no
+				// address yet: its flow names no source.
+				wantSource := top.ClientPod().Name
+				if path.socketLB {
+					wantSource = ""
+				}
+				if f.GetDropReasonDesc().String() != "SERVICE_BACKEND_NOT_FOUND" || f.GetIP().GetDestination() != sandbox.EmptyIPs[0] ||
+					f.GetSource().GetPodName() != wantSource || r.GetNodeName() != clientNode.Name {
+					t.Errorf("hubble flow %v, want a SERVICE_BACKEND_NOT_FOUND drop from pod %s to %s on %s", f, top.ClientPod().Name, sandbox.EmptyIPs[0], clientNode.Name)
+				}
+			}
+			if got := observe(t, sb, clientNode, "--verdict", "DROPPED", "--protocol", "udp"); len(got) != 0 {
+				t.Errorf("hubble observe --protocol udp: %d flows of TCP drops", len(got))
+			}
 			if v := dropsMetric(t, sb, clientNode, "no-endpoints", "lb"); v == "0" {
 				t.Errorf("netcube_drops_total{reason=no-endpoints} on %s is 0", clientNode.Name)
 			}
@@ -182,6 +207,23 @@ spec:
 			if v := dropsMetric(t, sb, echoNode, "policy-denied-ingress", "policy"); v == "0" {
 				t.Errorf("netcube_drops_total{reason=policy-denied-ingress} on %s is 0", echoNode.Name)
 			}
+			denied := observe(t, sb, echoNode, "--verdict", "DROPPED", "--pod", "default/"+echo.Name)
+			if len(denied) == 0 {
+				t.Errorf("hubble observe --verdict DROPPED --pod default/%s on %s: nothing", echo.Name, echoNode.Name)
+			}
+			for _, r := range denied {
+				f := r.GetFlow()
+				if f.GetDropReasonDesc().String() != "POLICY_DENIED" || f.GetDestination().GetPodName() != echo.Name ||
+					f.GetSource().GetPodName() != top.ClientPod().Name || f.GetTrafficDirection().String() != "INGRESS" ||
+					!strings.Contains(strings.Join(f.GetDestination().GetLabels(), " "), "k8s:app=echo") {
+					t.Errorf("hubble flow %v, want a POLICY_DENIED ingress drop from %s to %s", f, top.ClientPod().Name, echo.Name)
+				}
+			}
+			if got := observe(t, sb, echoNode, "--verdict", "DROPPED", "--namespace", "kube-system"); len(got) != 0 {
+				t.Errorf("hubble observe --namespace kube-system: %d flows of pods in default", len(got))
+			}
+			hubbleStatus(t, sb, echoNode)
+
 			// --type drop: nothing else reached that monitor.
 			if other := server.find(func(e events.Event) bool { return e.Type != "drop" }); len(other) != 0 {
 				t.Errorf("netcube monitor --type drop printed %v", other)

@@ -135,3 +135,38 @@ func (r *Reconciler) ownersHandler() http.Handler {
 		_ = json.NewEncoder(w).Encode(out)
 	})
 }
+
+// ServiceAt names the Service that owns frontend fe (cube.ServiceNamer).
+func (r *Reconciler) ServiceAt(fe model.Frontend) (model.ServiceID, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	id, ok := r.owners.of[fe]
+	return id, ok
+}
+
+// serviceNames names Services for the datapath's events
+// (cube.ServiceNamer).
+type serviceNames struct {
+	rec  *Reconciler
+	maps *cube.Maps
+}
+
+func (n serviceNames) ServiceAt(fe model.Frontend) (model.ServiceID, bool) {
+	return n.rec.ServiceAt(fe)
+}
+
+// ServiceByRevNAT names the Service of the frontend whose revNAT id the
+// events carry: the frontend from the datapath's lb_revnat, its owner by
+// either protocol.
+func (n serviceNames) ServiceByRevNAT(revNAT uint32) (model.ServiceID, bool) {
+	var f datapath.Frontend
+	if err := n.maps.Map(MapRevNAT).Lookup(revNAT, &f); err != nil {
+		return model.ServiceID{}, false
+	}
+	for _, p := range []model.Proto{model.TCP, model.UDP} {
+		if id, ok := n.rec.ServiceAt(model.Frontend{Addr: f.Addr.IP(), Port: datapath.HostPort(f.Port), Proto: p}); ok {
+			return id, true
+		}
+	}
+	return model.ServiceID{}, false
+}

@@ -92,7 +92,7 @@ func (Cube) Start(ctx context.Context, env cube.Env) (cube.Started, error) {
 	health.Mark = uint32(datapath.AgentSocketMark) // may bind in the NodePort range (bpf/cubes/lb/sock_maps.h)
 	rec.SetHealthChecks(health)
 	return cube.Started{Reconciler: running{rec, tables}, Metrics: m.collectors(), Stop: health.Close,
-		API: map[string]http.Handler{ServicesPath: rec.ownersHandler()}}, nil
+		API: map[string]http.Handler{ServicesPath: rec.ownersHandler()}, ServiceNames: serviceNames{rec, env.Maps}}, nil
 }
 
 // protectNodePorts keeps ports lo..hi from bind() by the node's own

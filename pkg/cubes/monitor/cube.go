@@ -14,6 +14,7 @@ import (
 	"github.com/netcube/netcube/pkg/cube"
 	"github.com/netcube/netcube/pkg/datapath"
 	"github.com/netcube/netcube/pkg/events"
+	"github.com/netcube/netcube/pkg/hubble"
 )
 
 // The monitor cube's maps (bpf/cubes/monitor/monitor_maps.h).
@@ -55,7 +56,7 @@ func Flags(s cube.Settings) datapath.MonFlags {
 }
 
 // Start tells the datapath what to report and reads its events.
-func (Cube) Start(_ context.Context, env cube.Env) (cube.Started, error) {
+func (Cube) Start(ctx context.Context, env cube.Env) (cube.Started, error) {
 	if err := SetFlags(env.Maps, Flags(env.Settings)); err != nil {
 		return cube.Started{}, err
 	}
@@ -75,6 +76,13 @@ func (Cube) Start(_ context.Context, env cube.Env) (cube.Started, error) {
 		m.count(e)
 		hub.Publish(e)
 	})
+	if s := env.Settings.HubbleSocket; s != "" {
+		srv := hubble.New(hubble.Config{Node: env.Node.Name, Hub: hub, Names: env.Names, DatapathLost: lost})
+		if err := srv.Serve(ctx, s); err != nil {
+			_ = rd.Close()
+			return cube.Started{}, err
+		}
+	}
 	slog.Info("monitor", "drops", env.Settings.MonitorDrops, "policy", env.Settings.MonitorPolicy, "trace", env.Settings.MonitorTrace)
 	st.Stop = func() { _ = rd.Close() }
 	return st, nil

@@ -3,6 +3,7 @@ package policy
 import (
 	"cmp"
 	"maps"
+	"net/netip"
 	"slices"
 
 	"github.com/netcube/netcube/pkg/model"
@@ -15,6 +16,9 @@ type Cluster struct {
 	Pods       map[model.PodID]*model.Pod
 	Namespaces map[string]*model.Namespace
 	Policies   map[model.PolicyID]*model.Policy
+	// byIP: the pod of each address (host-network pods have their
+	// node's, and are not in it), for naming events.
+	byIP map[netip.Addr]model.PodID
 }
 
 // NewCluster returns an empty cluster.
@@ -23,16 +27,39 @@ func NewCluster() *Cluster {
 		Pods:       map[model.PodID]*model.Pod{},
 		Namespaces: map[string]*model.Namespace{},
 		Policies:   map[model.PolicyID]*model.Policy{},
+		byIP:       map[netip.Addr]model.PodID{},
 	}
 }
 
 // SetPod adds or replaces a pod; nil deletes it.
 func (c *Cluster) SetPod(id model.PodID, p *model.Pod) {
+	if old := c.Pods[id]; old != nil {
+		for _, a := range old.IPs {
+			if c.byIP[a] == id {
+				delete(c.byIP, a)
+			}
+		}
+	}
 	if p == nil {
 		delete(c.Pods, id)
 		return
 	}
 	c.Pods[id] = p
+	if !p.HostNetwork {
+		for _, a := range p.IPs {
+			c.byIP[a] = id
+		}
+	}
+}
+
+// PodAt returns the pod with address a.
+func (c *Cluster) PodAt(a netip.Addr) (*model.Pod, bool) {
+	id, ok := c.byIP[a]
+	if !ok {
+		return nil, false
+	}
+	p, ok := c.Pods[id]
+	return p, ok
 }
 
 // SetNamespace adds or replaces a namespace; nil deletes it.

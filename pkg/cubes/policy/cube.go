@@ -31,5 +31,5 @@ func (Cube) Start(ctx context.Context, env cube.Env) (cube.Started, error) {
 	r := NewReconciler(env.Maps, env.Node.Name, env.Node.Addrs)
 	r.SetReporter(env.Report)
 	go r.Run(ctx)
-	return cube.Started{Metrics: r.Metrics(), Policy: r}, nil
+	return cube.Started{Metrics: r.Metrics(), Policy: r, PodNames: r}, nil
 }

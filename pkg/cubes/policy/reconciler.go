@@ -123,6 +123,18 @@ func (r *Reconciler) OnPod(key types.NamespacedName, p *model.Pod) {
 	r.changed()
 }
 
+// PodAt names the pod with address a, and its labels
+// (cube.PodNamer).
+func (r *Reconciler) PodAt(a netip.Addr) (model.PodID, map[string]string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.cluster.PodAt(a.Unmap())
+	if !ok {
+		return model.PodID{}, nil, false
+	}
+	return p.ID, p.Labels, true
+}
+
 func (r *Reconciler) OnNamespace(name string, ns *model.Namespace) {
 	r.mu.Lock()
 	r.cluster.SetNamespace(name, ns)

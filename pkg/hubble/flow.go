@@ -1,0 +1,206 @@
+package hubble
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/netcube/netcube/pkg/cube"
+	"github.com/netcube/netcube/pkg/events"
+	"github.com/netcube/netcube/pkg/hubble/flowpb"
+	"github.com/netcube/netcube/pkg/model"
+)
+
+// dropReasons are Hubble's drop reasons for netcube's (events.DropReason
+// names); a reason without one fails TestEveryDropReasonHasAHubbleReason.
+var dropReasons = map[string]flowpb.DropReason{
+	"no-endpoints":          flowpb.DropReason_SERVICE_BACKEND_NOT_FOUND,
+	"no-local-endpoint":     flowpb.DropReason_SERVICE_BACKEND_NOT_FOUND,
+	"source-range":          flowpb.DropReason_DENIED_BY_LB_SRC_RANGE_CHECK,
+	"policy-denied-ingress": flowpb.DropReason_POLICY_DENIED,
+	"policy-denied-egress":  flowpb.DropReason_POLICY_DENIED,
+	"ct-insert-failed":      flowpb.DropReason_CT_MAP_INSERTION_FAILED,
+	"snat-ports-exhausted":  flowpb.DropReason_NO_MAPPING_FOR_NAT_MASQUERADE,
+	"no-node-address":       flowpb.DropReason_NO_MAPPING_FOR_NAT_MASQUERADE,
+	"nat-rewrite-failed":    flowpb.DropReason_ERROR_WRITING_TO_PACKET,
+	"icmp-rewrite-failed":   flowpb.DropReason_ERROR_WRITING_TO_PACKET,
+	"no-route-to-node":      flowpb.DropReason_NO_TUNNEL_OR_ENCAPSULATION_ENDPOINT,
+	"malformed":             flowpb.DropReason_INVALID_PACKET_DROPPED,
+}
+
+// points are Hubble's observation points for netcube's hooks.
+var points = map[string]flowpb.TraceObservationPoint{
+	"from-pod":     flowpb.TraceObservationPoint_FROM_ENDPOINT,
+	"to-pod":       flowpb.TraceObservationPoint_TO_ENDPOINT,
+	"from-network": flowpb.TraceObservationPoint_FROM_NETWORK,
+	"to-network":   flowpb.TraceObservationPoint_TO_NETWORK,
+	"from-overlay": flowpb.TraceObservationPoint_FROM_OVERLAY,
+	"to-overlay":   flowpb.TraceObservationPoint_TO_OVERLAY,
+}
+
+// Hubble's event types (Cilium's monitor message types), which its CLI
+// prints as the flow's TYPE: a drop's sub type is its drop reason; a
+// trace's, its observation point (TO_ENDPOINT is 0).
+const (
+	eventDrop          = 1
+	eventTrace         = 4
+	eventPolicyVerdict = 5
+)
+
+// toFlow turns a datapath event into a Hubble flow on node.
+func toFlow(e events.Event, node string, names *cube.Names) *flowpb.Flow {
+	f := &flowpb.Flow{
+		Time:                  timestamppb.New(e.Time),
+		NodeName:              node,
+		Type:                  flowpb.FlowType_L3_L4,
+		TraceObservationPoint: points[e.Point],
+		Source:                &flowpb.Endpoint{},
+		Destination:           &flowpb.Endpoint{},
+	}
+	if e.Ifindex != 0 {
+		f.Interface = &flowpb.NetworkInterface{Index: e.Ifindex}
+	}
+	f.IP = &flowpb.IP{IpVersion: flowpb.IPVersion_IPv4}
+	if e.Family == 6 {
+		f.IP.IpVersion = flowpb.IPVersion_IPv6
+	}
+	if e.Src.IsValid() {
+		f.IP.Source = e.Src.Addr().String()
+	}
+	if e.Dst.IsValid() {
+		f.IP.Destination = e.Dst.Addr().String()
+	}
+	f.L4 = layer4(e)
+	name(f.Source, e.Src, names)
+	name(f.Destination, e.Dst, names)
+
+	switch {
+	case e.Type == "drop":
+		f.Verdict = flowpb.Verdict_DROPPED
+		f.DropReasonDesc = dropReasons[e.Drop]
+		f.EventType = &flowpb.CiliumEventType{Type: eventDrop, SubType: int32(f.DropReasonDesc)}
+		f.Summary = e.Cube + ": " + e.Drop
+		if e.Policy == nil {
+			f.TrafficDirection = directionOf(e.Point)
+		}
+	case e.Trace == "policy-allowed":
+		f.Verdict = flowpb.Verdict_FORWARDED
+		f.EventType = &flowpb.CiliumEventType{Type: eventPolicyVerdict}
+		f.IsReply = wrapperspb.Bool(false)
+		f.Summary = "policy: allowed"
+	default:
+		f.Verdict = flowpb.Verdict_TRANSLATED
+		sub := int32(f.TraceObservationPoint)
+		if f.TraceObservationPoint == flowpb.TraceObservationPoint_TO_ENDPOINT {
+			sub = 0
+		}
+		f.EventType = &flowpb.CiliumEventType{Type: eventTrace, SubType: sub}
+		f.IsReply = wrapperspb.Bool(false)
+		f.TrafficDirection = directionOf(e.Point)
+		f.Summary = fmt.Sprintf("%s: %s -> %s", e.Cube, e.Trace, e.To)
+		if (e.Trace == "snat" || e.Trace == "masquerade") && e.To.IsValid() {
+			f.IP.SourceXlated = e.To.Addr().String()
+		}
+	}
+	if p := e.Policy; p != nil {
+		local, peer := f.Destination, f.Source
+		f.TrafficDirection = flowpb.TrafficDirection_INGRESS
+		if p.Direction == "egress" {
+			local, peer = f.Source, f.Destination
+			f.TrafficDirection = flowpb.TrafficDirection_EGRESS
+		}
+		local.ID = p.Endpoint
+		peer.Identity = p.Peer
+		if p.Rule != "" {
+			f.Summary += " by rule " + p.Rule
+		}
+	}
+	if e.Type == "drop" && (e.TCPFlags == "SYN" || e.Point == "socket") {
+		f.IsReply = wrapperspb.Bool(false) // a connection's first packet, or its connect()
+	}
+	if e.ServiceID != 0 {
+		if id, ok := names.ServiceByRevNAT(e.ServiceID); ok {
+			f.DestinationService = &flowpb.Service{Namespace: id.Namespace, Name: id.Name}
+		}
+	}
+	if f.DestinationService == nil && e.Dst.IsValid() {
+		if id, ok := names.ServiceAt(model.Frontend{Addr: e.Dst.Addr(), Port: e.Dst.Port(), Proto: protoOf(e.Proto)}); ok {
+			f.DestinationService = &flowpb.Service{Namespace: id.Namespace, Name: id.Name}
+		}
+	}
+	return f
+}
+
+func directionOf(point string) flowpb.TrafficDirection {
+	switch point {
+	case "from-pod", "socket":
+		return flowpb.TrafficDirection_EGRESS
+	case "to-pod":
+		return flowpb.TrafficDirection_INGRESS
+	}
+	return flowpb.TrafficDirection_TRAFFIC_DIRECTION_UNKNOWN
+}
+
+func protoOf(name string) model.Proto {
+	switch name {
+	case "TCP":
+		return model.TCP
+	case "UDP":
+		return model.UDP
+	}
+	return 0
+}
+
+func layer4(e events.Event) *flowpb.Layer4 {
+	sp, dp := uint32(e.Src.Port()), uint32(e.Dst.Port())
+	switch e.Proto {
+	case "TCP":
+		t := &flowpb.TCP{SourcePort: sp, DestinationPort: dp, Flags: &flowpb.TCPFlags{}}
+		for _, fl := range strings.Split(e.TCPFlags, ",") {
+			switch fl {
+			case "SYN":
+				t.Flags.SYN = true
+			case "ACK":
+				t.Flags.ACK = true
+			case "FIN":
+				t.Flags.FIN = true
+			case "RST":
+				t.Flags.RST = true
+			case "PSH":
+				t.Flags.PSH = true
+			}
+		}
+		return &flowpb.Layer4{Protocol: &flowpb.Layer4_TCP{TCP: t}}
+	case "UDP":
+		return &flowpb.Layer4{Protocol: &flowpb.Layer4_UDP{UDP: &flowpb.UDP{SourcePort: sp, DestinationPort: dp}}}
+	case "SCTP":
+		return &flowpb.Layer4{Protocol: &flowpb.Layer4_SCTP{SCTP: &flowpb.SCTP{SourcePort: sp, DestinationPort: dp}}}
+	case "ICMP":
+		return &flowpb.Layer4{Protocol: &flowpb.Layer4_ICMPv4{ICMPv4: &flowpb.ICMPv4{}}}
+	case "ICMPv6":
+		return &flowpb.Layer4{Protocol: &flowpb.Layer4_ICMPv6{ICMPv6: &flowpb.ICMPv6{}}}
+	}
+	return nil
+}
+
+// name fills an endpoint with the pod at ap's address, in Hubble's
+// label form (k8s:key=value, sorted).
+func name(ep *flowpb.Endpoint, ap netip.AddrPort, names *cube.Names) {
+	if !ap.IsValid() || names == nil {
+		return
+	}
+	id, labels, ok := names.PodAt(ap.Addr())
+	if !ok {
+		return
+	}
+	ep.Namespace, ep.PodName = id.Namespace, id.Name
+	for k, v := range labels {
+		ep.Labels = append(ep.Labels, "k8s:"+k+"="+v)
+	}
+	ep.Labels = append(ep.Labels, "k8s:io.kubernetes.pod.namespace="+id.Namespace)
+	sort.Strings(ep.Labels)
+}
