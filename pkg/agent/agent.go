@@ -30,6 +30,7 @@ import (
 	"github.com/netcube/netcube/pkg/cubes"
 	"github.com/netcube/netcube/pkg/datapath"
 	"github.com/netcube/netcube/pkg/localapi"
+	"github.com/netcube/netcube/pkg/podnetns"
 	"github.com/netcube/netcube/pkg/report"
 	"github.com/netcube/netcube/pkg/source"
 	"github.com/netcube/netcube/pkg/source/kube"
@@ -99,7 +100,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 	m := newMetrics(rep)
 	settings.HubbleSocket = cfg.HubbleSocket
-	cs, stop, err := startCubes(ctx, dp, m, cube.Env{Program: dp.Program, Node: node, Settings: settings, Report: rep, Names: &cube.Names{}})
+	cs, stop, err := startCubes(ctx, dp, m, cube.Env{Program: dp.Program, Node: node, Settings: settings, Report: rep, Names: &cube.Names{Netns: podnetns.New()}})
 	defer stop()
 	if err != nil {
 		return err

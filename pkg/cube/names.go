@@ -20,6 +20,12 @@ type ServiceNamer interface {
 	ServiceByRevNAT(id uint32) (model.ServiceID, bool)
 }
 
+// NetnsNamer finds a pod's address by its network namespace's cookie,
+// all a socket hook's event knows of the pod (package podnetns).
+type NetnsNamer interface {
+	AddrOf(cookie uint64, family uint8) (netip.Addr, bool)
+}
+
 // Names are the namers of the started cubes, for the events the agent
 // serves: the agent adds each cube's as it starts (Env.Names), so a cube
 // started earlier (the monitor) asks those started later.
@@ -27,6 +33,16 @@ type Names struct {
 	mu       sync.RWMutex
 	pods     []PodNamer
 	services []ServiceNamer
+	// Netns, if set, names the pods of socket events (the agent's).
+	Netns NetnsNamer
+}
+
+// AddrOfNetns asks Netns.
+func (n *Names) AddrOfNetns(cookie uint64, family uint8) (netip.Addr, bool) {
+	if n == nil || n.Netns == nil || cookie == 0 {
+		return netip.Addr{}, false
+	}
+	return n.Netns.AddrOf(cookie, family)
 }
 
 // Add adds a cube's namers (nil ones are skipped).

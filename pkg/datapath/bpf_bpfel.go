@@ -225,6 +225,7 @@ type bpfMonEvent struct {
 	Svc      uint32
 	Endpoint uint32
 	Peer     uint32
+	Netns    uint64
 }
 
 type bpfMonFlags uint32

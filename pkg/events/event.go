@@ -21,7 +21,9 @@ type Event struct {
 	Len     uint32    `json:"len,omitempty"`
 	Family  uint8     `json:"family"`
 	Proto   string    `json:"proto"`
-	// Src is unknown (zero) at a socket hook: the socket has no address yet.
+	// Src at a socket hook is the pod's address, named by the socket's
+	// network namespace (NetnsCookie), port 0: the socket has none yet;
+	// zero when the namespace is not a known pod's.
 	Src      netip.AddrPort `json:"src,omitzero"`
 	Dst      netip.AddrPort `json:"dst,omitzero"`
 	TCPFlags string         `json:"tcp_flags,omitempty"`
@@ -35,6 +37,8 @@ type Event struct {
 	// ServiceID is the Service's revNAT id (lb events).
 	ServiceID uint32         `json:"service_id,omitempty"`
 	Policy    *PolicyVerdict `json:"policy,omitempty"`
+	// NetnsCookie is the network namespace of the socket (socket events).
+	NetnsCookie uint64 `json:"netns_cookie,omitempty"`
 }
 
 // PolicyVerdict is what a NetworkPolicy decided, for which pod.
@@ -93,6 +97,7 @@ func fromRaw(e *datapath.MonEvent, boot time.Time) Event {
 		ev.To = netip.AddrPortFrom(x, datapath.HostPort(e.Xport))
 	}
 	ev.ServiceID = e.Svc
+	ev.NetnsCookie = e.Netns
 	if e.PolDir != 0 {
 		dir := "ingress"
 		if datapath.PolicyDir(e.PolDir) == datapath.PolicyEgress {
@@ -149,7 +154,9 @@ func (e Event) String() string {
 		fmt.Fprintf(&b, " if %d", e.Ifindex)
 	}
 	src := "pod socket"
-	if e.Src.IsValid() {
+	if e.Src.IsValid() && e.Point == "socket" {
+		src = e.Src.Addr().String() + " (socket)"
+	} else if e.Src.IsValid() {
 		src = e.Src.String()
 	}
 	fmt.Fprintf(&b, ": %s %s -> %s", e.Proto, src, e.Dst)

@@ -154,7 +154,8 @@ func TestMonitorShowsDrops(t *testing.T) {
 			}
 			testenv.WaitFor(t, 5*time.Second, "no-endpoints drops in netcube monitor on "+clientNode.Name, func() bool {
 				return len(client.find(func(e events.Event) bool {
-					return e.Drop == "no-endpoints" && e.Cube == "lb" && e.Dst.String() == empty && e.Point == point && e.Proto == "TCP"
+					return e.Drop == "no-endpoints" && e.Cube == "lb" && e.Dst.String() == empty && e.Point == point && e.Proto == "TCP" &&
+						e.Src.Addr() == top.ClientPod().IP4
 				})) >= 2
 			})
 			seen := observe(t, sb, clientNode, "--verdict", "DROPPED", "--to-service", "default/empty", "--protocol", "tcp")
@@ -163,14 +164,10 @@ func TestMonitorShowsDrops(t *testing.T) {
 			}
 			for _, r := range seen {
 				f := r.GetFlow()
-				// At the socket (socket-LB) the connecting socket has no
-				// address yet: its flow names no source.
-				wantSource := top.ClientPod().Name
-				if path.socketLB {
-					wantSource = ""
-				}
+				// At the socket (socket-LB) the pod is named by its
+				// socket's network namespace.
 				if f.GetDropReasonDesc().String() != "SERVICE_BACKEND_NOT_FOUND" || f.GetIP().GetDestination() != sandbox.EmptyIPs[0] ||
-					f.GetSource().GetPodName() != wantSource || r.GetNodeName() != clientNode.Name {
+					f.GetSource().GetPodName() != top.ClientPod().Name || r.GetNodeName() != clientNode.Name {
 					t.Errorf("hubble flow %v, want a SERVICE_BACKEND_NOT_FOUND drop from pod %s to %s on %s", f, top.ClientPod().Name, sandbox.EmptyIPs[0], clientNode.Name)
 				}
 			}

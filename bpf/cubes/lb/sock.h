@@ -37,7 +37,7 @@ static always_inline void sock_remember_sent(struct bpf_sock_addr *ctx, const st
  * to frontend addr:port: refused (backend NULL: no endpoints), or
  * translated to backend (a trace event, when the agent asks). The socket's
  * own address is not known yet: the event has none. */
-static always_inline void sock_report(const struct nc_addr *addr, __be16 port, __u8 proto,
+static always_inline void sock_report(struct bpf_sock_addr *ctx, const struct nc_addr *addr, __be16 port, __u8 proto,
 				      const struct lb_backend *backend, __u32 rev_nat_id)
 {
 	struct flow f = {
@@ -47,11 +47,23 @@ static always_inline void sock_report(const struct nc_addr *addr, __be16 port, _
 		.family = addr_is_v4(addr) ? 4 : 6,
 		.point = MON_AT_SOCK,
 	};
+	struct mon_detail d = {.type = MON_EV_DROP, .drop = MON_DROP_NO_ENDPOINTS, .svc = rev_nat_id};
 
-	if (!backend)
-		mon_note_drop(NULL, &f, MON_DROP_NO_ENDPOINTS);
-	else
-		mon_trace_xlate(NULL, &f, MON_TR_SOCK_LB, &backend->addr, backend->port, rev_nat_id);
+	if (!backend) {
+		mon_count(&monitor_drops, MON_DROP_NO_ENDPOINTS);
+		if (!mon_wanted(MON_F_DROPS))
+			return;
+	} else {
+		if (!mon_wanted(MON_F_TRACE))
+			return;
+		d.type = MON_EV_TRACE;
+		d.drop = MON_DROP_NONE;
+		d.trace = MON_TR_SOCK_LB;
+		d.xaddr = &backend->addr;
+		d.xport = backend->port;
+	}
+	d.netns = bpf_get_netns_cookie(ctx);
+	mon_report(NULL, &f, MON_AT_SOCK, &d);
 }
 
 /* sock_translate maps *addr:*port (a frontend) to a backend in place.
@@ -101,7 +113,7 @@ static always_inline int sock_translate(struct bpf_sock_addr *ctx, struct nc_add
 		 * drops them. */
 		if (svc->flags & LB_SVC_LOCAL)
 			return 1;
-		sock_report(addr, *port, proto, NULL, 0);
+		sock_report(ctx, addr, *port, proto, NULL, svc->rev_nat_id);
 		bpf_set_retval(-ECONNREFUSED);
 		return 0;
 	}
@@ -110,7 +122,7 @@ static always_inline int sock_translate(struct bpf_sock_addr *ctx, struct nc_add
 		sock_remember_sent(ctx, addr, *port, backend);
 	}
 	if (!pinned_hit)
-		sock_report(addr, *port, proto, backend, svc->rev_nat_id);
+		sock_report(ctx, addr, *port, proto, backend, svc->rev_nat_id);
 
 	struct sock_revnat_val rn = { .rev_nat_id = svc->rev_nat_id };
 	key.addr = backend->addr;

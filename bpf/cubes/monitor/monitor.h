@@ -38,6 +38,7 @@ struct mon_detail {
 	enum mon_pol_match match;
 	__u32 endpoint;
 	__u32 peer;
+	__u64 netns;
 };
 
 /* mon_report writes an event about f (NULL: none read), seen by skb's
@@ -62,6 +63,7 @@ static always_inline void mon_report(struct __sk_buff *skb, const struct flow *f
 	ev->svc = d->svc;
 	ev->endpoint = d->endpoint;
 	ev->peer = d->peer;
+	ev->netns = d->netns;
 	if (d->xaddr) {
 		ev->xaddr = *d->xaddr;
 		ev->xport = d->xport;

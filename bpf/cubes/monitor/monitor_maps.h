@@ -93,6 +93,9 @@ struct mon_event {
 	__u32 svc;                  /* lb: the Service (its revNAT id) */
 	__u32 endpoint;             /* policy: the pod's endpoint id */
 	__u32 peer;                 /* policy: the peer's identity */
+	__u64 netns;                /* socket events: the socket's network namespace
+				     * cookie (the socket has no address yet: the
+				     * agent names the pod by it) */
 };
 
 /* What the agent wants reported (monitor_config[0]): drops are counted

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -73,6 +74,12 @@ func (Cube) Start(ctx context.Context, env cube.Env) (cube.Started, error) {
 		return cube.Started{}, fmt.Errorf("monitor events: %w", err)
 	}
 	go rd.Run(func(e events.Event) {
+		if !e.Src.IsValid() && e.NetnsCookie != 0 {
+			// A socket hook's event: the pod is its socket's namespace.
+			if a, ok := env.Names.AddrOfNetns(e.NetnsCookie, e.Family); ok {
+				e.Src = netip.AddrPortFrom(a, 0)
+			}
+		}
 		m.count(e)
 		hub.Publish(e)
 	})
