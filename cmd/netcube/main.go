@@ -1,6 +1,7 @@
 // Command netcube is the operator's CLI for a cluster that runs netcube:
 // what an operator asks of a node's agent and datapath: its live events
-// (monitor), the Services it serves (service list), its state (status),
+// (monitor), the Services it serves (service list), its state (status), what it
+// does with a packet (trace),
 // and which build it is. Each verb is its own package. The lab's verbs (sandbox, demo, bench, e2e,
 // netpol, image, pod) are netcube-lab's (lab/cmd/netcube-lab).
 package main
@@ -14,6 +15,7 @@ import (
 	"github.com/netcube/netcube/cmd/netcube/monitor"
 	"github.com/netcube/netcube/cmd/netcube/service"
 	"github.com/netcube/netcube/cmd/netcube/status"
+	"github.com/netcube/netcube/cmd/netcube/trace"
 )
 
 const usage = `netcube: the operator's CLI for netcube, eBPF Service load balancing and pod networking for Kubernetes
@@ -22,6 +24,7 @@ Usage:
   netcube monitor        the node's datapath events, live: drops with their reason, policy verdicts, translations
   netcube service list   the Services the node's datapath serves: frontends, backends (works with the agent down)
   netcube status         the node's datapath: kernel, attach points, cubes and their maps' fill, drops, losses
+  netcube trace SRC DST:PORT[/PROTO]   a packet and its reply through the node's programs, cube by cube, without sending it
   netcube version        the build: module version, commit, Go version
 
 The lab on a developer's machine (sandbox, demo, bench, e2e, netpol, image, pod) is netcube-lab.
@@ -47,6 +50,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return service.Run(args[1:], stdout, stderr)
 	case verb == "status":
 		return status.Run(args[1:], stdout, stderr)
+	case verb == "trace":
+		return trace.Run(args[1:], stdout, stderr)
 	case verb == "version":
 		fmt.Fprintln(stdout, version())
 		return 0

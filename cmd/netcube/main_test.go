@@ -28,6 +28,13 @@ func TestVerbs(t *testing.T) {
 		{args: []string{"service", "list", "-o", "yaml"}, code: 2, err: `-o "yaml": want table or json`},
 		{args: []string{"service", "list", "--bpf-root", "/nonexistent"}, code: 1, err: "no datapath pinned at /nonexistent"},
 		{args: []string{"status", "-o", "yaml"}, code: 2, err: `-o "yaml": want text or json`},
+		{args: []string{"trace", "10.244.1.1"}, code: 2, err: "Usage: netcube trace"},
+		{args: []string{"trace", "10.244.1.300", "10.96.0.10:80"}, code: 2, err: `source "10.244.1.300": "10.244.1.300" is not ADDR:PORT`},
+		{args: []string{"trace", "10.244.1.1", "10.96.0.10:70000"}, code: 2, err: "port 70000 is out of range (1-65535)"},
+		{args: []string{"trace", "10.244.1.1", "10.96.0.10"}, code: 2, err: "no port: give ADDR:PORT"},
+		{args: []string{"trace", "10.244.1.1", "10.96.0.10:80/icmp"}, code: 2, err: `protocol "icmp" is not tcp or udp`},
+		{args: []string{"trace", "10.244.1.1", "[fd00::1]:80"}, code: 2, err: "of different families"},
+		{args: []string{"trace", "--socket", "/nonexistent.sock", "default/ghost", "10.96.0.10:80"}, code: 2, err: `source "default/ghost" is a pod name, and pods are named by the agent`},
 	} {
 		var out, errb bytes.Buffer
 		code := run(tc.args, &out, &errb)

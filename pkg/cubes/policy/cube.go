@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"net/http"
 
 	"github.com/netcube/netcube/pkg/cube"
 )
@@ -31,5 +32,6 @@ func (Cube) Start(ctx context.Context, env cube.Env) (cube.Started, error) {
 	r := NewReconciler(env.Maps, env.Node.Name, env.Node.Addrs)
 	r.SetReporter(env.Report)
 	go r.Run(ctx)
-	return cube.Started{Metrics: r.Metrics(), Policy: r, PodNames: r}, nil
+	return cube.Started{Metrics: r.Metrics(), Policy: r, PodNames: r,
+		API: map[string]http.Handler{PodsPath: r.podsHandler()}}, nil
 }

@@ -2,7 +2,9 @@ package policy
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
+	"net/http"
 	"net/netip"
 	"sync"
 	"time"
@@ -272,4 +274,28 @@ func (r *Reconciler) reportWarnings(ws []Warning) {
 
 func policyObject(id model.PolicyID) report.Object {
 	return report.Object{Kind: "NetworkPolicy", Namespace: id.Namespace, Name: id.Name}
+}
+
+// PodsPath is where the agent's local API lists the cluster's pods:
+// {"namespace/name": {"ips": [...], "node": "..."}} (netcube trace names
+// a pod by it).
+const PodsPath = "/v1/pods"
+
+// PodInfo is a pod as /v1/pods lists it.
+type PodInfo struct {
+	IPs  []netip.Addr `json:"ips"`
+	Node string       `json:"node"`
+}
+
+func (r *Reconciler) podsHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		r.mu.Lock()
+		out := make(map[string]PodInfo, len(r.cluster.Pods))
+		for id, p := range r.cluster.Pods {
+			out[id.String()] = PodInfo{IPs: p.IPs, Node: p.Node}
+		}
+		r.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(out)
+	})
 }
