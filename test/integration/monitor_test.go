@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -221,6 +222,30 @@ spec:
 			}
 			hubbleStatus(t, sb, echoNode)
 
+			// An egress policy of the client: it may reach app=other only;
+			// its packets to an echo pod are dropped where it sends them.
+			if err := top.WriteManifest("policy.yaml", `apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: client, namespace: default}
+spec:
+  podSelector: {matchLabels: {app: client}}
+  policyTypes: [Egress]
+  egress:
+  - to: [{podSelector: {matchLabels: {app: other}}}]
+`); err != nil {
+				t.Fatal(err)
+			}
+			testenv.WaitFor(t, 10*time.Second, "policy-denied-egress drops in netcube monitor on "+clientNode.Name, func() bool {
+				_ = requests(t, sb, "tcp", direct, 1, "--timeout", "200ms")
+				return len(client.find(func(e events.Event) bool {
+					return e.Drop == "policy-denied-egress" && e.Cube == "policy" && e.Src.Addr() == clientIP &&
+						e.Dst.String() == direct && e.Policy != nil && e.Policy.Direction == "egress"
+				})) > 0
+			})
+			if v := dropsMetric(t, sb, clientNode, "policy-denied-egress", "policy"); v == "0" {
+				t.Errorf("netcube_drops_total{reason=policy-denied-egress} on %s is 0", clientNode.Name)
+			}
+
 			// --type drop: nothing else reached that monitor.
 			if other := server.find(func(e events.Event) bool { return e.Type != "drop" }); len(other) != 0 {
 				t.Errorf("netcube monitor --type drop printed %v", other)
@@ -282,5 +307,75 @@ func dashboardNamesExportedMetrics(t *testing.T, sb *sandbox.Sandbox, node sandb
 	}
 	if n == 0 {
 		t.Error("the dashboard queries nothing")
+	}
+}
+
+// TestMonitorShowsExternalDrops: drops of traffic from outside the
+// cluster, caused for real, are seen in netcube monitor, hubble observe
+// and netcube_drops_total on the node that dropped them: a client outside
+// a LoadBalancer's loadBalancerSourceRanges (after a client within them is
+// answered), and a NodePort with externalTrafficPolicy Local on a node
+// without a local endpoint (after the node with one answers).
+func TestMonitorShowsExternalDrops(t *testing.T) {
+	sb := up(t, false)
+	top := sb.Topology
+	node1, node2 := top.Nodes[0], top.Nodes[1]
+	var onNode2 []sandbox.Pod
+	for _, p := range top.EchoBackends() {
+		if p.Node == node2.Name {
+			onNode2 = append(onNode2, p)
+		}
+	}
+	ext := top.External.IP4.String()
+	manifests := withSourceRanges(externalService("ranged", "LoadBalancer", "Cluster", []string{"10.96.0.34", "fd00:10:96::34"}, [2]int{30099, 30100},
+		nil, []string{"198.51.100.8"}, top.EchoBackends()), ext+"/32") + "---\n" +
+		withSourceRanges(externalService("walled", "LoadBalancer", "Cluster", []string{"10.96.0.35", "fd00:10:96::35"}, [2]int{30101, 30102},
+			nil, []string{"198.51.100.9"}, top.EchoBackends()), "10.0.0.0/8") + "---\n" +
+		externalService("local-node2", "NodePort", "Local", []string{"10.96.0.32", "fd00:10:96::32"}, [2]int{30095, 30096}, nil, nil, onNode2)
+	if err := top.WriteManifest("external.yaml", manifests); err != nil {
+		t.Fatal(err)
+	}
+	for _, prefix := range []string{"198.51.100.8/32", "198.51.100.9/32"} {
+		if err := top.RouteFromExternal(netip.MustParsePrefix(prefix), node1.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mon := watch(t, sb, node1, "--type", "drop")
+	testenv.WaitFor(t, 10*time.Second, "the LoadBalancer IP within its ranges answered (the positive control)", func() bool {
+		return fromOutside(t, sb, "tcp", "198.51.100.8:80", 1, "--timeout", "200ms")[0].Err == ""
+	})
+	if r := fromOutside(t, sb, "tcp", net.JoinHostPort(node2.IP4.String(), "30095"), 1)[0]; r.Err != "" {
+		t.Fatalf("the Local NodePort on the node with an endpoint (the positive control): %s", r.Err)
+	}
+	if d := mon.find(func(e events.Event) bool { return true }); len(d) != 0 {
+		t.Fatalf("drops reported for traffic that was answered: %v", d)
+	}
+
+	for _, c := range []struct{ addr, reason string }{
+		{"198.51.100.9:80", "source-range"},
+		{net.JoinHostPort(node1.IP4.String(), "30095"), "no-local-endpoint"},
+	} {
+		if r := fromOutside(t, sb, "tcp", c.addr, 1, "--timeout", "300ms")[0]; r.Err == "" {
+			t.Errorf("%s answered by %s, want dropped (%s)", c.addr, r.Backend, c.reason)
+		}
+		testenv.WaitFor(t, 5*time.Second, c.reason+" in netcube monitor on "+node1.Name, func() bool {
+			return len(mon.find(func(e events.Event) bool {
+				return e.Drop == c.reason && e.Cube == "lb" && e.Point == "from-network" && e.Src.Addr().String() == ext && e.Dst.String() == c.addr
+			})) > 0
+		})
+		if v := dropsMetric(t, sb, node1, c.reason, "lb"); v == "0" {
+			t.Errorf("netcube_drops_total{reason=%s} on %s is 0", c.reason, node1.Name)
+		}
+	}
+	want := map[string]string{"198.51.100.9": "DENIED_BY_LB_SRC_RANGE_CHECK", node1.IP4.String(): "SERVICE_BACKEND_NOT_FOUND"}
+	seen := observe(t, sb, node1, "--verdict", "DROPPED", "--from-ip", ext)
+	for _, r := range seen {
+		f := r.GetFlow()
+		if w, ok := want[f.GetIP().GetDestination()]; ok && f.GetDropReasonDesc().String() == w {
+			delete(want, f.GetIP().GetDestination())
+		}
+	}
+	if len(want) != 0 {
+		t.Errorf("hubble observe --verdict DROPPED --from-ip %s on %s lacks %v (saw %d flows)", ext, node1.Name, want, len(seen))
 	}
 }
