@@ -1,7 +1,7 @@
 // Command netcube is the operator's CLI for a cluster that runs netcube:
 // what an operator asks of a node's agent and datapath: its live events
 // (monitor), the Services it serves (service list), its state (status), what it
-// does with a packet (trace),
+// does with a packet (trace), the policy it enforces for a pod (policy get),
 // and which build it is. Each verb is its own package. The lab's verbs (sandbox, demo, bench, e2e,
 // netpol, image, pod) are netcube-lab's (lab/cmd/netcube-lab).
 package main
@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 
 	"github.com/netcube/netcube/cmd/netcube/monitor"
+	"github.com/netcube/netcube/cmd/netcube/policy"
 	"github.com/netcube/netcube/cmd/netcube/service"
 	"github.com/netcube/netcube/cmd/netcube/status"
 	"github.com/netcube/netcube/cmd/netcube/trace"
@@ -22,6 +23,7 @@ const usage = `netcube: the operator's CLI for netcube, eBPF Service load balanc
 
 Usage:
   netcube monitor        the node's datapath events, live: drops with their reason, policy verdicts, translations
+  netcube policy get POD the NetworkPolicy the node's datapath enforces for a pod: isolation, rules, identities
   netcube service list   the Services the node's datapath serves: frontends, backends (works with the agent down)
   netcube status         the node's datapath: kernel, attach points, cubes and their maps' fill, drops, losses
   netcube trace SRC DST:PORT[/PROTO]   a packet and its reply through the node's programs, cube by cube, without sending it
@@ -46,6 +48,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch verb := args[0]; {
 	case verb == "monitor":
 		return monitor.Run(args[1:], stdout, stderr)
+	case verb == "policy":
+		return policy.Run(args[1:], stdout, stderr)
 	case verb == "service":
 		return service.Run(args[1:], stdout, stderr)
 	case verb == "status":

@@ -14,6 +14,7 @@ import (
 	"github.com/netcube/netcube/internal/testenv"
 	"github.com/netcube/netcube/lab/sandbox"
 	"github.com/netcube/netcube/pkg/cubes/ct"
+	"github.com/netcube/netcube/pkg/cubes/policy"
 	"github.com/netcube/netcube/pkg/datapath"
 	"github.com/netcube/netcube/pkg/trace"
 )
@@ -58,7 +59,8 @@ func replyHops(r trace.Result) []trace.Hop {
 // with externalTrafficPolicy Local (dropped on a node without a local
 // endpoint, delivered on one with), a pod's flow out of the cluster
 // (masqueraded to the node's address) and a flow a NetworkPolicy denies
-// (dropped, after the same trace without the policy got through); and
+// (dropped, after the same trace without the policy got through), which
+// netcube policy get explains with the agent up and down; and
 // the node's own conntrack is not written by any trace. Bad input names
 // what is wrong.
 func TestTraceExplainsRealTraffic(t *testing.T) {
@@ -164,7 +166,8 @@ metadata: {name: echo, namespace: default}
 spec:
   podSelector: {matchLabels: {app: echo}}
   ingress:
-  - from: [{podSelector: {matchLabels: {app: other}}}]
+  - from: [{podSelector: {matchLabels: {app: client}}}]
+    ports: [{port: 9999}]
 `); err != nil {
 			t.Fatal(err)
 		}
@@ -174,6 +177,45 @@ spec:
 		r := traceOn(t, sb, node2, client.IP4.String(), dst)
 		if r.Way.Dropped != "policy-denied-ingress" || r.Reply != nil {
 			t.Errorf("trace: %+v, want dropped: policy-denied-ingress", r.Way)
+		}
+
+		// netcube policy get: the echo pod is isolated for ingress, and
+		// its one rule lets the client's identity in on TCP 9999 only;
+		// with the agent down, by address, the same.
+		get := func(who string) policy.Applied {
+			t.Helper()
+			out, err := sb.Output(node2.Name, filepath.Join(binDir, "netcube"), "policy", "get", "-o", "json",
+				"--socket", top.APISocket(node2), "--bpf-root", node2.PinDir, who)
+			if err != nil {
+				t.Fatalf("netcube policy get %s: %v", who, err)
+			}
+			var as []policy.Applied
+			if err := json.Unmarshal(out, &as); err != nil || len(as) == 0 {
+				t.Fatalf("netcube policy get -o json: %v\n%s", err, out)
+			}
+			return as[0]
+		}
+		check := func(a policy.Applied) {
+			t.Helper()
+			if !a.Selected || !a.IsolatedIngress || a.IsolatedEgress || len(a.Rules) != 1 {
+				t.Fatalf("policy of %s: %+v, want isolated for ingress with one rule", echo.Name, a)
+			}
+			rule := a.Rules[0]
+			if rule.Direction != "ingress" || rule.Proto != "TCP" || rule.PortFrom != 9999 || rule.PortTo != 9999 ||
+				!slices.Contains(a.Peers[rule.Peer], netip.PrefixFrom(client.IP4, 32)) {
+				t.Errorf("rule %+v (peers %v), want ingress TCP 9999 from the identity of %s", rule, a.Peers, client.IP4)
+			}
+		}
+		check(get("default/" + echo.Name))
+		if err := sb.StopAgent(node2.Name, false); err != nil {
+			t.Fatal(err)
+		}
+		check(get(echo.IP4.String()))
+		if err := sb.StartAgent(node2.Name); err != nil {
+			t.Fatal(err)
+		}
+		if a := get(client.IP4.String()); a.Selected {
+			t.Errorf("policy of the client (not of this node, selected by none): %+v", a)
 		}
 	})
 	t.Run("bad input", func(t *testing.T) {

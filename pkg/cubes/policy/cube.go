@@ -33,5 +33,5 @@ func (Cube) Start(ctx context.Context, env cube.Env) (cube.Started, error) {
 	r.SetReporter(env.Report)
 	go r.Run(ctx)
 	return cube.Started{Metrics: r.Metrics(), Policy: r, PodNames: r,
-		API: map[string]http.Handler{PodsPath: r.podsHandler()}}, nil
+		API: map[string]http.Handler{PodsPath: r.podsHandler(), IdentitiesPath: r.identitiesHandler()}}, nil
 }
