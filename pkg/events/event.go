@@ -39,6 +39,12 @@ type Event struct {
 	Policy    *PolicyVerdict `json:"policy,omitempty"`
 	// NetnsCookie is the network namespace of the socket (socket events).
 	NetnsCookie uint64 `json:"netns_cookie,omitempty"`
+	// SrcPod, DstPod (namespace/name) and Service (namespace/name, the
+	// Service addressed or picked) are named by the agent when it knows
+	// them.
+	SrcPod  string `json:"src_pod,omitempty"`
+	DstPod  string `json:"dst_pod,omitempty"`
+	Service string `json:"service,omitempty"`
 }
 
 // PolicyVerdict is what a NetworkPolicy decided, for which pod.
@@ -159,14 +165,25 @@ func (e Event) String() string {
 	} else if e.Src.IsValid() {
 		src = e.Src.String()
 	}
-	fmt.Fprintf(&b, ": %s %s -> %s", e.Proto, src, e.Dst)
+	if e.SrcPod != "" {
+		src += " (" + e.SrcPod + ")"
+	}
+	dst := e.Dst.String()
+	if e.DstPod != "" {
+		dst += " (" + e.DstPod + ")"
+	} else if e.Service != "" {
+		dst += " (service " + e.Service + ")"
+	}
+	fmt.Fprintf(&b, ": %s %s -> %s", e.Proto, src, dst)
 	if e.TCPFlags != "" {
 		fmt.Fprintf(&b, " [%s]", e.TCPFlags)
 	}
 	if e.To.IsValid() {
 		fmt.Fprintf(&b, " => %s", e.To)
 	}
-	if e.ServiceID != 0 {
+	if e.Service != "" && e.DstPod != "" {
+		fmt.Fprintf(&b, " service %s", e.Service)
+	} else if e.Service == "" && e.ServiceID != 0 {
 		fmt.Fprintf(&b, " service %d", e.ServiceID)
 	}
 	if p := e.Policy; p != nil {

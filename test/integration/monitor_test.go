@@ -120,7 +120,7 @@ func TestMonitorShowsDrops(t *testing.T) {
 			echo := top.EchoBackends()[len(top.EchoBackends())-1] // another node than the client's
 			echoNode, _ := top.Node(echo.Node)
 			client := watch(t, sb, clientNode)
-			server := watch(t, sb, echoNode, "--type", "drop")
+			server := watch(t, sb, echoNode, "--type", "drop", "--pod", "default/"+echo.Name)
 
 			// Positive control: the echo Service and the echo pod answer.
 			svc := net.JoinHostPort(sandbox.EchoIPs[0], "80")
@@ -156,7 +156,7 @@ func TestMonitorShowsDrops(t *testing.T) {
 			testenv.WaitFor(t, 5*time.Second, "no-endpoints drops in netcube monitor on "+clientNode.Name, func() bool {
 				return len(client.find(func(e events.Event) bool {
 					return e.Drop == "no-endpoints" && e.Cube == "lb" && e.Dst.String() == empty && e.Point == point && e.Proto == "TCP" &&
-						e.Src.Addr() == top.ClientPod().IP4
+						e.Src.Addr() == top.ClientPod().IP4 && e.SrcPod == "default/"+top.ClientPod().Name && e.Service == "default/empty"
 				})) >= 2
 			})
 			seen := observe(t, sb, clientNode, "--verdict", "DROPPED", "--to-service", "default/empty", "--protocol", "tcp")
@@ -199,7 +199,8 @@ spec:
 			testenv.WaitFor(t, 5*time.Second, "policy drops in netcube monitor on "+echoNode.Name, func() bool {
 				return len(server.find(func(e events.Event) bool {
 					return e.Drop == "policy-denied-ingress" && e.Cube == "policy" && e.Src.Addr() == clientIP &&
-						e.Dst.String() == direct && e.Policy != nil && e.Policy.Direction == "ingress"
+						e.Dst.String() == direct && e.Policy != nil && e.Policy.Direction == "ingress" &&
+						e.SrcPod == "default/"+top.ClientPod().Name && e.DstPod == "default/"+echo.Name
 				})) > 0
 			})
 			if v := dropsMetric(t, sb, echoNode, "policy-denied-ingress", "policy"); v == "0" {
@@ -246,9 +247,11 @@ spec:
 				t.Errorf("netcube_drops_total{reason=policy-denied-egress} on %s is 0", clientNode.Name)
 			}
 
-			// --type drop: nothing else reached that monitor.
-			if other := server.find(func(e events.Event) bool { return e.Type != "drop" }); len(other) != 0 {
-				t.Errorf("netcube monitor --type drop printed %v", other)
+			// --type drop --pod: nothing else reached that monitor.
+			if other := server.find(func(e events.Event) bool {
+				return e.Type != "drop" || (e.SrcPod != "default/"+echo.Name && e.DstPod != "default/"+echo.Name)
+			}); len(other) != 0 {
+				t.Errorf("netcube monitor --type drop --pod default/%s printed %v", echo.Name, other)
 			}
 			if len(server.all()) == 0 {
 				t.Error("no events at all on the server's node")

@@ -27,10 +27,24 @@ type filter struct {
 	typ, reason, cube, proto string
 	ip                       netip.Addr
 	port                     uint
+	pod, namespace, service  string
+}
+
+// nameMatches: a pod named namespace/name-prefix, as hubble's --pod (a
+// bare name is in the default namespace).
+func nameMatches(pattern, pod string) bool {
+	if !strings.Contains(pattern, "/") {
+		pattern = "default/" + pattern
+	}
+	return pod != "" && strings.HasPrefix(pod, pattern)
 }
 
 func (f filter) match(e events.Event) bool {
 	switch {
+	case f.pod != "" && !nameMatches(f.pod, e.SrcPod) && !nameMatches(f.pod, e.DstPod),
+		f.namespace != "" && !strings.HasPrefix(e.SrcPod, f.namespace+"/") && !strings.HasPrefix(e.DstPod, f.namespace+"/"),
+		f.service != "" && e.Service != f.service:
+		return false
 	case f.typ != "" && e.Type != f.typ,
 		f.reason != "" && e.Drop != f.reason,
 		f.cube != "" && e.Cube != f.cube,
@@ -55,6 +69,9 @@ func Run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.typ, "type", "", "only events of this type: drop or trace")
 	fs.StringVar(&f.reason, "drop-reason", "", "only drops of this reason (netcube_drops_total's reason label, e.g. no-endpoints)")
 	fs.StringVar(&f.cube, "cube", "", "only events of this cube: lb, ct, nat, router, policy")
+	fs.StringVar(&f.pod, "pod", "", "only events from or to this pod (namespace/name prefix; a bare name is in default)")
+	fs.StringVar(&f.namespace, "namespace", "", "only events from or to pods of this namespace")
+	fs.StringVar(&f.service, "service", "", "only events of this Service (namespace/name)")
 	fs.StringVar(&f.proto, "protocol", "", "only this protocol: tcp, udp, icmp, icmpv6, sctp")
 	fs.StringVar(&ip, "ip", "", "only events with this address as source, destination or translation")
 	fs.UintVar(&f.port, "port", 0, "only events with this port as source, destination or translation")

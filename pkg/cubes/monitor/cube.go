@@ -16,6 +16,7 @@ import (
 	"github.com/netcube/netcube/pkg/datapath"
 	"github.com/netcube/netcube/pkg/events"
 	"github.com/netcube/netcube/pkg/hubble"
+	"github.com/netcube/netcube/pkg/model"
 )
 
 // The monitor cube's maps (bpf/cubes/monitor/monitor_maps.h).
@@ -80,6 +81,7 @@ func (Cube) Start(ctx context.Context, env cube.Env) (cube.Started, error) {
 				e.Src = netip.AddrPortFrom(a, 0)
 			}
 		}
+		nameEvent(&e, env.Names)
 		m.count(e)
 		hub.Publish(e)
 	})
@@ -158,4 +160,33 @@ func Handler(hub *events.Hub, datapathLost func() uint64) http.Handler {
 			}
 		}
 	})
+}
+
+// nameEvent names the event's pods and Service, as the cubes know them.
+func nameEvent(e *events.Event, names *cube.Names) {
+	pod := func(ap netip.AddrPort) string {
+		if !ap.IsValid() {
+			return ""
+		}
+		if id, _, ok := names.PodAt(ap.Addr()); ok {
+			return id.String()
+		}
+		return ""
+	}
+	e.SrcPod, e.DstPod = pod(e.Src), pod(e.Dst)
+	if e.ServiceID != 0 {
+		if id, ok := names.ServiceByRevNAT(e.ServiceID); ok {
+			e.Service = id.String()
+			return
+		}
+	}
+	if e.Dst.IsValid() {
+		proto := model.TCP
+		if e.Proto == "UDP" {
+			proto = model.UDP
+		}
+		if id, ok := names.ServiceAt(model.Frontend{Addr: e.Dst.Addr(), Port: e.Dst.Port(), Proto: proto}); ok {
+			e.Service = id.String()
+		}
+	}
 }
