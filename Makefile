@@ -5,7 +5,7 @@ BIN     := bin
 # Tests share the machine's namespaces, cgroups and bpffs: run packages one at a time.
 TESTFLAGS ?= -p 1 -count=1 -timeout 30m
 
-.PHONY: all deps tools e2e-tools generate proto manifests build images test fuzz reliability e2e netpol demo sandbox sandbox-down bench bench-sync bench-compare bench-podnet lint clean
+.PHONY: all deps tools e2e-tools generate proto manifests build images test fuzz reliability e2e netpol demo sandbox sandbox-down bench bench-observability bench-sync bench-compare bench-podnet lint clean
 
 all: build
 
@@ -75,6 +75,9 @@ sandbox-down:
 
 bench: deps build ## pod->Service vs pod->pod, socket-LB on and off
 	$(BIN)/netcube-lab bench datapath
+
+bench-observability: deps build tools ## what events cost the traffic: events off, default, a hubble client attached; events/s delivered to one client
+	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube-lab bench observability
 
 bench-sync: deps build tools ## control plane: sync cost at 1k..100k Services against a real kube-apiserver
 	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube-lab bench sync --services 1000,10000,30000,100000 --endpoints 1,10

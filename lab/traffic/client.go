@@ -35,6 +35,9 @@ type Client struct {
 	// CloseWithFIN closes TCP connections the normal way (FIN, then
 	// TIME_WAIT); otherwise they are reset (see Close).
 	CloseWithFIN bool
+	// Rate, if set, paces a TCP load to this many requests a second
+	// (otherwise back to back).
+	Rate float64
 
 	conn  net.Conn
 	r     *bufio.Reader

@@ -175,6 +175,11 @@ func loadTCP(c *Client, d time.Duration) Summary {
 	}
 	start := time.Now()
 	for time.Since(start) < d {
+		if c.Rate > 0 {
+			if wait := time.Until(start.Add(time.Duration(float64(s.Requests) / c.Rate * float64(time.Second)))); wait > 0 {
+				time.Sleep(wait)
+			}
+		}
 		t0 := time.Now()
 		s.Requests++
 		if fd < 0 {

@@ -122,7 +122,9 @@ func toFlow(e events.Event, node string, names *cube.Names) *flowpb.Flow {
 	if e.Type == "drop" && (e.TCPFlags == "SYN" || e.Point == "socket") {
 		f.IsReply = wrapperspb.Bool(false) // a connection's first packet, or its connect()
 	}
-	if e.ServiceID != 0 {
+	if ns, name, ok := strings.Cut(e.Service, "/"); ok { // named by the monitor cube
+		f.DestinationService = &flowpb.Service{Namespace: ns, Name: name}
+	} else if e.ServiceID != 0 {
 		if id, ok := names.ServiceByRevNAT(e.ServiceID); ok {
 			f.DestinationService = &flowpb.Service{Namespace: id.Namespace, Name: id.Name}
 		}

@@ -42,17 +42,20 @@ type Server struct {
 	cfg     Config
 	started time.Time
 
-	mu        sync.Mutex
-	ring      []*flowpb.Flow // the last Capacity flows, oldest at next once full
+	mu sync.Mutex
+	// ring keeps the last Capacity events (oldest at next once full) as
+	// they came: each becomes a flow only for a client that asks, so an
+	// event no one reads costs a copy, not a conversion.
+	ring      []events.Event
 	next      int
 	seen      uint64
 	followers map[*follower]struct{}
 }
 
-// follower is a GetFlows request with follow: the flows it has not sent.
+// follower is a GetFlows request with follow: the events it has not sent.
 type follower struct {
-	c    chan *flowpb.Flow
-	lost uint64 // flows it had no room for (under Server.mu)
+	c    chan events.Event
+	lost uint64 // events it had no room for (under Server.mu)
 }
 
 // followBuffer is how many flows a following client may be behind before
@@ -94,7 +97,7 @@ func (s *Server) Serve(ctx context.Context, socket string) error {
 	sub := s.cfg.Hub.Subscribe(followBuffer)
 	go func() {
 		for e := range sub.C {
-			s.add(toFlow(e, s.cfg.Node, s.cfg.Names))
+			s.add(e)
 		}
 	}()
 	go func() { _ = gs.Serve(l) }()
@@ -109,7 +112,7 @@ func (s *Server) Serve(ctx context.Context, socket string) error {
 }
 
 // add keeps f and hands it to every follower with room for it.
-func (s *Server) add(f *flowpb.Flow) {
+func (s *Server) add(f events.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.ring) < s.cfg.Capacity {
@@ -128,9 +131,9 @@ func (s *Server) add(f *flowpb.Flow) {
 	}
 }
 
-// recent returns the kept flows, oldest first.
-func (s *Server) recent() []*flowpb.Flow {
-	out := make([]*flowpb.Flow, 0, len(s.ring))
+// recent returns the kept events, oldest first.
+func (s *Server) recent() []events.Event {
+	out := make([]events.Event, 0, len(s.ring))
 	out = append(out, s.ring[s.next:]...)
 	return append(out, s.ring[:s.next]...)
 }
@@ -162,7 +165,7 @@ func (s *Server) GetFlows(req *observerpb.GetFlowsRequest, stream grpc.ServerStr
 	s.mu.Lock()
 	history := s.recent()
 	if req.GetFollow() {
-		fw = &follower{c: make(chan *flowpb.Flow, followBuffer)}
+		fw = &follower{c: make(chan events.Event, followBuffer)}
 		s.followers[fw] = struct{}{}
 	}
 	s.mu.Unlock()
@@ -174,8 +177,8 @@ func (s *Server) GetFlows(req *observerpb.GetFlowsRequest, stream grpc.ServerStr
 		}()
 	}
 	var matched []*flowpb.Flow
-	for _, f := range history {
-		if match(f) {
+	for _, e := range history {
+		if f := toFlow(e, s.cfg.Node, s.cfg.Names); match(f) {
 			matched = append(matched, f)
 		}
 	}
@@ -206,8 +209,8 @@ func (s *Server) GetFlows(req *observerpb.GetFlowsRequest, stream grpc.ServerStr
 		select {
 		case <-stream.Context().Done():
 			return nil
-		case f := <-fw.c:
-			if match(f) {
+		case e := <-fw.c:
+			if f := toFlow(e, s.cfg.Node, s.cfg.Names); match(f) {
 				if err := s.send(stream, f); err != nil {
 					return err
 				}

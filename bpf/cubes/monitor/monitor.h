@@ -81,7 +81,11 @@ static always_inline void mon_report(struct __sk_buff *skb, const struct flow *f
 		ev->family = f->family;
 		ev->tcp_flags = f->tcp_flags;
 	}
-	bpf_ringbuf_submit(ev, 0);
+	/* The agent polls the ring buffer (pkg/cubes/monitor): an event wakes
+	 * it only once a batch is waiting, so a busy node's events do not
+	 * cost a wake-up each. */
+	bpf_ringbuf_submit(ev, bpf_ringbuf_query(&monitor_events, BPF_RB_AVAIL_DATA) >= MON_WAKEUP_BYTES ?
+				       BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 	mon_count(&monitor_stats, MON_STAT_SENT);
 }
 

@@ -142,7 +142,11 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } monitor_stats SEC(".maps");
 
-/* monitor_events: the events, for the agent (1 MiB: about 10,000). */
+/* monitor_events: the events, for the agent (1 MiB: about 8,000). An
+ * event wakes the agent once MON_WAKEUP_BYTES are waiting; it reads the
+ * rest at least every MonitorPoll (pkg/cubes/monitor). */
+#define MON_WAKEUP_BYTES (64 * 1024)
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 20);

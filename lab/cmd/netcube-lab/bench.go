@@ -33,8 +33,11 @@ func benchCmd(args []string) error {
 	if len(args) > 0 && args[0] == "reliability" {
 		return benchReliability(args[1:])
 	}
+	if len(args) > 0 && args[0] == "observability" {
+		return benchObservability(args[1:])
+	}
 	if len(args) == 0 || args[0] != "datapath" {
-		return errors.New("usage: netcube-lab bench datapath|sync|compare|podnet|policy|policy-latency|reliability [flags]")
+		return errors.New("usage: netcube-lab bench datapath|sync|compare|podnet|policy|policy-latency|reliability|observability [flags]")
 	}
 	fs := flag.NewFlagSet("bench datapath", flag.ExitOnError)
 	cfg := bench.DatapathConfig{Log: os.Stdout}
@@ -264,5 +267,31 @@ func benchReliability(args []string) error {
 		return err
 	}
 	fmt.Print(rep.Markdown())
+	return nil
+}
+
+func benchObservability(args []string) error {
+	fs := flag.NewFlagSet("bench observability", flag.ExitOnError)
+	cfg := bench.ObservabilityConfig{Log: os.Stdout}
+	fs.DurationVar(&cfg.Duration, "duration", 5*time.Second, "length of each measurement")
+	fs.IntVar(&cfg.Runs, "runs", 5, "repetitions (medians are reported)")
+	fs.StringVar(&cfg.OutDir, "out", "docs/benchmarks", "directory for observability.json, observability.md and plots (\"\": none)")
+	_ = fs.Parse(args)
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cfg.BinDir = filepath.Dir(exe)
+	tools, err := kubeenv.ToolsDir()
+	if err != nil {
+		return err
+	}
+	cfg.Hubble = filepath.Join(tools, "hubble")
+	r, err := bench.Observability(&cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Println()
+	fmt.Print(bench.ObservabilityMarkdown(cfg, r))
 	return nil
 }

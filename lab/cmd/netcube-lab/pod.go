@@ -46,6 +46,7 @@ func podCmd(args []string) error {
 		fs.StringVar(&c.Proto, "proto", "tcp", "tcp or udp")
 		fs.BoolVar(&c.CloseWithFIN, "fin", false, "TCP: close each connection with a FIN (default: a reset, so a client never runs out of ports to TIME_WAIT)")
 		fs.BoolVar(&c.Persistent, "persistent", false, "one connection for all requests (default: a new one each)")
+		fs.Float64Var(&c.Rate, "rate", 0, "load, TCP: requests a second (default: back to back)")
 		fs.DurationVar(&c.Timeout, "timeout", 2*time.Second, "per-request timeout")
 		count := fs.Int("count", 1, "requests to send (request; 0 = until killed)")
 		interval := fs.Duration("interval", 0, "pause between requests (request)")

@@ -74,14 +74,9 @@ func (Cube) Start(ctx context.Context, env cube.Env) (cube.Started, error) {
 	if err != nil {
 		return cube.Started{}, fmt.Errorf("monitor events: %w", err)
 	}
+	n := &namer{names: env.Names, services: map[uint32]cachedName{}}
 	go rd.Run(func(e events.Event) {
-		if !e.Src.IsValid() && e.NetnsCookie != 0 {
-			// A socket hook's event: the pod is its socket's namespace.
-			if a, ok := env.Names.AddrOfNetns(e.NetnsCookie, e.Family); ok {
-				e.Src = netip.AddrPortFrom(a, 0)
-			}
-		}
-		nameEvent(&e, env.Names)
+		n.name(&e)
 		m.count(e)
 		hub.Publish(e)
 	})
@@ -162,21 +157,48 @@ func Handler(hub *events.Hub, datapathLost func() uint64) http.Handler {
 	})
 }
 
-// nameEvent names the event's pods and Service, as the cubes know them.
-func nameEvent(e *events.Event, names *cube.Names) {
+// namer names the events' pods and Service, as the cubes know them. It
+// runs on the reader's goroutine alone; a Service's name by revNAT id
+// (a map lookup in the lb cube) is kept a few seconds.
+type namer struct {
+	names    *cube.Names
+	services map[uint32]cachedName
+}
+
+type cachedName struct {
+	name string
+	at   time.Time
+}
+
+const serviceNameTTL = 5 * time.Second
+
+func (n *namer) name(e *events.Event) {
+	if !e.Src.IsValid() && e.NetnsCookie != 0 {
+		// A socket hook's event: the pod is its socket's namespace.
+		if a, ok := n.names.AddrOfNetns(e.NetnsCookie, e.Family); ok {
+			e.Src = netip.AddrPortFrom(a, 0)
+		}
+	}
 	pod := func(ap netip.AddrPort) string {
 		if !ap.IsValid() {
 			return ""
 		}
-		if id, _, ok := names.PodAt(ap.Addr()); ok {
+		if id, _, ok := n.names.PodAt(ap.Addr()); ok {
 			return id.String()
 		}
 		return ""
 	}
 	e.SrcPod, e.DstPod = pod(e.Src), pod(e.Dst)
 	if e.ServiceID != 0 {
-		if id, ok := names.ServiceByRevNAT(e.ServiceID); ok {
-			e.Service = id.String()
+		c, ok := n.services[e.ServiceID]
+		if !ok || time.Since(c.at) > serviceNameTTL {
+			c = cachedName{at: time.Now()}
+			if id, ok := n.names.ServiceByRevNAT(e.ServiceID); ok {
+				c.name = id.String()
+			}
+			n.services[e.ServiceID] = c
+		}
+		if e.Service = c.name; e.Service != "" {
 			return
 		}
 	}
@@ -185,7 +207,7 @@ func nameEvent(e *events.Event, names *cube.Names) {
 		if e.Proto == "UDP" {
 			proto = model.UDP
 		}
-		if id, ok := names.ServiceAt(model.Frontend{Addr: e.Dst.Addr(), Port: e.Dst.Port(), Proto: proto}); ok {
+		if id, ok := n.names.ServiceAt(model.Frontend{Addr: e.Dst.Addr(), Port: e.Dst.Port(), Proto: proto}); ok {
 			e.Service = id.String()
 		}
 	}

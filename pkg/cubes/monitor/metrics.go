@@ -15,6 +15,9 @@ type metrics struct {
 	drops, stats cube.Map
 	hub          *events.Hub
 	verdicts     *prometheus.CounterVec
+	// counters caches verdicts' children: count runs once per event, on
+	// the reader's goroutine alone.
+	counters map[[2]string]prometheus.Counter
 	dropsDesc    *prometheus.Desc
 	eventsDesc   *prometheus.Desc
 	clientDesc   *prometheus.Desc
@@ -22,7 +25,7 @@ type metrics struct {
 
 func newMetrics(maps *cube.Maps, hub *events.Hub) *metrics {
 	return &metrics{
-		drops: maps.Map(MapDrops), stats: maps.Map(MapStats), hub: hub,
+		drops: maps.Map(MapDrops), stats: maps.Map(MapStats), hub: hub, counters: map[[2]string]prometheus.Counter{},
 		verdicts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "netcube_flows_total",
 			Help: "Flows the datapath reported, by verdict: dropped (each dropped packet) or forwarded (a connection a policy allowed, a flow a cube translated; trace and policy events only)."},
 			[]string{"verdict", "cube"}),
@@ -61,7 +64,13 @@ func (m *metrics) count(e events.Event) {
 	if e.Type == "drop" {
 		verdict = "dropped"
 	}
-	m.verdicts.WithLabelValues(verdict, e.Cube).Inc()
+	k := [2]string{verdict, e.Cube}
+	c, ok := m.counters[k]
+	if !ok {
+		c = m.verdicts.WithLabelValues(verdict, e.Cube)
+		m.counters[k] = c
+	}
+	c.Inc()
 }
 
 // sumPerCPU sums a per-CPU counter (0 if it cannot be read).

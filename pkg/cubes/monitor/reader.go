@@ -40,11 +40,20 @@ func NewReader(m *ebpf.Map) (*Reader, error) {
 	return &Reader{rd: rd, boot: bootTime()}, nil
 }
 
+// Poll is how often the reader reads the ring buffer when no batch woke
+// it: the datapath wakes it only once MON_WAKEUP_BYTES are waiting
+// (bpf/cubes/monitor/monitor_maps.h), so an event is read within Poll.
+const Poll = 50 * time.Millisecond
+
 // Run hands each event to publish until Close.
 func (r *Reader) Run(publish func(events.Event)) {
 	var rec ringbuf.Record
 	for {
+		r.rd.SetDeadline(time.Now().Add(Poll))
 		if err := r.rd.ReadInto(&rec); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				continue // everything waiting was read
+			}
 			if errors.Is(err, ringbuf.ErrClosed) || errors.Is(err, os.ErrClosed) {
 				return
 			}

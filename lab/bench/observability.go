@@ -1,0 +1,394 @@
+package bench
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/netcube/netcube/lab/sandbox"
+	"github.com/netcube/netcube/lab/traffic"
+	"github.com/netcube/netcube/pkg/cube"
+	"github.com/netcube/netcube/pkg/cubes/monitor"
+	"github.com/netcube/netcube/pkg/datapath"
+	"github.com/netcube/netcube/pkg/hubble/observerpb"
+)
+
+// ObservabilityConfig configures `netcube-lab bench observability`: what
+// the datapath's events cost the traffic.
+type ObservabilityConfig struct {
+	Duration time.Duration // per measurement
+	Runs     int
+	BinDir   string
+	Hubble   string // the hubble CLI
+	OutDir   string // observability.{json,md} and plots; "": none
+	Log      io.Writer
+	// Set when the measurement starts.
+	MeasuredAt time.Time
+	Commit     string
+}
+
+// ObservabilityMode is one way the events are configured.
+type ObservabilityMode struct {
+	Name string `json:"name"`
+	// Flags are monitor_config's: what the datapath reports.
+	Flags datapath.MonFlags `json:"flags"`
+	// Client: a `hubble observe -f` follows the events meanwhile.
+	Client bool          `json:"hubble_client"`
+	Runs   []Measurement `json:"runs"`
+	// Delivered counts what the client received during the runs.
+	Delivered uint64 `json:"flows_delivered,omitempty"`
+}
+
+// Delivery is how many events per second the agent delivers to one
+// client, with every event on (trace), at one rate of new connections,
+// and what was lost on the way.
+type Delivery struct {
+	Rate          float64 `json:"target_conn_per_sec"` // 0: as fast as the load goes
+	Seconds       float64 `json:"seconds"`
+	ConnPerSec    float64 `json:"conn_per_sec"`
+	Written       uint64  `json:"events_written"`          // to the ring buffer
+	LostDatapath  uint64  `json:"events_lost_ring_buffer"` // ring buffer full
+	Delivered     uint64  `json:"flows_delivered"`         // to the client
+	LostToClient  uint64  `json:"flows_lost_to_client"`    // LostEvents the client was told of
+	DeliveredRate float64 `json:"flows_per_sec"`
+}
+
+// ObservabilityResult is the benchmark's outcome.
+type ObservabilityResult struct {
+	Modes    []ObservabilityMode `json:"modes"`
+	Delivery []Delivery          `json:"delivery"`
+}
+
+// Observability measures pod→Service traffic (socket-LB, the backend on the
+// client's node, selected by a NetworkPolicy that allows the client, so
+// that each new connection is a policy verdict) with events off, with the
+// default (drops and policy verdicts), and with the default and a hubble
+// client following them; the modes alternate, Runs times. Then, with
+// every event on, how many the agent delivers to one client per second.
+func Observability(cfg *ObservabilityConfig) (ObservabilityResult, error) {
+	cfg.MeasuredAt, cfg.Commit = time.Now(), Commit()
+	res := ObservabilityResult{Modes: []ObservabilityMode{
+		{Name: "events off", Flags: 0},
+		{Name: "default (drops, policy verdicts)", Flags: datapath.MonFlagDrops | datapath.MonFlagPolicy},
+		{Name: "default + hubble observe -f", Flags: datapath.MonFlagDrops | datapath.MonFlagPolicy, Client: true},
+	}}
+	const name = "benchobs"
+	_ = sandbox.Down(name, io.Discard)
+	sb, err := sandbox.Up(sandbox.Config{Name: name, SocketLB: true, BinDir: cfg.BinDir}, cfg.Log)
+	if err != nil {
+		return res, err
+	}
+	defer sandbox.Down(name, cfg.Log)
+	node := sb.Topology.Nodes[0]
+	client := sb.Topology.ClientPod()
+	server := sb.Topology.Nodes[0].Pods[1]
+	policy := fmt.Sprintf(`apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: bench, namespace: default}
+spec:
+  podSelector: {matchLabels: {pod: %s}}
+  ingress:
+  - from: [{podSelector: {matchLabels: {app: client}}}]
+`, server.Name)
+	if err := sb.Topology.WriteManifest("bench.yaml", benchManifest(server)+"---\n"+policy); err != nil {
+		return res, err
+	}
+	servers := []*exec.Cmd{
+		pinned(1, filepath.Join(cfg.BinDir, sandbox.LabBinary), "pod", "serve", "--sequential", "--name", "bench", "--port", fmt.Sprint(rrPort)),
+		exec.Command("iperf3", "-s", "-p", fmt.Sprint(iperfPort), "-A", "1"),
+	}
+	for _, s := range servers {
+		if err := sb.Start(server.Name, s); err != nil {
+			return res, err
+		}
+		defer func() { _ = s.Process.Kill(); _ = s.Wait() }()
+	}
+	vip := benchVIP4 + ":80"
+	if err := waitReachable(sb, client.Name, cfg.BinDir, vip); err != nil {
+		return res, err
+	}
+	maps, closeMaps, err := datapath.OpenPinnedForWriting(node.PinDir)
+	if err != nil {
+		return res, err
+	}
+	defer closeMaps()
+	// The agent's setting is restored at the end (its flags at start).
+	defer monitor.SetFlags(maps, datapath.MonFlagDrops|datapath.MonFlagPolicy)
+	dcfg := DatapathConfig{Duration: cfg.Duration, BinDir: cfg.BinDir, Log: cfg.Log}
+	socket := sb.Topology.HubbleSocket(node)
+	for run := 1; run <= cfg.Runs; run++ {
+		for i := range res.Modes {
+			m := &res.Modes[i]
+			if err := monitor.SetFlags(maps, m.Flags); err != nil {
+				return res, err
+			}
+			var c *hubbleClient
+			if m.Client {
+				if c, err = followHubble(cfg.Hubble, socket); err != nil {
+					return res, err
+				}
+			}
+			fmt.Fprintf(cfg.Log, "  run %d/%d %-34s ", run, cfg.Runs, m.Name)
+			meas, err := measure(sb, client.Name, dcfg, benchVIP4, 80, netip.Addr{})
+			if c != nil {
+				m.Delivered += c.stop()
+			}
+			if err != nil {
+				return res, err
+			}
+			fmt.Fprintf(cfg.Log, "%.2f Gbit/s, rr %.0f/s p99 %.1fµs, %.0f conn/s\n", meas.TCPGbps, meas.RRPerSec, meas.RRP99, meas.CRRPerS)
+			m.Runs = append(m.Runs, meas)
+		}
+	}
+
+	// Delivery: every event on, a client following, new connections at
+	// rising rates, until events are lost (or the load's own limit).
+	if err := monitor.SetFlags(maps, datapath.MonFlagDrops|datapath.MonFlagPolicy|datapath.MonFlagTrace); err != nil {
+		return res, err
+	}
+	for _, rate := range []float64{500, 1000, 2000, 4000, 8000, 0} {
+		d, err := deliver(sb, cfg, maps, client.Name, socket, vip, rate)
+		if err != nil {
+			return res, err
+		}
+		res.Delivery = append(res.Delivery, d)
+		if d.LostDatapath > 0 || d.LostToClient > 0 {
+			break
+		}
+	}
+	if cfg.OutDir != "" {
+		if err := writeObservability(*cfg, res); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// deliver runs new connections at rate (0: back to back) for twice the
+// measurement's duration with a hubble client following every event.
+func deliver(sb *sandbox.Sandbox, cfg *ObservabilityConfig, maps *cube.Maps, client, socket, vip string, rate float64) (Delivery, error) {
+	d := Delivery{Rate: rate}
+	written0, lost0 := stat(maps, datapath.MonStatSent), stat(maps, datapath.MonStatLost)
+	c, err := followHubble(cfg.Hubble, socket)
+	if err != nil {
+		return d, err
+	}
+	start := time.Now()
+	args := []string{"pod", "load", "--duration", (2 * cfg.Duration).String(), "--persistent=false"}
+	if rate > 0 {
+		args = append(args, "--rate", fmt.Sprint(rate))
+	}
+	out, err := runIn(sb, client, pinned(1, filepath.Join(cfg.BinDir, sandbox.LabBinary), append(args, vip)...))
+	time.Sleep(time.Second) // the last events reach the client
+	d.Delivered, d.LostToClient = c.stop(), c.lost.Load()
+	d.Seconds = time.Since(start).Seconds()
+	if err != nil {
+		return d, err
+	}
+	var s traffic.Summary
+	_ = json.Unmarshal(out, &s)
+	d.ConnPerSec = s.PerSec
+	d.Written, d.LostDatapath = stat(maps, datapath.MonStatSent)-written0, stat(maps, datapath.MonStatLost)-lost0
+	d.DeliveredRate = float64(d.Delivered) / d.Seconds
+	target := "as fast as it goes"
+	if rate > 0 {
+		target = fmt.Sprintf("%.0f/s", rate)
+	}
+	fmt.Fprintf(cfg.Log, "  delivery, new connections %s: %.0f conn/s, %d events written, %d lost in the ring buffer, %d flows delivered (%.0f/s), %d lost to the client\n",
+		target, d.ConnPerSec, d.Written, d.LostDatapath, d.Delivered, d.DeliveredRate, d.LostToClient)
+	return d, nil
+}
+
+func stat(maps *cube.Maps, s datapath.MonStat) uint64 {
+	var perCPU []uint64
+	if err := maps.Map(monitor.MapStats).Lookup(uint32(s), &perCPU); err != nil {
+		return 0
+	}
+	var n uint64
+	for _, v := range perCPU {
+		n += v
+	}
+	return n
+}
+
+// hubbleClient is a `hubble observe -f -o json` counting what it gets.
+type hubbleClient struct {
+	cmd   *exec.Cmd
+	flows atomic.Uint64
+	lost  atomic.Uint64
+	done  chan struct{}
+}
+
+func followHubble(hubble, socket string) (*hubbleClient, error) {
+	c := &hubbleClient{cmd: exec.Command(hubble, "observe", "--server", "unix://"+socket, "-f", "-o", "json"), done: make(chan struct{})}
+	out, err := c.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("hubble observe: %w", err)
+	}
+	go func() {
+		defer close(c.done)
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 1<<16), 1<<20)
+		for sc.Scan() {
+			line := sc.Bytes()
+			if strings.Contains(string(line), "lost_events") || strings.Contains(string(line), "lostEvents") {
+				var r observerpb.GetFlowsResponse
+				if (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(line, &r) == nil {
+					c.lost.Add(r.GetLostEvents().GetNumEventsLost())
+				}
+				continue
+			}
+			c.flows.Add(1)
+		}
+	}()
+	time.Sleep(300 * time.Millisecond) // connected and following
+	return c, nil
+}
+
+// stop ends the client and returns the flows it received.
+func (c *hubbleClient) stop() uint64 {
+	_ = c.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-c.done:
+	case <-time.After(5 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.done
+	}
+	_ = c.cmd.Wait()
+	return c.flows.Load()
+}
+
+// ObservabilityMarkdown renders the report: medians per mode, and each
+// mode's cost relative to events off (positive is worse).
+func ObservabilityMarkdown(cfg ObservabilityConfig, r ObservabilityResult) string {
+	var b strings.Builder
+	var uts unix.Utsname
+	_ = unix.Uname(&uts)
+	b.WriteString("# netcube: what observability costs the traffic\n\n")
+	fmt.Fprintf(&b, "Measured %s, netcube %s, on %s (kernel %s, %d CPUs); %d runs of %s per figure, medians; ",
+		cfg.MeasuredAt.UTC().Format("2006-01-02 15:04 UTC"), commitName(cfg.Commit), unix.ByteSliceToString(uts.Nodename[:]),
+		unix.ByteSliceToString(uts.Release[:]), runtime.NumCPU(), cfg.Runs, cfg.Duration)
+	b.WriteString("the three modes alternate back to back. pod→Service (socket-LB), the backend on the client's node and ")
+	b.WriteString("selected by a NetworkPolicy allowing the client, so every new connection is a policy verdict (an event in the default mode). ")
+	b.WriteString("Modes switch by writing the pinned monitor_config; the hubble client is cilium's CLI (`hubble observe -f -o json`) on the agent's socket. ")
+	b.WriteString("Cost = how much worse than events off (targets: default ≤ 1%, with a client ≤ 3%).\n\n")
+	b.WriteString("| metric |")
+	for _, m := range r.Modes {
+		fmt.Fprintf(&b, " %s median [min–max] |", m.Name)
+	}
+	for _, m := range r.Modes[1:] {
+		fmt.Fprintf(&b, " cost: %s |", m.Name)
+	}
+	b.WriteString("\n|---|")
+	for range len(r.Modes)*2 - 1 {
+		b.WriteString("---:|")
+	}
+	b.WriteString("\n")
+	for _, mt := range metrics {
+		if mt.get == nil {
+			continue
+		}
+		fmt.Fprintf(&b, "| %s |", mt.name)
+		for _, m := range r.Modes {
+			fmt.Fprintf(&b, " %s |", spread(m.Runs, mt))
+		}
+		off := median(r.Modes[0].Runs, mt.get)
+		for _, m := range r.Modes[1:] {
+			v := median(m.Runs, mt.get)
+			cost := 0.0
+			if off != 0 {
+				if mt.higherBetter {
+					cost = (off - v) / off * 100
+				} else {
+					cost = (v - off) / off * 100
+				}
+			}
+			fmt.Fprintf(&b, " %+.1f%% |", cost)
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "| failed requests (sum of runs) |")
+	for _, m := range r.Modes {
+		fmt.Fprintf(&b, " %d |", errorsOf(m.Runs))
+	}
+	b.WriteString(" | |\n")
+	for _, m := range r.Modes {
+		if m.Client {
+			fmt.Fprintf(&b, "\nThe client received %d flows over the %d runs of its mode.\n", m.Delivered, len(m.Runs))
+		}
+	}
+	b.WriteString("\n## Events delivered to one client\n\nEvery event on (drops, policy verdicts, and trace: each new connection's socket-LB translation), a `hubble observe -f -o json` following, ")
+	b.WriteString("new connections at rising rates (each step twice the measurement's duration) until events are lost. ")
+	b.WriteString("Delivered/s counts the flows the client printed over the step, the second it is given to drain included.\n\n")
+	b.WriteString("| target conn/s | conn/s | events written | lost in the ring buffer | flows delivered | delivered/s | lost on the way to the client |\n|---:|---:|---:|---:|---:|---:|---:|\n")
+	best := 0.0
+	for _, d := range r.Delivery {
+		target := "back to back"
+		if d.Rate > 0 {
+			target = fmt.Sprintf("%.0f", d.Rate)
+		}
+		fmt.Fprintf(&b, "| %s | %.0f | %d | %d | %d | %.0f | %d |\n", target, d.ConnPerSec, d.Written, d.LostDatapath, d.Delivered, d.DeliveredRate, d.LostToClient)
+		if d.LostDatapath == 0 && d.LostToClient == 0 {
+			best = max(best, float64(d.Written)/d.Seconds)
+		}
+	}
+	fmt.Fprintf(&b, "\nHighest rate with nothing lost: %.0f events/s written and delivered.", best)
+	fmt.Fprintf(&b, "\n\nReproduce: `make bench-observability` (`bin/netcube-lab bench observability --duration %s --runs %d`).\n", cfg.Duration, cfg.Runs)
+	return b.String()
+}
+
+func writeObservability(cfg ObservabilityConfig, r ObservabilityResult) error {
+	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
+		return err
+	}
+	j, _ := json.MarshalIndent(map[string]any{
+		"commit": cfg.Commit, "measured_at": cfg.MeasuredAt.UTC(), "duration_s": cfg.Duration.Seconds(), "runs": cfg.Runs, "result": r,
+	}, "", "  ")
+	if err := os.WriteFile(filepath.Join(cfg.OutDir, "observability.json"), j, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(cfg.OutDir, "observability.md"), []byte(ObservabilityMarkdown(cfg, r)), 0o644); err != nil {
+		return err
+	}
+	runs := make([]int, cfg.Runs)
+	for i := range runs {
+		runs[i] = i + 1
+	}
+	for _, p := range []struct {
+		file string
+		m    metric
+	}{{"observability-conn.svg", metrics[4]}, {"observability-rr-p99.svg", metrics[3]}, {"observability-tput.svg", metrics[0]}} {
+		var ss []series
+		for _, m := range r.Modes {
+			ys := make([]float64, cfg.Runs)
+			for i := range ys {
+				ys[i] = math.NaN()
+				if i < len(m.Runs) {
+					ys[i] = p.m.get(m.Runs[i])
+				}
+			}
+			ss = append(ss, series{name: m.Name, ys: ys})
+		}
+		svg := svgPlot(p.m.name+" by run (x: run)", runs, ss)
+		if err := os.WriteFile(filepath.Join(cfg.OutDir, p.file), []byte(svg), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
