@@ -17,10 +17,10 @@ type metrics struct {
 	verdicts     *prometheus.CounterVec
 	// counters caches verdicts' children: count runs once per event, on
 	// the reader's goroutine alone.
-	counters map[[2]string]prometheus.Counter
-	dropsDesc    *prometheus.Desc
-	eventsDesc   *prometheus.Desc
-	clientDesc   *prometheus.Desc
+	counters   map[[2]string]prometheus.Counter
+	dropsDesc  *prometheus.Desc
+	eventsDesc *prometheus.Desc
+	clientDesc *prometheus.Desc
 }
 
 func newMetrics(maps *cube.Maps, hub *events.Hub) *metrics {
