@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -250,12 +251,19 @@ func (sb *Sandbox) startAgent(n Node) error {
 	if sb.Config.APIServer {
 		source = []string{"--kubeconfig", t.Kubeconfig()}
 	}
-	args := append([]string{filepath.Join(sb.Config.BinDir, "netcube-agent")},
+	agent := filepath.Join(sb.Config.BinDir, "netcube-agent")
+	args := append([]string{agent},
 		append(source, "--node-name", n.Name, "--bpf-root", n.PinDir, "--cgroup", n.Cgroup,
 			"--socket-lb="+strconv.FormatBool(sb.Config.SocketLB), "--node-ifaces", "eth0",
 			"--routing", sb.Config.routing(), "--cni-conf-dir", t.cniConfDir(n), "--cni-socket", t.cniSocket(n), "--ipam-dir", t.ipamDir(n),
-			"--api-socket", t.APISocket(n), "--hubble-socket", t.HubbleSocket(n),
 			"--ready-file", ready)...)
+	// The node's own sockets, for agents that serve them (an earlier
+	// version's, in an upgrade, may not).
+	for flag, path := range map[string]string{"api-socket": t.APISocket(n), "hubble-socket": t.HubbleSocket(n)} {
+		if agentHasFlag(agent, flag) {
+			args = append(args, "--"+flag, path)
+		}
+	}
 	args = append(args, sb.Config.AgentArgs...)
 	if err := spawn(t, agentName(n.Name), n.Netns, "", args...); err != nil {
 		return err
@@ -485,3 +493,22 @@ func Down(name string, log io.Writer) error {
 
 // AgentPID returns the pid of a node's agent, if it is running.
 func (sb *Sandbox) AgentPID(node string) (int, bool) { return pidOf(sb.Topology, agentName(node)) }
+
+// agentHasFlags caches, by agent binary, the flags its usage lists.
+var agentHasFlags sync.Map // path -> map[string]bool
+
+// agentHasFlag says whether the agent binary at path knows --flag.
+func agentHasFlag(path, flag string) bool {
+	if v, ok := agentHasFlags.Load(path); ok {
+		return v.(map[string]bool)[flag]
+	}
+	out, _ := exec.Command(path, "-h").CombinedOutput() // usage, exit 0 or 2
+	flags := map[string]bool{}
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], "-") {
+			flags[strings.TrimLeft(f[0], "-")] = true
+		}
+	}
+	agentHasFlags.Store(path, flags)
+	return flags[flag]
+}
