@@ -385,7 +385,7 @@ func writeObservability(cfg ObservabilityConfig, r ObservabilityResult) error {
 			}
 			ss = append(ss, series{name: m.Name, ys: ys})
 		}
-		svg := svgPlot(p.m.name+" by run (x: run)", runs, ss)
+		svg := svgPlot(p.m.name+", each run (the modes alternate within a run)", "run", runs, ss)
 		if err := os.WriteFile(filepath.Join(cfg.OutDir, p.file), []byte(svg), 0o644); err != nil {
 			return err
 		}

@@ -14,6 +14,8 @@ import (
 
 var peerColors = map[string]string{
 	"netcube": "#1b9e77", "iptables-nft": "#d95f02", "iptables-legacy": "#e7298a", "nftables": "#7570b3", "pod→pod": "#666666",
+	// bench observability's modes
+	"events off": "#666666", "default (drops, policy verdicts)": "#1b9e77", "default + hubble observe -f": "#d95f02",
 }
 
 func plotKey(file string, fam int, independent bool) string {
@@ -66,7 +68,7 @@ func (r *CompareReport) writePlots(dir string) (map[string]string, error) {
 			if !m.familyIndependent() {
 				title += ", " + familyNames[fi]
 			}
-			if err := os.WriteFile(filepath.Join(dir, key+".svg"), []byte(svgPlot(title, sizes, ss)), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(dir, key+".svg"), []byte(svgPlot(title, "Services", sizes, ss)), 0o644); err != nil {
 				return nil, err
 			}
 			out[key] = "plots/" + key + ".svg"
@@ -85,7 +87,7 @@ func nanIfNone(xs []float64) float64 {
 // svgPlot draws the series against the sizes (evenly spaced: they grow by
 // orders of magnitude). The y axis is logarithmic when the values span more
 // than two orders of magnitude.
-func svgPlot(title string, sizes []int, ss []series) string {
+func svgPlot(title, xlabel string, sizes []int, ss []series) string {
 	const w, h, left, right, top, bottom = 760, 400, 70, 150, 40, 50
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, s := range ss {
@@ -139,7 +141,7 @@ func svgPlot(title string, sizes []int, ss []series) string {
 	for i, n := range sizes {
 		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%d</text>`+"\n", px(i), h-bottom+18, n)
 	}
-	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">Services</text>`+"\n", left+(w-left-right)/2, h-12)
+	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">%s</text>`+"\n", left+(w-left-right)/2, h-12, escape(xlabel))
 	// Series.
 	for k, s := range ss {
 		color := peerColors[s.name]
