@@ -83,7 +83,8 @@ func (e *eventReader) drain(t *testing.T) []events.Event {
 }
 
 // TestEveryDropHasItsReason: each drop the programs can be made to make
-// in BPF_PROG_RUN is counted under its reason (and no other), and, with
+// in BPF_PROG_RUN (9 of the 12 reasons; icmp-rewrite-failed is not caused
+// here) is counted under its reason (and no other), and, with
 // drops asked for, reported as one event naming the reason, the cube, the
 // hook and the packet; the same packet with what it lacked goes on, with
 // nothing counted (the positive control before each). With events off,
@@ -100,6 +101,7 @@ func TestEveryDropHasItsReason(t *testing.T) {
 		reason  datapath.MonDrop
 		cube    string
 		point   string
+		ctSize  uint32 // conntrack's entries (0: load's default)
 	}{
 		{
 			name: "a Service without endpoints refuses (RST)",
@@ -143,6 +145,47 @@ func TestEveryDropHasItsReason(t *testing.T) {
 			verdict: actShot, reason: datapath.MonDropNoNodeAddr, cube: "nat", point: "from-network",
 		},
 		{
+			name: "SNAT ports exhausted: the 17th client on one port finds the 16 probed ports held",
+			setup: func(t *testing.T, dp *datapath.Datapath, tables *lb.Tables) {
+				setNodeAddrs(t, dp)
+				apply(t, tables, model.FrontendBackends{Frontend: frontend(np4, model.TCP), Flags: model.External, Backends: backends(be4)})
+				// Clients on the same port in the SNAT range: each gets the
+				// next port of the 16 probed from it (snat.h).
+				for i := 1; i <= 15; i++ {
+					if v := runProg(t, dp.Programs().FromNet, pkt.TCP(extClient(i), np4, syn, nil)); v != actOK {
+						t.Fatalf("client %d: verdict %d", i, v)
+					}
+				}
+			},
+			prog: "from_net", allowed: pkt.TCP(extClient(16), np4, syn, nil), dropped: pkt.TCP(extClient(17), np4, syn, nil),
+			verdict: actShot, reason: datapath.MonDropSNATNoPort, cube: "nat", point: "from-network",
+		},
+		{
+			name: "conntrack full: a new flow is refused its entries",
+			setup: func(t *testing.T, dp *datapath.Datapath, tables *lb.Tables) {
+				apply(t, tables, model.FrontendBackends{Frontend: frontend(vip4, model.TCP), Backends: backends(be4)})
+				// One flow (two entries) of the table's four.
+				if v := runProg(t, dp.Programs().FromPod, pkt.TCP(netip.AddrPortFrom(client4.Addr(), 30001), vip4, syn, nil)); v != actOK {
+					t.Fatalf("first flow: verdict %d", v)
+				}
+			},
+			ctSize: 4,
+			prog:   "from_pod", allowed: pkt.TCP(netip.AddrPortFrom(client4.Addr(), 30002), vip4, syn, nil),
+			dropped: pkt.TCP(netip.AddrPortFrom(client4.Addr(), 30003), vip4, syn, nil),
+			verdict: actShot, reason: datapath.MonDropCTCreate, cube: "ct", point: "from-pod",
+		},
+		{
+			name: "a UDP header too short to rewrite: the translation fails",
+			setup: func(t *testing.T, dp *datapath.Datapath, tables *lb.Tables) {
+				apply(t, tables, model.FrontendBackends{Frontend: frontend(vip4, model.UDP), Backends: backends(be4)})
+			},
+			prog: "from_pod", allowed: pkt.UDP(client4, vip4, []byte("q")),
+			// The ports, but not the length and checksum the rewrite
+			// updates: a datagram cut after 4 bytes of its header.
+			dropped: pkt.UDP(netip.AddrPortFrom(client4.Addr(), 40001), vip4, nil)[:14+20+4],
+			verdict: actShot, reason: datapath.MonDropNATRewrite, cube: "nat", point: "from-pod",
+		},
+		{
 			name: "VXLAN: a destination in no node's pod CIDR drops",
 			setup: func(t *testing.T, dp *datapath.Datapath, _ *lb.Tables) {
 				overlayTo(t, dp, be4.Addr())
@@ -162,6 +205,9 @@ func TestEveryDropHasItsReason(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dp, tables := load(t)
+			if c.ctSize != 0 {
+				dp, tables = loadSized(t, c.ctSize)
+			}
 			if err := monitor.SetFlags(dp.Maps(), datapath.MonFlagDrops); err != nil {
 				t.Fatal(err)
 			}
@@ -307,4 +353,23 @@ func arpFrame() []byte {
 	f := make([]byte, 60)
 	f[12], f[13] = 0x08, 0x06
 	return f
+}
+
+// extClient is the i-th client outside the cluster, all on one port of
+// the SNAT range.
+func extClient(i int) netip.AddrPort {
+	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{172, 30, 1, byte(i)}), 61234)
+}
+
+// loadSized is load with a conntrack table of ct entries.
+func loadSized(t *testing.T, ct uint32) (*datapath.Datapath, *lb.Tables) {
+	t.Helper()
+	dp, err := datapath.Load(datapath.Config{MapSizes: map[string]uint32{
+		"lb_services": 1024, "lb_backends": 1024, "lb_revnat": 1024, "ct_flows": ct,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dp.Close() })
+	return dp, lb.New(dp.Maps())
 }
