@@ -181,7 +181,7 @@ spec:
 // measurement's duration with a hubble client following every event.
 func deliver(sb *sandbox.Sandbox, cfg *ObservabilityConfig, maps *cube.Maps, client, socket, vip string, rate float64) (Delivery, error) {
 	d := Delivery{Rate: rate}
-	written0, lost0 := stat(maps, datapath.MonStatSent), stat(maps, datapath.MonStatLost)
+	written0, lost0 := cube.PerCPUSum(maps.Map(monitor.MapStats), uint32(datapath.MonStatSent)), cube.PerCPUSum(maps.Map(monitor.MapStats), uint32(datapath.MonStatLost))
 	c, err := followHubble(cfg.Hubble, socket)
 	if err != nil {
 		return d, err
@@ -201,7 +201,7 @@ func deliver(sb *sandbox.Sandbox, cfg *ObservabilityConfig, maps *cube.Maps, cli
 	var s traffic.Summary
 	_ = json.Unmarshal(out, &s)
 	d.ConnPerSec = s.PerSec
-	d.Written, d.LostDatapath = stat(maps, datapath.MonStatSent)-written0, stat(maps, datapath.MonStatLost)-lost0
+	d.Written, d.LostDatapath = cube.PerCPUSum(maps.Map(monitor.MapStats), uint32(datapath.MonStatSent))-written0, cube.PerCPUSum(maps.Map(monitor.MapStats), uint32(datapath.MonStatLost))-lost0
 	d.DeliveredRate = float64(d.Delivered) / d.Seconds
 	target := "as fast as it goes"
 	if rate > 0 {
@@ -210,18 +210,6 @@ func deliver(sb *sandbox.Sandbox, cfg *ObservabilityConfig, maps *cube.Maps, cli
 	fmt.Fprintf(cfg.Log, "  delivery, new connections %s: %.0f conn/s, %d events written, %d lost in the ring buffer, %d flows delivered (%.0f/s), %d lost to the client\n",
 		target, d.ConnPerSec, d.Written, d.LostDatapath, d.Delivered, d.DeliveredRate, d.LostToClient)
 	return d, nil
-}
-
-func stat(maps *cube.Maps, s datapath.MonStat) uint64 {
-	var perCPU []uint64
-	if err := maps.Map(monitor.MapStats).Lookup(uint32(s), &perCPU); err != nil {
-		return 0
-	}
-	var n uint64
-	for _, v := range perCPU {
-		n += v
-	}
-	return n
 }
 
 // hubbleClient is a `hubble observe -f -o json` counting what it gets.

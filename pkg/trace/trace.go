@@ -9,10 +9,8 @@ package trace
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -236,10 +234,7 @@ func (t *Tracer) drain() []events.Event {
 	for {
 		t.rd.SetDeadline(time.Now().Add(5 * time.Millisecond))
 		rec, err := t.rd.Read()
-		if err != nil {
-			if !errors.Is(err, os.ErrDeadlineExceeded) {
-				return out
-			}
+		if err != nil { // the deadline: everything written was read
 			return out
 		}
 		if e, err := events.Decode(rec.RawSample, time.Time{}); err == nil {

@@ -157,14 +157,14 @@ func collect(node agentapi.Node) (Report, error) {
 	if flows.Max > 0 {
 		r.Conntrack.Fill = 100 * float64(r.Conntrack.Entries) / float64(flows.Max)
 	}
-	r.Conntrack.InsertFailed = sumPerCPU(maps.Map(ct.MapStats), uint32(datapath.CTStatInsertFailed))
+	r.Conntrack.InsertFailed = cube.PerCPUSum(maps.Map(ct.MapStats), uint32(datapath.CTStatInsertFailed))
 	for _, d := range events.DropReasons() {
-		if n := sumPerCPU(maps.Map(monitor.MapDrops), uint32(d)); n > 0 {
+		if n := cube.PerCPUSum(maps.Map(monitor.MapDrops), uint32(d)); n > 0 {
 			r.Drops[events.DropReason(d).Name] = n
 		}
 	}
-	r.Events.Sent = sumPerCPU(maps.Map(monitor.MapStats), uint32(datapath.MonStatSent))
-	r.Events.Lost = sumPerCPU(maps.Map(monitor.MapStats), uint32(datapath.MonStatLost))
+	r.Events.Sent = cube.PerCPUSum(maps.Map(monitor.MapStats), uint32(datapath.MonStatSent))
+	r.Events.Lost = cube.PerCPUSum(maps.Map(monitor.MapStats), uint32(datapath.MonStatLost))
 	return r, nil
 }
 
@@ -196,18 +196,6 @@ func fill(m cube.Map) MapFill {
 	}
 	f.Entries = &n
 	return f
-}
-
-func sumPerCPU(m cube.Map, key uint32) uint64 {
-	var perCPU []uint64
-	if err := m.Lookup(key, &perCPU); err != nil {
-		return 0
-	}
-	var n uint64
-	for _, v := range perCPU {
-		n += v
-	}
-	return n
 }
 
 func printText(w io.Writer, r Report) {

@@ -104,15 +104,7 @@ func (g *GC) Run(ctx context.Context, interval time.Duration) {
 func (g *GC) Metrics() []prometheus.Collector {
 	stat := func(name, help string, s datapath.CTStat) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 {
-			var perCPU []uint64
-			if err := g.stats.Lookup(uint32(s), &perCPU); err != nil {
-				return 0
-			}
-			var n uint64
-			for _, v := range perCPU {
-				n += v
-			}
-			return float64(n)
+			return float64(cube.PerCPUSum(g.stats, uint32(s)))
 		})
 	}
 	return []prometheus.Collector{g.entries, g.pressure, g.removed, g.seconds,

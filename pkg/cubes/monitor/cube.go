@@ -64,7 +64,7 @@ func (Cube) Start(ctx context.Context, env cube.Env) (cube.Started, error) {
 	}
 	hub := events.NewHub()
 	m := newMetrics(env.Maps, hub)
-	lost := func() uint64 { return sumPerCPU(env.Maps.Map(MapStats), uint32(datapath.MonStatLost)) }
+	lost := func() uint64 { return cube.PerCPUSum(env.Maps.Map(MapStats), uint32(datapath.MonStatLost)) }
 	st := cube.Started{Metrics: []prometheus.Collector{m}, API: map[string]http.Handler{APIPath: Handler(hub, lost)}}
 	km, ok := env.Maps.Map(MapEvents).(interface{ Unwrap() *ebpf.Map })
 	if !ok {

@@ -50,10 +50,10 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	for _, d := range events.DropReasons() {
 		r := events.DropReason(d)
-		ch <- prometheus.MustNewConstMetric(m.dropsDesc, prometheus.CounterValue, float64(sumPerCPU(m.drops, uint32(d))), r.Name, r.Cube)
+		ch <- prometheus.MustNewConstMetric(m.dropsDesc, prometheus.CounterValue, float64(cube.PerCPUSum(m.drops, uint32(d))), r.Name, r.Cube)
 	}
-	ch <- prometheus.MustNewConstMetric(m.eventsDesc, prometheus.CounterValue, float64(sumPerCPU(m.stats, uint32(datapath.MonStatSent))), "sent")
-	ch <- prometheus.MustNewConstMetric(m.eventsDesc, prometheus.CounterValue, float64(sumPerCPU(m.stats, uint32(datapath.MonStatLost))), "lost")
+	ch <- prometheus.MustNewConstMetric(m.eventsDesc, prometheus.CounterValue, float64(cube.PerCPUSum(m.stats, uint32(datapath.MonStatSent))), "sent")
+	ch <- prometheus.MustNewConstMetric(m.eventsDesc, prometheus.CounterValue, float64(cube.PerCPUSum(m.stats, uint32(datapath.MonStatLost))), "lost")
 	ch <- prometheus.MustNewConstMetric(m.clientDesc, prometheus.CounterValue, float64(m.hub.Lost()))
 	m.verdicts.Collect(ch)
 }
@@ -71,17 +71,4 @@ func (m *metrics) count(e events.Event) {
 		m.counters[k] = c
 	}
 	c.Inc()
-}
-
-// sumPerCPU sums a per-CPU counter (0 if it cannot be read).
-func sumPerCPU(m cube.Map, key uint32) uint64 {
-	var perCPU []uint64
-	if err := m.Lookup(key, &perCPU); err != nil {
-		return 0
-	}
-	var n uint64
-	for _, v := range perCPU {
-		n += v
-	}
-	return n
 }

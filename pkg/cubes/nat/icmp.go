@@ -38,14 +38,6 @@ func (m *icmpMetrics) Describe(ch chan<- *prometheus.Desc) { ch <- m.desc }
 
 func (m *icmpMetrics) Collect(ch chan<- prometheus.Metric) {
 	for s, result := range icmpResults {
-		var perCPU []uint64
-		if err := m.stats.Lookup(uint32(s), &perCPU); err != nil {
-			continue
-		}
-		var n uint64
-		for _, v := range perCPU {
-			n += v
-		}
-		ch <- prometheus.MustNewConstMetric(m.desc, prometheus.CounterValue, float64(n), result)
+		ch <- prometheus.MustNewConstMetric(m.desc, prometheus.CounterValue, float64(cube.PerCPUSum(m.stats, uint32(s))), result)
 	}
 }
