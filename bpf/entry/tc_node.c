@@ -16,8 +16,7 @@
 #include "xlate_icmp.h"
 #include "cubes_gen.h"
 
-SEC("tcx/ingress")
-int from_net(struct __sk_buff *skb)
+static always_inline int handle_from_net(struct __sk_buff *skb)
 {
 	struct flow f = {.point = MON_AT_FROM_NET};
 	struct xlate x = {};
@@ -75,8 +74,7 @@ int from_net(struct __sk_buff *skb)
 /* to_net (tcx egress of the uplink): the node's own replies as the backend
  * of a flow from outside (CT_F_HOST) get their frontend back as source.
  * Everything else leaves untouched. */
-SEC("tcx/egress")
-int to_net(struct __sk_buff *skb)
+static always_inline int handle_to_net(struct __sk_buff *skb)
 {
 	struct flow f = {.point = MON_AT_TO_NET};
 
@@ -85,4 +83,20 @@ int to_net(struct __sk_buff *skb)
 	if (xlate_revnat(skb, &f, CT_F_HOST))
 		return mon_drop(skb, &f, MON_DROP_NAT_REWRITE);
 	return TC_ACT_OK;
+}
+
+SEC("tcx/ingress")
+int from_net(struct __sk_buff *skb)
+{
+	__u32 len = mon_cubes_begin(skb);
+
+	return mon_cubes_end(handle_from_net(skb), len);
+}
+
+SEC("tcx/egress")
+int to_net(struct __sk_buff *skb)
+{
+	__u32 len = mon_cubes_begin(skb);
+
+	return mon_cubes_end(handle_to_net(skb), len);
 }

@@ -11,8 +11,7 @@
 
 #define PACKET_HOST 0
 
-SEC("tcx/ingress")
-int from_overlay(struct __sk_buff *skb)
+static always_inline int handle_from_overlay(struct __sk_buff *skb)
 {
 	const struct router_endpoint *ep;
 	struct flow f = {.point = MON_AT_FROM_OVERLAY};
@@ -26,8 +25,7 @@ int from_overlay(struct __sk_buff *skb)
 	return TC_ACT_OK;
 }
 
-SEC("tcx/egress")
-int to_overlay(struct __sk_buff *skb)
+static always_inline int handle_to_overlay(struct __sk_buff *skb)
 {
 	struct flow f = {.point = MON_AT_TO_OVERLAY};
 
@@ -36,4 +34,20 @@ int to_overlay(struct __sk_buff *skb)
 	if (router_set_tunnel(skb, &f.daddr))
 		return mon_drop(skb, &f, MON_DROP_NO_TUNNEL);
 	return TC_ACT_OK;
+}
+
+SEC("tcx/ingress")
+int from_overlay(struct __sk_buff *skb)
+{
+	__u32 len = mon_cubes_begin(skb);
+
+	return mon_cubes_end(handle_from_overlay(skb), len);
+}
+
+SEC("tcx/egress")
+int to_overlay(struct __sk_buff *skb)
+{
+	__u32 len = mon_cubes_begin(skb);
+
+	return mon_cubes_end(handle_to_overlay(skb), len);
 }

@@ -22,8 +22,7 @@
 #include "xlate_icmp.h"
 #include "cubes_gen.h"
 
-SEC("tcx/ingress")
-int from_pod(struct __sk_buff *skb)
+static always_inline int handle_from_pod(struct __sk_buff *skb)
 {
 	struct flow f = {.point = MON_AT_FROM_POD}, real;
 	struct xlate x = {};
@@ -88,8 +87,7 @@ int from_pod(struct __sk_buff *skb)
 	return xlate_forward(skb, &f, &x);
 }
 
-SEC("tcx/egress")
-int to_pod(struct __sk_buff *skb)
+static always_inline int handle_to_pod(struct __sk_buff *skb)
 {
 	struct flow f = {.point = MON_AT_TO_POD};
 	int verdict;
@@ -104,4 +102,20 @@ int to_pod(struct __sk_buff *skb)
 	if (xlate_revnat(skb, &f, 0))
 		return mon_drop(skb, &f, MON_DROP_NAT_REWRITE);
 	return TC_ACT_OK;
+}
+
+SEC("tcx/ingress")
+int from_pod(struct __sk_buff *skb)
+{
+	__u32 len = mon_cubes_begin(skb);
+
+	return mon_cubes_end(handle_from_pod(skb), len);
+}
+
+SEC("tcx/egress")
+int to_pod(struct __sk_buff *skb)
+{
+	__u32 len = mon_cubes_begin(skb);
+
+	return mon_cubes_end(handle_to_pod(skb), len);
 }

@@ -161,6 +161,96 @@ type bpfLbSvcVal struct {
 	Flags     bpfLbSvcFlags
 }
 
+type bpfMonConfig struct {
+	_     structs.HostLayout
+	Flags uint32
+}
+
+type bpfMonCube uint32
+
+const (
+	bpfMonCubeMON_CUBE_LB     bpfMonCube = 0
+	bpfMonCubeMON_CUBE_CT     bpfMonCube = 1
+	bpfMonCubeMON_CUBE_NAT    bpfMonCube = 2
+	bpfMonCubeMON_CUBE_ROUTER bpfMonCube = 3
+	bpfMonCubeMON_CUBE_POLICY bpfMonCube = 4
+	bpfMonCubeMON_CUBE_MAX    bpfMonCube = 5
+)
+
+type bpfMonCubes struct {
+	_    structs.HostLayout
+	Seen uint32
+	Pad  uint32
+	Cube [5]struct {
+		_       structs.HostLayout
+		Packets uint64
+		Bytes   uint64
+	}
+}
+
+type bpfMonDrop uint32
+
+const (
+	bpfMonDropMON_DROP_NONE              bpfMonDrop = 0
+	bpfMonDropMON_DROP_NO_ENDPOINTS      bpfMonDrop = 1
+	bpfMonDropMON_DROP_NO_LOCAL_ENDPOINT bpfMonDrop = 2
+	bpfMonDropMON_DROP_SOURCE_RANGE      bpfMonDrop = 3
+	bpfMonDropMON_DROP_POLICY_INGRESS    bpfMonDrop = 4
+	bpfMonDropMON_DROP_POLICY_EGRESS     bpfMonDrop = 5
+	bpfMonDropMON_DROP_CT_CREATE         bpfMonDrop = 6
+	bpfMonDropMON_DROP_SNAT_NO_PORT      bpfMonDrop = 7
+	bpfMonDropMON_DROP_NO_NODE_ADDR      bpfMonDrop = 8
+	bpfMonDropMON_DROP_NAT_REWRITE       bpfMonDrop = 9
+	bpfMonDropMON_DROP_ICMP_REWRITE      bpfMonDrop = 10
+	bpfMonDropMON_DROP_NO_TUNNEL         bpfMonDrop = 11
+	bpfMonDropMON_DROP_MALFORMED         bpfMonDrop = 12
+	bpfMonDropMON_DROP_MAX               bpfMonDrop = 13
+)
+
+type bpfMonEvent struct {
+	_       structs.HostLayout
+	TsNs    uint64
+	Type    uint8
+	Point   uint8
+	Trace   uint8
+	Match   uint8
+	Drop    uint32
+	Ifindex uint32
+	Len     uint32
+	Saddr   struct {
+		_ structs.HostLayout
+		W [4]uint32
+	}
+	Daddr struct {
+		_ structs.HostLayout
+		W [4]uint32
+	}
+	Sport    uint16
+	Dport    uint16
+	Proto    uint8
+	Family   uint8
+	TcpFlags uint8
+	PolDir   uint8
+	Xaddr    struct {
+		_ structs.HostLayout
+		W [4]uint32
+	}
+	Xport    uint16
+	Pad      uint16
+	Svc      uint32
+	Endpoint uint32
+	Peer     uint32
+	Netns    uint64
+}
+
+type bpfMonStat uint32
+
+const (
+	bpfMonStatMON_STAT_SENT bpfMonStat = 0
+	bpfMonStatMON_STAT_LOST bpfMonStat = 1
+	bpfMonStatMON_STAT_MAX  bpfMonStat = 2
+)
+
 type bpfNcAddr struct {
 	_ structs.HostLayout
 	W [4]uint32
@@ -269,6 +359,11 @@ const (
 	bpfMapLbRevnat           = "lb_revnat"
 	bpfMapLbServices         = "lb_services"
 	bpfMapLbSourceRanges     = "lb_source_ranges"
+	bpfMapMonitorConfig      = "monitor_config"
+	bpfMapMonitorCubes       = "monitor_cubes"
+	bpfMapMonitorDrops       = "monitor_drops"
+	bpfMapMonitorEvents      = "monitor_events"
+	bpfMapMonitorStats       = "monitor_stats"
 	bpfProgChainInline       = "chain_inline"
 	bpfProgChainTail0        = "chain_tail0"
 	bpfProgChainTail1        = "chain_tail1"
@@ -287,6 +382,8 @@ const (
 	bpfVarFakeNowNs          = "fake_now_ns"
 	bpfVarFakeRandomU32      = "fake_random_u32"
 	bpfVarIo                 = "io"
+	bpfVarMonCubeLayout      = "mon_cube_layout"
+	bpfVarMonEventLayout     = "mon_event_layout"
 )
 
 // loadBpf returns the embedded CollectionSpec for bpf.
@@ -359,6 +456,11 @@ type bpfMapSpecs struct {
 	LbRevnat        *ebpf.MapSpec `ebpf:"lb_revnat"`
 	LbServices      *ebpf.MapSpec `ebpf:"lb_services"`
 	LbSourceRanges  *ebpf.MapSpec `ebpf:"lb_source_ranges"`
+	MonitorConfig   *ebpf.MapSpec `ebpf:"monitor_config"`
+	MonitorCubes    *ebpf.MapSpec `ebpf:"monitor_cubes"`
+	MonitorDrops    *ebpf.MapSpec `ebpf:"monitor_drops"`
+	MonitorEvents   *ebpf.MapSpec `ebpf:"monitor_events"`
+	MonitorStats    *ebpf.MapSpec `ebpf:"monitor_stats"`
 }
 
 // bpfVariableSpecs contains global variables before they are loaded into the kernel.
@@ -373,6 +475,8 @@ type bpfVariableSpecs struct {
 	FakeNowNs          *ebpf.VariableSpec `ebpf:"fake_now_ns"`
 	FakeRandomU32      *ebpf.VariableSpec `ebpf:"fake_random_u32"`
 	Io                 *ebpf.VariableSpec `ebpf:"io"`
+	MonCubeLayout      *ebpf.VariableSpec `ebpf:"mon_cube_layout"`
+	MonEventLayout     *ebpf.VariableSpec `ebpf:"mon_event_layout"`
 }
 
 // bpfObjects contains all objects after they have been loaded into the kernel.
@@ -407,6 +511,11 @@ type bpfMaps struct {
 	LbRevnat        *ebpf.Map `ebpf:"lb_revnat"`
 	LbServices      *ebpf.Map `ebpf:"lb_services"`
 	LbSourceRanges  *ebpf.Map `ebpf:"lb_source_ranges"`
+	MonitorConfig   *ebpf.Map `ebpf:"monitor_config"`
+	MonitorCubes    *ebpf.Map `ebpf:"monitor_cubes"`
+	MonitorDrops    *ebpf.Map `ebpf:"monitor_drops"`
+	MonitorEvents   *ebpf.Map `ebpf:"monitor_events"`
+	MonitorStats    *ebpf.Map `ebpf:"monitor_stats"`
 }
 
 func (m *bpfMaps) Close() error {
@@ -423,6 +532,11 @@ func (m *bpfMaps) Close() error {
 		m.LbRevnat,
 		m.LbServices,
 		m.LbSourceRanges,
+		m.MonitorConfig,
+		m.MonitorCubes,
+		m.MonitorDrops,
+		m.MonitorEvents,
+		m.MonitorStats,
 	)
 }
 
@@ -438,6 +552,8 @@ type bpfVariables struct {
 	FakeNowNs          *ebpf.Variable `ebpf:"fake_now_ns"`
 	FakeRandomU32      *ebpf.Variable `ebpf:"fake_random_u32"`
 	Io                 *ebpf.Variable `ebpf:"io"`
+	MonCubeLayout      *ebpf.Variable `ebpf:"mon_cube_layout"`
+	MonEventLayout     *ebpf.Variable `ebpf:"mon_event_layout"`
 }
 
 // bpfPrograms contains all programs after they have been loaded into the kernel.

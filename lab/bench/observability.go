@@ -66,6 +66,13 @@ type Delivery struct {
 	DeliveredRate float64 `json:"flows_per_sec"`
 }
 
+// The modes, as the report names them.
+const (
+	modeOff     = "off (no events, no per-cube counts)"
+	modeDefault = "default (drops, policy verdicts, per-cube counts)"
+	modeClient  = "default + hubble observe -f"
+)
+
 // ObservabilityResult is the benchmark's outcome.
 type ObservabilityResult struct {
 	Modes    []ObservabilityMode `json:"modes"`
@@ -74,16 +81,17 @@ type ObservabilityResult struct {
 
 // Observability measures pod→Service traffic (socket-LB, the backend on the
 // client's node, selected by a NetworkPolicy that allows the client, so
-// that each new connection is a policy verdict) with events off, with the
-// default (drops and policy verdicts), and with the default and a hubble
-// client following them; the modes alternate, Runs times. Then, with
+// that each new connection is a policy verdict) with observability off
+// (no events, no per-cube counts), with the default (drops, policy
+// verdicts, per-cube counts), and with the default and a hubble client
+// following them; the modes alternate, Runs times. Then, with
 // every event on, how many the agent delivers to one client per second.
 func Observability(cfg *ObservabilityConfig) (ObservabilityResult, error) {
 	cfg.MeasuredAt, cfg.Commit = time.Now(), Commit()
 	res := ObservabilityResult{Modes: []ObservabilityMode{
-		{Name: "events off", Flags: 0},
-		{Name: "default (drops, policy verdicts)", Flags: datapath.MonFlagDrops | datapath.MonFlagPolicy},
-		{Name: "default + hubble observe -f", Flags: datapath.MonFlagDrops | datapath.MonFlagPolicy, Client: true},
+		{Name: modeOff, Flags: 0},
+		{Name: modeDefault, Flags: monitor.DefaultFlags},
+		{Name: modeClient, Flags: monitor.DefaultFlags, Client: true},
 	}}
 	const name = "benchobs"
 	_ = sandbox.Down(name, io.Discard)
@@ -126,7 +134,7 @@ spec:
 	}
 	defer closeMaps()
 	// The agent's setting is restored at the end (its flags at start).
-	defer monitor.SetFlags(maps, datapath.MonFlagDrops|datapath.MonFlagPolicy)
+	defer monitor.SetFlags(maps, monitor.DefaultFlags)
 	dcfg := DatapathConfig{Duration: cfg.Duration, BinDir: cfg.BinDir, Log: cfg.Log}
 	socket := sb.Topology.HubbleSocket(node)
 	for run := 1; run <= cfg.Runs; run++ {
@@ -156,7 +164,7 @@ spec:
 
 	// Delivery: every event on, a client following, new connections at
 	// rising rates, until events are lost (or the load's own limit).
-	if err := monitor.SetFlags(maps, datapath.MonFlagDrops|datapath.MonFlagPolicy|datapath.MonFlagTrace); err != nil {
+	if err := monitor.SetFlags(maps, monitor.DefaultFlags|datapath.MonFlagTrace); err != nil {
 		return res, err
 	}
 	for _, rate := range []float64{500, 1000, 2000, 4000, 8000, 0} {
@@ -263,7 +271,7 @@ func (c *hubbleClient) stop() uint64 {
 }
 
 // ObservabilityMarkdown renders the report: medians per mode, and each
-// mode's cost relative to events off (positive is worse).
+// mode's cost relative to off (positive is worse).
 func ObservabilityMarkdown(cfg ObservabilityConfig, r ObservabilityResult) string {
 	var b strings.Builder
 	var uts unix.Utsname
@@ -275,7 +283,7 @@ func ObservabilityMarkdown(cfg ObservabilityConfig, r ObservabilityResult) strin
 	b.WriteString("the three modes alternate back to back. pod→Service (socket-LB), the backend on the client's node and ")
 	b.WriteString("selected by a NetworkPolicy allowing the client, so every new connection is a policy verdict (an event in the default mode). ")
 	b.WriteString("Modes switch by writing the pinned monitor_config; the hubble client is cilium's CLI (`hubble observe -f -o json`) on the agent's socket. ")
-	b.WriteString("Cost = how much worse than events off (targets: default ≤ 1%, with a client ≤ 3%).\n\n")
+	b.WriteString("Cost = how much worse than off (targets: default ≤ 1%, with a client ≤ 3%).\n\n")
 	b.WriteString("| metric |")
 	for _, m := range r.Modes {
 		fmt.Fprintf(&b, " %s median [min–max] |", m.Name)

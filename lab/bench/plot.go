@@ -15,7 +15,7 @@ import (
 var peerColors = map[string]string{
 	"netcube": "#1b9e77", "iptables-nft": "#d95f02", "iptables-legacy": "#e7298a", "nftables": "#7570b3", "pod→pod": "#666666",
 	// bench observability's modes
-	"events off": "#666666", "default (drops, policy verdicts)": "#1b9e77", "default + hubble observe -f": "#d95f02",
+	modeOff: "#666666", modeDefault: "#1b9e77", modeClient: "#d95f02",
 }
 
 func plotKey(file string, fam int, independent bool) string {

@@ -87,6 +87,7 @@ func Run(ctx context.Context, cfg Config) error {
 	settings.Masquerade = cfg.Masquerade
 	settings.ConntrackGCInterval = cfg.Conntrack.GCInterval.Duration
 	settings.MonitorDrops, settings.MonitorPolicy, settings.MonitorTrace = cfg.Monitor.Drops, cfg.Monitor.Policy, cfg.Monitor.Trace
+	settings.MonitorCubes = cfg.Monitor.Cubes
 	for i, c := range cfg.NoMasquerade {
 		p, err := netip.ParsePrefix(strings.TrimSpace(c))
 		if err != nil {

@@ -103,11 +103,13 @@ type Config struct {
 
 // MonitorConfig is what the datapath reports as events: each dropped
 // packet, each connection a NetworkPolicy allowed, and (trace) the first
-// packet of each flow a cube translated.
+// packet of each flow a cube translated; and whether each cube's packets
+// and bytes are counted.
 type MonitorConfig struct {
 	Drops  bool `json:"drops"`
 	Policy bool `json:"policy"`
 	Trace  bool `json:"trace"`
+	Cubes  bool `json:"cubes"`
 }
 
 // DefaultAPISocket is where the agent serves its local API;
@@ -126,7 +128,7 @@ func Defaults() Config {
 		CNISocket:           cni.DefaultAgentSocket,
 		APISocket:           DefaultAPISocket,
 		HubbleSocket:        DefaultHubbleSocket,
-		Monitor:             MonitorConfig{Drops: true, Policy: true},
+		Monitor:             MonitorConfig{Drops: true, Policy: true, Cubes: true},
 		Routing:             "native",
 		Masquerade:          true,
 		IPAMDir:             cni.DefaultDataDir,

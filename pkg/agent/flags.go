@@ -74,6 +74,7 @@ func flagSet(name string, cfg *Config) (fs *flag.FlagSet, configFile *string, cl
 	fs.StringVar(&cfg.HubbleSocket, "hubble-socket", cfg.HubbleSocket, "unix socket of the Hubble Observer API (hubble observe --server unix://<it>; \"\": off)")
 	fs.BoolVar(&cfg.Monitor.Drops, "monitor-drops", cfg.Monitor.Drops, "report each dropped packet as an event (drops are counted either way)")
 	fs.BoolVar(&cfg.Monitor.Policy, "monitor-policy", cfg.Monitor.Policy, "report each connection a NetworkPolicy allowed as an event")
+	fs.BoolVar(&cfg.Monitor.Cubes, "monitor-cubes", cfg.Monitor.Cubes, "count the packets and bytes each cube handled (netcube_cube_packets_total, _bytes_total)")
 	fs.BoolVar(&cfg.Monitor.Trace, "monitor-trace", cfg.Monitor.Trace, "report the first packet of each flow a cube translated (backend, SNAT, masquerade) as an event")
 	fs.StringVar(&cfg.MetricsBindAddress, "metrics-bind-address", cfg.MetricsBindAddress, "address of /metrics (\"\": off)")
 	fs.StringVar(&cfg.HealthzBindAddress, "healthz-bind-address", cfg.HealthzBindAddress, "address of /healthz and /readyz (\"\": off)")

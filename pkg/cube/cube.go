@@ -91,6 +91,8 @@ type Settings struct {
 	// reports as events (package monitor): each dropped packet, each
 	// connection a policy allowed, each flow a cube translated.
 	MonitorDrops, MonitorPolicy, MonitorTrace bool
+	// MonitorCubes: whether each cube's packets and bytes are counted.
+	MonitorCubes bool
 	// HubbleSocket is where the Hubble Observer API serves the events
 	// ("": not served).
 	HubbleSocket string

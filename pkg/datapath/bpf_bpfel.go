@@ -173,6 +173,28 @@ type bpfMonConfig struct {
 	Flags bpfMonFlags
 }
 
+type bpfMonCube uint32
+
+const (
+	bpfMonCubeMON_CUBE_LB     bpfMonCube = 0
+	bpfMonCubeMON_CUBE_CT     bpfMonCube = 1
+	bpfMonCubeMON_CUBE_NAT    bpfMonCube = 2
+	bpfMonCubeMON_CUBE_ROUTER bpfMonCube = 3
+	bpfMonCubeMON_CUBE_POLICY bpfMonCube = 4
+	bpfMonCubeMON_CUBE_MAX    bpfMonCube = 5
+)
+
+type bpfMonCubes struct {
+	_    structs.HostLayout
+	Seen uint32
+	Pad  uint32
+	Cube [5]struct {
+		_       structs.HostLayout
+		Packets uint64
+		Bytes   uint64
+	}
+}
+
 type bpfMonDrop uint32
 
 const (
@@ -234,6 +256,7 @@ const (
 	bpfMonFlagsMON_F_DROPS  bpfMonFlags = 1
 	bpfMonFlagsMON_F_POLICY bpfMonFlags = 2
 	bpfMonFlagsMON_F_TRACE  bpfMonFlags = 4
+	bpfMonFlagsMON_F_CUBES  bpfMonFlags = 8
 )
 
 type bpfMonPoint uint8
@@ -492,6 +515,7 @@ const (
 	bpfMapLbServices         = "lb_services"
 	bpfMapLbSourceRanges     = "lb_source_ranges"
 	bpfMapMonitorConfig      = "monitor_config"
+	bpfMapMonitorCubes       = "monitor_cubes"
 	bpfMapMonitorDrops       = "monitor_drops"
 	bpfMapMonitorEvents      = "monitor_events"
 	bpfMapMonitorStats       = "monitor_stats"
@@ -535,6 +559,7 @@ const (
 	bpfVarCtTimeoutTcp       = "ct_timeout_tcp"
 	bpfVarCtTimeoutUdp       = "ct_timeout_udp"
 	bpfVarCtTimeoutUdpStream = "ct_timeout_udp_stream"
+	bpfVarMonCubeLayout      = "mon_cube_layout"
 	bpfVarMonEventLayout     = "mon_event_layout"
 )
 
@@ -616,6 +641,7 @@ type bpfMapSpecs struct {
 	LbServices        *ebpf.MapSpec `ebpf:"lb_services"`
 	LbSourceRanges    *ebpf.MapSpec `ebpf:"lb_source_ranges"`
 	MonitorConfig     *ebpf.MapSpec `ebpf:"monitor_config"`
+	MonitorCubes      *ebpf.MapSpec `ebpf:"monitor_cubes"`
 	MonitorDrops      *ebpf.MapSpec `ebpf:"monitor_drops"`
 	MonitorEvents     *ebpf.MapSpec `ebpf:"monitor_events"`
 	MonitorStats      *ebpf.MapSpec `ebpf:"monitor_stats"`
@@ -646,6 +672,7 @@ type bpfVariableSpecs struct {
 	CtTimeoutTcp       *ebpf.VariableSpec `ebpf:"ct_timeout_tcp"`
 	CtTimeoutUdp       *ebpf.VariableSpec `ebpf:"ct_timeout_udp"`
 	CtTimeoutUdpStream *ebpf.VariableSpec `ebpf:"ct_timeout_udp_stream"`
+	MonCubeLayout      *ebpf.VariableSpec `ebpf:"mon_cube_layout"`
 	MonEventLayout     *ebpf.VariableSpec `ebpf:"mon_event_layout"`
 }
 
@@ -680,6 +707,7 @@ type bpfMaps struct {
 	LbServices        *ebpf.Map `ebpf:"lb_services"`
 	LbSourceRanges    *ebpf.Map `ebpf:"lb_source_ranges"`
 	MonitorConfig     *ebpf.Map `ebpf:"monitor_config"`
+	MonitorCubes      *ebpf.Map `ebpf:"monitor_cubes"`
 	MonitorDrops      *ebpf.Map `ebpf:"monitor_drops"`
 	MonitorEvents     *ebpf.Map `ebpf:"monitor_events"`
 	MonitorStats      *ebpf.Map `ebpf:"monitor_stats"`
@@ -714,6 +742,7 @@ func (m *bpfMaps) Close() error {
 		m.LbServices,
 		m.LbSourceRanges,
 		m.MonitorConfig,
+		m.MonitorCubes,
 		m.MonitorDrops,
 		m.MonitorEvents,
 		m.MonitorStats,
@@ -745,6 +774,7 @@ type bpfVariables struct {
 	CtTimeoutTcp       *ebpf.Variable `ebpf:"ct_timeout_tcp"`
 	CtTimeoutUdp       *ebpf.Variable `ebpf:"ct_timeout_udp"`
 	CtTimeoutUdpStream *ebpf.Variable `ebpf:"ct_timeout_udp_stream"`
+	MonCubeLayout      *ebpf.Variable `ebpf:"mon_cube_layout"`
 	MonEventLayout     *ebpf.Variable `ebpf:"mon_event_layout"`
 }
 

@@ -12,6 +12,8 @@ type (
 	MonFlags    = bpfMonFlags    // enum mon_flags: what the agent wants reported
 	MonConfig   = bpfMonConfig   // struct mon_config: monitor_config[0]
 	MonStat     = bpfMonStat     // enum mon_stat: the counters of monitor_stats
+	MonCube     = bpfMonCube     // enum mon_cube: a cube of monitor_cubes
+	MonCubes    = bpfMonCubes    // struct mon_cubes: monitor_cubes[0], per CPU
 )
 
 const (
@@ -56,6 +58,14 @@ const (
 	MonFlagDrops  = bpfMonFlagsMON_F_DROPS
 	MonFlagPolicy = bpfMonFlagsMON_F_POLICY
 	MonFlagTrace  = bpfMonFlagsMON_F_TRACE
+	MonFlagCubes  = bpfMonFlagsMON_F_CUBES
+
+	MonCubeLB     = bpfMonCubeMON_CUBE_LB
+	MonCubeCT     = bpfMonCubeMON_CUBE_CT
+	MonCubeNAT    = bpfMonCubeMON_CUBE_NAT
+	MonCubeRouter = bpfMonCubeMON_CUBE_ROUTER
+	MonCubePolicy = bpfMonCubeMON_CUBE_POLICY
+	MonCubeMax    = bpfMonCubeMON_CUBE_MAX
 
 	MonStatSent = bpfMonStatMON_STAT_SENT
 	MonStatLost = bpfMonStatMON_STAT_LOST

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/netcube/netcube/cmd/netcube/status"
 	"github.com/netcube/netcube/lab/sandbox"
 	"github.com/netcube/netcube/pkg/cubes/lb"
 )
@@ -34,9 +35,14 @@ func TestServiceListAndStatusWithTheAgentDown(t *testing.T) {
 	node := sb.Topology.Nodes[0]
 	empty := sandbox.EmptyIPs[0] + ":80/TCP"
 	echo := sandbox.EchoIPs[0] + ":80/TCP"
-	// A drop for status to count.
+	// A drop for status to count, and packets for its router.
 	for _, r := range requests(t, sb, "tcp", sandbox.EmptyIPs[0]+":80", 1) {
 		refusedFast(t, r)
+	}
+	for _, r := range requests(t, sb, "tcp", sandbox.EchoIPs[0]+":80", 2) {
+		if r.Err != "" {
+			t.Fatalf("echo: %s", r.Err)
+		}
 	}
 	var backends []string
 	for _, p := range sb.Topology.EchoBackends() {
@@ -89,7 +95,7 @@ func TestServiceListAndStatusWithTheAgentDown(t *testing.T) {
 			t.Errorf("netcube service list (table): %v\n%s", err, table)
 		}
 	}
-	status := func(agentUp bool) {
+	checkStatus := func(agentUp bool) {
 		t.Helper()
 		out, errOut, err := netcubeCLI(t, sb, node, "status")
 		if err != nil {
@@ -106,14 +112,27 @@ func TestServiceListAndStatusWithTheAgentDown(t *testing.T) {
 		if !agentUp && !strings.Contains(out, "not answering") {
 			t.Errorf("netcube status with the agent down does not say so:\n%s", out)
 		}
+		js, _, err := netcubeCLI(t, sb, node, "status", "-o", "json")
+		if err != nil {
+			t.Fatalf("netcube status -o json: %v", err)
+		}
+		var r status.Report
+		if err := json.Unmarshal([]byte(js), &r); err != nil {
+			t.Fatalf("netcube status -o json: %v\n%s", err, js)
+		}
+		for _, c := range r.Cubes {
+			if c.Cube == "router" && (c.Traffic == nil || c.Traffic.Packets == 0 || c.Traffic.Bytes < 40*c.Traffic.Packets) {
+				t.Errorf("netcube status: the router's traffic %+v after the echo requests", c.Traffic)
+			}
+		}
 	}
 	list(true)
-	status(true)
+	checkStatus(true)
 	if err := sb.StopAgent(node.Name, true); err != nil {
 		t.Fatal(err)
 	}
 	list(false)
-	status(false)
+	checkStatus(false)
 	if err := sb.StartAgent(node.Name); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -90,18 +91,55 @@ func (w *watcher) all() []events.Event { return w.find(func(events.Event) bool {
 // dropsMetric reads netcube_drops_total of one reason from a node's agent.
 func dropsMetric(t *testing.T, sb *sandbox.Sandbox, node sandbox.Node, reason, cube string) string {
 	t.Helper()
+	return metric(t, sb, node, fmt.Sprintf(`netcube_drops_total{cube=%q,reason=%q}`, cube, reason))
+}
+
+// metric reads one series (name{labels} as the agent prints it) from a
+// node's agent.
+func metric(t *testing.T, sb *sandbox.Sandbox, node sandbox.Node, series string) string {
+	t.Helper()
 	out, err := sb.Output(node.Name, "curl", "-s", "127.0.0.1:10249/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
-	prefix := fmt.Sprintf(`netcube_drops_total{cube=%q,reason=%q} `, cube, reason)
 	for _, line := range strings.Split(string(out), "\n") {
-		if v, ok := strings.CutPrefix(line, prefix); ok {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
 			return v
 		}
 	}
-	t.Fatalf("no %s… in the metrics of %s", prefix, node.Name)
+	t.Fatalf("no %s in the metrics of %s", series, node.Name)
 	return ""
+}
+
+// cubeCounted: netcube_cube_packets_total and _bytes_total of each cube
+// moved on node since before (each a packet of at least 40 bytes).
+func cubeCounted(t *testing.T, sb *sandbox.Sandbox, node sandbox.Node, before map[string][2]float64, cubes ...string) {
+	t.Helper()
+	now := cubeTraffic(t, sb, node, cubes...)
+	for _, c := range cubes {
+		dp, db := now[c][0]-before[c][0], now[c][1]-before[c][1]
+		if dp <= 0 || db < 40*dp {
+			t.Errorf("%s: cube %s counted %.0f packets, %.0f bytes since; want packets of the traffic", node.Name, c, dp, db)
+		}
+	}
+}
+
+// cubeTraffic reads the packets and bytes the cubes counted on node.
+func cubeTraffic(t *testing.T, sb *sandbox.Sandbox, node sandbox.Node, cubes ...string) map[string][2]float64 {
+	t.Helper()
+	out := map[string][2]float64{}
+	for _, c := range cubes {
+		var v [2]float64
+		for i, name := range []string{"netcube_cube_packets_total", "netcube_cube_bytes_total"} {
+			f, err := strconv.ParseFloat(metric(t, sb, node, fmt.Sprintf(`%s{cube=%q}`, name, c)), 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v[i] = f
+		}
+		out[c] = v
+	}
+	return out
 }
 
 // TestMonitorShowsDrops: drops caused with real traffic are seen in
@@ -121,6 +159,13 @@ func TestMonitorShowsDrops(t *testing.T) {
 			echoNode, _ := top.Node(echo.Node)
 			client := watch(t, sb, clientNode)
 			server := watch(t, sb, echoNode, "--type", "drop", "--pod", "default/"+echo.Name)
+			// The cubes the traffic below crosses on the client's node:
+			// socket-LB translates at connect, the tc path per packet.
+			crossed := []string{"router"}
+			if !path.socketLB {
+				crossed = append(crossed, "lb", "ct", "nat")
+			}
+			clientCubes := cubeTraffic(t, sb, clientNode, crossed...)
 
 			// Positive control: the echo Service and the echo pod answer.
 			svc := net.JoinHostPort(sandbox.EchoIPs[0], "80")
@@ -138,6 +183,7 @@ func TestMonitorShowsDrops(t *testing.T) {
 					t.Fatalf("drops reported for traffic that passed: %v", d)
 				}
 			}
+			cubeCounted(t, sb, clientNode, clientCubes, crossed...)
 
 			hubbleStatus(t, sb, clientNode)
 			if got := observe(t, sb, clientNode, "--verdict", "DROPPED"); len(got) != 0 {
@@ -191,6 +237,7 @@ spec:
 			if err := top.WriteManifest("policy.yaml", policy); err != nil {
 				t.Fatal(err)
 			}
+			echoPolicy := cubeTraffic(t, sb, echoNode, "policy")
 			testenv.WaitFor(t, 10*time.Second, "the policy enforced", func() bool {
 				r := requests(t, sb, "tcp", direct, 1, "--timeout", "300ms")
 				return r[0].Err != ""
@@ -206,6 +253,7 @@ spec:
 			if v := dropsMetric(t, sb, echoNode, "policy-denied-ingress", "policy"); v == "0" {
 				t.Errorf("netcube_drops_total{reason=policy-denied-ingress} on %s is 0", echoNode.Name)
 			}
+			cubeCounted(t, sb, echoNode, echoPolicy, "policy")
 			denied := observe(t, sb, echoNode, "--verdict", "DROPPED", "--pod", "default/"+echo.Name)
 			if len(denied) == 0 {
 				t.Errorf("hubble observe --verdict DROPPED --pod default/%s on %s: nothing", echo.Name, echoNode.Name)

@@ -26,6 +26,7 @@
 #include "lib/common.h"
 #include "lib/parse.h"
 #include "ct_maps.h"
+#include "cubes/monitor/monitor.h"
 
 static always_inline void ct_key_from_flow(struct ct_key *k, const struct flow *f, __u8 dir)
 {
@@ -168,9 +169,13 @@ static always_inline void ct_remove(const struct ct_key *a, const struct ct_key 
 static always_inline struct ct_entry *ct_lookup(const struct flow *f, __u8 dir)
 {
 	struct ct_key k;
+	struct ct_entry *e;
 
 	ct_key_from_flow(&k, f, dir);
-	return bpf_map_lookup_elem(&ct_flows, &k);
+	e = bpf_map_lookup_elem(&ct_flows, &k);
+	if (e)
+		mon_crossed(MON_CUBE_CT);
+	return e;
 }
 
 /* ct_reply_key is the key of the reply entry of a flow translated to
@@ -236,8 +241,10 @@ static always_inline int ct_create_flow(const struct flow *f, __u32 backend_id,
 	}
 	ct_key_from_flow(&k, f, CT_SERVICE);
 	err = bpf_map_update_elem(&ct_flows, &k, &e, BPF_ANY);
-	if (!err)
+	if (!err) {
+		mon_crossed(MON_CUBE_CT);
 		return 0;
+	}
 failed:
 	ct_count(CT_STAT_INSERT_FAILED);
 	return err;

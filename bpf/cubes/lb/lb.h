@@ -13,6 +13,7 @@
 #pragma once
 #include "lib/common.h"
 #include "lb_maps.h"
+#include "cubes/monitor/monitor.h"
 
 /* lb_source_allowed says whether client may reach the frontend. */
 static always_inline int lb_source_allowed(const struct lb_svc_val *svc, const struct nc_addr *client)
@@ -38,8 +39,11 @@ lb_lookup_service(const struct nc_addr *addr, __be16 port, __u8 proto)
 		.port = port,
 		.proto = proto,
 	};
+	struct lb_svc_val *svc = bpf_map_lookup_elem(&lb_services, &key);
 
-	return bpf_map_lookup_elem(&lb_services, &key);
+	if (svc)
+		mon_crossed(MON_CUBE_LB);
+	return svc;
 }
 
 static always_inline struct lb_backend *lb_lookup_backend(__u32 backend_id)
@@ -152,5 +156,9 @@ static always_inline __u32 lb_pick(const struct nc_addr *client, __be16 cport, c
 
 static always_inline struct lb_frontend *lb_lookup_revnat(__u32 rev_nat_id)
 {
-	return bpf_map_lookup_elem(&lb_revnat, &rev_nat_id);
+	struct lb_frontend *fe = bpf_map_lookup_elem(&lb_revnat, &rev_nat_id);
+
+	if (fe)
+		mon_crossed(MON_CUBE_LB); /* a reply translated back to its frontend */
+	return fe;
 }

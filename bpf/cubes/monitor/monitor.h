@@ -26,6 +26,56 @@ static always_inline void mon_count(void *map, __u32 key)
 		*n += 1; /* per CPU: no other writer */
 }
 
+/* mon_crossed marks the packet being processed as crossing cube c (counted
+ * once, at the end of the entry program: mon_cubes_end). */
+static always_inline void mon_crossed(enum mon_cube c)
+{
+	__u32 zero = 0;
+	struct mon_cubes *m = bpf_map_lookup_elem(&monitor_cubes, &zero);
+
+	if (m)
+		m->seen |= 1u << c;
+}
+
+/* An entry program counts its packet per cube in two steps:
+ *	__u32 len = mon_cubes_begin(skb);
+ *	return mon_cubes_end(handle(skb), len);
+ * mon_cubes_begin: a packet enters; no cube crossed yet. Returns its
+ * length as it arrived. */
+static always_inline __u32 mon_cubes_begin(struct __sk_buff *skb)
+{
+	__u32 zero = 0;
+	struct mon_cubes *m = bpf_map_lookup_elem(&monitor_cubes, &zero);
+
+	if (m)
+		m->seen = 0;
+	return skb->len;
+}
+
+/* mon_cubes_end counts the packet (len bytes) once for each cube it
+ * crossed (MON_F_CUBES), and returns the program's verdict. */
+static always_inline int mon_cubes_end(int verdict, __u32 len)
+{
+	__u32 zero = 0;
+	struct mon_cubes *m;
+	__u32 seen;
+
+	if (!mon_wanted(MON_F_CUBES))
+		return verdict;
+	m = bpf_map_lookup_elem(&monitor_cubes, &zero);
+	if (!m)
+		return verdict;
+	seen = m->seen;
+#pragma unroll
+	for (int c = 0; c < MON_CUBE_MAX; c++) {
+		if (seen & (1u << c)) {
+			m->cube[c].packets += 1;
+			m->cube[c].bytes += len;
+		}
+	}
+	return verdict;
+}
+
 /* What an event says beyond the packet's flow. */
 struct mon_detail {
 	enum mon_type type;

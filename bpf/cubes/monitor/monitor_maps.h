@@ -104,6 +104,7 @@ enum mon_flags : __u32 {
 	MON_F_DROPS = 1,  /* an event per dropped packet */
 	MON_F_POLICY = 2, /* an event per connection a policy allowed */
 	MON_F_TRACE = 4,  /* an event per flow a cube translated (its first packet) */
+	MON_F_CUBES = 8,  /* packets and bytes per cube (monitor_cubes) */
 };
 
 struct mon_config {
@@ -141,6 +142,47 @@ struct {
 	__uint(max_entries, MON_STAT_MAX);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } monitor_stats SEC(".maps");
+
+/* The cubes a packet can cross, for monitor_cubes. A cube counts a
+ * packet once however often it acts on it: lb, a packet to or from a
+ * Service frontend; ct, one of a tracked flow (found or created); nat, one
+ * rewritten; router, one the router sent on (to a pod, a node, the FIB's
+ * next hop, a tunnel); policy, one of a pod a NetworkPolicy selects. */
+enum mon_cube : __u32 {
+	MON_CUBE_LB = 0,
+	MON_CUBE_CT,
+	MON_CUBE_NAT,
+	MON_CUBE_ROUTER,
+	MON_CUBE_POLICY,
+	MON_CUBE_MAX,
+};
+
+struct mon_cube_count {
+	__u64 packets;
+	__u64 bytes; /* as the packet arrived at the hook */
+};
+
+/* monitor_cubes (per CPU, one entry): what each cube handled, and the
+ * cubes the packet being processed has crossed so far (seen, a bit per
+ * enum mon_cube; a tc program runs to its end on one CPU, so the entry
+ * program clears it first and counts it last: mon_cubes_begin, _end). */
+struct mon_cubes {
+	__u32 seen;
+	__u32 pad;
+	struct mon_cube_count cube[MON_CUBE_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct mon_cubes);
+	__uint(max_entries, 1);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} monitor_cubes SEC(".maps");
+
+/* The enum's names, kept in the object's BTF for bpf2go (no map is keyed
+ * by it). Never read. */
+volatile const enum mon_cube mon_cube_layout = MON_CUBE_LB;
 
 /* monitor_events: the events, for the agent (1 MiB: about 8,000). An
  * event wakes the agent once MON_WAKEUP_BYTES are waiting; it reads the

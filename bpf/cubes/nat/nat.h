@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include "lib/common.h"
 #include "lib/parse.h"
+#include "cubes/monitor/monitor.h"
 
 enum nat_side {
 	NAT_SRC = 0, /* reverse NAT: replies appear to come from the frontend */
@@ -79,5 +80,6 @@ static always_inline int nat_rewrite(struct __sk_buff *skb, const struct flow *f
 		    bpf_skb_store_bytes(skb, port_off, &to_port, 2, 0))
 			return -1;
 	}
+	mon_crossed(MON_CUBE_NAT);
 	return 0;
 }

@@ -136,6 +136,7 @@ static always_inline int pol_check(struct __sk_buff *skb, const struct flow *f, 
 
 	if (!ep)
 		return 1; /* no policy selects the pod */
+	mon_crossed(MON_CUBE_POLICY);
 	isolated = ep->flags & (dir == POL_EGRESS ? POL_ISOLATED_EGRESS : POL_ISOLATED_INGRESS);
 	if (!isolated) {
 		/* Only recorded, so that its replies pass whatever the other

@@ -43,6 +43,7 @@ static always_inline int router_to_endpoint(struct __sk_buff *skb, const struct 
 {
 	if (set_macs(skb, ep->pod_mac, ep->host_mac))
 		return mon_drop_packet(skb, MON_AT_NONE, MON_DROP_MALFORMED);
+	mon_crossed(MON_CUBE_ROUTER);
 	return bpf_redirect_peer(ep->ifindex, 0);
 }
 
@@ -54,6 +55,7 @@ static always_inline int router_to_overlay(struct __sk_buff *skb, const struct r
 {
 	if (set_macs(skb, cfg->vxlan_mac, cfg->vxlan_mac))
 		return mon_drop_packet(skb, MON_AT_NONE, MON_DROP_MALFORMED);
+	mon_crossed(MON_CUBE_ROUTER);
 	return bpf_redirect(cfg->vxlan_ifindex, 0);
 }
 
@@ -105,5 +107,8 @@ static always_inline int router_set_tunnel(struct __sk_buff *skb, const struct n
 		__builtin_memcpy(key.remote_ipv6, n->underlay.w, 16);
 		flags = BPF_F_TUNINFO_IPV6;
 	}
-	return bpf_skb_set_tunnel_key(skb, &key, sizeof(key), flags) ? -1 : 0;
+	if (bpf_skb_set_tunnel_key(skb, &key, sizeof(key), flags))
+		return -1;
+	mon_crossed(MON_CUBE_ROUTER);
+	return 0;
 }

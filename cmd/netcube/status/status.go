@@ -51,10 +51,12 @@ type Kernel struct {
 	Features string `json:"features"` // "ok", or what is missing
 }
 
-// CubeMaps are a cube's maps.
+// CubeMaps are a cube's maps and, for the cubes packets cross, what it
+// handled since the maps were made (counted while monitor.cubes is on).
 type CubeMaps struct {
-	Cube string    `json:"cube"`
-	Maps []MapFill `json:"maps"`
+	Cube    string           `json:"cube"`
+	Maps    []MapFill        `json:"maps"`
+	Traffic *monitor.Traffic `json:"traffic,omitempty"`
 }
 
 // MapFill is a map's size and, for maps whose keys can be counted,
@@ -139,8 +141,15 @@ func collect(node agentapi.Node) (Report, error) {
 	for _, l := range links {
 		r.Attached = append(r.Attached, l.Name())
 	}
+	var traffic map[string]monitor.Traffic
+	if maps.Has(monitor.MapCubes) { // not: a datapath older than the counters
+		traffic, _ = monitor.CubeTraffic(maps.Map(monitor.MapCubes))
+	}
 	for _, c := range cubes.All {
 		cm := CubeMaps{Cube: c.Name()}
+		if t, ok := traffic[c.Name()]; ok {
+			cm.Traffic = &t
+		}
 		for _, spec := range c.Maps() {
 			if !maps.Has(spec.Name) {
 				continue // not pinned: the agent's process holds it alone
@@ -230,6 +239,9 @@ func printText(w io.Writer, r Report) {
 			}
 		}
 		fmt.Fprintf(w, "  %-8s  %s\n", c.Cube, strings.Join(parts, ", "))
+		if t := c.Traffic; t != nil {
+			fmt.Fprintf(w, "  %-8s  %d packets, %s\n", "", t.Packets, bytesText(t.Bytes))
+		}
 	}
 	fmt.Fprintf(w, "Conntrack:  %d flows of %d (%.1f%%), %d new flows not held (table full)\n",
 		r.Conntrack.Entries, r.Conntrack.Max, r.Conntrack.Fill, r.Conntrack.InsertFailed)
@@ -248,4 +260,18 @@ func printText(w io.Writer, r Report) {
 		fmt.Fprintf(w, "Drops:      %s\n", strings.Join(parts, ", "))
 	}
 	fmt.Fprintf(w, "Events:     %d sent, %d lost (ring buffer full; packets are never lost for it)\n", r.Events.Sent, r.Events.Lost)
+}
+
+// bytesText is n bytes for people (1.2 MiB).
+func bytesText(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

@@ -140,7 +140,7 @@ func (m *fakeMap) update(key, value any) error {
 	if err != nil {
 		return err
 	}
-	vb, err := bytesOf(value, m.valueSize)
+	vb, err := m.valueBytes(value)
 	if err != nil {
 		return err
 	}
@@ -204,7 +204,56 @@ func (m *fakeMap) Lookup(key, valueOut any) error {
 	if !ok {
 		return fmt.Errorf("lookup %s: %w", m.name, ebpf.ErrKeyNotExist)
 	}
+	if m.perCPU() {
+		return perCPUOut(valueOut, v, m.valueSize)
+	}
 	return copyOut(valueOut, v)
+}
+
+// perCPU says whether the map holds a value per CPU: as the kernel's,
+// it is written and read as a slice of them (any number of CPUs here).
+func (m *fakeMap) perCPU() bool {
+	return m.typ == ebpf.PerCPUArray || m.typ == ebpf.PerCPUHash || m.typ == ebpf.LRUCPUHash
+}
+
+// valueBytes is value as the map stores it: a per-CPU map's slice of
+// values one after the other.
+func (m *fakeMap) valueBytes(value any) ([]byte, error) {
+	if !m.perCPU() {
+		return bytesOf(value, m.valueSize)
+	}
+	v := reflect.ValueOf(value)
+	if v.Kind() != reflect.Slice || v.Len() == 0 {
+		return nil, fmt.Errorf("update %s: a per-CPU map's value is a slice of one per CPU, not %T", m.name, value)
+	}
+	var out []byte
+	for i := range v.Len() {
+		b, err := bytesOf(v.Index(i).Interface(), m.valueSize)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b...)
+	}
+	return out, nil
+}
+
+// perCPUOut writes per-CPU values b into out, a pointer to a slice.
+func perCPUOut(out any, b []byte, size uint32) error {
+	p := reflect.ValueOf(out)
+	if p.Kind() != reflect.Pointer || p.Elem().Kind() != reflect.Slice {
+		return fmt.Errorf("per-CPU values go into a pointer to a slice, not %T", out)
+	}
+	n := len(b) / int(size)
+	sl := reflect.MakeSlice(p.Elem().Type(), n, n)
+	for i := range n {
+		dst, err := bytesOf(sl.Index(i).Addr().Interface(), size)
+		if err != nil {
+			return err
+		}
+		copy(dst, b[i*int(size):(i+1)*int(size)])
+	}
+	p.Elem().Set(sl)
+	return nil
 }
 
 func (m *fakeMap) BatchUpdate(keys, values any) (int, error) {

@@ -39,8 +39,12 @@ var _ cube.Cube = Cube{}
 func (Cube) Name() string { return "monitor" }
 
 func (Cube) Maps() []cube.MapSpec {
-	return []cube.MapSpec{{Name: MapConfig}, {Name: MapDrops}, {Name: MapStats}, {Name: MapEvents}}
+	return []cube.MapSpec{{Name: MapConfig}, {Name: MapDrops}, {Name: MapStats}, {Name: MapCubes}, {Name: MapEvents}}
 }
+
+// DefaultFlags is what the datapath reports with the agent's defaults
+// (pkg/agent): drops, policy verdicts, and each cube's packets.
+const DefaultFlags = datapath.MonFlagDrops | datapath.MonFlagPolicy | datapath.MonFlagCubes
 
 // Flags turns the agent's settings into what the datapath reports.
 func Flags(s cube.Settings) datapath.MonFlags {
@@ -53,6 +57,9 @@ func Flags(s cube.Settings) datapath.MonFlags {
 	}
 	if s.MonitorTrace {
 		f |= datapath.MonFlagTrace
+	}
+	if s.MonitorCubes {
+		f |= datapath.MonFlagCubes
 	}
 	return f
 }
@@ -87,7 +94,7 @@ func (Cube) Start(ctx context.Context, env cube.Env) (cube.Started, error) {
 			return cube.Started{}, err
 		}
 	}
-	slog.Info("monitor", "drops", env.Settings.MonitorDrops, "policy", env.Settings.MonitorPolicy, "trace", env.Settings.MonitorTrace)
+	slog.Info("monitor", "cubes", env.Settings.MonitorCubes, "drops", env.Settings.MonitorDrops, "policy", env.Settings.MonitorPolicy, "trace", env.Settings.MonitorTrace)
 	st.Stop = func() { _ = rd.Close() }
 	return st, nil
 }

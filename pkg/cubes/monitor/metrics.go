@@ -12,20 +12,22 @@ import (
 // (monitor_drops), events written and lost (monitor_stats), and the events
 // subscribers had no room for (the hub).
 type metrics struct {
-	drops, stats cube.Map
-	hub          *events.Hub
-	verdicts     *prometheus.CounterVec
+	drops, stats, cubes cube.Map
+	hub                 *events.Hub
+	verdicts            *prometheus.CounterVec
 	// counters caches verdicts' children: count runs once per event, on
 	// the reader's goroutine alone.
 	counters   map[[2]string]prometheus.Counter
 	dropsDesc  *prometheus.Desc
 	eventsDesc *prometheus.Desc
 	clientDesc *prometheus.Desc
+	packetDesc *prometheus.Desc
+	byteDesc   *prometheus.Desc
 }
 
 func newMetrics(maps *cube.Maps, hub *events.Hub) *metrics {
 	return &metrics{
-		drops: maps.Map(MapDrops), stats: maps.Map(MapStats), hub: hub, counters: map[[2]string]prometheus.Counter{},
+		drops: maps.Map(MapDrops), stats: maps.Map(MapStats), cubes: maps.Map(MapCubes), hub: hub, counters: map[[2]string]prometheus.Counter{},
 		verdicts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "netcube_flows_total",
 			Help: "Flows the datapath reported, by verdict: dropped (each dropped packet) or forwarded (a connection a policy allowed, a flow a cube translated; trace and policy events only)."},
 			[]string{"verdict", "cube"}),
@@ -37,6 +39,12 @@ func newMetrics(maps *cube.Maps, hub *events.Hub) *metrics {
 			[]string{"result"}, nil),
 		clientDesc: prometheus.NewDesc("netcube_monitor_subscriber_lost_total",
 			"Events the agent read that a subscriber (netcube monitor, a Hubble client) had no room for.", nil, nil),
+		packetDesc: prometheus.NewDesc("netcube_cube_packets_total",
+			"Packets each cube of the tc datapath handled (lb: to or from a Service frontend; ct: of a tracked flow; nat: rewritten; router: sent on; policy: of a pod a NetworkPolicy selects), once per packet and hook; counted while monitor.cubes is on.",
+			[]string{"cube"}, nil),
+		byteDesc: prometheus.NewDesc("netcube_cube_bytes_total",
+			"Bytes of the packets of netcube_cube_packets_total, as they arrived at the hook.",
+			[]string{"cube"}, nil),
 	}
 }
 
@@ -44,6 +52,8 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.dropsDesc
 	ch <- m.eventsDesc
 	ch <- m.clientDesc
+	ch <- m.packetDesc
+	ch <- m.byteDesc
 	m.verdicts.Describe(ch)
 }
 
@@ -55,6 +65,12 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.eventsDesc, prometheus.CounterValue, float64(cube.PerCPUSum(m.stats, uint32(datapath.MonStatSent))), "sent")
 	ch <- prometheus.MustNewConstMetric(m.eventsDesc, prometheus.CounterValue, float64(cube.PerCPUSum(m.stats, uint32(datapath.MonStatLost))), "lost")
 	ch <- prometheus.MustNewConstMetric(m.clientDesc, prometheus.CounterValue, float64(m.hub.Lost()))
+	if traffic, err := CubeTraffic(m.cubes); err == nil {
+		for name, t := range traffic {
+			ch <- prometheus.MustNewConstMetric(m.packetDesc, prometheus.CounterValue, float64(t.Packets), name)
+			ch <- prometheus.MustNewConstMetric(m.byteDesc, prometheus.CounterValue, float64(t.Bytes), name)
+		}
+	}
 	m.verdicts.Collect(ch)
 }
 
