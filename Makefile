@@ -76,7 +76,7 @@ sandbox-down:
 bench: deps build ## pod->Service vs pod->pod, socket-LB on and off
 	$(BIN)/netcube-lab bench datapath
 
-bench-observability: deps build tools ## what events cost the traffic: events off, default, a hubble client attached; events/s delivered to one client
+bench-observability: deps build tools ## what observability costs the traffic: off, default (events, per-cube counts), a hubble client attached; events/s delivered to one client
 	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube-lab bench observability
 
 bench-sync: deps build tools ## control plane: sync cost at 1k..100k Services against a real kube-apiserver
