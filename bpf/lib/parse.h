@@ -135,9 +135,10 @@ static always_inline int parse_flow(struct __sk_buff *skb, struct flow *f)
 	return 0;
 }
 
-/* parse_daddr reads the destination of any IPv4 or IPv6 packet (ICMP and
- * fragments included): 0, or -1 for anything else. */
-static always_inline int parse_daddr(struct __sk_buff *skb, struct nc_addr *d)
+/* parse_addrs reads the addresses, family and protocol of any IPv4 or
+ * IPv6 packet (ICMP and fragments included; an IPv6 extension header is
+ * the protocol then): 0, or -1 for anything else. */
+static always_inline int parse_addrs(struct __sk_buff *skb, struct flow *f)
 {
 	void *data = (void *)(long)skb->data;
 	void *end = (void *)(long)skb->data_end;
@@ -150,7 +151,10 @@ static always_inline int parse_daddr(struct __sk_buff *skb, struct nc_addr *d)
 
 		if ((void *)(ip + 1) > end)
 			return -1;
-		addr_from_v4(d, ip->daddr);
+		addr_from_v4(&f->saddr, ip->saddr);
+		addr_from_v4(&f->daddr, ip->daddr);
+		f->family = 4;
+		f->proto = ip->protocol;
 		return 0;
 	}
 	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
@@ -158,7 +162,10 @@ static always_inline int parse_daddr(struct __sk_buff *skb, struct nc_addr *d)
 
 		if ((void *)(ip6 + 1) > end)
 			return -1;
-		addr_from_v6(d, ip6->daddr.in6_u.u6_addr32);
+		addr_from_v6(&f->saddr, ip6->saddr.in6_u.u6_addr32);
+		addr_from_v6(&f->daddr, ip6->daddr.in6_u.u6_addr32);
+		f->family = 6;
+		f->proto = ip6->nexthdr;
 		return 0;
 	}
 	return -1;

@@ -106,3 +106,33 @@ func TestRouterPacketFlows(t *testing.T) {
 		}
 	}
 }
+
+// TestOverlayLeavesLinkLocalMulticastToTheKernel: what the kernel sends to
+// the overlay link itself (an MLD report to ff02::16, 224.0.0.22) has no
+// node to tunnel to and is not a pod's: to_overlay passes it to the
+// kernel, counting no drop; a unicast packet to no node's pod CIDR (the
+// negative control) is dropped as no-route-to-node.
+func TestOverlayLeavesLinkLocalMulticastToTheKernel(t *testing.T) {
+	dp, _ := load(t)
+	overlayTo(t, dp, be4.Addr())
+	prog := dp.Program("to_overlay")
+	for _, p := range [][]byte{
+		pkt.UDP(netip.MustParseAddrPort("[::]:0"), netip.MustParseAddrPort("[ff02::16]:0"), nil),
+		pkt.UDP(netip.MustParseAddrPort("10.0.0.1:0"), netip.MustParseAddrPort("224.0.0.22:0"), nil),
+	} {
+		before := totalDrops(t, dp)
+		if v := runProg(t, prog, p); v != actOK {
+			t.Errorf("link-local multicast: verdict %d, want the kernel's (%d)", v, actOK)
+		}
+		if n := totalDrops(t, dp) - before; n != 0 {
+			t.Errorf("link-local multicast: %d drops counted", n)
+		}
+	}
+	before := drops(t, dp)[datapath.MonDropNoTunnel]
+	if v := runProg(t, prog, pkt.UDP(client4, netip.MustParseAddrPort("10.99.0.1:80"), nil)); v != actShot {
+		t.Errorf("unicast to no node: verdict %d, want dropped", v)
+	}
+	if n := drops(t, dp)[datapath.MonDropNoTunnel]; n != before+1 {
+		t.Errorf("no-route-to-node counted %d, want %d", n, before+1)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -17,7 +18,7 @@ import (
 // podCmd holds the tools that run inside sandbox pods.
 func podCmd(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: netcube-lab pod serve|request|load|hold")
+		return errors.New("usage: netcube-lab pod serve|request|load|hold|send")
 	}
 	fs := flag.NewFlagSet("pod "+args[0], flag.ExitOnError)
 	switch args[0] {
@@ -30,6 +31,31 @@ func podCmd(args []string) error {
 			return traffic.ServeSequential(*name, *port)
 		}
 		return traffic.Serve(*name, *port)
+	case "send":
+		dev := fs.String("dev", "", "send the Ethernet frames as they are out of this device (default: their IP packets, through the routes)")
+		_ = fs.Parse(args[1:])
+		if fs.NArg() == 0 {
+			return errors.New("usage: netcube-lab pod send [--dev DEV] FRAME-HEX... (crafted packets: spoofed, cut short, not IP)")
+		}
+		var frames [][]byte
+		for i, h := range fs.Args() {
+			f, err := hex.DecodeString(h)
+			if err != nil || len(f) < 14 {
+				return fmt.Errorf("frame %d: not the hex of an Ethernet frame", i)
+			}
+			frames = append(frames, f)
+		}
+		if *dev != "" {
+			dropped, err := traffic.SendFrame(*dev, frames)
+			if dropped > 0 {
+				fmt.Printf("%d of %d frames dropped by %s's egress\n", dropped, len(frames), *dev)
+			}
+			return err
+		}
+		for i := range frames {
+			frames[i] = frames[i][14:]
+		}
+		return traffic.SendIP(frames)
 	case "hold":
 		c := traffic.Client{}
 		fs.StringVar(&c.Proto, "proto", "tcp", "tcp or udp")

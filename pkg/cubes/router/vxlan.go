@@ -55,11 +55,38 @@ func ensureOverlay(uplinkMTU int) (netlink.Link, error) {
 	if err := netlink.LinkSetARPOff(l); err != nil {
 		return nil, err
 	}
+	if err := noIPv6Addresses(l); err != nil {
+		return nil, err
+	}
 	if err := netlink.LinkSetUp(l); err != nil {
 		return nil, err
 	}
 	return netlink.LinkByName(OverlayDevice)
 }
+
+// noIPv6Addresses keeps the overlay device without IPv6 addresses: with
+// a link-local one the kernel sends its router solicitations and duplicate
+// address detection into the overlay, which carries nothing link-local
+// (to_overlay). IPv6 pod traffic needs none: it is routed into the
+// device, not from its address.
+func noIPv6Addresses(l netlink.Link) error {
+	if err := netlink.LinkSetIP6AddrGenMode(l, ip6AddrGenModeNone); err != nil {
+		return fmt.Errorf("%s: no IPv6 link-local address: %w", OverlayDevice, err)
+	}
+	addrs, err := netlink.AddrList(l, netlink.FAMILY_V6)
+	if err != nil {
+		return err
+	}
+	for _, a := range addrs { // made before (an older agent's device)
+		if err := netlink.AddrDel(l, &a); err != nil {
+			return fmt.Errorf("%s: remove %s: %w", OverlayDevice, a.IPNet, err)
+		}
+	}
+	return nil
+}
+
+// ip6AddrGenModeNone is IN6_ADDR_GEN_MODE_NONE (linux/if_link.h).
+const ip6AddrGenModeNone = 1
 
 // removeOverlay removes the overlay device (native routing needs none).
 func removeOverlay() error {

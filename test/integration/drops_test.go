@@ -1,0 +1,176 @@
+package integration
+
+import (
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/netcube/netcube/internal/pkt"
+	"github.com/netcube/netcube/internal/testenv"
+	"github.com/netcube/netcube/lab/sandbox"
+	"github.com/netcube/netcube/pkg/cubes/router"
+	"github.com/netcube/netcube/pkg/events"
+)
+
+// TestMonitorShowsTheRarerDrops causes, with packets on the sandbox's
+// real devices, the drops no well-behaved client causes, each after a
+// positive control of the same path, and finds each in `netcube monitor`,
+// in `hubble observe` (with Hubble's reason) and in netcube_drops_total
+// (TestMonitorShowsDrops and TestMonitorShowsExternalDrops cause the
+// others):
+//   - nat-rewrite-failed: a pod's UDP datagram to a ClusterIP, cut after
+//     its ports (the rewrite needs its checksum);
+//   - snat-ports-exhausted: 17 clients outside on one port, to a NodePort
+//     with one endpoint: the 16 ports probed from it are held;
+//   - no-route-to-node: the node sends into the overlay, on a stale route,
+//     to a pod CIDR no node holds (a node gone);
+//   - malformed: a frame that is not IP out of the overlay device;
+//   - ct-insert-failed: new flows from outside once conntrack (256 entries
+//     here) is full.
+//
+// The crafted packets are sent by `netcube-lab pod send` (a raw socket
+// through the namespace's routes, or a packet socket on a device).
+func TestMonitorShowsTheRarerDrops(t *testing.T) {
+	syn := pkt.TCPOpts{SYN: true, Seq: 1000, Window: 64240}
+	sb := upWith(t, "td", sandbox.Config{Routing: "vxlan", AgentArgs: []string{"--ct-map-size=256"}})
+	top := sb.Topology
+	node1 := top.Nodes[0]
+	client := top.ClientPod()
+	var remote sandbox.Pod // an echo pod of another node than the client's
+	for _, p := range top.EchoBackends() {
+		if p.Node != client.Node {
+			remote = p
+		}
+	}
+	clientNode, _ := top.Node(client.Node)
+	if clientNode.Name != node1.Name {
+		t.Fatalf("the client pod is on %s, not %s", clientNode.Name, node1.Name)
+	}
+	if err := top.WriteManifest("single.yaml", externalService("single", "NodePort", "Cluster",
+		[]string{"10.96.0.44", "fd00:10:96::44"}, [2]int{30120, 30121}, nil, nil, []sandbox.Pod{remote})); err != nil {
+		t.Fatal(err)
+	}
+	nodePort := netip.AddrPortFrom(node1.IP4, 30120)
+	udpService := netip.AddrPortFrom(netip.MustParseAddr(sandbox.EchoIPs[0]), sandbox.PodPort)
+	mon := watch(t, sb, node1, "--type", "drop")
+
+	// The positive controls: each path the drops below take, answered.
+	testenv.WaitFor(t, 10*time.Second, "the NodePort with one endpoint answers from outside", func() bool {
+		return fromOutside(t, sb, "tcp", nodePort.String(), 1, "--timeout", "300ms")[0].Err == ""
+	})
+	for _, c := range []struct{ proto, addr string }{
+		{"udp", udpService.String()}, // the tc path to a Service (nat)
+		{"tcp", net.JoinHostPort(remote.IP4.String(), fmt.Sprint(sandbox.PodPort))}, // the overlay (router)
+	} {
+		for _, r := range requests(t, sb, c.proto, c.addr, 2) {
+			if r.Err != "" {
+				t.Fatalf("positive control %s %s: %s", c.proto, c.addr, r.Err)
+			}
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	if d := mon.all(); len(d) != 0 {
+		t.Fatalf("drops reported for traffic that was answered: %v", d)
+	}
+
+	send := func(who string, frames [][]byte, dev string) string {
+		t.Helper()
+		args := []string{"pod", "send"}
+		if dev != "" {
+			args = append(args, "--dev", dev)
+		}
+		for _, f := range frames {
+			args = append(args, hex.EncodeToString(f))
+		}
+		out, err := sb.Output(who, filepath.Join(binDir, sandbox.LabBinary), args...)
+		if err != nil {
+			t.Fatalf("netcube-lab pod send on %s: %v\n%s", who, err, out)
+		}
+		return string(out)
+	}
+	seen := func(reason, cube, point string, match func(events.Event) bool) {
+		t.Helper()
+		testenv.WaitFor(t, 5*time.Second, reason+" in netcube monitor on "+node1.Name, func() bool {
+			return len(mon.find(func(e events.Event) bool {
+				return e.Drop == reason && e.Cube == cube && e.Point == point && match(e)
+			})) > 0
+		})
+		if v := dropsMetric(t, sb, node1, reason, cube); v == "0" {
+			t.Errorf("netcube_drops_total{reason=%s} on %s is 0", reason, node1.Name)
+		}
+	}
+
+	// nat-rewrite-failed: the datagram's ports, not its length and checksum.
+	src := netip.AddrPortFrom(client.IP4, 40999)
+	send(client.Name, [][]byte{pkt.UDP(src, udpService, nil)[:14+20+4]}, "")
+	seen("nat-rewrite-failed", "nat", "from-pod", func(e events.Event) bool { return e.Src == src && e.Dst == udpService })
+
+	// snat-ports-exhausted: 16 clients hold the ports probed from 61234.
+	var syns [][]byte
+	for i := 1; i <= 17; i++ {
+		syns = append(syns, pkt.TCP(netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 18, 0, byte(i)}), 61234), nodePort, syn, nil))
+	}
+	send(top.External.Name, syns, "")
+	seen("snat-ports-exhausted", "nat", "from-network", func(e events.Event) bool {
+		return e.Dst == nodePort && e.Src.Port() == 61234 && strings.HasPrefix(e.Src.Addr().String(), "198.18.0.")
+	})
+	if n := len(mon.find(func(e events.Event) bool { return e.Drop == "snat-ports-exhausted" })); n != 1 {
+		t.Errorf("%d clients of 17 refused a SNAT port, want 1 (the 17th)", n)
+	}
+
+	// no-route-to-node: a route into the overlay for a pod CIDR no node holds.
+	gone := netip.MustParseAddrPort("10.244.99.1:8080")
+	if out, err := sb.Output(node1.Name, "ip", "route", "add", "10.244.99.0/24", "dev", router.OverlayDevice); err != nil {
+		t.Fatalf("ip route add: %v\n%s", err, out)
+	}
+	if r := requestsFrom(t, sb, node1.Name, "udp", gone.String(), 1, "--timeout", "200ms")[0]; r.Err == "" {
+		t.Errorf("%s answered by %s through the overlay, where no node holds it", gone, r.Backend)
+	}
+	seen("no-route-to-node", "router", "to-overlay", func(e events.Event) bool { return e.Dst.Addr() == gone.Addr() && e.Proto == "UDP" })
+
+	// malformed: an ARP request out of the overlay device.
+	arp := make([]byte, 42)
+	copy(arp, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0, 0, 0, 0, 1, 0x08, 0x06, 0, 1, 0x08, 0x00, 6, 4, 0, 1})
+	if out := send(node1.Name, [][]byte{arp}, router.OverlayDevice); !strings.Contains(out, "1 of 1 frames dropped") {
+		t.Errorf("the ARP frame left %s: %q", router.OverlayDevice, out)
+	}
+	seen("malformed", "router", "to-overlay", func(e events.Event) bool { return e.Len == uint32(len(arp)) })
+
+	// ct-insert-failed: the positive control, then more new flows than
+	// the table holds (two entries each).
+	if r := fromOutside(t, sb, "tcp", nodePort.String(), 1)[0]; r.Err != "" {
+		t.Fatalf("the NodePort before conntrack is full (the positive control): %s", r.Err)
+	}
+	syns = syns[:0]
+	for i := range 200 {
+		c := netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 19, byte(i / 250), byte(1 + i%250)}), uint16(20000+i))
+		syns = append(syns, pkt.TCP(c, nodePort, syn, nil))
+	}
+	send(top.External.Name, syns, "")
+	seen("ct-insert-failed", "ct", "from-network", func(e events.Event) bool {
+		return e.Dst == nodePort && strings.HasPrefix(e.Src.Addr().String(), "198.19.")
+	})
+
+	// Hubble names each with its own reason.
+	want := map[string]string{
+		"nat-rewrite-failed":   "ERROR_WRITING_TO_PACKET",
+		"snat-ports-exhausted": "NO_MAPPING_FOR_NAT_MASQUERADE",
+		"no-route-to-node":     "NO_TUNNEL_OR_ENCAPSULATION_ENDPOINT",
+		"malformed":            "INVALID_PACKET_DROPPED",
+		"ct-insert-failed":     "CT_MAP_INSERTION_FAILED",
+	}
+	got := map[string]bool{}
+	for _, r := range observe(t, sb, node1, "--verdict", "DROPPED") {
+		got[r.GetFlow().GetDropReasonDesc().String()] = true
+	}
+	for reason, hubble := range want {
+		if !got[hubble] {
+			t.Errorf("hubble observe --verdict DROPPED on %s: no %s flow (%s)", node1.Name, hubble, reason)
+		}
+	}
+}
