@@ -278,6 +278,27 @@ func TestLossesAreTold(t *testing.T) {
 	if err != nil || r.GetLostEvents().GetNumEventsLost() != 7 || r.GetLostEvents().GetSource() != flowpb.LostEventSource_PERF_EVENT_RING_BUFFER {
 		t.Fatalf("got %v, %v; want 7 lost by the ring buffer", r, err)
 	}
+	s, err := c.ServerStatus(context.Background(), &observerpb.ServerStatusRequest{})
+	if err != nil || s.DatapathLostEvents != 7 || s.ClientLostEvents != 0 {
+		t.Errorf("ServerStatus %v, %v; want 7 lost by the datapath, none by a client", s, err)
+	}
+}
+
+// TestServerStatusCountsClientLosses: a follower with no room loses the
+// flow (the others keep it), and ServerStatus counts it.
+func TestServerStatusCountsClientLosses(t *testing.T) {
+	s := New(Config{Node: "node1"})
+	slow, fast := &follower{c: make(chan events.Event, 1)}, &follower{c: make(chan events.Event, 2)}
+	s.followers[slow], s.followers[fast] = struct{}{}, struct{}{}
+	s.add(events.Event{Type: "drop"})
+	if st, _ := s.ServerStatus(context.Background(), nil); st.ClientLostEvents != 0 {
+		t.Fatalf("a flow both had room for: %d lost", st.ClientLostEvents)
+	}
+	s.add(events.Event{Type: "drop"})
+	st, _ := s.ServerStatus(context.Background(), nil)
+	if st.ClientLostEvents != 1 || slow.lost != 1 || fast.lost != 0 || st.SeenFlows != 2 {
+		t.Errorf("lost %d (slow %d, fast %d), seen %d; want 1 (slow 1, fast 0), 2", st.ClientLostEvents, slow.lost, fast.lost, st.SeenFlows)
+	}
 }
 
 func waitSeen(t *testing.T, c observerpb.ObserverClient, n uint64) {

@@ -46,10 +46,12 @@ type Server struct {
 	// ring keeps the last Capacity events (oldest at next once full) as
 	// they came: each becomes a flow only for a client that asks, so an
 	// event no one reads costs a copy, not a conversion.
-	ring      []events.Event
-	next      int
-	seen      uint64
-	followers map[*follower]struct{}
+	ring []events.Event
+	next int
+	seen uint64
+	// clientLost: flows followers had no room for, all of them.
+	clientLost uint64
+	followers  map[*follower]struct{}
 }
 
 // follower is a GetFlows request with follow: the events it has not sent.
@@ -127,6 +129,7 @@ func (s *Server) add(f events.Event) {
 		case fw.c <- f:
 		default:
 			fw.lost++
+			s.clientLost++
 		}
 	}
 }
@@ -258,11 +261,16 @@ func (s *Server) sendLost(stream grpc.ServerStreamingServer[observerpb.GetFlowsR
 func (s *Server) ServerStatus(context.Context, *observerpb.ServerStatusRequest) (*observerpb.ServerStatusResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return &observerpb.ServerStatusResponse{
+	r := &observerpb.ServerStatusResponse{
 		NumFlows: uint64(len(s.ring)), MaxFlows: uint64(s.cfg.Capacity), SeenFlows: s.seen,
 		UptimeNs: uint64(time.Since(s.started)), Version: s.cfg.Version,
 		NumConnectedNodes: wrapperspb.UInt32(1), NumUnavailableNodes: wrapperspb.UInt32(0),
-	}, nil
+		ClientLostEvents: s.clientLost,
+	}
+	if s.cfg.DatapathLost != nil {
+		r.DatapathLostEvents = s.cfg.DatapathLost()
+	}
+	return r, nil
 }
 
 // GetNodes lists this node.

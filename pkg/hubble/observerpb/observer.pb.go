@@ -128,8 +128,15 @@ type ServerStatusResponse struct {
 	NumUnavailableNodes *wrapperspb.UInt32Value `protobuf:"bytes,6,opt,name=num_unavailable_nodes,json=numUnavailableNodes,proto3" json:"num_unavailable_nodes,omitempty"`
 	UnavailableNodes    []string                `protobuf:"bytes,7,rep,name=unavailable_nodes,json=unavailableNodes,proto3" json:"unavailable_nodes,omitempty"`
 	Version             string                  `protobuf:"bytes,8,opt,name=version,proto3" json:"version,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// netcube's own, not in Cilium's observer.proto (Hubble's CLI ignores
+	// them): the events the datapath lost (its ring buffer full; since its
+	// maps were made, as netcube status counts them), and the flows
+	// following clients had no room for since the server started (each
+	// client is told of its own as LostEvents).
+	DatapathLostEvents uint64 `protobuf:"varint,10000,opt,name=datapath_lost_events,json=datapathLostEvents,proto3" json:"datapath_lost_events,omitempty"`
+	ClientLostEvents   uint64 `protobuf:"varint,10001,opt,name=client_lost_events,json=clientLostEvents,proto3" json:"client_lost_events,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *ServerStatusResponse) Reset() {
@@ -216,6 +223,20 @@ func (x *ServerStatusResponse) GetVersion() string {
 		return x.Version
 	}
 	return ""
+}
+
+func (x *ServerStatusResponse) GetDatapathLostEvents() uint64 {
+	if x != nil {
+		return x.DatapathLostEvents
+	}
+	return 0
+}
+
+func (x *ServerStatusResponse) GetClientLostEvents() uint64 {
+	if x != nil {
+		return x.ClientLostEvents
+	}
+	return 0
 }
 
 type GetFlowsRequest struct {
@@ -593,7 +614,7 @@ var File_observer_observer_proto protoreflect.FileDescriptor
 const file_observer_observer_proto_rawDesc = "" +
 	"\n" +
 	"\x17observer/observer.proto\x12\bobserver\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1egoogle/protobuf/wrappers.proto\x1a\x0fflow/flow.proto\"\x15\n" +
-	"\x13ServerStatusRequest\"\xf3\x02\n" +
+	"\x13ServerStatusRequest\"\xd5\x03\n" +
 	"\x14ServerStatusResponse\x12\x1b\n" +
 	"\tnum_flows\x18\x01 \x01(\x04R\bnumFlows\x12\x1b\n" +
 	"\tmax_flows\x18\x02 \x01(\x04R\bmaxFlows\x12\x1d\n" +
@@ -603,7 +624,9 @@ const file_observer_observer_proto_rawDesc = "" +
 	"\x13num_connected_nodes\x18\x05 \x01(\v2\x1c.google.protobuf.UInt32ValueR\x11numConnectedNodes\x12P\n" +
 	"\x15num_unavailable_nodes\x18\x06 \x01(\v2\x1c.google.protobuf.UInt32ValueR\x13numUnavailableNodes\x12+\n" +
 	"\x11unavailable_nodes\x18\a \x03(\tR\x10unavailableNodes\x12\x18\n" +
-	"\aversion\x18\b \x01(\tR\aversion\"\x9b\x02\n" +
+	"\aversion\x18\b \x01(\tR\aversion\x121\n" +
+	"\x14datapath_lost_events\x18\x90N \x01(\x04R\x12datapathLostEvents\x12-\n" +
+	"\x12client_lost_events\x18\x91N \x01(\x04R\x10clientLostEvents\"\x9b\x02\n" +
 	"\x0fGetFlowsRequest\x12\x16\n" +
 	"\x06number\x18\x01 \x01(\x04R\x06number\x12\x16\n" +
 	"\x06follow\x18\x03 \x01(\bR\x06follow\x12.\n" +
