@@ -192,7 +192,7 @@ func startCubes(ctx context.Context, dp *datapath.Datapath, m *metrics, env cube
 		if st.Stop != nil {
 			stops = append(stops, st.Stop)
 		}
-		env.Names.Add(st.PodNames, st.ServiceNames)
+		env.Names.Add(st.PodNames, st.ServiceNames, st.PolicyNames)
 		m.registry.MustRegister(st.Metrics...)
 		if st.Reconciler != nil {
 			if cs.rec != nil {

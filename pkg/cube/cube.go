@@ -122,9 +122,11 @@ type Started struct {
 	// API are paths the cube serves on the agent's local API (a unix
 	// socket, for the netcube CLI).
 	API map[string]http.Handler
-	// PodNames, ServiceNames, if set, name what the cube knows (Env.Names).
+	// PodNames, ServiceNames, PolicyNames, if set, name what the cube
+	// knows (Env.Names).
 	PodNames     PodNamer
 	ServiceNames ServiceNamer
+	PolicyNames  PolicyNamer
 }
 
 // NodeHandler receives Node objects.

@@ -20,6 +20,16 @@ type ServiceNamer interface {
 	ServiceByRevNAT(id uint32) (model.ServiceID, bool)
 }
 
+// PolicyNamer names the NetworkPolicies behind a policy verdict of the
+// datapath (the policy cube): for a connection allowed, those with a rule
+// allowing it; for one dropped, those isolating the pod in that direction
+// (none of whose rules allowed it). local is the pod the verdict is for,
+// peer the other end, port the destination port. The names
+// (namespace/name, sorted) may be shared between answers: read only.
+type PolicyNamer interface {
+	PoliciesOf(local netip.Addr, egress bool, peer netip.Addr, proto model.Proto, port uint16, allowed bool) []string
+}
+
 // NetnsNamer finds a pod's address by its network namespace's cookie,
 // all a socket hook's event knows of the pod (package podnetns).
 type NetnsNamer interface {
@@ -33,6 +43,7 @@ type Names struct {
 	mu       sync.RWMutex
 	pods     []PodNamer
 	services []ServiceNamer
+	policies []PolicyNamer
 	// Netns, if set, names the pods of socket events (the agent's).
 	Netns NetnsNamer
 }
@@ -46,7 +57,7 @@ func (n *Names) AddrOfNetns(cookie uint64, family uint8) (netip.Addr, bool) {
 }
 
 // Add adds a cube's namers (nil ones are skipped).
-func (n *Names) Add(p PodNamer, s ServiceNamer) {
+func (n *Names) Add(p PodNamer, s ServiceNamer, pol PolicyNamer) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if p != nil {
@@ -55,6 +66,24 @@ func (n *Names) Add(p PodNamer, s ServiceNamer) {
 	if s != nil {
 		n.services = append(n.services, s)
 	}
+	if pol != nil {
+		n.policies = append(n.policies, pol)
+	}
+}
+
+// PoliciesOf asks each policy namer.
+func (n *Names) PoliciesOf(local netip.Addr, egress bool, peer netip.Addr, proto model.Proto, port uint16, allowed bool) []string {
+	if n == nil {
+		return nil
+	}
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	for _, p := range n.policies {
+		if ids := p.PoliciesOf(local, egress, peer, proto, port, allowed); len(ids) > 0 {
+			return ids
+		}
+	}
+	return nil
 }
 
 // PodAt asks each pod namer.

@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/netcube/netcube/pkg/datapath"
+	"github.com/netcube/netcube/pkg/model"
 )
 
 // Event is one event of the datapath, decoded.
@@ -51,8 +52,26 @@ type PolicyVerdict struct {
 	Direction string `json:"direction"` // of the pod: ingress or egress
 	Endpoint  uint32 `json:"endpoint"`  // the pod's policy endpoint id
 	Peer      uint32 `json:"peer_identity"`
-	// Rule is the rule that allowed it ("" for a drop: none did).
+	// Rule is the kind of rule that allowed it ("" for a drop: none did).
 	Rule string `json:"rule,omitempty"`
+	// Policies (namespace/name), named by the agent: allowed, the
+	// NetworkPolicies with a rule allowing it; dropped, those isolating
+	// the pod in this direction, none of whose rules allowed it.
+	Policies []string `json:"policies,omitempty"`
+}
+
+// L4 is the event's protocol as Services and policies name it (0: neither
+// TCP, UDP nor SCTP).
+func (e Event) L4() model.Proto {
+	switch e.Proto {
+	case "TCP":
+		return model.TCP
+	case "UDP":
+		return model.UDP
+	case "SCTP":
+		return model.SCTP
+	}
+	return 0
 }
 
 // eventSize is the size of struct mon_event.
@@ -190,6 +209,13 @@ func (e Event) String() string {
 		fmt.Fprintf(&b, " policy %s of endpoint %d, peer identity %d", p.Direction, p.Endpoint, p.Peer)
 		if p.Rule != "" {
 			fmt.Fprintf(&b, ", rule %s", p.Rule)
+		}
+		if len(p.Policies) > 0 {
+			by := "allowed by"
+			if e.Type == "drop" {
+				by = "isolated by"
+			}
+			fmt.Fprintf(&b, ", %s %s", by, strings.Join(p.Policies, ", "))
 		}
 	}
 	return b.String()

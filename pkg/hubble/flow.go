@@ -118,6 +118,20 @@ func toFlow(e events.Event, node string, names *cube.Names) *flowpb.Flow {
 		if p.Rule != "" {
 			f.Summary += " by rule " + p.Rule
 		}
+		// Hubble's policy names (hubble observe --print-policy-names):
+		// the policies allowing it, or, dropped, those isolating the pod
+		// (NetworkPolicy has no deny rule: none of theirs allowed it).
+		by := policies(p.Policies)
+		switch {
+		case e.Type == "drop" && f.TrafficDirection == flowpb.TrafficDirection_EGRESS:
+			f.EgressDeniedBy = by
+		case e.Type == "drop":
+			f.IngressDeniedBy = by
+		case f.TrafficDirection == flowpb.TrafficDirection_EGRESS:
+			f.EgressAllowedBy = by
+		default:
+			f.IngressAllowedBy = by
+		}
 	}
 	if e.Type == "drop" && (e.TCPFlags == "SYN" || e.Point == "socket") {
 		f.IsReply = wrapperspb.Bool(false) // a connection's first packet, or its connect()
@@ -130,7 +144,7 @@ func toFlow(e events.Event, node string, names *cube.Names) *flowpb.Flow {
 		}
 	}
 	if f.DestinationService == nil && e.Dst.IsValid() {
-		if id, ok := names.ServiceAt(model.Frontend{Addr: e.Dst.Addr(), Port: e.Dst.Port(), Proto: protoOf(e.Proto)}); ok {
+		if id, ok := names.ServiceAt(model.Frontend{Addr: e.Dst.Addr(), Port: e.Dst.Port(), Proto: e.L4()}); ok {
 			f.DestinationService = &flowpb.Service{Namespace: id.Namespace, Name: id.Name}
 		}
 	}
@@ -145,16 +159,6 @@ func directionOf(point string) flowpb.TrafficDirection {
 		return flowpb.TrafficDirection_INGRESS
 	}
 	return flowpb.TrafficDirection_TRAFFIC_DIRECTION_UNKNOWN
-}
-
-func protoOf(name string) model.Proto {
-	switch name {
-	case "TCP":
-		return model.TCP
-	case "UDP":
-		return model.UDP
-	}
-	return 0
 }
 
 func layer4(e events.Event) *flowpb.Layer4 {
@@ -205,4 +209,14 @@ func name(ep *flowpb.Endpoint, ap netip.AddrPort, names *cube.Names) {
 	}
 	ep.Labels = append(ep.Labels, "k8s:io.kubernetes.pod.namespace="+id.Namespace)
 	sort.Strings(ep.Labels)
+}
+
+// policies are NetworkPolicies (namespace/name) as Hubble names them.
+func policies(ids []string) []*flowpb.Policy {
+	var out []*flowpb.Policy
+	for _, id := range ids {
+		ns, name, _ := strings.Cut(id, "/")
+		out = append(out, &flowpb.Policy{Namespace: ns, Name: name, Kind: "NetworkPolicy"})
+	}
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -66,7 +67,7 @@ func (fakeNames) ServiceByRevNAT(id uint32) (model.ServiceID, bool) {
 
 func names() *cube.Names {
 	n := &cube.Names{}
-	n.Add(fakeNames{}, fakeNames{})
+	n.Add(fakeNames{}, fakeNames{}, nil)
 	return n
 }
 
@@ -100,6 +101,26 @@ func TestFlowsAsHubbleSeesThem(t *testing.T) {
 	if f.DropReasonDesc != flowpb.DropReason_SERVICE_BACKEND_NOT_FOUND || f.DestinationService.GetName() != "echo" ||
 		f.TrafficDirection != flowpb.TrafficDirection_EGRESS || f.GetL4().GetUDP() == nil {
 		t.Errorf("no endpoints: %v", f)
+	}
+	// The policies behind a verdict, as --print-policy-names reads them.
+	drop := policyDrop
+	drop.Policy = &events.PolicyVerdict{Direction: "ingress", Endpoint: 3, Peer: 257, Policies: []string{"web/echo"}}
+	allowed := drop
+	allowed.Type, allowed.Drop, allowed.Trace = "trace", "", "policy-allowed"
+	allowed.Policy = &events.PolicyVerdict{Direction: "egress", Endpoint: 4, Peer: 258, Rule: "peer-port", Policies: []string{"web/a", "web/b"}}
+	policyNames := func(ps []*flowpb.Policy) (out []string) {
+		for _, p := range ps {
+			out = append(out, p.GetNamespace()+"/"+p.GetName()+" "+p.GetKind())
+		}
+		return out
+	}
+	if f := toFlow(drop, "node2", names()); !slices.Equal(policyNames(f.IngressDeniedBy), []string{"web/echo NetworkPolicy"}) ||
+		f.IngressAllowedBy != nil || f.EgressDeniedBy != nil {
+		t.Errorf("policy drop's policies: %v", f)
+	}
+	if f := toFlow(allowed, "node2", names()); !slices.Equal(policyNames(f.EgressAllowedBy), []string{"web/a NetworkPolicy", "web/b NetworkPolicy"}) ||
+		f.Verdict != flowpb.Verdict_FORWARDED || f.EventType.GetType() != eventPolicyVerdict || f.IngressAllowedBy != nil {
+		t.Errorf("policy verdict's policies: %v", f)
 	}
 	f = toFlow(translated, "node1", names())
 	if f.Verdict != flowpb.Verdict_TRANSLATED || f.EventType.GetType() != eventTrace || f.DestinationService.GetNamespace() != "web" ||

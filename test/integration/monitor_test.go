@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -225,7 +226,8 @@ func TestMonitorShowsDrops(t *testing.T) {
 				t.Errorf("netcube_drops_total{reason=no-endpoints} on %s is 0", clientNode.Name)
 			}
 
-			// A NetworkPolicy that admits only app=other to the echo pods.
+			// NetworkPolicies that admit app=other to the echo pods, and
+			// the client over UDP only.
 			policy := `apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy
 metadata: {name: echo, namespace: default}
@@ -233,6 +235,15 @@ spec:
   podSelector: {matchLabels: {app: echo}}
   ingress:
   - from: [{podSelector: {matchLabels: {app: other}}}]
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: echo-udp, namespace: default}
+spec:
+  podSelector: {matchLabels: {app: echo}}
+  ingress:
+  - from: [{podSelector: {matchLabels: {app: client}}}]
+    ports: [{protocol: UDP, port: 8080}]
 `
 			if err := top.WriteManifest("policy.yaml", policy); err != nil {
 				t.Fatal(err)
@@ -247,6 +258,7 @@ spec:
 				return len(server.find(func(e events.Event) bool {
 					return e.Drop == "policy-denied-ingress" && e.Cube == "policy" && e.Src.Addr() == clientIP &&
 						e.Dst.String() == direct && e.Policy != nil && e.Policy.Direction == "ingress" &&
+						slices.Equal(e.Policy.Policies, []string{"default/echo", "default/echo-udp"}) &&
 						e.SrcPod == "default/"+top.ClientPod().Name && e.DstPod == "default/"+echo.Name
 				})) > 0
 			})
@@ -266,6 +278,17 @@ spec:
 					t.Errorf("hubble flow %v, want a POLICY_DENIED ingress drop from %s to %s", f, top.ClientPod().Name, echo.Name)
 				}
 			}
+			// The client's UDP is allowed, by the policy that allows it.
+			for _, r := range requests(t, sb, "udp", direct, 2) {
+				if r.Err != "" {
+					t.Fatalf("UDP to %s, which echo-udp allows: %s", direct, r.Err)
+				}
+			}
+			testenv.WaitFor(t, 5*time.Second, "the allowed verdict named by hubble observe --print-policy-names", func() bool {
+				out, err := exec.Command(hubbleCLI(t), "observe", "--server", "unix://"+top.HubbleSocket(echoNode), "--last", "1000",
+					"--type", "policy-verdict", "--protocol", "udp", "--print-policy-names").CombinedOutput()
+				return err == nil && strings.Contains(string(out), "ALLOWED BY echo-udp (NetworkPolicy)")
+			})
 			if got := observe(t, sb, echoNode, "--verdict", "DROPPED", "--namespace", "kube-system"); len(got) != 0 {
 				t.Errorf("hubble observe --namespace kube-system: %d flows of pods in default", len(got))
 			}
@@ -288,7 +311,8 @@ spec:
 				_ = requests(t, sb, "tcp", direct, 1, "--timeout", "200ms")
 				return len(client.find(func(e events.Event) bool {
 					return e.Drop == "policy-denied-egress" && e.Cube == "policy" && e.Src.Addr() == clientIP &&
-						e.Dst.String() == direct && e.Policy != nil && e.Policy.Direction == "egress"
+						e.Dst.String() == direct && e.Policy != nil && e.Policy.Direction == "egress" &&
+						slices.Equal(e.Policy.Policies, []string{"default/client"})
 				})) > 0
 			})
 			if v := dropsMetric(t, sb, clientNode, "policy-denied-egress", "policy"); v == "0" {

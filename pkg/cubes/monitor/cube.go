@@ -196,6 +196,13 @@ func (n *namer) name(e *events.Event) {
 		return ""
 	}
 	e.SrcPod, e.DstPod = pod(e.Src), pod(e.Dst)
+	if p := e.Policy; p != nil && e.Src.IsValid() && e.Dst.IsValid() {
+		local, peer, egress := e.Dst.Addr(), e.Src.Addr(), p.Direction == "egress"
+		if egress {
+			local, peer = peer, local
+		}
+		p.Policies = n.names.PoliciesOf(local, egress, peer, e.L4(), e.Dst.Port(), e.Type != "drop")
+	}
 	if e.ServiceID != 0 {
 		c, ok := n.services[e.ServiceID]
 		if !ok || time.Since(c.at) > serviceNameTTL {
@@ -210,9 +217,9 @@ func (n *namer) name(e *events.Event) {
 		}
 	}
 	if e.Dst.IsValid() {
-		proto := model.TCP
-		if e.Proto == "UDP" {
-			proto = model.UDP
+		proto := e.L4()
+		if proto == 0 {
+			proto = model.TCP
 		}
 		if id, ok := n.names.ServiceAt(model.Frontend{Addr: e.Dst.Addr(), Port: e.Dst.Port(), Proto: proto}); ok {
 			e.Service = id.String()

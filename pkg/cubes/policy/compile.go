@@ -75,6 +75,10 @@ type Compiler struct {
 	peerSets  map[*model.PolicyRule][]*class // this compilation's, by rule
 	// podClasses are this compilation's pod classes by namespace.
 	podClasses map[string][]*class
+	// classes and last are the last compilation's classes and tables
+	// (PoliciesOf).
+	classes []*class
+	last    *Tables
 }
 
 // NewCompiler returns a compiler with no identities handed out yet.
@@ -174,6 +178,7 @@ func (c *Compiler) Compile(cl *Cluster, local func(*model.Pod) bool, hostAddrs [
 			t.Endpoints[a] = ep
 		}
 	}
+	c.classes, c.last = classes, t
 	return t
 }
 

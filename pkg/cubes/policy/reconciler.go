@@ -39,6 +39,8 @@ type Reconciler struct {
 	have     *Tables          // what the maps hold (nil: nothing written yet)
 	report   *report.Reporter // warnings; nil: logged only
 	warned   map[model.PolicyID]string
+	// attributions: PoliciesOf's answers since the last compilation.
+	attributions map[attribKey][]string
 
 	syncs, failures prometheus.Counter
 	duration        prometheus.Histogram
@@ -53,7 +55,7 @@ func NewReconciler(maps *cube.Maps, node string, hostAddrs []netip.Addr) *Reconc
 	return &Reconciler{
 		maps: maps, node: node, hostAddrs: hostAddrs,
 		cluster: NewCluster(), dirty: make(chan struct{}, 1),
-		compiler: NewCompiler(), warned: map[model.PolicyID]string{},
+		compiler: NewCompiler(), warned: map[model.PolicyID]string{}, attributions: map[attribKey][]string{},
 		syncs: prometheus.NewCounter(prometheus.CounterOpts{Name: "netcube_policy_syncs_total",
 			Help: "Passes that wrote the policy maps to match the cluster's NetworkPolicies."}),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "netcube_policy_sync_errors_total",
@@ -225,6 +227,7 @@ func (r *Reconciler) pass() error {
 		return nil
 	}
 	want := r.compiler.Compile(r.cluster, func(p *model.Pod) bool { return p.Node == r.node }, r.hostAddrs)
+	clear(r.attributions)
 	r.mu.Unlock()
 	if err := Sync(r.maps, r.have, want); err != nil {
 		return err

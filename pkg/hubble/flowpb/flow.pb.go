@@ -459,8 +459,15 @@ type Flow struct {
 	IsReply               *wrapperspb.BoolValue  `protobuf:"bytes,26,opt,name=is_reply,json=isReply,proto3" json:"is_reply,omitempty"`
 	Interface             *NetworkInterface      `protobuf:"bytes,28,opt,name=interface,proto3" json:"interface,omitempty"`
 	Summary               string                 `protobuf:"bytes,100000,opt,name=Summary,proto3" json:"Summary,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// The policies allowing the flow's egress, its ingress; denying them
+	// (netcube: the NetworkPolicies isolating the pod, none of whose rules
+	// allowed it).
+	EgressAllowedBy  []*Policy `protobuf:"bytes,21001,rep,name=egress_allowed_by,json=egressAllowedBy,proto3" json:"egress_allowed_by,omitempty"`
+	IngressAllowedBy []*Policy `protobuf:"bytes,21002,rep,name=ingress_allowed_by,json=ingressAllowedBy,proto3" json:"ingress_allowed_by,omitempty"`
+	EgressDeniedBy   []*Policy `protobuf:"bytes,21004,rep,name=egress_denied_by,json=egressDeniedBy,proto3" json:"egress_denied_by,omitempty"`
+	IngressDeniedBy  []*Policy `protobuf:"bytes,21005,rep,name=ingress_denied_by,json=ingressDeniedBy,proto3" json:"ingress_denied_by,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Flow) Reset() {
@@ -612,6 +619,110 @@ func (x *Flow) GetSummary() string {
 	return ""
 }
 
+func (x *Flow) GetEgressAllowedBy() []*Policy {
+	if x != nil {
+		return x.EgressAllowedBy
+	}
+	return nil
+}
+
+func (x *Flow) GetIngressAllowedBy() []*Policy {
+	if x != nil {
+		return x.IngressAllowedBy
+	}
+	return nil
+}
+
+func (x *Flow) GetEgressDeniedBy() []*Policy {
+	if x != nil {
+		return x.EgressDeniedBy
+	}
+	return nil
+}
+
+func (x *Flow) GetIngressDeniedBy() []*Policy {
+	if x != nil {
+		return x.IngressDeniedBy
+	}
+	return nil
+}
+
+type Policy struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Namespace     string                 `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Labels        []string               `protobuf:"bytes,3,rep,name=labels,proto3" json:"labels,omitempty"`
+	Revision      uint64                 `protobuf:"varint,4,opt,name=revision,proto3" json:"revision,omitempty"`
+	Kind          string                 `protobuf:"bytes,5,opt,name=kind,proto3" json:"kind,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Policy) Reset() {
+	*x = Policy{}
+	mi := &file_flow_flow_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Policy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Policy) ProtoMessage() {}
+
+func (x *Policy) ProtoReflect() protoreflect.Message {
+	mi := &file_flow_flow_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Policy.ProtoReflect.Descriptor instead.
+func (*Policy) Descriptor() ([]byte, []int) {
+	return file_flow_flow_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Policy) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Policy) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *Policy) GetLabels() []string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *Policy) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *Policy) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
 type Layer4 struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Protocol:
@@ -628,7 +739,7 @@ type Layer4 struct {
 
 func (x *Layer4) Reset() {
 	*x = Layer4{}
-	mi := &file_flow_flow_proto_msgTypes[1]
+	mi := &file_flow_flow_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -640,7 +751,7 @@ func (x *Layer4) String() string {
 func (*Layer4) ProtoMessage() {}
 
 func (x *Layer4) ProtoReflect() protoreflect.Message {
-	mi := &file_flow_flow_proto_msgTypes[1]
+	mi := &file_flow_flow_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -653,7 +764,7 @@ func (x *Layer4) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Layer4.ProtoReflect.Descriptor instead.
 func (*Layer4) Descriptor() ([]byte, []int) {
-	return file_flow_flow_proto_rawDescGZIP(), []int{1}
+	return file_flow_flow_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Layer4) GetProtocol() isLayer4_Protocol {
@@ -755,7 +866,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_flow_flow_proto_msgTypes[2]
+	mi := &file_flow_flow_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -767,7 +878,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_flow_flow_proto_msgTypes[2]
+	mi := &file_flow_flow_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -780,7 +891,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_flow_flow_proto_rawDescGZIP(), []int{2}
+	return file_flow_flow_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Endpoint) GetID() uint32 {
@@ -829,7 +940,7 @@ type TCP struct {
 
 func (x *TCP) Reset() {
 	*x = TCP{}
-	mi := &file_flow_flow_proto_msgTypes[3]
+	mi := &file_flow_flow_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -841,7 +952,7 @@ func (x *TCP) String() string {
 func (*TCP) ProtoMessage() {}
 
 func (x *TCP) ProtoReflect() protoreflect.Message {
-	mi := &file_flow_flow_proto_msgTypes[3]
+	mi := &file_flow_flow_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -854,7 +965,7 @@ func (x *TCP) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TCP.ProtoReflect.Descriptor instead.
 func (*TCP) Descriptor() ([]byte, []int) {
-	return file_flow_flow_proto_rawDescGZIP(), []int{3}
+	return file_flow_flow_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *TCP) GetSourcePort() uint32 {
@@ -890,7 +1001,7 @@ type IP struct {
 
 func (x *IP) Reset() {
 	*x = IP{}
-	mi := &file_flow_flow_proto_msgTypes[4]
+	mi := &file_flow_flow_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -902,7 +1013,7 @@ func (x *IP) String() string {
 func (*IP) ProtoMessage() {}
 
 func (x *IP) ProtoReflect() protoreflect.Message {
-	mi := &file_flow_flow_proto_msgTypes[4]
+	mi := &file_flow_flow_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -915,7 +1026,7 @@ func (x *IP) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IP.ProtoReflect.Descriptor instead.
 func (*IP) Descriptor() ([]byte, []int) {
-	return file_flow_flow_proto_rawDescGZIP(), []int{4}
+	return file_flow_flow_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *IP) GetSource() string {
@@ -963,7 +1074,7 @@ type TCPFlags struct {
 
 func (x *TCPFlags) Reset() {
 	*x = TCPFlags{}
-	mi := &file_flow_flow_proto_msgTypes[5]
+	mi := &file_flow_flow_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -975,7 +1086,7 @@ func (x *TCPFlags) String() string {
 func (*TCPFlags) ProtoMessage() {}
 
 func (x *TCPFlags) ProtoReflect() protoreflect.Message {
-	mi := &file_flow_flow_proto_msgTypes[5]
+	mi := &file_flow_flow_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -988,7 +1099,7 @@ func (x *TCPFlags) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TCPFlags.ProtoReflect.Descriptor instead.
 func (*TCPFlags) Descriptor() ([]byte, []int) {
-	return file_flow_flow_proto_rawDescGZIP(), []int{5}
+	return file_flow_flow_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TCPFlags) GetFIN() bool {
@@ -1064,7 +1175,7 @@ type UDP struct {
 
 func (x *UDP) Reset() {
 	*x = UDP{}
-	mi := &file_flow_flow_proto_msgTypes[6]
+	mi := &file_flow_flow_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1076,7 +1187,7 @@ func (x *UDP) String() string {
 func (*UDP) ProtoMessage() {}
 
 func (x *UDP) ProtoReflect() protoreflect.Message {
-	mi := &file_flow_flow_proto_msgTypes[6]
+	mi := &file_flow_flow_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1089,7 +1200,7 @@ func (x *UDP) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UDP.ProtoReflect.Descriptor instead.
 func (*UDP) Descriptor() ([]byte, []int) {
-	return file_flow_flow_proto_rawDescGZIP(), []int{6}
+	return file_flow_flow_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *UDP) GetSourcePort() uint32 {
@@ -1116,7 +1227,7 @@ type SCTP struct {
 
 func (x *SCTP) Reset() {
 	*x = SCTP{}
-	mi := &file_flow_flow_proto_msgTypes[7]
+	mi := &file_flow_flow_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1128,7 +1239,7 @@ func (x *SCTP) String() string {
 func (*SCTP) ProtoMessage() {}
 
 func (x *SCTP) ProtoReflect() protoreflect.Message {
-	mi := &file_flow_flow_proto_msgTypes[7]
+	mi := &file_flow_flow_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1141,7 +1252,7 @@ func (x *SCTP) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SCTP.ProtoReflect.Descriptor instead.
 func (*SCTP) Descriptor() ([]byte, []int) {
-	return file_flow_flow_proto_rawDescGZIP(), []int{7}
+	return file_flow_flow_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SCTP) GetSourcePort() uint32 {
@@ -1168,7 +1279,7 @@ type ICMPv4 struct {
 
 func (x *ICMPv4) Reset() {
 	*x = ICMPv4{}
-	mi := &file_flow_flow_proto_msgTypes[8]
+	mi := &file_flow_flow_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1180,7 +1291,7 @@ func (x *ICMPv4) String() string {
 func (*ICMPv4) ProtoMessage() {}
 
 func (x *ICMPv4) ProtoReflect() protoreflect.Message {
-	mi := &file_flow_flow_proto_msgTypes[8]
+	mi := &file_flow_flow_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1193,7 +1304,7 @@ func (x *ICMPv4) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ICMPv4.ProtoReflect.Descriptor instead.
 func (*ICMPv4) Descriptor() ([]byte, []int) {
-	return file_flow_flow_proto_rawDescGZIP(), []int{8}
+	return file_flow_flow_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ICMPv4) GetType() uint32 {
@@ -1220,7 +1331,7 @@ type ICMPv6 struct {
 
 func (x *ICMPv6) Reset() {
 	*x = ICMPv6{}
-	mi := &file_flow_flow_proto_msgTypes[9]
+	mi := &file_flow_flow_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1232,7 +1343,7 @@ func (x *ICMPv6) String() string {
 func (*ICMPv6) ProtoMessage() {}
 
 func (x *ICMPv6) ProtoReflect() protoreflect.Message {
-	mi := &file_flow_flow_proto_msgTypes[9]
+	mi := &file_flow_flow_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1245,7 +1356,7 @@ func (x *ICMPv6) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ICMPv6.ProtoReflect.Descriptor instead.
 func (*ICMPv6) Descriptor() ([]byte, []int) {
-	return file_flow_flow_proto_rawDescGZIP(), []int{9}
+	return file_flow_flow_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ICMPv6) GetType() uint32 {
@@ -1273,7 +1384,7 @@ type EventTypeFilter struct {
 
 func (x *EventTypeFilter) Reset() {
 	*x = EventTypeFilter{}
-	mi := &file_flow_flow_proto_msgTypes[10]
+	mi := &file_flow_flow_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1285,7 +1396,7 @@ func (x *EventTypeFilter) String() string {
 func (*EventTypeFilter) ProtoMessage() {}
 
 func (x *EventTypeFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_flow_flow_proto_msgTypes[10]
+	mi := &file_flow_flow_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1298,7 +1409,7 @@ func (x *EventTypeFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventTypeFilter.ProtoReflect.Descriptor instead.
 func (*EventTypeFilter) Descriptor() ([]byte, []int) {
-	return file_flow_flow_proto_rawDescGZIP(), []int{10}
+	return file_flow_flow_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *EventTypeFilter) GetType() int32 {
@@ -1332,7 +1443,7 @@ type CiliumEventType struct {
 
 func (x *CiliumEventType) Reset() {
 	*x = CiliumEventType{}
-	mi := &file_flow_flow_proto_msgTypes[11]
+	mi := &file_flow_flow_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1344,7 +1455,7 @@ func (x *CiliumEventType) String() string {
 func (*CiliumEventType) ProtoMessage() {}
 
 func (x *CiliumEventType) ProtoReflect() protoreflect.Message {
-	mi := &file_flow_flow_proto_msgTypes[11]
+	mi := &file_flow_flow_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1357,7 +1468,7 @@ func (x *CiliumEventType) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CiliumEventType.ProtoReflect.Descriptor instead.
 func (*CiliumEventType) Descriptor() ([]byte, []int) {
-	return file_flow_flow_proto_rawDescGZIP(), []int{11}
+	return file_flow_flow_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CiliumEventType) GetType() int32 {
@@ -1406,7 +1517,7 @@ type FlowFilter struct {
 
 func (x *FlowFilter) Reset() {
 	*x = FlowFilter{}
-	mi := &file_flow_flow_proto_msgTypes[12]
+	mi := &file_flow_flow_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1418,7 +1529,7 @@ func (x *FlowFilter) String() string {
 func (*FlowFilter) ProtoMessage() {}
 
 func (x *FlowFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_flow_flow_proto_msgTypes[12]
+	mi := &file_flow_flow_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1431,7 +1542,7 @@ func (x *FlowFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowFilter.ProtoReflect.Descriptor instead.
 func (*FlowFilter) Descriptor() ([]byte, []int) {
-	return file_flow_flow_proto_rawDescGZIP(), []int{12}
+	return file_flow_flow_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FlowFilter) GetSourceIp() []string {
@@ -1591,7 +1702,7 @@ type Service struct {
 
 func (x *Service) Reset() {
 	*x = Service{}
-	mi := &file_flow_flow_proto_msgTypes[13]
+	mi := &file_flow_flow_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1603,7 +1714,7 @@ func (x *Service) String() string {
 func (*Service) ProtoMessage() {}
 
 func (x *Service) ProtoReflect() protoreflect.Message {
-	mi := &file_flow_flow_proto_msgTypes[13]
+	mi := &file_flow_flow_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1616,7 +1727,7 @@ func (x *Service) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Service.ProtoReflect.Descriptor instead.
 func (*Service) Descriptor() ([]byte, []int) {
-	return file_flow_flow_proto_rawDescGZIP(), []int{13}
+	return file_flow_flow_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Service) GetName() string {
@@ -1643,7 +1754,7 @@ type NetworkInterface struct {
 
 func (x *NetworkInterface) Reset() {
 	*x = NetworkInterface{}
-	mi := &file_flow_flow_proto_msgTypes[14]
+	mi := &file_flow_flow_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1655,7 +1766,7 @@ func (x *NetworkInterface) String() string {
 func (*NetworkInterface) ProtoMessage() {}
 
 func (x *NetworkInterface) ProtoReflect() protoreflect.Message {
-	mi := &file_flow_flow_proto_msgTypes[14]
+	mi := &file_flow_flow_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1668,7 +1779,7 @@ func (x *NetworkInterface) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkInterface.ProtoReflect.Descriptor instead.
 func (*NetworkInterface) Descriptor() ([]byte, []int) {
-	return file_flow_flow_proto_rawDescGZIP(), []int{14}
+	return file_flow_flow_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *NetworkInterface) GetIndex() uint32 {
@@ -1696,7 +1807,7 @@ type LostEvent struct {
 
 func (x *LostEvent) Reset() {
 	*x = LostEvent{}
-	mi := &file_flow_flow_proto_msgTypes[15]
+	mi := &file_flow_flow_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1708,7 +1819,7 @@ func (x *LostEvent) String() string {
 func (*LostEvent) ProtoMessage() {}
 
 func (x *LostEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_flow_flow_proto_msgTypes[15]
+	mi := &file_flow_flow_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1721,7 +1832,7 @@ func (x *LostEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LostEvent.ProtoReflect.Descriptor instead.
 func (*LostEvent) Descriptor() ([]byte, []int) {
-	return file_flow_flow_proto_rawDescGZIP(), []int{15}
+	return file_flow_flow_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *LostEvent) GetSource() LostEventSource {
@@ -1749,7 +1860,7 @@ var File_flow_flow_proto protoreflect.FileDescriptor
 
 const file_flow_flow_proto_rawDesc = "" +
 	"\n" +
-	"\x0fflow/flow.proto\x12\x04flow\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1egoogle/protobuf/wrappers.proto\"\xbd\x06\n" +
+	"\x0fflow/flow.proto\x12\x04flow\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1egoogle/protobuf/wrappers.proto\"\xad\b\n" +
 	"\x04Flow\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12'\n" +
 	"\averdict\x18\x02 \x01(\x0e2\r.flow.VerdictR\averdict\x12\x18\n" +
@@ -1769,7 +1880,17 @@ const file_flow_flow_proto_rawDesc = "" +
 	"\x10drop_reason_desc\x18\x19 \x01(\x0e2\x10.flow.DropReasonR\x0edropReasonDesc\x125\n" +
 	"\bis_reply\x18\x1a \x01(\v2\x1a.google.protobuf.BoolValueR\aisReply\x124\n" +
 	"\tinterface\x18\x1c \x01(\v2\x16.flow.NetworkInterfaceR\tinterface\x12\x1a\n" +
-	"\aSummary\x18\xa0\x8d\x06 \x01(\tR\aSummary\"\xc4\x01\n" +
+	"\aSummary\x18\xa0\x8d\x06 \x01(\tR\aSummary\x12:\n" +
+	"\x11egress_allowed_by\x18\x89\xa4\x01 \x03(\v2\f.flow.PolicyR\x0fegressAllowedBy\x12<\n" +
+	"\x12ingress_allowed_by\x18\x8a\xa4\x01 \x03(\v2\f.flow.PolicyR\x10ingressAllowedBy\x128\n" +
+	"\x10egress_denied_by\x18\x8c\xa4\x01 \x03(\v2\f.flow.PolicyR\x0eegressDeniedBy\x12:\n" +
+	"\x11ingress_denied_by\x18\x8d\xa4\x01 \x03(\v2\f.flow.PolicyR\x0fingressDeniedBy\"\x82\x01\n" +
+	"\x06Policy\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x16\n" +
+	"\x06labels\x18\x03 \x03(\tR\x06labels\x12\x1a\n" +
+	"\brevision\x18\x04 \x01(\x04R\brevision\x12\x12\n" +
+	"\x04kind\x18\x05 \x01(\tR\x04kind\"\xc4\x01\n" +
 	"\x06Layer4\x12\x1d\n" +
 	"\x03TCP\x18\x01 \x01(\v2\t.flow.TCPH\x00R\x03TCP\x12\x1d\n" +
 	"\x03UDP\x18\x02 \x01(\v2\t.flow.UDPH\x00R\x03UDP\x12&\n" +
@@ -1939,7 +2060,7 @@ func file_flow_flow_proto_rawDescGZIP() []byte {
 }
 
 var file_flow_flow_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_flow_flow_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_flow_flow_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_flow_flow_proto_goTypes = []any{
 	(FlowType)(0),                 // 0: flow.FlowType
 	(TraceObservationPoint)(0),    // 1: flow.TraceObservationPoint
@@ -1949,61 +2070,66 @@ var file_flow_flow_proto_goTypes = []any{
 	(TrafficDirection)(0),         // 5: flow.TrafficDirection
 	(LostEventSource)(0),          // 6: flow.LostEventSource
 	(*Flow)(nil),                  // 7: flow.Flow
-	(*Layer4)(nil),                // 8: flow.Layer4
-	(*Endpoint)(nil),              // 9: flow.Endpoint
-	(*TCP)(nil),                   // 10: flow.TCP
-	(*IP)(nil),                    // 11: flow.IP
-	(*TCPFlags)(nil),              // 12: flow.TCPFlags
-	(*UDP)(nil),                   // 13: flow.UDP
-	(*SCTP)(nil),                  // 14: flow.SCTP
-	(*ICMPv4)(nil),                // 15: flow.ICMPv4
-	(*ICMPv6)(nil),                // 16: flow.ICMPv6
-	(*EventTypeFilter)(nil),       // 17: flow.EventTypeFilter
-	(*CiliumEventType)(nil),       // 18: flow.CiliumEventType
-	(*FlowFilter)(nil),            // 19: flow.FlowFilter
-	(*Service)(nil),               // 20: flow.Service
-	(*NetworkInterface)(nil),      // 21: flow.NetworkInterface
-	(*LostEvent)(nil),             // 22: flow.LostEvent
-	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
-	(*wrapperspb.BoolValue)(nil),  // 24: google.protobuf.BoolValue
-	(*wrapperspb.Int32Value)(nil), // 25: google.protobuf.Int32Value
+	(*Policy)(nil),                // 8: flow.Policy
+	(*Layer4)(nil),                // 9: flow.Layer4
+	(*Endpoint)(nil),              // 10: flow.Endpoint
+	(*TCP)(nil),                   // 11: flow.TCP
+	(*IP)(nil),                    // 12: flow.IP
+	(*TCPFlags)(nil),              // 13: flow.TCPFlags
+	(*UDP)(nil),                   // 14: flow.UDP
+	(*SCTP)(nil),                  // 15: flow.SCTP
+	(*ICMPv4)(nil),                // 16: flow.ICMPv4
+	(*ICMPv6)(nil),                // 17: flow.ICMPv6
+	(*EventTypeFilter)(nil),       // 18: flow.EventTypeFilter
+	(*CiliumEventType)(nil),       // 19: flow.CiliumEventType
+	(*FlowFilter)(nil),            // 20: flow.FlowFilter
+	(*Service)(nil),               // 21: flow.Service
+	(*NetworkInterface)(nil),      // 22: flow.NetworkInterface
+	(*LostEvent)(nil),             // 23: flow.LostEvent
+	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
+	(*wrapperspb.BoolValue)(nil),  // 25: google.protobuf.BoolValue
+	(*wrapperspb.Int32Value)(nil), // 26: google.protobuf.Int32Value
 }
 var file_flow_flow_proto_depIdxs = []int32{
-	23, // 0: flow.Flow.time:type_name -> google.protobuf.Timestamp
+	24, // 0: flow.Flow.time:type_name -> google.protobuf.Timestamp
 	3,  // 1: flow.Flow.verdict:type_name -> flow.Verdict
-	11, // 2: flow.Flow.IP:type_name -> flow.IP
-	8,  // 3: flow.Flow.l4:type_name -> flow.Layer4
-	9,  // 4: flow.Flow.source:type_name -> flow.Endpoint
-	9,  // 5: flow.Flow.destination:type_name -> flow.Endpoint
+	12, // 2: flow.Flow.IP:type_name -> flow.IP
+	9,  // 3: flow.Flow.l4:type_name -> flow.Layer4
+	10, // 4: flow.Flow.source:type_name -> flow.Endpoint
+	10, // 5: flow.Flow.destination:type_name -> flow.Endpoint
 	0,  // 6: flow.Flow.Type:type_name -> flow.FlowType
-	18, // 7: flow.Flow.event_type:type_name -> flow.CiliumEventType
-	20, // 8: flow.Flow.source_service:type_name -> flow.Service
-	20, // 9: flow.Flow.destination_service:type_name -> flow.Service
+	19, // 7: flow.Flow.event_type:type_name -> flow.CiliumEventType
+	21, // 8: flow.Flow.source_service:type_name -> flow.Service
+	21, // 9: flow.Flow.destination_service:type_name -> flow.Service
 	5,  // 10: flow.Flow.traffic_direction:type_name -> flow.TrafficDirection
 	1,  // 11: flow.Flow.trace_observation_point:type_name -> flow.TraceObservationPoint
 	4,  // 12: flow.Flow.drop_reason_desc:type_name -> flow.DropReason
-	24, // 13: flow.Flow.is_reply:type_name -> google.protobuf.BoolValue
-	21, // 14: flow.Flow.interface:type_name -> flow.NetworkInterface
-	10, // 15: flow.Layer4.TCP:type_name -> flow.TCP
-	13, // 16: flow.Layer4.UDP:type_name -> flow.UDP
-	15, // 17: flow.Layer4.ICMPv4:type_name -> flow.ICMPv4
-	16, // 18: flow.Layer4.ICMPv6:type_name -> flow.ICMPv6
-	14, // 19: flow.Layer4.SCTP:type_name -> flow.SCTP
-	12, // 20: flow.TCP.flags:type_name -> flow.TCPFlags
-	2,  // 21: flow.IP.ipVersion:type_name -> flow.IPVersion
-	3,  // 22: flow.FlowFilter.verdict:type_name -> flow.Verdict
-	17, // 23: flow.FlowFilter.event_type:type_name -> flow.EventTypeFilter
-	12, // 24: flow.FlowFilter.tcp_flags:type_name -> flow.TCPFlags
-	2,  // 25: flow.FlowFilter.ip_version:type_name -> flow.IPVersion
-	5,  // 26: flow.FlowFilter.traffic_direction:type_name -> flow.TrafficDirection
-	4,  // 27: flow.FlowFilter.drop_reason_desc:type_name -> flow.DropReason
-	6,  // 28: flow.LostEvent.source:type_name -> flow.LostEventSource
-	25, // 29: flow.LostEvent.cpu:type_name -> google.protobuf.Int32Value
-	30, // [30:30] is the sub-list for method output_type
-	30, // [30:30] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	25, // 13: flow.Flow.is_reply:type_name -> google.protobuf.BoolValue
+	22, // 14: flow.Flow.interface:type_name -> flow.NetworkInterface
+	8,  // 15: flow.Flow.egress_allowed_by:type_name -> flow.Policy
+	8,  // 16: flow.Flow.ingress_allowed_by:type_name -> flow.Policy
+	8,  // 17: flow.Flow.egress_denied_by:type_name -> flow.Policy
+	8,  // 18: flow.Flow.ingress_denied_by:type_name -> flow.Policy
+	11, // 19: flow.Layer4.TCP:type_name -> flow.TCP
+	14, // 20: flow.Layer4.UDP:type_name -> flow.UDP
+	16, // 21: flow.Layer4.ICMPv4:type_name -> flow.ICMPv4
+	17, // 22: flow.Layer4.ICMPv6:type_name -> flow.ICMPv6
+	15, // 23: flow.Layer4.SCTP:type_name -> flow.SCTP
+	13, // 24: flow.TCP.flags:type_name -> flow.TCPFlags
+	2,  // 25: flow.IP.ipVersion:type_name -> flow.IPVersion
+	3,  // 26: flow.FlowFilter.verdict:type_name -> flow.Verdict
+	18, // 27: flow.FlowFilter.event_type:type_name -> flow.EventTypeFilter
+	13, // 28: flow.FlowFilter.tcp_flags:type_name -> flow.TCPFlags
+	2,  // 29: flow.FlowFilter.ip_version:type_name -> flow.IPVersion
+	5,  // 30: flow.FlowFilter.traffic_direction:type_name -> flow.TrafficDirection
+	4,  // 31: flow.FlowFilter.drop_reason_desc:type_name -> flow.DropReason
+	6,  // 32: flow.LostEvent.source:type_name -> flow.LostEventSource
+	26, // 33: flow.LostEvent.cpu:type_name -> google.protobuf.Int32Value
+	34, // [34:34] is the sub-list for method output_type
+	34, // [34:34] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_flow_flow_proto_init() }
@@ -2011,7 +2137,7 @@ func file_flow_flow_proto_init() {
 	if File_flow_flow_proto != nil {
 		return
 	}
-	file_flow_flow_proto_msgTypes[1].OneofWrappers = []any{
+	file_flow_flow_proto_msgTypes[2].OneofWrappers = []any{
 		(*Layer4_TCP)(nil),
 		(*Layer4_UDP)(nil),
 		(*Layer4_ICMPv4)(nil),
@@ -2024,7 +2150,7 @@ func file_flow_flow_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flow_flow_proto_rawDesc), len(file_flow_flow_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
