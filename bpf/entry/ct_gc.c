@@ -19,7 +19,22 @@
 struct ct_gc_ctx {
 	struct ct_gc_result res;
 	__u64 now;
+	__u32 traced; /* MON_F_TRACE: a timed-out entry's counters are reported */
 };
+
+/* ct_gc_timeout reports a timed-out entry's counters (its own way's) and
+ * forgets them. */
+static always_inline void ct_gc_timeout(const struct ct_key *k)
+{
+	struct ct_scratch *s = ct_scratch_area();
+	int way = k->dir == CT_SERVICE ? 0 : 1;
+
+	if (!s || !bpf_map_lookup_elem(&ct_acct, k))
+		return;
+	s->packets[!way] = s->bytes[!way] = 0;
+	ct_take_acct(s, k, way);
+	mon_flow_end(MON_TR_FLOW_TIMEOUT, &k->saddr, &k->daddr, k->sport, k->dport, k->proto, s->packets, s->bytes);
+}
 
 static long ct_gc_one(void *map, struct ct_key *k, struct ct_entry *e, struct ct_gc_ctx *c)
 {
@@ -29,16 +44,30 @@ static long ct_gc_one(void *map, struct ct_key *k, struct ct_entry *e, struct ct
 
 		if (!bpf_map_delete_elem(&ct_flows, &copy))
 			c->res.removed++;
+		if (c->traced)
+			ct_gc_timeout(&copy);
 	}
+	return 0;
+}
+
+/* ct_gc_acct_one removes the counters of an entry no longer in ct_flows
+ * (its flow ended while nobody traced). */
+static long ct_gc_acct_one(void *map, struct ct_key *k, struct ct_acct *a, void *unused)
+{
+	struct ct_key copy = *k;
+
+	if (!bpf_map_lookup_elem(&ct_flows, &copy))
+		bpf_map_delete_elem(&ct_acct, &copy);
 	return 0;
 }
 
 SEC("tc")
 int ct_gc(struct __sk_buff *skb)
 {
-	struct ct_gc_ctx c = {.now = nc_now()};
+	struct ct_gc_ctx c = {.now = nc_now(), .traced = mon_wanted(MON_F_TRACE)};
 
 	bpf_for_each_map_elem(&ct_flows, ct_gc_one, &c, 0);
+	bpf_for_each_map_elem(&ct_acct, ct_gc_acct_one, NULL, 0);
 	if (bpf_skb_store_bytes(skb, 0, &c.res, sizeof(c.res), 0))
 		return TC_ACT_SHOT;
 	return TC_ACT_OK;

@@ -13,6 +13,12 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type bpfCtAcct struct {
+	_       structs.HostLayout
+	Packets uint64
+	Bytes   uint64
+}
+
 type bpfCtDir uint8
 
 const (
@@ -51,6 +57,14 @@ type bpfCtKey struct {
 	Proto uint8
 	Dir   bpfCtDir
 	Pad   uint16
+}
+
+type bpfCtScratch struct {
+	_       structs.HostLayout
+	Key     bpfCtKey
+	One     bpfCtAcct
+	Packets [2]uint64
+	Bytes   [2]uint64
 }
 
 type bpfCtStat uint32
@@ -180,7 +194,7 @@ const (
 type bpfMonCubes struct {
 	_    structs.HostLayout
 	Seen uint32
-	Pad  uint32
+	Len  uint32
 	Cube [5]struct {
 		_       structs.HostLayout
 		Packets uint64
@@ -241,6 +255,47 @@ type bpfMonEvent struct {
 	Endpoint uint32
 	Peer     uint32
 	Netns    uint64
+}
+
+type bpfMonFlowEnd struct {
+	_  structs.HostLayout
+	Ev struct {
+		_       structs.HostLayout
+		TsNs    uint64
+		Type    uint8
+		Point   uint8
+		Trace   uint8
+		Match   uint8
+		Drop    uint32
+		Ifindex uint32
+		Len     uint32
+		Saddr   struct {
+			_ structs.HostLayout
+			W [4]uint32
+		}
+		Daddr struct {
+			_ structs.HostLayout
+			W [4]uint32
+		}
+		Sport    uint16
+		Dport    uint16
+		Proto    uint8
+		Family   uint8
+		TcpFlags uint8
+		PolDir   uint8
+		Xaddr    struct {
+			_ structs.HostLayout
+			W [4]uint32
+		}
+		Xport    uint16
+		Pad      uint16
+		Svc      uint32
+		Endpoint uint32
+		Peer     uint32
+		Netns    uint64
+	}
+	Packets [2]uint64
+	Bytes   [2]uint64
 }
 
 type bpfMonStat uint32
@@ -349,7 +404,9 @@ const (
 const (
 	bpfMapChainCounts        = "chain_counts"
 	bpfMapChainProgs         = "chain_progs"
+	bpfMapCtAcct             = "ct_acct"
 	bpfMapCtFlows            = "ct_flows"
+	bpfMapCtScratch          = "ct_scratch"
 	bpfMapCtStats            = "ct_stats"
 	bpfMapFragDatagrams      = "frag_datagrams"
 	bpfMapLbAffinity         = "lb_affinity"
@@ -384,6 +441,7 @@ const (
 	bpfVarIo                 = "io"
 	bpfVarMonCubeLayout      = "mon_cube_layout"
 	bpfVarMonEventLayout     = "mon_event_layout"
+	bpfVarMonFlowEndLayout   = "mon_flow_end_layout"
 )
 
 // loadBpf returns the embedded CollectionSpec for bpf.
@@ -446,7 +504,9 @@ type bpfProgramSpecs struct {
 type bpfMapSpecs struct {
 	ChainCounts     *ebpf.MapSpec `ebpf:"chain_counts"`
 	ChainProgs      *ebpf.MapSpec `ebpf:"chain_progs"`
+	CtAcct          *ebpf.MapSpec `ebpf:"ct_acct"`
 	CtFlows         *ebpf.MapSpec `ebpf:"ct_flows"`
+	CtScratch       *ebpf.MapSpec `ebpf:"ct_scratch"`
 	CtStats         *ebpf.MapSpec `ebpf:"ct_stats"`
 	FragDatagrams   *ebpf.MapSpec `ebpf:"frag_datagrams"`
 	LbAffinity      *ebpf.MapSpec `ebpf:"lb_affinity"`
@@ -477,6 +537,7 @@ type bpfVariableSpecs struct {
 	Io                 *ebpf.VariableSpec `ebpf:"io"`
 	MonCubeLayout      *ebpf.VariableSpec `ebpf:"mon_cube_layout"`
 	MonEventLayout     *ebpf.VariableSpec `ebpf:"mon_event_layout"`
+	MonFlowEndLayout   *ebpf.VariableSpec `ebpf:"mon_flow_end_layout"`
 }
 
 // bpfObjects contains all objects after they have been loaded into the kernel.
@@ -501,7 +562,9 @@ func (o *bpfObjects) Close() error {
 type bpfMaps struct {
 	ChainCounts     *ebpf.Map `ebpf:"chain_counts"`
 	ChainProgs      *ebpf.Map `ebpf:"chain_progs"`
+	CtAcct          *ebpf.Map `ebpf:"ct_acct"`
 	CtFlows         *ebpf.Map `ebpf:"ct_flows"`
+	CtScratch       *ebpf.Map `ebpf:"ct_scratch"`
 	CtStats         *ebpf.Map `ebpf:"ct_stats"`
 	FragDatagrams   *ebpf.Map `ebpf:"frag_datagrams"`
 	LbAffinity      *ebpf.Map `ebpf:"lb_affinity"`
@@ -522,7 +585,9 @@ func (m *bpfMaps) Close() error {
 	return _BpfClose(
 		m.ChainCounts,
 		m.ChainProgs,
+		m.CtAcct,
 		m.CtFlows,
+		m.CtScratch,
 		m.CtStats,
 		m.FragDatagrams,
 		m.LbAffinity,
@@ -554,6 +619,7 @@ type bpfVariables struct {
 	Io                 *ebpf.Variable `ebpf:"io"`
 	MonCubeLayout      *ebpf.Variable `ebpf:"mon_cube_layout"`
 	MonEventLayout     *ebpf.Variable `ebpf:"mon_event_layout"`
+	MonFlowEndLayout   *ebpf.Variable `ebpf:"mon_flow_end_layout"`
 }
 
 // bpfPrograms contains all programs after they have been loaded into the kernel.

@@ -35,7 +35,8 @@ func TestConfigPrecedence(t *testing.T) {
 		{"flags over the file, before or after --config", []string{"--lb-algorithm", "random", "--config", file, "--socket-lb", "--node-name", "from-flag", "--ct-map-size", "5"},
 			func(c *Config) {
 				c.SocketLB, c.LBAlgorithm, c.NodeName, c.NodeInterfaces = true, "random", "from-flag", []string{"eth9"}
-				c.MapSizes, c.MetricsBindAddress = map[string]uint32{"lb_services": 1000, "ct_flows": 5}, "127.0.0.1:1"
+				// --ct-map-size sizes the table and its per-flow counters.
+				c.MapSizes, c.MetricsBindAddress = map[string]uint32{"lb_services": 1000, "ct_flows": 5, "ct_acct": 5}, "127.0.0.1:1"
 			}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -13,6 +13,12 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type bpfCtAcct struct {
+	_       structs.HostLayout
+	Packets uint64
+	Bytes   uint64
+}
+
 type bpfCtDir uint8
 
 const (
@@ -57,6 +63,14 @@ type bpfCtKey struct {
 	Proto uint8
 	Dir   bpfCtDir
 	Pad   uint16
+}
+
+type bpfCtScratch struct {
+	_       structs.HostLayout
+	Key     bpfCtKey
+	One     bpfCtAcct
+	Packets [2]uint64
+	Bytes   [2]uint64
 }
 
 type bpfCtStat uint32
@@ -187,7 +201,7 @@ const (
 type bpfMonCubes struct {
 	_    structs.HostLayout
 	Seen uint32
-	Pad  uint32
+	Len  uint32
 	Cube [5]struct {
 		_       structs.HostLayout
 		Packets uint64
@@ -259,6 +273,47 @@ const (
 	bpfMonFlagsMON_F_CUBES  bpfMonFlags = 8
 )
 
+type bpfMonFlowEnd struct {
+	_  structs.HostLayout
+	Ev struct {
+		_       structs.HostLayout
+		TsNs    uint64
+		Type    uint8
+		Point   uint8
+		Trace   uint8
+		Match   uint8
+		Drop    uint32
+		Ifindex uint32
+		Len     uint32
+		Saddr   struct {
+			_ structs.HostLayout
+			W [4]uint32
+		}
+		Daddr struct {
+			_ structs.HostLayout
+			W [4]uint32
+		}
+		Sport    uint16
+		Dport    uint16
+		Proto    uint8
+		Family   uint8
+		TcpFlags uint8
+		PolDir   uint8
+		Xaddr    struct {
+			_ structs.HostLayout
+			W [4]uint32
+		}
+		Xport    uint16
+		Pad      uint16
+		Svc      uint32
+		Endpoint uint32
+		Peer     uint32
+		Netns    uint64
+	}
+	Packets [2]uint64
+	Bytes   [2]uint64
+}
+
 type bpfMonPoint uint8
 
 const (
@@ -294,12 +349,14 @@ const (
 type bpfMonTrace uint8
 
 const (
-	bpfMonTraceMON_TR_NONE    bpfMonTrace = 0
-	bpfMonTraceMON_TR_LB      bpfMonTrace = 1
-	bpfMonTraceMON_TR_SOCK_LB bpfMonTrace = 2
-	bpfMonTraceMON_TR_SNAT    bpfMonTrace = 3
-	bpfMonTraceMON_TR_MASQ    bpfMonTrace = 4
-	bpfMonTraceMON_TR_POLICY  bpfMonTrace = 5
+	bpfMonTraceMON_TR_NONE         bpfMonTrace = 0
+	bpfMonTraceMON_TR_LB           bpfMonTrace = 1
+	bpfMonTraceMON_TR_SOCK_LB      bpfMonTrace = 2
+	bpfMonTraceMON_TR_SNAT         bpfMonTrace = 3
+	bpfMonTraceMON_TR_MASQ         bpfMonTrace = 4
+	bpfMonTraceMON_TR_POLICY       bpfMonTrace = 5
+	bpfMonTraceMON_TR_FLOW_END     bpfMonTrace = 6
+	bpfMonTraceMON_TR_FLOW_TIMEOUT bpfMonTrace = 7
 )
 
 type bpfMonType uint8
@@ -504,7 +561,9 @@ type bpfSockSent struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	bpfMapCtAcct             = "ct_acct"
 	bpfMapCtFlows            = "ct_flows"
+	bpfMapCtScratch          = "ct_scratch"
 	bpfMapCtStats            = "ct_stats"
 	bpfMapFragDatagrams      = "frag_datagrams"
 	bpfMapLbAffinity         = "lb_affinity"
@@ -561,6 +620,7 @@ const (
 	bpfVarCtTimeoutUdpStream = "ct_timeout_udp_stream"
 	bpfVarMonCubeLayout      = "mon_cube_layout"
 	bpfVarMonEventLayout     = "mon_event_layout"
+	bpfVarMonFlowEndLayout   = "mon_flow_end_layout"
 )
 
 // loadBpf returns the embedded CollectionSpec for bpf.
@@ -630,7 +690,9 @@ type bpfProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type bpfMapSpecs struct {
+	CtAcct            *ebpf.MapSpec `ebpf:"ct_acct"`
 	CtFlows           *ebpf.MapSpec `ebpf:"ct_flows"`
+	CtScratch         *ebpf.MapSpec `ebpf:"ct_scratch"`
 	CtStats           *ebpf.MapSpec `ebpf:"ct_stats"`
 	FragDatagrams     *ebpf.MapSpec `ebpf:"frag_datagrams"`
 	LbAffinity        *ebpf.MapSpec `ebpf:"lb_affinity"`
@@ -674,6 +736,7 @@ type bpfVariableSpecs struct {
 	CtTimeoutUdpStream *ebpf.VariableSpec `ebpf:"ct_timeout_udp_stream"`
 	MonCubeLayout      *ebpf.VariableSpec `ebpf:"mon_cube_layout"`
 	MonEventLayout     *ebpf.VariableSpec `ebpf:"mon_event_layout"`
+	MonFlowEndLayout   *ebpf.VariableSpec `ebpf:"mon_flow_end_layout"`
 }
 
 // bpfObjects contains all objects after they have been loaded into the kernel.
@@ -696,7 +759,9 @@ func (o *bpfObjects) Close() error {
 //
 // It can be passed to loadBpfObjects or ebpf.CollectionSpec.LoadAndAssign.
 type bpfMaps struct {
+	CtAcct            *ebpf.Map `ebpf:"ct_acct"`
 	CtFlows           *ebpf.Map `ebpf:"ct_flows"`
+	CtScratch         *ebpf.Map `ebpf:"ct_scratch"`
 	CtStats           *ebpf.Map `ebpf:"ct_stats"`
 	FragDatagrams     *ebpf.Map `ebpf:"frag_datagrams"`
 	LbAffinity        *ebpf.Map `ebpf:"lb_affinity"`
@@ -731,7 +796,9 @@ type bpfMaps struct {
 
 func (m *bpfMaps) Close() error {
 	return _BpfClose(
+		m.CtAcct,
 		m.CtFlows,
+		m.CtScratch,
 		m.CtStats,
 		m.FragDatagrams,
 		m.LbAffinity,
@@ -776,6 +843,7 @@ type bpfVariables struct {
 	CtTimeoutUdpStream *ebpf.Variable `ebpf:"ct_timeout_udp_stream"`
 	MonCubeLayout      *ebpf.Variable `ebpf:"mon_cube_layout"`
 	MonEventLayout     *ebpf.Variable `ebpf:"mon_event_layout"`
+	MonFlowEndLayout   *ebpf.Variable `ebpf:"mon_flow_end_layout"`
 }
 
 // bpfPrograms contains all programs after they have been loaded into the kernel.

@@ -14,6 +14,7 @@ type (
 	MonStat     = bpfMonStat     // enum mon_stat: the counters of monitor_stats
 	MonCube     = bpfMonCube     // enum mon_cube: a cube of monitor_cubes
 	MonCubes    = bpfMonCubes    // struct mon_cubes: monitor_cubes[0], per CPU
+	MonFlowEnd  = bpfMonFlowEnd  // struct mon_flow_end: a flow's end and its counters
 )
 
 const (
@@ -35,11 +36,13 @@ const (
 	MonEvDrop  = bpfMonTypeMON_EV_DROP
 	MonEvTrace = bpfMonTypeMON_EV_TRACE
 
-	MonTraceLB     = bpfMonTraceMON_TR_LB
-	MonTraceSockLB = bpfMonTraceMON_TR_SOCK_LB
-	MonTraceSNAT   = bpfMonTraceMON_TR_SNAT
-	MonTraceMasq   = bpfMonTraceMON_TR_MASQ
-	MonTracePolicy = bpfMonTraceMON_TR_POLICY
+	MonTraceLB          = bpfMonTraceMON_TR_LB
+	MonTraceSockLB      = bpfMonTraceMON_TR_SOCK_LB
+	MonTraceSNAT        = bpfMonTraceMON_TR_SNAT
+	MonTraceMasq        = bpfMonTraceMON_TR_MASQ
+	MonTracePolicy      = bpfMonTraceMON_TR_POLICY
+	MonTraceFlowEnd     = bpfMonTraceMON_TR_FLOW_END
+	MonTraceFlowTimeout = bpfMonTraceMON_TR_FLOW_TIMEOUT
 
 	MonAtFromPod     = bpfMonPointMON_AT_FROM_POD
 	MonAtToPod       = bpfMonPointMON_AT_TO_POD

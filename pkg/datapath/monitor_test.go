@@ -12,6 +12,7 @@ import (
 
 	"github.com/netcube/netcube/internal/pkt"
 	"github.com/netcube/netcube/pkg/cube"
+	"github.com/netcube/netcube/pkg/cubes/ct"
 	"github.com/netcube/netcube/pkg/cubes/lb"
 	"github.com/netcube/netcube/pkg/cubes/monitor"
 	"github.com/netcube/netcube/pkg/cubes/nat"
@@ -294,9 +295,43 @@ func TestTraceEvents(t *testing.T) {
 	if e := got[1]; e.Trace != "snat" || e.To.Addr() != node4 || e.Cube != "nat" {
 		t.Errorf("second event %+v, want SNAT to %s", e, node4)
 	}
-	runProg(t, prog, pkt.TCP(ext4b, np4, pkt.TCPOpts{ACK: true, Seq: 1001, Ack: 5001, Window: 502}, nil))
+	ack := pkt.TCP(ext4b, np4, pkt.TCPOpts{ACK: true, Seq: 1001, Ack: 5001, Window: 502}, []byte("hello"))
+	runProg(t, prog, ack)
 	if got := evs.drain(t); len(got) != 0 {
 		t.Errorf("a later packet reported %v", got)
+	}
+
+	// The backend's answer (to this node's SNAT address), then the
+	// client's reset: the flow's end, with what each way carried.
+	snat := got[1].To
+	answer := pkt.TCP(be4, snat, synAck, []byte("world!"))
+	if v := runProg(t, prog, answer); v == actShot {
+		t.Fatalf("the answer dropped")
+	}
+	rst := pkt.TCP(ext4b, np4, pkt.TCPOpts{RST: true, Seq: 1006}, nil)
+	runProg(t, prog, rst)
+	got = evs.drain(t)
+	if len(got) != 1 || got[0].Trace != "flow-end" || got[0].Cube != "ct" || got[0].Src != ext4b || got[0].Dst != np4 || got[0].Counts == nil {
+		t.Fatalf("events %v, want the flow's end", got)
+	}
+	syn4 := pkt.TCP(ext4b, np4, syn, nil)
+	want := events.FlowCounts{Packets: 3, Bytes: uint64(len(syn4) + len(ack) + len(rst)), ReplyPackets: 1, ReplyBytes: uint64(len(answer))}
+	if c := *got[0].Counts; c != want {
+		t.Errorf("counts %+v, want %+v", c, want)
+	}
+
+	// Trace off: a flow's end is not reported (nor counted).
+	if err := monitor.SetFlags(dp.Maps(), datapath.MonFlagDrops); err != nil {
+		t.Fatal(err)
+	}
+	other := netip.AddrPortFrom(ext4b.Addr(), ext4b.Port()+1)
+	runProg(t, prog, pkt.TCP(other, np4, syn, nil))
+	runProg(t, prog, pkt.TCP(other, np4, pkt.TCPOpts{RST: true, Seq: 1001}, nil))
+	if got := evs.drain(t); len(got) != 0 {
+		t.Errorf("trace off: reported %v", got)
+	}
+	if n := countFlows(t, dp); n != 0 {
+		t.Errorf("trace off: %d flows counted", n)
 	}
 }
 
@@ -372,4 +407,20 @@ func loadSized(t *testing.T, ct uint32) (*datapath.Datapath, *lb.Tables) {
 	}
 	t.Cleanup(func() { dp.Close() })
 	return dp, lb.New(dp.Maps())
+}
+
+// countFlows is the number of flows ct_acct counts.
+func countFlows(t *testing.T, dp *datapath.Datapath) int {
+	t.Helper()
+	n := 0
+	var k datapath.CTKey
+	var v []byte
+	it := dp.Maps().Map(ct.MapAcct).Iterate()
+	for it.Next(&k, &v) {
+		n++
+	}
+	if err := it.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -15,6 +15,7 @@ type (
 	Frontend     = bpfLbFrontend
 	CTKey        = bpfCtKey
 	CTEntry      = bpfCtEntry
+	CTAcct       = bpfCtAcct // struct ct_acct: a conntrack entry's packets and bytes while traced
 	SockKey      = bpfSockKey
 
 	AffinityKey      = bpfLbAffinityKey

@@ -37,6 +37,8 @@ type Event struct {
 	// ServiceID is the Service's revNAT id (lb events).
 	ServiceID uint32         `json:"service_id,omitempty"`
 	Policy    *PolicyVerdict `json:"policy,omitempty"`
+	// Counts are a flow's packets and bytes (flow-end, flow-timeout).
+	Counts *FlowCounts `json:"counts,omitempty"`
 	// NetnsCookie is the network namespace of the socket (socket events).
 	NetnsCookie uint64 `json:"netns_cookie,omitempty"`
 	// SrcPod, DstPod (namespace/name) and Service (namespace/name, the
@@ -58,6 +60,15 @@ type PolicyVerdict struct {
 	// NetworkPolicies with a rule allowing it; dropped, those isolating
 	// the pod in this direction, none of whose rules allowed it.
 	Policies []string `json:"policies,omitempty"`
+}
+
+// FlowCounts are what a flow carried while the agent traced: as sent (by
+// Src) and its replies (a timed-out way: its own only).
+type FlowCounts struct {
+	Packets      uint64 `json:"packets"`
+	Bytes        uint64 `json:"bytes"`
+	ReplyPackets uint64 `json:"reply_packets"`
+	ReplyBytes   uint64 `json:"reply_bytes"`
 }
 
 // L4 is the event's protocol as Services and policies name it (0: neither
@@ -88,8 +99,20 @@ func Decode(raw []byte, boot time.Time) (Event, error) {
 	// (a busy node writes tens of thousands a second).
 	var e datapath.MonEvent
 	copy(unsafe.Slice((*byte)(unsafe.Pointer(&e)), eventSize), raw)
-	return fromRaw(&e, boot), nil
+	ev := fromRaw(&e, boot)
+	if t := datapath.MonTrace(e.Trace); e.Type == uint8(datapath.MonEvTrace) && (t == datapath.MonTraceFlowEnd || t == datapath.MonTraceFlowTimeout) {
+		if len(raw) < flowEndSize {
+			return Event{}, fmt.Errorf("flow end of %d bytes, want %d", len(raw), flowEndSize)
+		}
+		var fe datapath.MonFlowEnd
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&fe)), flowEndSize), raw)
+		ev.Counts = &FlowCounts{Packets: fe.Packets[0], Bytes: fe.Bytes[0], ReplyPackets: fe.Packets[1], ReplyBytes: fe.Bytes[1]}
+	}
+	return ev, nil
 }
+
+// flowEndSize is the size of struct mon_flow_end: an event and counters.
+var flowEndSize = int(unsafe.Sizeof(datapath.MonFlowEnd{}))
 
 func fromRaw(e *datapath.MonEvent, boot time.Time) Event {
 	ev := Event{
@@ -199,6 +222,9 @@ func (e Event) String() string {
 	}
 	if e.To.IsValid() {
 		fmt.Fprintf(&b, " => %s", e.To)
+	}
+	if c := e.Counts; c != nil {
+		fmt.Fprintf(&b, " %d packets %d bytes, replies %d packets %d bytes", c.Packets, c.Bytes, c.ReplyPackets, c.ReplyBytes)
 	}
 	if e.Service != "" && e.DstPod != "" {
 		fmt.Fprintf(&b, " service %s", e.Service)

@@ -55,11 +55,13 @@ var points = map[datapath.MonPoint]string{
 }
 
 var traces = map[datapath.MonTrace]struct{ name, cube string }{
-	datapath.MonTraceLB:     {"service-backend", "lb"},
-	datapath.MonTraceSockLB: {"socket-backend", "lb"},
-	datapath.MonTraceSNAT:   {"snat", "nat"},
-	datapath.MonTraceMasq:   {"masquerade", "nat"},
-	datapath.MonTracePolicy: {"policy-allowed", "policy"},
+	datapath.MonTraceLB:          {"service-backend", "lb"},
+	datapath.MonTraceSockLB:      {"socket-backend", "lb"},
+	datapath.MonTraceSNAT:        {"snat", "nat"},
+	datapath.MonTraceMasq:        {"masquerade", "nat"},
+	datapath.MonTracePolicy:      {"policy-allowed", "policy"},
+	datapath.MonTraceFlowEnd:     {"flow-end", "ct"},
+	datapath.MonTraceFlowTimeout: {"flow-timeout", "ct"},
 }
 
 var matches = map[datapath.MonPolMatch]string{

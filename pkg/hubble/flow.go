@@ -92,6 +92,14 @@ func toFlow(e events.Event, node string, names *cube.Names) *flowpb.Flow {
 		f.EventType = &flowpb.CiliumEventType{Type: eventPolicyVerdict}
 		f.IsReply = wrapperspb.Bool(false)
 		f.Summary = "policy: allowed"
+	case e.Counts != nil:
+		// A flow's end: traced, with what it carried (Hubble's flow has no
+		// counters: they are in the summary).
+		f.Verdict = flowpb.Verdict_TRACED
+		f.EventType = &flowpb.CiliumEventType{Type: eventTrace}
+		c := e.Counts
+		f.Summary = fmt.Sprintf("%s: %s, %d packets %d bytes, replies %d packets %d bytes", e.Cube, e.Trace,
+			c.Packets, c.Bytes, c.ReplyPackets, c.ReplyBytes)
 	default:
 		f.Verdict = flowpb.Verdict_TRANSLATED
 		sub := int32(f.TraceObservationPoint)

@@ -132,10 +132,74 @@ static always_inline int ct_ends(const struct flow *f, __u8 dir, __u64 before)
  * (if known) the other one. It returns 1 when the packet ends the flow
  * (ct_ends): the caller removes both entries (ct_remove) once it has read
  * what it needs from them. */
+static always_inline struct ct_scratch *ct_scratch_area(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&ct_scratch, &zero);
+}
+
+/* ct_account_flow counts packet f of the entry of direction dir (ct_acct:
+ * packets, bytes as it arrived), while the agent traces: nothing else is
+ * done per packet for the counters. */
+static always_inline void ct_account_flow(const struct flow *f, __u8 dir)
+{
+	struct ct_scratch *s;
+	struct ct_acct *a;
+
+	if (!mon_wanted(MON_F_TRACE) || !(s = ct_scratch_area()))
+		return;
+	ct_key_from_flow(&s->key, f, dir);
+	s->one.packets = 1;
+	s->one.bytes = mon_packet_len();
+	a = bpf_map_lookup_elem(&ct_acct, &s->key);
+	if (!a) {
+		bpf_map_update_elem(&ct_acct, &s->key, &s->one, BPF_NOEXIST);
+		return;
+	}
+	__sync_fetch_and_add(&a->packets, 1);
+	__sync_fetch_and_add(&a->bytes, s->one.bytes);
+}
+
+/* ct_take_acct moves the counters of the entry keyed k into way of s (0:
+ * as sent, 1: replies), forgetting them. */
+static always_inline void ct_take_acct(struct ct_scratch *s, const struct ct_key *k, int way)
+{
+	struct ct_acct *c = bpf_map_lookup_elem(&ct_acct, k);
+
+	s->packets[way & 1] = c ? c->packets : 0;
+	s->bytes[way & 1] = c ? c->bytes : 0;
+	if (c)
+		bpf_map_delete_elem(&ct_acct, k);
+}
+
+/* ct_flow_end reports the end of the flow whose entries are a and b (b:
+ * NULL if gone) with their counters, while the agent traces. */
+static always_inline void ct_flow_end(const struct ct_key *a, const struct ct_key *b)
+{
+	const struct ct_key *svc = a, *rep = b;
+	struct ct_scratch *s;
+
+	if (!mon_wanted(MON_F_TRACE) || !(s = ct_scratch_area()))
+		return;
+	if (b && a->dir != CT_SERVICE) {
+		svc = b;
+		rep = a;
+	}
+	ct_take_acct(s, svc, 0);
+	if (rep)
+		ct_take_acct(s, rep, 1);
+	else
+		s->packets[1] = s->bytes[1] = 0;
+	mon_flow_end(MON_TR_FLOW_END, &svc->saddr, &svc->daddr, svc->sport, svc->dport, svc->proto, s->packets, s->bytes);
+}
+
 static always_inline int ct_observe(struct ct_entry *e, struct ct_entry *other, const struct flow *f, __u8 dir,
 				      __u64 now)
 {
 	__u64 before = e->state, add = ct_packet_state(f, dir), after = before | add;
+
+	ct_account_flow(f, dir);
 
 	if ((after & CT_ST_FINS) == CT_ST_FINS) {
 		after |= CT_ST_CLOSING;
@@ -160,6 +224,7 @@ static always_inline int ct_observe(struct ct_entry *e, struct ct_entry *other, 
 /* ct_remove deletes a closed flow's two entries. */
 static always_inline void ct_remove(const struct ct_key *a, const struct ct_key *b)
 {
+	ct_flow_end(a, b);
 	bpf_map_delete_elem(&ct_flows, a);
 	if (b)
 		bpf_map_delete_elem(&ct_flows, b);
@@ -243,6 +308,7 @@ static always_inline int ct_create_flow(const struct flow *f, __u32 backend_id,
 	err = bpf_map_update_elem(&ct_flows, &k, &e, BPF_ANY);
 	if (!err) {
 		mon_crossed(MON_CUBE_CT);
+		ct_account_flow(f, CT_SERVICE);
 		return 0;
 	}
 failed:

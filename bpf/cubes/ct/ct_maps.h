@@ -106,3 +106,39 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } ct_flows SEC(".maps");
+
+/* ct_acct: per-flow counters while the agent traces (MON_F_TRACE): the
+ * packets and bytes of each conntrack entry, keyed as the entry (a flow's
+ * two ways apart); reported with the flow's end (closed, or timed out)
+ * and removed. A hash without preallocation, as ct_flows (its memory only
+ * while tracing); the GC removes what a flow that ended untraced left. */
+struct ct_acct {
+	__u64 packets;
+	__u64 bytes;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct ct_key);
+	__type(value, struct ct_acct);
+	__uint(max_entries, CT_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} ct_acct SEC(".maps");
+
+/* ct_scratch (per CPU, one entry): room for what the counters need, off
+ * the programs' 512 bytes of stack, which the cubes fill. */
+struct ct_scratch {
+	struct ct_key key;
+	struct ct_acct one;
+	__u64 packets[2]; /* a flow's end: its two ways */
+	__u64 bytes[2];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct ct_scratch);
+	__uint(max_entries, 1);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} ct_scratch SEC(".maps");

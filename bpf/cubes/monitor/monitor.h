@@ -47,9 +47,21 @@ static always_inline __u32 mon_cubes_begin(struct __sk_buff *skb)
 	__u32 zero = 0;
 	struct mon_cubes *m = bpf_map_lookup_elem(&monitor_cubes, &zero);
 
-	if (m)
+	if (m) {
 		m->seen = 0;
+		m->len = skb->len;
+	}
 	return skb->len;
+}
+
+/* mon_packet_len is the length of the packet being processed, as it
+ * arrived at its entry program. */
+static always_inline __u32 mon_packet_len(void)
+{
+	__u32 zero = 0;
+	struct mon_cubes *m = bpf_map_lookup_elem(&monitor_cubes, &zero);
+
+	return m ? m->len : 0;
 }
 
 /* mon_cubes_end counts the packet (len bytes) once for each cube it
@@ -187,4 +199,34 @@ static always_inline void mon_trace_xlate(struct __sk_buff *skb, const struct fl
 
 	if (mon_wanted(MON_F_TRACE))
 		mon_report(skb, f, f->point, &d);
+}
+
+/* mon_flow_end reports a flow's end (MON_TR_FLOW_END, _TIMEOUT) with its
+ * two ways' counters; the flow is saddr:sport -> daddr:dport. */
+static always_inline void mon_flow_end(enum mon_trace what, const struct nc_addr *saddr, const struct nc_addr *daddr,
+				       __be16 sport, __be16 dport, __u8 proto, const __u64 packets[2], const __u64 bytes[2])
+{
+	struct mon_flow_end *r = bpf_ringbuf_reserve(&monitor_events, sizeof(*r), 0);
+
+	if (!r) {
+		mon_count(&monitor_stats, MON_STAT_LOST);
+		return;
+	}
+	__builtin_memset(r, 0, sizeof(*r));
+	r->ev.ts_ns = bpf_ktime_get_ns();
+	r->ev.type = MON_EV_TRACE;
+	r->ev.trace = what;
+	r->ev.saddr = *saddr;
+	r->ev.daddr = *daddr;
+	r->ev.sport = sport;
+	r->ev.dport = dport;
+	r->ev.proto = proto;
+	r->ev.family = addr_is_v4(daddr) ? 4 : 6;
+	r->packets[0] = packets[0];
+	r->packets[1] = packets[1];
+	r->bytes[0] = bytes[0];
+	r->bytes[1] = bytes[1];
+	bpf_ringbuf_submit(r, bpf_ringbuf_query(&monitor_events, BPF_RB_AVAIL_DATA) >= MON_WAKEUP_BYTES ?
+				      BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+	mon_count(&monitor_stats, MON_STAT_SENT);
 }

@@ -44,6 +44,8 @@ enum mon_trace : __u8 {
 	MON_TR_SNAT,      /* nat: a new flow from outside SNATed to this node (xaddr:xport) */
 	MON_TR_MASQ,      /* nat: a pod's new flow to outside masqueraded (xaddr:xport) */
 	MON_TR_POLICY,    /* policy: a new connection allowed by a rule (match) */
+	MON_TR_FLOW_END,  /* ct: a flow closed (FIN, RST): its counters (mon_flow_end) */
+	MON_TR_FLOW_TIMEOUT, /* ct: one way of a flow timed out (the GC): its counters */
 };
 
 /* Where the packet was seen: the entry program (or the socket hook). */
@@ -98,12 +100,23 @@ struct mon_event {
 				     * agent names the pod by it) */
 };
 
+/* A flow's end, with what it carried while the agent traced (ct_acct):
+ * the event (saddr..proto: the flow as its first packet was; a timed-out
+ * entry: as that way's packets are), then each way's counters (0: as it
+ * was sent, 1: its replies; a timed-out entry has its own way's only). */
+struct mon_flow_end {
+	struct mon_event ev;
+	__u64 packets[2];
+	__u64 bytes[2];
+};
+
 /* What the agent wants reported (monitor_config[0]): drops are counted
  * whatever it says. */
 enum mon_flags : __u32 {
 	MON_F_DROPS = 1,  /* an event per dropped packet */
 	MON_F_POLICY = 2, /* an event per connection a policy allowed */
-	MON_F_TRACE = 4,  /* an event per flow a cube translated (its first packet) */
+	MON_F_TRACE = 4,  /* an event per flow a cube translated (its first packet),
+			   * and per flow conntrack ended, with its counters */
 	MON_F_CUBES = 8,  /* packets and bytes per cube (monitor_cubes) */
 };
 
@@ -168,7 +181,7 @@ struct mon_cube_count {
  * program clears it first and counts it last: mon_cubes_begin, _end). */
 struct mon_cubes {
 	__u32 seen;
-	__u32 pad;
+	__u32 len; /* the packet's length as it arrived (per-flow counters) */
 	struct mon_cube_count cube[MON_CUBE_MAX];
 };
 
@@ -198,3 +211,4 @@ struct {
 /* The event's layout, kept in the object's BTF for bpf2go (a ring
  * buffer's map has no value type to carry it). Never read. */
 volatile const struct mon_event mon_event_layout = {.type = MON_EV_DROP};
+volatile const struct mon_flow_end mon_flow_end_layout = {.ev = {.type = MON_EV_TRACE}};

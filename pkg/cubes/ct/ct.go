@@ -24,6 +24,13 @@ const MapFragments = "frag_datagrams"
 // MapStats counts, per CPU, flows written, closed and not written.
 const MapStats = "ct_stats"
 
+// MapAcct counts each flow's packets and bytes while the agent traces
+// (reported with the flow's end); MapScratch is the programs' room for it.
+const (
+	MapAcct    = "ct_acct"
+	MapScratch = "ct_scratch"
+)
+
 // Directions of an entry (enum ct_dir in bpf/cubes/ct/ct_maps.h).
 const (
 	Service = uint8(datapath.CTService) // client -> frontend: the flow's backend
@@ -42,6 +49,8 @@ func (Cube) Maps() []cube.MapSpec {
 		{Name: MapFlows, DefaultSize: 262144, SizeFlag: "ct-map-size", Upgrade: upgradeEntry},
 		{Name: MapFragments, DefaultSize: 8192, SizeFlag: "frag-map-size"},
 		{Name: MapStats},
+		{Name: MapAcct, DefaultSize: 262144, SizeFlag: "ct-map-size"},
+		{Name: MapScratch},
 	}
 }
 

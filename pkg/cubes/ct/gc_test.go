@@ -5,9 +5,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/ringbuf"
+
 	"github.com/netcube/netcube/internal/testenv"
 	"github.com/netcube/netcube/pkg/cubes/ct"
+	"github.com/netcube/netcube/pkg/cubes/monitor"
 	"github.com/netcube/netcube/pkg/datapath"
+	"github.com/netcube/netcube/pkg/events"
 )
 
 // TestGCRemovesTimedOutEntriesOnly: a sweep of the real table, by the
@@ -96,5 +101,111 @@ func TestGCRemovesTimedOutEntriesOnly(t *testing.T) {
 	// A second sweep finds only the live ones, and removes nothing.
 	if res, err = gc.Sweep(); err != nil || res.Seen != uint64(len(entries)-want) || res.Removed != 0 {
 		t.Errorf("second sweep: %+v, %v; want %d seen, none removed", res, err, len(entries)-want)
+	}
+}
+
+// TestGCReportsTimedOutFlows: while the agent traces, a sweep reports each
+// timed-out entry with the packets and bytes it counted (one event per
+// way, a flow-timeout), keeps a live flow's counters, and removes counters
+// whose entry is gone (a flow that ended while nobody traced); with trace
+// off, it reports nothing.
+func TestGCReportsTimedOutFlows(t *testing.T) {
+	testenv.RequireRoot(t)
+	for ct.Now() < uint64(60*time.Second) {
+		time.Sleep(time.Second)
+	}
+	dp, err := datapath.Load(datapath.Config{MapSizes: map[string]uint32{ct.MapFlows: 64, ct.MapAcct: 64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dp.Close() })
+	flows, acct := dp.Maps().Map(ct.MapFlows), dp.Maps().Map(ct.MapAcct)
+	km := dp.Maps().Map(monitor.MapEvents).(interface{ Unwrap() *ebpf.Map })
+	rd, err := ringbuf.NewReader(km.Unwrap())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rd.Close() })
+	gc, err := ct.NewGC(dp.Program("ct_gc"), flows, dp.Maps().Map(ct.MapStats))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	client, vip := netip.MustParseAddr("10.244.1.1"), netip.MustParseAddr("10.96.0.1")
+	key := func(port uint16) datapath.CTKey {
+		return datapath.CTKey{Saddr: datapath.AddrFrom(client), Daddr: datapath.AddrFrom(vip),
+			Sport: datapath.Port(port), Dport: datapath.Port(53), Proto: 17, Dir: datapath.CTService}
+	}
+	timedOut, live, ended := key(40001), key(40002), key(40003)
+	now := ct.Now()
+	for k, idle := range map[datapath.CTKey]time.Duration{timedOut: 40 * time.Second, live: time.Second} {
+		v := datapath.CTEntry{BackendId: 1, RevNatId: 1, LastNs: now - uint64(idle)}
+		if err := flows.Update(&k, &v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	counts := map[datapath.CTKey]datapath.CTAcct{timedOut: {Packets: 5, Bytes: 500}, live: {Packets: 2, Bytes: 200}, ended: {Packets: 1, Bytes: 100}}
+	for k, c := range counts {
+		if err := acct.Update(&k, &c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() []events.Event {
+		var out []events.Event
+		for {
+			rd.SetDeadline(time.Now().Add(20 * time.Millisecond))
+			rec, err := rd.Read()
+			if err != nil {
+				return out
+			}
+			e, err := events.Decode(rec.RawSample, time.Time{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, e)
+		}
+	}
+
+	// Trace off: the timed-out entry goes, unreported; the orphan counters too.
+	if _, err := gc.Sweep(); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); len(got) != 0 {
+		t.Fatalf("trace off: reported %v", got)
+	}
+	var c datapath.CTAcct
+	if acct.Lookup(&ended, &c) == nil {
+		t.Error("the counters of a flow gone stayed")
+	}
+	if acct.Lookup(&live, &c) != nil || c.Packets != 2 {
+		t.Errorf("the live flow's counters: %+v", c)
+	}
+
+	// Trace on: the next to time out is reported with its counters.
+	if err := monitor.SetFlags(dp.Maps(), datapath.MonFlagTrace); err != nil {
+		t.Fatal(err)
+	}
+	v := datapath.CTEntry{BackendId: 1, RevNatId: 1, LastNs: now - uint64(40*time.Second)}
+	if err := flows.Update(&timedOut, &v); err != nil {
+		t.Fatal(err)
+	}
+	tc := counts[timedOut]
+	if err := acct.Update(&timedOut, &tc); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gc.Sweep(); err != nil {
+		t.Fatal(err)
+	}
+	got := read()
+	want := events.FlowCounts{Packets: 5, Bytes: 500}
+	if len(got) != 1 || got[0].Trace != "flow-timeout" || got[0].Counts == nil || *got[0].Counts != want ||
+		got[0].Src != netip.AddrPortFrom(client, 40001) || got[0].Dst != netip.AddrPortFrom(vip, 53) || got[0].Proto != "UDP" {
+		t.Fatalf("events %v, want the timed-out flow with %+v", got, want)
+	}
+	if acct.Lookup(&timedOut, &c) == nil {
+		t.Error("the reported counters stayed")
+	}
+	if acct.Lookup(&live, &c) != nil {
+		t.Error("the live flow's counters were removed")
 	}
 }
