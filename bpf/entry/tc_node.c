@@ -88,15 +88,15 @@ static always_inline int handle_to_net(struct __sk_buff *skb)
 SEC("tcx/ingress")
 int from_net(struct __sk_buff *skb)
 {
-	__u32 len = mon_cubes_begin(skb);
+	__u32 len = mon_cubes_begin(skb, MON_AT_FROM_NET);
 
-	return mon_cubes_end(handle_from_net(skb), len);
+	return mon_cubes_end(skb, handle_from_net(skb), len);
 }
 
 SEC("tcx/egress")
 int to_net(struct __sk_buff *skb)
 {
-	__u32 len = mon_cubes_begin(skb);
+	__u32 len = mon_cubes_begin(skb, MON_AT_TO_NET);
 
-	return mon_cubes_end(handle_to_net(skb), len);
+	return mon_cubes_end(skb, handle_to_net(skb), len);
 }

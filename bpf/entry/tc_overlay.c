@@ -57,15 +57,15 @@ static always_inline int handle_to_overlay(struct __sk_buff *skb)
 SEC("tcx/ingress")
 int from_overlay(struct __sk_buff *skb)
 {
-	__u32 len = mon_cubes_begin(skb);
+	__u32 len = mon_cubes_begin(skb, MON_AT_FROM_OVERLAY);
 
-	return mon_cubes_end(handle_from_overlay(skb), len);
+	return mon_cubes_end(skb, handle_from_overlay(skb), len);
 }
 
 SEC("tcx/egress")
 int to_overlay(struct __sk_buff *skb)
 {
-	__u32 len = mon_cubes_begin(skb);
+	__u32 len = mon_cubes_begin(skb, MON_AT_TO_OVERLAY);
 
-	return mon_cubes_end(handle_to_overlay(skb), len);
+	return mon_cubes_end(skb, handle_to_overlay(skb), len);
 }

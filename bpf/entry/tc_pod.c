@@ -107,15 +107,15 @@ static always_inline int handle_to_pod(struct __sk_buff *skb)
 SEC("tcx/ingress")
 int from_pod(struct __sk_buff *skb)
 {
-	__u32 len = mon_cubes_begin(skb);
+	__u32 len = mon_cubes_begin(skb, MON_AT_FROM_POD);
 
-	return mon_cubes_end(handle_from_pod(skb), len);
+	return mon_cubes_end(skb, handle_from_pod(skb), len);
 }
 
 SEC("tcx/egress")
 int to_pod(struct __sk_buff *skb)
 {
-	__u32 len = mon_cubes_begin(skb);
+	__u32 len = mon_cubes_begin(skb, MON_AT_TO_POD);
 
-	return mon_cubes_end(handle_to_pod(skb), len);
+	return mon_cubes_end(skb, handle_to_pod(skb), len);
 }

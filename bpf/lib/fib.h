@@ -47,7 +47,7 @@ static always_inline int redirect_to_next_hop(struct __sk_buff *skb, __u8 family
 			return mon_drop_packet(skb, MON_AT_NONE, MON_DROP_MALFORMED);
 		__builtin_memcpy(eth->h_dest, p.dmac, ETH_ALEN);
 		__builtin_memcpy(eth->h_source, p.smac, ETH_ALEN);
-		mon_crossed(MON_CUBE_ROUTER);
+		mon_routed(MON_RT_FIB, p.ifindex, NULL);
 		return bpf_redirect(p.ifindex, 0);
 	}
 	if (rc == BPF_FIB_LKUP_RET_NO_NEIGH) {
@@ -58,7 +58,7 @@ static always_inline int redirect_to_next_hop(struct __sk_buff *skb, __u8 family
 			nh.nh_family = AF_INET6;
 			__builtin_memcpy(nh.ipv6_nh, p.ipv6_dst, 16);
 		}
-		mon_crossed(MON_CUBE_ROUTER);
+		mon_routed(MON_RT_NEIGH, p.ifindex, NULL);
 		return bpf_redirect_neigh(p.ifindex, &nh, sizeof(nh), 0);
 	}
 	return TC_ACT_OK;

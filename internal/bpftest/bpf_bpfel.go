@@ -200,6 +200,14 @@ type bpfMonCubes struct {
 		Packets uint64
 		Bytes   uint64
 	}
+	Route        uint8
+	NewFlow      uint8
+	Point        uint8
+	Pad          uint8
+	RouteIfindex uint32
+	RouteVia     bpfNcAddr
+	Flow         bpfFlow
+	_            [4]byte
 }
 
 type bpfMonDrop uint32
@@ -249,12 +257,15 @@ type bpfMonEvent struct {
 		_ structs.HostLayout
 		W [4]uint32
 	}
-	Xport    uint16
-	Pad      uint16
-	Svc      uint32
-	Endpoint uint32
-	Peer     uint32
-	Netns    uint64
+	Xport      uint16
+	Route      uint8
+	Pad        uint8
+	Svc        uint32
+	Endpoint   uint32
+	Peer       uint32
+	OutIfindex uint32
+	Pad2       uint32
+	Netns      uint64
 }
 
 type bpfMonFlowEnd struct {
@@ -287,12 +298,15 @@ type bpfMonFlowEnd struct {
 			_ structs.HostLayout
 			W [4]uint32
 		}
-		Xport    uint16
-		Pad      uint16
-		Svc      uint32
-		Endpoint uint32
-		Peer     uint32
-		Netns    uint64
+		Xport      uint16
+		Route      uint8
+		Pad        uint8
+		Svc        uint32
+		Endpoint   uint32
+		Peer       uint32
+		OutIfindex uint32
+		Pad2       uint32
+		Netns      uint64
 	}
 	Packets [2]uint64
 	Bytes   [2]uint64

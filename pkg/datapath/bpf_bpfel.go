@@ -207,6 +207,27 @@ type bpfMonCubes struct {
 		Packets uint64
 		Bytes   uint64
 	}
+	Route        bpfMonRoute
+	NewFlow      uint8
+	Point        uint8
+	Pad          uint8
+	RouteIfindex uint32
+	RouteVia     bpfNcAddr
+	Flow         struct {
+		_        structs.HostLayout
+		Saddr    bpfNcAddr
+		Daddr    bpfNcAddr
+		Sport    uint16
+		Dport    uint16
+		Proto    uint8
+		Family   uint8
+		L4Off    uint16
+		TcpFlags uint8
+		Frag     uint8
+		Point    uint8
+		_        [1]byte
+	}
+	_ [4]byte
 }
 
 type bpfMonDrop uint32
@@ -256,12 +277,15 @@ type bpfMonEvent struct {
 		_ structs.HostLayout
 		W [4]uint32
 	}
-	Xport    uint16
-	Pad      uint16
-	Svc      uint32
-	Endpoint uint32
-	Peer     uint32
-	Netns    uint64
+	Xport      uint16
+	Route      uint8
+	Pad        uint8
+	Svc        uint32
+	Endpoint   uint32
+	Peer       uint32
+	OutIfindex uint32
+	Pad2       uint32
+	Netns      uint64
 }
 
 type bpfMonFlags uint32
@@ -303,12 +327,15 @@ type bpfMonFlowEnd struct {
 			_ structs.HostLayout
 			W [4]uint32
 		}
-		Xport    uint16
-		Pad      uint16
-		Svc      uint32
-		Endpoint uint32
-		Peer     uint32
-		Netns    uint64
+		Xport      uint16
+		Route      uint8
+		Pad        uint8
+		Svc        uint32
+		Endpoint   uint32
+		Peer       uint32
+		OutIfindex uint32
+		Pad2       uint32
+		Netns      uint64
 	}
 	Packets [2]uint64
 	Bytes   [2]uint64
@@ -338,6 +365,17 @@ const (
 	bpfMonPolMatchMON_POL_HOST      bpfMonPolMatch = 5
 )
 
+type bpfMonRoute uint8
+
+const (
+	bpfMonRouteMON_RT_NONE    bpfMonRoute = 0
+	bpfMonRouteMON_RT_POD     bpfMonRoute = 1
+	bpfMonRouteMON_RT_FIB     bpfMonRoute = 2
+	bpfMonRouteMON_RT_NEIGH   bpfMonRoute = 3
+	bpfMonRouteMON_RT_OVERLAY bpfMonRoute = 4
+	bpfMonRouteMON_RT_TUNNEL  bpfMonRoute = 5
+)
+
 type bpfMonStat uint32
 
 const (
@@ -357,6 +395,7 @@ const (
 	bpfMonTraceMON_TR_POLICY       bpfMonTrace = 5
 	bpfMonTraceMON_TR_FLOW_END     bpfMonTrace = 6
 	bpfMonTraceMON_TR_FLOW_TIMEOUT bpfMonTrace = 7
+	bpfMonTraceMON_TR_ROUTE        bpfMonTrace = 8
 )
 
 type bpfMonType uint8

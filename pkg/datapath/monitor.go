@@ -15,6 +15,7 @@ type (
 	MonCube     = bpfMonCube     // enum mon_cube: a cube of monitor_cubes
 	MonCubes    = bpfMonCubes    // struct mon_cubes: monitor_cubes[0], per CPU
 	MonFlowEnd  = bpfMonFlowEnd  // struct mon_flow_end: a flow's end and its counters
+	MonRoute    = bpfMonRoute    // enum mon_route: how the router sent a packet on
 )
 
 const (
@@ -43,6 +44,13 @@ const (
 	MonTracePolicy      = bpfMonTraceMON_TR_POLICY
 	MonTraceFlowEnd     = bpfMonTraceMON_TR_FLOW_END
 	MonTraceFlowTimeout = bpfMonTraceMON_TR_FLOW_TIMEOUT
+	MonTraceRoute       = bpfMonTraceMON_TR_ROUTE
+
+	MonRoutePod     = bpfMonRouteMON_RT_POD
+	MonRouteFIB     = bpfMonRouteMON_RT_FIB
+	MonRouteNeigh   = bpfMonRouteMON_RT_NEIGH
+	MonRouteOverlay = bpfMonRouteMON_RT_OVERLAY
+	MonRouteTunnel  = bpfMonRouteMON_RT_TUNNEL
 
 	MonAtFromPod     = bpfMonPointMON_AT_FROM_POD
 	MonAtToPod       = bpfMonPointMON_AT_TO_POD

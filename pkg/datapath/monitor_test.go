@@ -424,3 +424,55 @@ func countFlows(t *testing.T, dp *datapath.Datapath) int {
 	}
 	return n
 }
+
+// TestTraceRouteEvents: while tracing, the router reports how it sent each
+// flow's first packet on (a TCP SYN, or a packet conntrack started a flow
+// with), as the packet left: into a pod (after the load balancer: to the
+// backend), into the overlay, and the overlay's tunnel to the node holding
+// the destination; a later packet, and a UDP datagram no flow was started
+// for, are not reported. Trace off: nothing.
+func TestTraceRouteEvents(t *testing.T) {
+	dp, tables := load(t)
+	apply(t, tables, model.FrontendBackends{Frontend: frontend(vip4, model.TCP), Backends: backends(be4b)})
+	endpoint(t, dp, be4b.Addr(), 7)
+	evs := readEvents(t, dp)
+	syn4 := pkt.TCP(client4, vip4, syn, nil)
+	runProg(t, dp.Programs().FromPod, syn4)
+	if got := evs.drain(t); len(got) != 0 {
+		t.Fatalf("trace off: reported %v", got)
+	}
+	if err := monitor.SetFlags(dp.Maps(), datapath.MonFlagTrace); err != nil {
+		t.Fatal(err)
+	}
+	routes := func() []events.Event {
+		var out []events.Event
+		for _, e := range evs.drain(t) {
+			if e.Trace == "route" {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	client := netip.AddrPortFrom(client4.Addr(), 40100)
+	runProg(t, dp.Programs().FromPod, pkt.TCP(client, vip4, syn, nil))
+	got := routes()
+	if len(got) != 1 || got[0].Route != "to-pod" || got[0].OutIfindex != 7 || got[0].Src != client || got[0].Dst != be4b ||
+		got[0].Cube != "router" || got[0].Point != "from-pod" {
+		t.Fatalf("pod -> Service: %v, want one route to the backend's pod (if 7)", got)
+	}
+	runProg(t, dp.Programs().FromPod, pkt.TCP(client, vip4, pkt.TCPOpts{ACK: true, Seq: 1001, Ack: 5001, Window: 502}, nil))
+	runProg(t, dp.Programs().FromPod, pkt.UDP(client4, be4b, []byte("q")))
+	if got := routes(); len(got) != 0 {
+		t.Errorf("a later packet, a datagram of no flow: reported %v", got)
+	}
+
+	overlayTo(t, dp, pod4.Addr())
+	toRemote := pkt.TCP(client4, pod4, syn, nil)
+	runProg(t, dp.Programs().FromPod, toRemote)
+	runProg(t, dp.Program("to_overlay"), toRemote)
+	got = routes()
+	if len(got) != 2 || got[0].Route != "to-overlay" || got[0].OutIfindex != 1 || got[1].Route != "tunnel" ||
+		got[1].To.Addr() != node4 || got[1].Point != "to-overlay" || got[1].Dst != pod4 {
+		t.Errorf("pod -> another node's pod: %v, want into the overlay, then the tunnel to %s", got, node4)
+	}
+}

@@ -37,6 +37,11 @@ type Event struct {
 	// ServiceID is the Service's revNAT id (lb events).
 	ServiceID uint32         `json:"service_id,omitempty"`
 	Policy    *PolicyVerdict `json:"policy,omitempty"`
+	// Route is how the router sent a flow's first packet on (trace
+	// "route": to-pod, fib, fib-neighbour, to-overlay, tunnel: To is the
+	// remote node), to device OutIfindex.
+	Route      string `json:"route,omitempty"`
+	OutIfindex uint32 `json:"out_ifindex,omitempty"`
 	// Counts are a flow's packets and bytes (flow-end, flow-timeout).
 	Counts *FlowCounts `json:"counts,omitempty"`
 	// NetnsCookie is the network namespace of the socket (socket events).
@@ -146,6 +151,10 @@ func fromRaw(e *datapath.MonEvent, boot time.Time) Event {
 	}
 	ev.ServiceID = e.Svc
 	ev.NetnsCookie = e.Netns
+	if e.Route != 0 {
+		ev.Route = nameOr(routes, datapath.MonRoute(e.Route))
+		ev.OutIfindex = e.OutIfindex
+	}
 	if e.PolDir != 0 {
 		dir := "ingress"
 		if datapath.PolicyDir(e.PolDir) == datapath.PolicyEgress {
@@ -222,6 +231,9 @@ func (e Event) String() string {
 	}
 	if e.To.IsValid() {
 		fmt.Fprintf(&b, " => %s", e.To)
+	}
+	if e.Route != "" {
+		fmt.Fprintf(&b, " routed %s if %d", e.Route, e.OutIfindex)
 	}
 	if c := e.Counts; c != nil {
 		fmt.Fprintf(&b, " %d packets %d bytes, replies %d packets %d bytes", c.Packets, c.Bytes, c.ReplyPackets, c.ReplyBytes)

@@ -62,6 +62,7 @@ var traces = map[datapath.MonTrace]struct{ name, cube string }{
 	datapath.MonTracePolicy:      {"policy-allowed", "policy"},
 	datapath.MonTraceFlowEnd:     {"flow-end", "ct"},
 	datapath.MonTraceFlowTimeout: {"flow-timeout", "ct"},
+	datapath.MonTraceRoute:       {"route", "router"},
 }
 
 var matches = map[datapath.MonPolMatch]string{
@@ -91,4 +92,13 @@ func itoa(v uint32) string {
 		v /= 10
 	}
 	return string(b[i:])
+}
+
+// routes name how the router sent a packet on (enum mon_route).
+var routes = map[datapath.MonRoute]string{
+	datapath.MonRoutePod:     "to-pod",
+	datapath.MonRouteFIB:     "fib",
+	datapath.MonRouteNeigh:   "fib-neighbour",
+	datapath.MonRouteOverlay: "to-overlay",
+	datapath.MonRouteTunnel:  "tunnel",
 }

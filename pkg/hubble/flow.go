@@ -42,6 +42,15 @@ var points = map[string]flowpb.TraceObservationPoint{
 	"to-overlay":   flowpb.TraceObservationPoint_TO_OVERLAY,
 }
 
+// routePoints are where a route event's packet went, as Hubble names it.
+var routePoints = map[string]flowpb.TraceObservationPoint{
+	"to-pod":        flowpb.TraceObservationPoint_TO_ENDPOINT,
+	"fib":           flowpb.TraceObservationPoint_TO_NETWORK,
+	"fib-neighbour": flowpb.TraceObservationPoint_TO_NETWORK,
+	"to-overlay":    flowpb.TraceObservationPoint_TO_OVERLAY,
+	"tunnel":        flowpb.TraceObservationPoint_TO_OVERLAY,
+}
+
 // Hubble's event types (Cilium's monitor message types), which its CLI
 // prints as the flow's TYPE: a drop's sub type is its drop reason; a
 // trace's, its observation point (TO_ENDPOINT is 0).
@@ -92,6 +101,25 @@ func toFlow(e events.Event, node string, names *cube.Names) *flowpb.Flow {
 		f.EventType = &flowpb.CiliumEventType{Type: eventPolicyVerdict}
 		f.IsReply = wrapperspb.Bool(false)
 		f.Summary = "policy: allowed"
+	case e.Trace == "route":
+		// Where the router sent a flow's first packet: Cilium's trace
+		// event, its observation point where the packet went.
+		f.Verdict = flowpb.Verdict_FORWARDED
+		f.TraceObservationPoint = routePoints[e.Route]
+		sub := int32(f.TraceObservationPoint)
+		if f.TraceObservationPoint == flowpb.TraceObservationPoint_TO_ENDPOINT {
+			sub = 0
+		}
+		f.EventType = &flowpb.CiliumEventType{Type: eventTrace, SubType: sub}
+		f.IsReply = wrapperspb.Bool(false)
+		f.TrafficDirection = directionOf(e.Point)
+		if e.OutIfindex != 0 {
+			f.Interface = &flowpb.NetworkInterface{Index: e.OutIfindex}
+		}
+		f.Summary = fmt.Sprintf("router: %s", e.Route)
+		if e.To.IsValid() {
+			f.Summary += " " + e.To.Addr().String()
+		}
 	case e.Counts != nil:
 		// A flow's end: traced, with what it carried (Hubble's flow has no
 		// counters: they are in the summary).

@@ -13,8 +13,9 @@ import (
 )
 
 // TestMonitorTracesFlows: with --monitor-trace, a pod's connection to a
-// Service through the tc path is reported at its start (its backend) and
-// at its end, with what each way carried (conntrack's per-flow counters):
+// Service through the tc path is reported at its start (its backend, and
+// how the router sent its first packet on, to that backend) and at its
+// end, with what each way carried (conntrack's per-flow counters):
 // a connection of ten requests carries more packets and bytes each way
 // than one of a single request (the counters count, not just exist).
 // `hubble observe --verdict TRACED` shows the end too.
@@ -45,6 +46,15 @@ func TestMonitorTracesFlows(t *testing.T) {
 		})
 		if len(starts) != 1 {
 			t.Errorf("connection %d: %d reports of its start (its backend), want 1", i, len(starts))
+			continue
+		}
+		backend := starts[0].To
+		routed := mon.find(func(e events.Event) bool {
+			return e.Trace == "route" && e.Cube == "router" && e.Src == flows[i].Src && e.Dst == backend && e.TCPFlags == "SYN" &&
+				(e.Route == "to-pod" || e.Route == "fib" || e.Route == "fib-neighbour") && e.OutIfindex != 0
+		})
+		if len(routed) != 1 {
+			t.Errorf("connection %d: %d reports of its SYN routed to %s, want 1", i, len(routed), backend)
 		}
 	}
 	one, ten := flows[0].Counts, flows[1].Counts

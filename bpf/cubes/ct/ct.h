@@ -308,6 +308,7 @@ static always_inline int ct_create_flow(const struct flow *f, __u32 backend_id,
 	err = bpf_map_update_elem(&ct_flows, &k, &e, BPF_ANY);
 	if (!err) {
 		mon_crossed(MON_CUBE_CT);
+		mon_new_flow();
 		ct_account_flow(f, CT_SERVICE);
 		return 0;
 	}

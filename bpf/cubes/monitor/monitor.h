@@ -37,12 +37,40 @@ static always_inline void mon_crossed(enum mon_cube c)
 		m->seen |= 1u << c;
 }
 
+/* mon_routed marks the packet being processed as sent on by the router
+ * (how, to which device; via: the tunnel's remote end, or NULL), for the
+ * cube counters and, while tracing, a flow's first packet's event. */
+static always_inline void mon_routed(enum mon_route how, __u32 ifindex, const struct nc_addr *via)
+{
+	__u32 zero = 0;
+	struct mon_cubes *m = bpf_map_lookup_elem(&monitor_cubes, &zero);
+
+	if (!m)
+		return;
+	m->seen |= 1u << MON_CUBE_ROUTER;
+	m->route = how;
+	m->route_ifindex = ifindex;
+	if (via)
+		m->route_via = *via;
+}
+
+/* mon_new_flow marks the packet being processed as a flow's first, as
+ * conntrack started it (a TCP flow's first packet is its SYN). */
+static always_inline void mon_new_flow(void)
+{
+	__u32 zero = 0;
+	struct mon_cubes *m = bpf_map_lookup_elem(&monitor_cubes, &zero);
+
+	if (m)
+		m->new_flow = 1;
+}
+
 /* An entry program counts its packet per cube in two steps:
- *	__u32 len = mon_cubes_begin(skb);
- *	return mon_cubes_end(handle(skb), len);
+ *	__u32 len = mon_cubes_begin(skb, MON_AT_...);
+ *	return mon_cubes_end(skb, handle(skb), len);
  * mon_cubes_begin: a packet enters; no cube crossed yet. Returns its
  * length as it arrived. */
-static always_inline __u32 mon_cubes_begin(struct __sk_buff *skb)
+static always_inline __u32 mon_cubes_begin(struct __sk_buff *skb, __u8 point)
 {
 	__u32 zero = 0;
 	struct mon_cubes *m = bpf_map_lookup_elem(&monitor_cubes, &zero);
@@ -50,6 +78,9 @@ static always_inline __u32 mon_cubes_begin(struct __sk_buff *skb)
 	if (m) {
 		m->seen = 0;
 		m->len = skb->len;
+		m->route = MON_RT_NONE;
+		m->new_flow = 0;
+		m->point = point;
 	}
 	return skb->len;
 }
@@ -64,27 +95,36 @@ static always_inline __u32 mon_packet_len(void)
 	return m ? m->len : 0;
 }
 
+static always_inline void mon_trace_route(struct __sk_buff *skb, struct mon_cubes *m);
+
 /* mon_cubes_end counts the packet (len bytes) once for each cube it
- * crossed (MON_F_CUBES), and returns the program's verdict. */
-static always_inline int mon_cubes_end(int verdict, __u32 len)
+ * crossed (MON_F_CUBES), reports how the router sent a flow's first
+ * packet on (MON_F_TRACE), and returns the program's verdict. */
+static always_inline int mon_cubes_end(struct __sk_buff *skb, int verdict, __u32 len)
 {
 	__u32 zero = 0;
+	struct mon_config *c = bpf_map_lookup_elem(&monitor_config, &zero);
+	__u32 flags = c ? c->flags : 0;
 	struct mon_cubes *m;
 	__u32 seen;
 
-	if (!mon_wanted(MON_F_CUBES))
+	if (!(flags & (MON_F_CUBES | MON_F_TRACE)))
 		return verdict;
 	m = bpf_map_lookup_elem(&monitor_cubes, &zero);
 	if (!m)
 		return verdict;
-	seen = m->seen;
+	if (flags & MON_F_CUBES) {
+		seen = m->seen;
 #pragma unroll
-	for (int c = 0; c < MON_CUBE_MAX; c++) {
-		if (seen & (1u << c)) {
-			m->cube[c].packets += 1;
-			m->cube[c].bytes += len;
+		for (int i = 0; i < MON_CUBE_MAX; i++) {
+			if (seen & (1u << i)) {
+				m->cube[i].packets += 1;
+				m->cube[i].bytes += len;
+			}
 		}
 	}
+	if ((flags & MON_F_TRACE) && m->route != MON_RT_NONE && verdict != TC_ACT_SHOT)
+		mon_trace_route(skb, m);
 	return verdict;
 }
 
@@ -101,6 +141,8 @@ struct mon_detail {
 	__u32 endpoint;
 	__u32 peer;
 	__u64 netns;
+	enum mon_route route;
+	__u32 out_ifindex;
 };
 
 /* mon_report writes an event about f (NULL: none read), seen by skb's
@@ -126,6 +168,8 @@ static always_inline void mon_report(struct __sk_buff *skb, const struct flow *f
 	ev->endpoint = d->endpoint;
 	ev->peer = d->peer;
 	ev->netns = d->netns;
+	ev->route = d->route;
+	ev->out_ifindex = d->out_ifindex;
 	if (d->xaddr) {
 		ev->xaddr = *d->xaddr;
 		ev->xport = d->xport;
@@ -229,4 +273,44 @@ static always_inline void mon_flow_end(enum mon_trace what, const struct nc_addr
 	bpf_ringbuf_submit(r, bpf_ringbuf_query(&monitor_events, BPF_RB_AVAIL_DATA) >= MON_WAKEUP_BYTES ?
 				      BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 	mon_count(&monitor_stats, MON_STAT_SENT);
+}
+
+/* mon_trace_route reports how the router sent on the packet of skb (as it
+ * left: translated) when it is a flow's first: a TCP SYN, or a packet
+ * conntrack started a flow with. The packet is read into m->flow (off the
+ * stack: the programs' end is where their stack is fullest). */
+static always_inline void mon_trace_route(struct __sk_buff *skb, struct mon_cubes *m)
+{
+	struct mon_detail d = {.type = MON_EV_TRACE, .trace = MON_TR_ROUTE};
+	struct flow *f = &m->flow;
+	__u32 l4;
+	__u8 b;
+
+	__builtin_memset(f, 0, sizeof(*f));
+	if (parse_addrs(skb, f))
+		return;
+	if (f->family == 4) {
+		if (bpf_skb_load_bytes(skb, L3_OFF, &b, 1))
+			return;
+		l4 = L3_OFF + (b & 0xf) * 4;
+	} else {
+		l4 = L3_OFF + sizeof(struct ipv6hdr);
+	}
+	if (f->proto == IPPROTO_TCP || f->proto == IPPROTO_UDP) {
+		if (bpf_skb_load_bytes(skb, l4, &f->sport, 2) || bpf_skb_load_bytes(skb, l4 + 2, &f->dport, 2))
+			return;
+	}
+	if (f->proto == IPPROTO_TCP) {
+		if (bpf_skb_load_bytes(skb, l4 + 13, &f->tcp_flags, 1))
+			return;
+		if ((f->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) != TCP_FLAG_SYN)
+			return;
+	} else if (!m->new_flow) {
+		return;
+	}
+	d.route = m->route;
+	d.out_ifindex = m->route_ifindex;
+	if (m->route == MON_RT_TUNNEL)
+		d.xaddr = &m->route_via;
+	mon_report(skb, f, m->point, &d);
 }

@@ -9,6 +9,7 @@
  * buffer loses events, never packets: the loss is counted. */
 #pragma once
 #include "lib/common.h"
+#include "lib/parse.h"
 
 /* Why a packet was dropped (or, for MON_DROP_NO_ENDPOINTS, refused with
  * a TCP RST or an ICMP unreachable). Each names the cube that decided;
@@ -46,6 +47,17 @@ enum mon_trace : __u8 {
 	MON_TR_POLICY,    /* policy: a new connection allowed by a rule (match) */
 	MON_TR_FLOW_END,  /* ct: a flow closed (FIN, RST): its counters (mon_flow_end) */
 	MON_TR_FLOW_TIMEOUT, /* ct: one way of a flow timed out (the GC): its counters */
+	MON_TR_ROUTE,     /* router: a flow's first packet sent on (route, ifindex, xaddr) */
+};
+
+/* How the router sent a packet on (MON_TR_ROUTE). */
+enum mon_route : __u8 {
+	MON_RT_NONE = 0,
+	MON_RT_POD,     /* into a pod of this node (ifindex: its host veth) */
+	MON_RT_FIB,     /* to the FIB's next hop (ifindex: its device) */
+	MON_RT_NEIGH,   /* to the FIB's next hop, its neighbour resolved by the kernel */
+	MON_RT_OVERLAY, /* into the overlay device, for another node's pod */
+	MON_RT_TUNNEL,  /* the overlay: to the node whose pod CIDR holds it (xaddr) */
 };
 
 /* Where the packet was seen: the entry program (or the socket hook). */
@@ -91,10 +103,13 @@ struct mon_event {
 	__u8 pol_dir;               /* policy events: POL_INGRESS or POL_EGRESS */
 	struct nc_addr xaddr;       /* lb: the backend; nat: the new source */
 	__be16 xport;
-	__u16 pad;
+	enum mon_route route;       /* MON_TR_ROUTE */
+	__u8 pad;
 	__u32 svc;                  /* lb: the Service (its revNAT id) */
 	__u32 endpoint;             /* policy: the pod's endpoint id */
 	__u32 peer;                 /* policy: the peer's identity */
+	__u32 out_ifindex;          /* MON_TR_ROUTE: the device it was sent to */
+	__u32 pad2;
 	__u64 netns;                /* socket events: the socket's network namespace
 				     * cookie (the socket has no address yet: the
 				     * agent names the pod by it) */
@@ -183,6 +198,15 @@ struct mon_cubes {
 	__u32 seen;
 	__u32 len; /* the packet's length as it arrived (per-flow counters) */
 	struct mon_cube_count cube[MON_CUBE_MAX];
+	/* How the router sent the packet on (trace events: MON_TR_ROUTE),
+	 * and whether conntrack started a flow with it. */
+	enum mon_route route;
+	__u8 new_flow;
+	__u8 point; /* enum mon_point: the entry program */
+	__u8 pad;
+	__u32 route_ifindex;
+	struct nc_addr route_via; /* MON_RT_TUNNEL: the remote node */
+	struct flow flow;         /* the routed packet, read for its event */
 };
 
 struct {

@@ -43,7 +43,7 @@ static always_inline int router_to_endpoint(struct __sk_buff *skb, const struct 
 {
 	if (set_macs(skb, ep->pod_mac, ep->host_mac))
 		return mon_drop_packet(skb, MON_AT_NONE, MON_DROP_MALFORMED);
-	mon_crossed(MON_CUBE_ROUTER);
+	mon_routed(MON_RT_POD, ep->ifindex, NULL);
 	return bpf_redirect_peer(ep->ifindex, 0);
 }
 
@@ -55,7 +55,7 @@ static always_inline int router_to_overlay(struct __sk_buff *skb, const struct r
 {
 	if (set_macs(skb, cfg->vxlan_mac, cfg->vxlan_mac))
 		return mon_drop_packet(skb, MON_AT_NONE, MON_DROP_MALFORMED);
-	mon_crossed(MON_CUBE_ROUTER);
+	mon_routed(MON_RT_OVERLAY, cfg->vxlan_ifindex, NULL);
 	return bpf_redirect(cfg->vxlan_ifindex, 0);
 }
 
@@ -109,6 +109,6 @@ static always_inline int router_set_tunnel(struct __sk_buff *skb, const struct n
 	}
 	if (bpf_skb_set_tunnel_key(skb, &key, sizeof(key), flags))
 		return -1;
-	mon_crossed(MON_CUBE_ROUTER);
+	mon_routed(MON_RT_TUNNEL, skb->ifindex, &n->underlay);
 	return 0;
 }
