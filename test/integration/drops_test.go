@@ -174,3 +174,79 @@ func TestMonitorShowsTheRarerDrops(t *testing.T) {
 		}
 	}
 }
+
+// TestMonitorShowsNoNodeAddress: a node whose IPv6 address came up after
+// its agent started (SLAAC, DHCPv6 late at boot) has no IPv6 address to
+// SNAT an external flow to: an IPv6 ExternalIP with externalTrafficPolicy
+// Cluster, answered before (the positive control, the agent knowing the
+// address), is dropped as no-node-address, seen in netcube monitor, hubble
+// observe and the metrics, while its IPv4 twin is still answered.
+func TestMonitorShowsNoNodeAddress(t *testing.T) {
+	sb := upWith(t, "tn", sandbox.Config{})
+	top := sb.Topology
+	node1 := top.Nodes[0]
+	ext4, ext6 := netip.MustParseAddr("198.51.100.20"), netip.MustParseAddr("fd00:198:51:100::20")
+	if err := top.WriteManifest("ext.yaml", externalService("ext", "NodePort", "Cluster", []string{"10.96.0.45", "fd00:10:96::45"},
+		[2]int{30122, 30123}, []string{ext4.String(), ext6.String()}, nil, top.EchoBackends())); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []netip.Addr{ext4, ext6} {
+		if err := top.RouteFromExternal(netip.PrefixFrom(a, a.BitLen()), node1.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addr4, addr6 := netip.AddrPortFrom(ext4, 80).String(), netip.AddrPortFrom(ext6, 80).String()
+	testenv.WaitFor(t, 10*time.Second, "the IPv6 ExternalIP answered (the positive control)", func() bool {
+		return fromOutside(t, sb, "tcp", addr6, 1, "--timeout", "300ms")[0].Err == ""
+	})
+
+	// The node's IPv6 address, gone while its agent starts, back after.
+	out, err := sb.Output(node1.Name, "ip", "-6", "-o", "addr", "show", "scope", "global")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dev, prefix string
+	for _, l := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(l); len(f) > 3 && strings.HasPrefix(f[3], node1.IP6.String()+"/") {
+			dev, prefix = f[1], f[3]
+		}
+	}
+	if dev == "" {
+		t.Fatalf("no %s on %s:\n%s", node1.IP6, node1.Name, out)
+	}
+	if err := sb.StopAgent(node1.Name, false); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := sb.Output(node1.Name, "ip", "-6", "addr", "del", prefix, "dev", dev); err != nil {
+		t.Fatalf("ip addr del: %v\n%s", err, out)
+	}
+	if err := sb.StartAgent(node1.Name); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := sb.Output(node1.Name, "ip", "-6", "addr", "add", prefix, "dev", dev, "nodad"); err != nil {
+		t.Fatalf("ip addr add: %v\n%s", err, out)
+	}
+	mon := watch(t, sb, node1, "--type", "drop")
+	if r := fromOutside(t, sb, "tcp", addr4, 1)[0]; r.Err != "" {
+		t.Fatalf("the IPv4 ExternalIP (the node has its IPv4 address): %s", r.Err)
+	}
+	if r := fromOutside(t, sb, "tcp", addr6, 1, "--timeout", "300ms")[0]; r.Err == "" {
+		t.Errorf("%s answered by %s with no IPv6 node address to SNAT to", addr6, r.Backend)
+	}
+	testenv.WaitFor(t, 5*time.Second, "no-node-address in netcube monitor on "+node1.Name, func() bool {
+		return len(mon.find(func(e events.Event) bool {
+			return e.Drop == "no-node-address" && e.Cube == "nat" && e.Point == "from-network" && e.Dst.String() == addr6 &&
+				e.Src.Addr() == top.External.IP6
+		})) > 0
+	})
+	if v := dropsMetric(t, sb, node1, "no-node-address", "nat"); v == "0" {
+		t.Errorf("netcube_drops_total{reason=no-node-address} on %s is 0", node1.Name)
+	}
+	found := false
+	for _, r := range observe(t, sb, node1, "--verdict", "DROPPED", "--to-ip", ext6.String()) {
+		found = found || r.GetFlow().GetDropReasonDesc().String() == "NO_MAPPING_FOR_NAT_MASQUERADE"
+	}
+	if !found {
+		t.Errorf("hubble observe --verdict DROPPED --to-ip %s on %s: no NO_MAPPING_FOR_NAT_MASQUERADE flow", ext6, node1.Name)
+	}
+}
