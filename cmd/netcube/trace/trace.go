@@ -171,7 +171,9 @@ func leg(w io.Writer, title string, l trace.Leg, owners map[string]string) {
 	for _, h := range l.Hops {
 		fmt.Fprintf(w, "  %s, in:  %s\n", h.Program, h.In)
 		for _, e := range h.Events {
-			fmt.Fprintf(w, "    %-7s %s\n", e.Cube, describe(e, owners))
+			if d := describe(e, owners); d != "" {
+				fmt.Fprintf(w, "    %-7s %s\n", e.Cube, d)
+			}
 		}
 		if h.Out != nil {
 			if h.Out.Dst != h.In.Dst && h.Out.Src != h.In.Dst {
@@ -213,6 +215,10 @@ func describe(e events.Event, owners map[string]string) string {
 		return "source translated to this node: " + e.To.String()
 	case e.Trace == "masquerade":
 		return "masqueraded (leaves the cluster) as " + e.To.String()
+	case e.Trace == "route", e.Counts != nil:
+		// Where the packet went is the hop's end (below); a flow's end
+		// is the clone's, not the node's.
+		return ""
 	}
 	return e.Trace
 }
