@@ -329,7 +329,7 @@ func ObservabilityMarkdown(cfg ObservabilityConfig, r ObservabilityResult) strin
 			fmt.Fprintf(&b, "\nThe client received %d flows over the %d runs of its mode.\n", m.Delivered, len(m.Runs))
 		}
 	}
-	b.WriteString("\n## Events delivered to one client\n\nEvery event on (drops, policy verdicts, and trace: each new connection's socket-LB translation), a `hubble observe -f -o json` following, ")
+	b.WriteString("\n## Events delivered to one client\n\nEvery event on (drops, policy verdicts, and trace: each new connection's socket-LB translation and how its first packet was routed), a `hubble observe -f -o json` following, ")
 	b.WriteString("new connections at rising rates (each step twice the measurement's duration) until events are lost. ")
 	b.WriteString("Delivered/s counts the flows the client printed over the step, the second it is given to drain included.\n\n")
 	b.WriteString("| target conn/s | conn/s | events written | lost in the ring buffer | flows delivered | delivered/s | lost on the way to the client |\n|---:|---:|---:|---:|---:|---:|---:|\n")
