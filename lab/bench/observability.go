@@ -11,6 +11,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -48,8 +50,35 @@ type ObservabilityMode struct {
 	// Client: a `hubble observe -f` follows the events meanwhile.
 	Client bool          `json:"hubble_client"`
 	Runs   []Measurement `json:"runs"`
+	// CPU is what the node's agent and the hubble client used during
+	// each run, in CPU seconds per second of the run.
+	CPU []RunCPU `json:"cpu"`
 	// Delivered counts what the client received during the runs.
 	Delivered uint64 `json:"flows_delivered,omitempty"`
+}
+
+// RunCPU is the CPU one run cost the agent and the hubble client (CPU
+// seconds per second of wall time: 1 is one CPU's whole time).
+type RunCPU struct {
+	Agent  float64 `json:"agent"`
+	Client float64 `json:"hubble_client,omitempty"`
+}
+
+// cpuSeconds is a process's user and system time so far (0 if it is
+// gone): /proc/PID/stat's utime and stime, in USER_HZ (100 on Linux).
+func cpuSeconds(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseFloat(f[11], 64)
+	k, _ := strconv.ParseFloat(f[12], 64)
+	return (u + k) / 100
 }
 
 // Delivery is how many events per second the agent delivers to one
@@ -150,10 +179,19 @@ spec:
 				}
 			}
 			fmt.Fprintf(cfg.Log, "  run %d/%d %-34s ", run, cfg.Runs, m.Name)
-			meas, err := measure(sb, client.Name, dcfg, benchVIP4, 80, netip.Addr{})
+			agent, _ := sb.Topology.AgentPID(node.Name)
+			agent0, client0, start := cpuSeconds(agent), 0.0, time.Now()
 			if c != nil {
+				client0 = cpuSeconds(c.cmd.Process.Pid)
+			}
+			meas, err := measure(sb, client.Name, dcfg, benchVIP4, 80, netip.Addr{})
+			secs := time.Since(start).Seconds()
+			usage := RunCPU{Agent: (cpuSeconds(agent) - agent0) / secs}
+			if c != nil {
+				usage.Client = (cpuSeconds(c.cmd.Process.Pid) - client0) / secs
 				m.Delivered += c.stop()
 			}
+			m.CPU = append(m.CPU, usage)
 			if err != nil {
 				return res, err
 			}
@@ -329,6 +367,16 @@ func ObservabilityMarkdown(cfg ObservabilityConfig, r ObservabilityResult) strin
 			fmt.Fprintf(&b, "\nThe client received %d flows over the %d runs of its mode.\n", m.Delivered, len(m.Runs))
 		}
 	}
+	b.WriteString("\nCPU during the runs (CPU seconds per second, median [min–max]; 1 is one of the machine's CPUs):\n\n")
+	b.WriteString("| mode | the node's agent | the hubble client |\n|---|---:|---:|\n")
+	for _, m := range r.Modes {
+		agent := func(c RunCPU) float64 { return c.Agent }
+		client := "–"
+		if m.Client {
+			client = cpuSpread(m.CPU, func(c RunCPU) float64 { return c.Client })
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", m.Name, cpuSpread(m.CPU, agent), client)
+	}
 	b.WriteString("\n## Events delivered to one client\n\nEvery event on (drops, policy verdicts, and trace: each new connection's socket-LB translation and how its first packet was routed), a `hubble observe -f -o json` following, ")
 	b.WriteString("new connections at rising rates (each step twice the measurement's duration) until events are lost. ")
 	b.WriteString("Delivered/s counts the flows the client printed over the step, the second it is given to drain included.\n\n")
@@ -387,4 +435,21 @@ func writeObservability(cfg ObservabilityConfig, r ObservabilityResult) error {
 		}
 	}
 	return nil
+}
+
+// cpuSpread is the median [min–max] of one CPU figure of the runs.
+func cpuSpread(runs []RunCPU, get func(RunCPU) float64) string {
+	if len(runs) == 0 {
+		return "–"
+	}
+	vs := make([]float64, len(runs))
+	for i, r := range runs {
+		vs[i] = get(r)
+	}
+	sort.Float64s(vs)
+	med := vs[len(vs)/2]
+	if len(vs)%2 == 0 {
+		med = (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2
+	}
+	return fmt.Sprintf("%.3f [%.3f–%.3f]", med, vs[0], vs[len(vs)-1])
 }

@@ -221,6 +221,9 @@ func (c Config) routing() string {
 
 func agentName(node string) string { return "agent-" + node }
 
+// AgentPID is the pid of a node's agent, if it runs.
+func (t Topology) AgentPID(node string) (int, bool) { return pidOf(t, agentName(node)) }
+
 func (sb *Sandbox) node(name string) (Node, error) {
 	if n, ok := sb.Topology.Node(name); ok {
 		return n, nil
