@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -62,23 +61,6 @@ type ObservabilityMode struct {
 type RunCPU struct {
 	Agent  float64 `json:"agent"`
 	Client float64 `json:"hubble_client,omitempty"`
-}
-
-// cpuSeconds is a process's user and system time so far (0 if it is
-// gone): /proc/PID/stat's utime and stime, in USER_HZ (100 on Linux).
-func cpuSeconds(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseFloat(f[11], 64)
-	k, _ := strconv.ParseFloat(f[12], 64)
-	return (u + k) / 100
 }
 
 // Delivery is how many events per second the agent delivers to one
@@ -180,15 +162,15 @@ spec:
 			}
 			fmt.Fprintf(cfg.Log, "  run %d/%d %-34s ", run, cfg.Runs, m.Name)
 			agent, _ := sb.Topology.AgentPID(node.Name)
-			agent0, client0, start := cpuSeconds(agent), 0.0, time.Now()
+			agent0, client0, start := cpuOf(agent), 0.0, time.Now()
 			if c != nil {
-				client0 = cpuSeconds(c.cmd.Process.Pid)
+				client0 = cpuOf(c.cmd.Process.Pid)
 			}
 			meas, err := measure(sb, client.Name, dcfg, benchVIP4, 80, netip.Addr{})
 			secs := time.Since(start).Seconds()
-			usage := RunCPU{Agent: (cpuSeconds(agent) - agent0) / secs}
+			usage := RunCPU{Agent: (cpuOf(agent) - agent0) / secs}
 			if c != nil {
-				usage.Client = (cpuSeconds(c.cmd.Process.Pid) - client0) / secs
+				usage.Client = (cpuOf(c.cmd.Process.Pid) - client0) / secs
 				m.Delivered += c.stop()
 			}
 			m.CPU = append(m.CPU, usage)
@@ -435,6 +417,12 @@ func writeObservability(cfg ObservabilityConfig, r ObservabilityResult) error {
 		}
 	}
 	return nil
+}
+
+// cpuOf is a process's CPU seconds so far (procUsage).
+func cpuOf(pid int) float64 {
+	cpu, _ := procUsage(pid)
+	return cpu
 }
 
 // cpuSpread is the median [min–max] of one CPU figure of the runs.

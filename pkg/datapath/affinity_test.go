@@ -93,11 +93,11 @@ func revNATOf(t *testing.T, dp *datapath.Datapath, fe model.Frontend) uint32 {
 	return v.RevNatId
 }
 
+// countEntries is the number of entries of a map of dp.
 func countEntries(t *testing.T, dp *datapath.Datapath, name string) int {
 	t.Helper()
 	n := 0
-	var k datapath.AffinityMatchKey
-	var v uint8
+	var k, v []byte
 	it := dp.Maps().Map(name).Iterate()
 	for it.Next(&k, &v) {
 		n++

@@ -269,7 +269,8 @@ func TestEveryDropHasItsReason(t *testing.T) {
 
 // TestTraceEvents: with trace asked for, a new Service flow's first packet
 // reports its backend (and its SNAT source); its later packets report
-// nothing; without trace, nothing.
+// nothing; its end reports what each way carried (packets, bytes);
+// without trace, nothing is reported or counted.
 func TestTraceEvents(t *testing.T) {
 	dp, tables := load(t)
 	setNodeAddrs(t, dp)
@@ -277,10 +278,6 @@ func TestTraceEvents(t *testing.T) {
 	evs := readEvents(t, dp)
 	prog := dp.Programs().FromNet
 
-	runProg(t, prog, pkt.TCP(ext4, np4, syn, nil))
-	if got := evs.drain(t); len(got) != 0 {
-		t.Fatalf("trace off: reported %v", got)
-	}
 	if err := monitor.SetFlags(dp.Maps(), datapath.MonFlagDrops|datapath.MonFlagTrace); err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +317,8 @@ func TestTraceEvents(t *testing.T) {
 		t.Errorf("counts %+v, want %+v", c, want)
 	}
 
-	// Trace off: a flow's end is not reported (nor counted).
+	// Trace off: neither a flow's start nor its end is reported (nor
+	// counted).
 	if err := monitor.SetFlags(dp.Maps(), datapath.MonFlagDrops); err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +328,7 @@ func TestTraceEvents(t *testing.T) {
 	if got := evs.drain(t); len(got) != 0 {
 		t.Errorf("trace off: reported %v", got)
 	}
-	if n := countFlows(t, dp); n != 0 {
+	if n := countEntries(t, dp, ct.MapAcct); n != 0 {
 		t.Errorf("trace off: %d flows counted", n)
 	}
 }
@@ -409,38 +407,17 @@ func loadSized(t *testing.T, ct uint32) (*datapath.Datapath, *lb.Tables) {
 	return dp, lb.New(dp.Maps())
 }
 
-// countFlows is the number of flows ct_acct counts.
-func countFlows(t *testing.T, dp *datapath.Datapath) int {
-	t.Helper()
-	n := 0
-	var k datapath.CTKey
-	var v []byte
-	it := dp.Maps().Map(ct.MapAcct).Iterate()
-	for it.Next(&k, &v) {
-		n++
-	}
-	if err := it.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
 // TestTraceRouteEvents: while tracing, the router reports how it sent each
 // flow's first packet on (a TCP SYN, or a packet conntrack started a flow
 // with), as the packet left: into a pod (after the load balancer: to the
 // backend), into the overlay, and the overlay's tunnel to the node holding
 // the destination; a later packet, and a UDP datagram no flow was started
-// for, are not reported. Trace off: nothing.
+// for, are not reported; with trace off, the same first packet is not.
 func TestTraceRouteEvents(t *testing.T) {
 	dp, tables := load(t)
 	apply(t, tables, model.FrontendBackends{Frontend: frontend(vip4, model.TCP), Backends: backends(be4b)})
 	endpoint(t, dp, be4b.Addr(), 7)
 	evs := readEvents(t, dp)
-	syn4 := pkt.TCP(client4, vip4, syn, nil)
-	runProg(t, dp.Programs().FromPod, syn4)
-	if got := evs.drain(t); len(got) != 0 {
-		t.Fatalf("trace off: reported %v", got)
-	}
 	if err := monitor.SetFlags(dp.Maps(), datapath.MonFlagTrace); err != nil {
 		t.Fatal(err)
 	}
@@ -474,5 +451,14 @@ func TestTraceRouteEvents(t *testing.T) {
 	if len(got) != 2 || got[0].Route != "to-overlay" || got[0].OutIfindex != 1 || got[1].Route != "tunnel" ||
 		got[1].To.Addr() != node4 || got[1].Point != "to-overlay" || got[1].Dst != pod4 {
 		t.Errorf("pod -> another node's pod: %v, want into the overlay, then the tunnel to %s", got, node4)
+	}
+
+	// Trace off: the first packet that was reported above is not.
+	if err := monitor.SetFlags(dp.Maps(), 0); err != nil {
+		t.Fatal(err)
+	}
+	runProg(t, dp.Programs().FromPod, pkt.TCP(netip.AddrPortFrom(client4.Addr(), 40101), vip4, syn, nil))
+	if got := evs.drain(t); len(got) != 0 {
+		t.Errorf("trace off: reported %v", got)
 	}
 }

@@ -108,7 +108,7 @@ func TestGCRemovesTimedOutEntriesOnly(t *testing.T) {
 // timed-out entry with the packets and bytes it counted (one event per
 // way, a flow-timeout), keeps a live flow's counters, and removes counters
 // whose entry is gone (a flow that ended while nobody traced); with trace
-// off, it reports nothing.
+// off, the same timed-out entry is removed unreported.
 func TestGCReportsTimedOutFlows(t *testing.T) {
 	testenv.RequireRoot(t)
 	for ct.Now() < uint64(60*time.Second) {
@@ -166,31 +166,9 @@ func TestGCReportsTimedOutFlows(t *testing.T) {
 		}
 	}
 
-	// Trace off: the timed-out entry goes, unreported; the orphan counters too.
-	if _, err := gc.Sweep(); err != nil {
-		t.Fatal(err)
-	}
-	if got := read(); len(got) != 0 {
-		t.Fatalf("trace off: reported %v", got)
-	}
-	var c datapath.CTAcct
-	if acct.Lookup(&ended, &c) == nil {
-		t.Error("the counters of a flow gone stayed")
-	}
-	if acct.Lookup(&live, &c) != nil || c.Packets != 2 {
-		t.Errorf("the live flow's counters: %+v", c)
-	}
-
-	// Trace on: the next to time out is reported with its counters.
+	// Trace on: the timed-out entry is reported with its counters; the
+	// counters of a flow gone are removed, a live flow's kept.
 	if err := monitor.SetFlags(dp.Maps(), datapath.MonFlagTrace); err != nil {
-		t.Fatal(err)
-	}
-	v := datapath.CTEntry{BackendId: 1, RevNatId: 1, LastNs: now - uint64(40*time.Second)}
-	if err := flows.Update(&timedOut, &v); err != nil {
-		t.Fatal(err)
-	}
-	tc := counts[timedOut]
-	if err := acct.Update(&timedOut, &tc); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := gc.Sweep(); err != nil {
@@ -202,10 +180,32 @@ func TestGCReportsTimedOutFlows(t *testing.T) {
 		got[0].Src != netip.AddrPortFrom(client, 40001) || got[0].Dst != netip.AddrPortFrom(vip, 53) || got[0].Proto != "UDP" {
 		t.Fatalf("events %v, want the timed-out flow with %+v", got, want)
 	}
-	if acct.Lookup(&timedOut, &c) == nil {
-		t.Error("the reported counters stayed")
+	var c datapath.CTAcct
+	for k, what := range map[datapath.CTKey]string{timedOut: "the reported flow's", ended: "a flow gone's"} {
+		if acct.Lookup(&k, &c) == nil {
+			t.Errorf("%s counters stayed", what)
+		}
 	}
-	if acct.Lookup(&live, &c) != nil {
-		t.Error("the live flow's counters were removed")
+	if acct.Lookup(&live, &c) != nil || c.Packets != 2 {
+		t.Errorf("the live flow's counters: %+v", c)
+	}
+
+	// Trace off: the same timed out again goes unreported.
+	if err := monitor.SetFlags(dp.Maps(), 0); err != nil {
+		t.Fatal(err)
+	}
+	v := datapath.CTEntry{BackendId: 1, RevNatId: 1, LastNs: now - uint64(40*time.Second)}
+	if err := flows.Update(&timedOut, &v); err != nil {
+		t.Fatal(err)
+	}
+	tc := counts[timedOut]
+	if err := acct.Update(&timedOut, &tc); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := gc.Sweep(); err != nil || res.Removed != 1 {
+		t.Fatalf("sweep %+v, %v: want the timed-out entry removed", res, err)
+	}
+	if got := read(); len(got) != 0 {
+		t.Errorf("trace off: reported %v", got)
 	}
 }
