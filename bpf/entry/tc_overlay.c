@@ -26,27 +26,17 @@ static always_inline int handle_from_overlay(struct __sk_buff *skb)
 	return TC_ACT_OK;
 }
 
-/* link_local_multicast: a packet for the overlay link itself (the kernel's
- * MLD reports to ff02::16 when the device comes up, whatever its flags),
- * not for a pod. No node is its tunnel's end: it goes to the kernel, whose
- * collect-metadata device discards a packet without one (tx_dropped), as
- * a flannel overlay without flooding does; it is not a pod's packet
- * dropped. */
-static always_inline int link_local_multicast(const struct flow *f)
-{
-	const __u8 *a = (const __u8 *)&f->daddr.w[f->family == 4 ? 3 : 0];
-
-	if (f->family == 4)
-		return a[0] == 224 && a[1] == 0 && a[2] == 0; /* 224.0.0.0/24 */
-	return a[0] == 0xff && (a[1] & 0x0f) <= 2;            /* ff0X::, scope <= link */
-}
-
 static always_inline int handle_to_overlay(struct __sk_buff *skb)
 {
 	struct flow f = {.point = MON_AT_TO_OVERLAY};
 
 	if (parse_addrs(skb, &f))
 		return mon_drop(skb, &f, MON_DROP_MALFORMED);
+	/* Link-local multicast (the kernel's MLD reports when the device
+	 * comes up) is for the overlay link itself: no node is its tunnel's
+	 * end. It goes to the kernel, whose collect-metadata device discards
+	 * a packet without one (tx_dropped), as a flannel overlay without
+	 * flooding does; it is not a pod's packet dropped. */
 	if (link_local_multicast(&f))
 		return TC_ACT_OK;
 	if (router_set_tunnel(skb, &f.daddr))

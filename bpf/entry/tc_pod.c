@@ -9,7 +9,8 @@
  *            translated back first), on to another node (router.h), or,
  *            outside the cluster, masqueraded to this node (masq.h);
  *            an ICMP echo request to outside the cluster is masqueraded
- *            too (xlate_icmp.h), any other ICMP goes to the kernel
+ *            too (xlate_icmp.h), any other ICMP goes to the kernel; a
+ *            packet whose ports cannot be read, to unparsed.h
  *   to_pod   (egress of the host veth): what the kernel delivers to the
  *            pod: policy (ingress) -> conntrack -> reverse NAT; an ICMP
  *            error about a Service flow of the pod: its quote translated
@@ -20,6 +21,7 @@
  */
 #include "xlate.h"
 #include "xlate_icmp.h"
+#include "unparsed.h"
 #include "cubes_gen.h"
 
 static always_inline int handle_from_pod(struct __sk_buff *skb)
@@ -28,10 +30,13 @@ static always_inline int handle_from_pod(struct __sk_buff *skb)
 	struct xlate x = {};
 	struct lb_svc_val *svc;
 	struct nc_addr hairpin;
-	int verdict;
+	int verdict, miss;
 
-	if (parse_flow(skb, &f))
+	miss = parse_flow(skb, &f);
+	if (miss == PARSE_NOT_A_FLOW)
 		return xlate_icmp_from_pod(skb);
+	if (miss)
+		return unparsed_from_pod(skb, &f, miss);
 	verdict = cubes_from_pod(skb, &f);
 	if (verdict != CUBE_PASS)
 		return verdict;
@@ -90,10 +95,13 @@ static always_inline int handle_from_pod(struct __sk_buff *skb)
 static always_inline int handle_to_pod(struct __sk_buff *skb)
 {
 	struct flow f = {.point = MON_AT_TO_POD};
-	int verdict;
+	int verdict, miss;
 
-	if (parse_flow(skb, &f))
+	miss = parse_flow(skb, &f);
+	if (miss == PARSE_NOT_A_FLOW)
 		return xlate_icmp_to_pod(skb);
+	if (miss)
+		return unparsed_to_pod(skb, &f);
 	verdict = cubes_to_pod(skb, &f);
 	if (verdict != CUBE_PASS)
 		return verdict;

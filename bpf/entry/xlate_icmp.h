@@ -133,9 +133,11 @@ static always_inline int xlate_icmp_error_masq(struct __sk_buff *skb, const stru
 	}
 	pod = ct->nat_addr;
 	port = ct->nat_port;
+	/* icmp_quote bounded every offset written: a helper fails here only
+	 * when the kernel cannot make the packet writable. */
 	if (icmp_set_outer(skb, e, NAT_DST, &pod) || icmp_set_quote(skb, e, &q, NAT_SRC, &pod, port)) {
 		nat_icmp_count(NAT_ICMP_ERR_BAD);
-		return mon_drop(skb, e, MON_DROP_ICMP_REWRITE);
+		return mon_drop(skb, e, MON_DROP_NAT_REWRITE);
 	}
 	nat_icmp_count(NAT_ICMP_ERR_XLATED);
 	ep = router_endpoint(&pod);
@@ -166,7 +168,7 @@ static always_inline int xlate_icmp_error_service(struct __sk_buff *skb, const s
 	if (icmp_set_quote(skb, e, &q, NAT_DST, &fe->addr, fe->port) ||
 	    (addr_equal(&e->saddr, &backend) && icmp_set_outer(skb, e, NAT_SRC, &fe->addr))) {
 		nat_icmp_count(NAT_ICMP_ERR_BAD);
-		return mon_drop(skb, e, MON_DROP_ICMP_REWRITE);
+		return mon_drop(skb, e, MON_DROP_NAT_REWRITE);
 	}
 	nat_icmp_count(NAT_ICMP_ERR_XLATED);
 	return TC_ACT_OK;

@@ -1,7 +1,10 @@
 /* parse.h: turns a packet into a flow (addresses, ports, protocol, offsets).
  * Only TCP, UDP and SCTP over IPv4 and IPv6 (no extension header but a
  * fragment header) become flows, fragments included (their ports:
- * frag.h); everything else is passed through untouched by the caller.
+ * frag.h); parse_flow says why any other packet is not one (enum
+ * parse_miss): most are passed through untouched by the caller, but one
+ * whose ports cannot be read (unparsed.h) is not let past a Service or a
+ * NetworkPolicy that would need them.
  * SCTP flows meet policy and routing only: no Service or NAT has one.
  * ICMP echo and errors are read by icmp.h, on parse_l3.
  */
@@ -101,33 +104,59 @@ static always_inline int parse_l3(struct __sk_buff *skb, struct flow *f, __u32 *
 	return -1;
 }
 
-/* parse_flow returns 0 and fills f for a TCP/UDP/SCTP packet (or fragment
- * of one whose first fragment was seen), -1 otherwise. */
+/* Why parse_flow made no flow of a packet (0: it did). */
+enum parse_miss {
+	PARSE_NOT_A_FLOW = 1, /* not IP, cut short, or a protocol without ports (ICMP: icmp.h) */
+	/* The addresses are read (f->proto is the header's number), the
+	 * ports cannot be: */
+	PARSE_EXT_HEADER = 2,  /* an IPv6 extension header other than one fragment header */
+	PARSE_FRAG_UNSEEN = 3, /* a later fragment whose first fragment was not seen here */
+};
+
+/* ipv6_ext_header says whether nexthdr is an IPv6 extension header (RFC
+ * 8200, 4, and the IANA list): hop-by-hop, routing, fragment, AH,
+ * destination options, mobility, HIP, shim6, the two experimental. ESP is
+ * not (its payload is opaque whatever parses it); neither is "no next
+ * header", which carries nothing. */
+static always_inline int ipv6_ext_header(__u8 nexthdr)
+{
+	switch (nexthdr) {
+	case 0: case 43: case 44: case 51: case 60: case 135: case 139: case 140: case 253: case 254:
+		return 1;
+	}
+	return 0;
+}
+
+/* parse_flow fills f for a TCP/UDP/SCTP packet (or a fragment of one whose
+ * first fragment was seen) and returns 0; otherwise it returns why not
+ * (enum parse_miss). */
 static always_inline int parse_flow(struct __sk_buff *skb, struct flow *f)
 {
 	void *data, *end;
 	__u32 frag_id = 0;
 
 	if (parse_l3(skb, f, &frag_id))
-		return -1;
+		return PARSE_NOT_A_FLOW;
+	if (f->family == 6 && ipv6_ext_header(f->proto))
+		return PARSE_EXT_HEADER;
 	if (f->proto != IPPROTO_TCP && f->proto != IPPROTO_UDP && f->proto != IPPROTO_SCTP)
-		return -1;
+		return PARSE_NOT_A_FLOW;
 	if (f->frag == FRAG_LATER)
-		return frag_ports_of(&f->saddr, &f->daddr, frag_id, f->proto, &f->sport, &f->dport);
+		return frag_ports_of(&f->saddr, &f->daddr, frag_id, f->proto, &f->sport, &f->dport) ? PARSE_FRAG_UNSEEN : 0;
 
 	/* TCP, UDP and SCTP all start with the two ports. */
 	data = (void *)(long)skb->data;
 	end = (void *)(long)skb->data_end;
 	__be16 *ports = data + f->l4_off;
 	if ((void *)(ports + 2) > end)
-		return -1;
+		return PARSE_NOT_A_FLOW;
 	f->sport = ports[0];
 	f->dport = ports[1];
 	if (f->proto == IPPROTO_TCP) {
 		struct tcphdr *tcp = data + f->l4_off;
 
 		if ((void *)(tcp + 1) > end)
-			return -1;
+			return PARSE_NOT_A_FLOW;
 		f->tcp_flags = ((__u8 *)tcp)[13];
 	}
 	if (f->frag == FRAG_FIRST)
@@ -169,4 +198,17 @@ static always_inline int parse_addrs(struct __sk_buff *skb, struct flow *f)
 		return 0;
 	}
 	return -1;
+}
+
+/* link_local_multicast: a packet for the link it is on (224.0.0.0/24, or
+ * an IPv6 multicast address of at most link scope: the kernel's MLD
+ * reports to ff02::16, whatever the device's flags), never for a pod or a
+ * Service. */
+static always_inline int link_local_multicast(const struct flow *f)
+{
+	const __u8 *a = (const __u8 *)&f->daddr.w[f->family == 4 ? 3 : 0];
+
+	if (f->family == 4)
+		return a[0] == 224 && a[1] == 0 && a[2] == 0; /* 224.0.0.0/24 */
+	return a[0] == 0xff && (a[1] & 0x0f) <= 2;            /* ff0X::, scope <= link */
 }

@@ -223,10 +223,11 @@ const (
 	bpfMonDropMON_DROP_SNAT_NO_PORT      bpfMonDrop = 7
 	bpfMonDropMON_DROP_NO_NODE_ADDR      bpfMonDrop = 8
 	bpfMonDropMON_DROP_NAT_REWRITE       bpfMonDrop = 9
-	bpfMonDropMON_DROP_ICMP_REWRITE      bpfMonDrop = 10
-	bpfMonDropMON_DROP_NO_TUNNEL         bpfMonDrop = 11
-	bpfMonDropMON_DROP_MALFORMED         bpfMonDrop = 12
-	bpfMonDropMON_DROP_MAX               bpfMonDrop = 13
+	bpfMonDropMON_DROP_NO_TUNNEL         bpfMonDrop = 10
+	bpfMonDropMON_DROP_MALFORMED         bpfMonDrop = 11
+	bpfMonDropMON_DROP_EXT_HEADER        bpfMonDrop = 12
+	bpfMonDropMON_DROP_FRAG_UNSEEN       bpfMonDrop = 13
+	bpfMonDropMON_DROP_MAX               bpfMonDrop = 14
 )
 
 type bpfMonEvent struct {
@@ -430,6 +431,7 @@ const (
 	bpfMapLbRevnat           = "lb_revnat"
 	bpfMapLbServices         = "lb_services"
 	bpfMapLbSourceRanges     = "lb_source_ranges"
+	bpfMapLbVips             = "lb_vips"
 	bpfMapMonitorConfig      = "monitor_config"
 	bpfMapMonitorCubes       = "monitor_cubes"
 	bpfMapMonitorDrops       = "monitor_drops"
@@ -530,6 +532,7 @@ type bpfMapSpecs struct {
 	LbRevnat        *ebpf.MapSpec `ebpf:"lb_revnat"`
 	LbServices      *ebpf.MapSpec `ebpf:"lb_services"`
 	LbSourceRanges  *ebpf.MapSpec `ebpf:"lb_source_ranges"`
+	LbVips          *ebpf.MapSpec `ebpf:"lb_vips"`
 	MonitorConfig   *ebpf.MapSpec `ebpf:"monitor_config"`
 	MonitorCubes    *ebpf.MapSpec `ebpf:"monitor_cubes"`
 	MonitorDrops    *ebpf.MapSpec `ebpf:"monitor_drops"`
@@ -588,6 +591,7 @@ type bpfMaps struct {
 	LbRevnat        *ebpf.Map `ebpf:"lb_revnat"`
 	LbServices      *ebpf.Map `ebpf:"lb_services"`
 	LbSourceRanges  *ebpf.Map `ebpf:"lb_source_ranges"`
+	LbVips          *ebpf.Map `ebpf:"lb_vips"`
 	MonitorConfig   *ebpf.Map `ebpf:"monitor_config"`
 	MonitorCubes    *ebpf.Map `ebpf:"monitor_cubes"`
 	MonitorDrops    *ebpf.Map `ebpf:"monitor_drops"`
@@ -611,6 +615,7 @@ func (m *bpfMaps) Close() error {
 		m.LbRevnat,
 		m.LbServices,
 		m.LbSourceRanges,
+		m.LbVips,
 		m.MonitorConfig,
 		m.MonitorCubes,
 		m.MonitorDrops,

@@ -70,3 +70,19 @@ func concat(parts ...[]byte) []byte {
 	}
 	return b
 }
+
+// WithExtHeader inserts an empty IPv6 extension header of type kind (0
+// hop-by-hop, 60 destination options: their options, six bytes of PadN)
+// after the IPv6 header of packet, an Ethernet frame, as a sender with
+// IPV6_DSTOPTS (or the kernel's MLD, with a hop-by-hop header) does. The
+// L4 checksum stays valid: its pseudo-header has no extension headers.
+func WithExtHeader(packet []byte, kind uint8) []byte {
+	if packet[12] != 0x86 || packet[13] != 0xdd {
+		panic("WithExtHeader: not an IPv6 packet")
+	}
+	ip := append([]byte(nil), packet[14:54]...)
+	ext := []byte{ip[6], 0, 1, 4, 0, 0, 0, 0} // next header, length 0 (8 bytes), PadN of 4
+	ip[6] = kind
+	binary.BigEndian.PutUint16(ip[4:], binary.BigEndian.Uint16(ip[4:])+8)
+	return concat(packet[:14], ip, ext, packet[54:])
+}

@@ -29,9 +29,10 @@ const (
 	MonDropSNATNoPort      = bpfMonDropMON_DROP_SNAT_NO_PORT
 	MonDropNoNodeAddr      = bpfMonDropMON_DROP_NO_NODE_ADDR
 	MonDropNATRewrite      = bpfMonDropMON_DROP_NAT_REWRITE
-	MonDropICMPRewrite     = bpfMonDropMON_DROP_ICMP_REWRITE
 	MonDropNoTunnel        = bpfMonDropMON_DROP_NO_TUNNEL
 	MonDropMalformed       = bpfMonDropMON_DROP_MALFORMED
+	MonDropExtHeader       = bpfMonDropMON_DROP_EXT_HEADER
+	MonDropFragUnseen      = bpfMonDropMON_DROP_FRAG_UNSEEN
 	MonDropMax             = bpfMonDropMON_DROP_MAX
 
 	MonEvDrop  = bpfMonTypeMON_EV_DROP

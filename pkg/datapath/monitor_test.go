@@ -83,9 +83,15 @@ func (e *eventReader) drain(t *testing.T) []events.Event {
 	}
 }
 
+// fragmentsOf is a pod's UDP datagram to vip4, in three fragments of
+// datagram id.
+func fragmentsOf(id uint32) [][]byte {
+	return pkt.Fragments(pkt.UDP(client4, vip4, []byte("sixteen bytes..!")), 8, id)
+}
+
 // TestEveryDropHasItsReason: each drop the programs can be made to make
-// in BPF_PROG_RUN (9 of the 12 reasons; icmp-rewrite-failed is not caused
-// here) is counted under its reason (and no other), and, with
+// in BPF_PROG_RUN (11 of the 13 reasons: the policy cube's tests cause
+// its two) is counted under its reason (and no other), and, with
 // drops asked for, reported as one event naming the reason, the cube, the
 // hook and the packet; the same packet with what it lacked goes on, with
 // nothing counted (the positive control before each). With events off,
@@ -185,6 +191,27 @@ func TestEveryDropHasItsReason(t *testing.T) {
 			// updates: a datagram cut after 4 bytes of its header.
 			dropped: pkt.UDP(netip.AddrPortFrom(client4.Addr(), 40001), vip4, nil)[:14+20+4],
 			verdict: actShot, reason: datapath.MonDropNATRewrite, cube: "nat", point: "from-pod",
+		},
+		{
+			name: "an IPv6 extension header hides the ports of a packet to a ClusterIP",
+			setup: func(t *testing.T, dp *datapath.Datapath, tables *lb.Tables) {
+				apply(t, tables, model.FrontendBackends{Frontend: frontend(vip6, model.UDP), Backends: backends(be6)})
+			},
+			prog: "from_pod", allowed: pkt.UDP(client6, vip6, []byte("q")),
+			dropped: pkt.WithExtHeader(pkt.UDP(client6, vip6, []byte("q")), 60), // destination options
+			verdict: actShot, reason: datapath.MonDropExtHeader, cube: "lb", point: "from-pod",
+		},
+		{
+			name: "a later fragment to a ClusterIP whose first fragment was not seen",
+			setup: func(t *testing.T, dp *datapath.Datapath, tables *lb.Tables) {
+				apply(t, tables, model.FrontendBackends{Frontend: frontend(vip4, model.UDP), Backends: backends(be4)})
+				// The first fragment of datagram 7 (the positive control's).
+				if v := runProg(t, dp.Programs().FromPod, fragmentsOf(7)[0]); v == actShot {
+					t.Fatalf("a first fragment dropped")
+				}
+			},
+			prog: "from_pod", allowed: fragmentsOf(7)[1], dropped: fragmentsOf(8)[1],
+			verdict: actShot, reason: datapath.MonDropFragUnseen, cube: "lb", point: "from-pod",
 		},
 		{
 			name: "VXLAN: a destination in no node's pod CIDR drops",

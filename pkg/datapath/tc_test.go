@@ -362,7 +362,9 @@ func TestHostBackend(t *testing.T) {
 // first went, translated as the whole datagram would be (the fragments of
 // the translated datagram, byte for byte), on the way out and back, IPv4
 // and IPv6; so do the fragments of a datagram to a pod, untranslated. A
-// later fragment whose first was never seen passes untouched.
+// later fragment whose first was never seen passes untouched to a pod
+// (no policy selects it), and is dropped to a ClusterIP, which it cannot
+// be balanced to (TestEveryDropHasItsReason: its reason).
 func TestFragments(t *testing.T) {
 	dp, cube := load(t)
 	for _, fe := range []model.Frontend{frontend(vip4, model.UDP), frontend(vip6, model.UDP)} {
@@ -397,8 +399,10 @@ func TestFragments(t *testing.T) {
 			for i, in := range pkt.Fragments(direct, 1000, 9) {
 				run(t, dp, step{name: fmt.Sprintf("fragment %d to a pod", i), in: in, verdict: actOK})
 			}
-			orphan := pkt.Fragments(query, 1000, 10)[1]
-			run(t, dp, step{name: "a later fragment of an unseen datagram", in: orphan, verdict: actOK})
+			orphan := pkt.Fragments(direct, 1000, 10)[1]
+			run(t, dp, step{name: "a later fragment of an unseen datagram to a pod", in: orphan, verdict: actOK, out: orphan})
+			orphan = pkt.Fragments(query, 1000, 10)[1]
+			run(t, dp, step{name: "a later fragment of an unseen datagram to a ClusterIP", in: orphan, verdict: actShot})
 		})
 	}
 }

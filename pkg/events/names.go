@@ -20,10 +20,11 @@ var drops = map[datapath.MonDrop]Reason{
 	datapath.MonDropCTCreate:        {"ct-insert-failed", "ct", "the flow's conntrack entries could not be written"},
 	datapath.MonDropSNATNoPort:      {"snat-ports-exhausted", "nat", "no source port (ICMP identifier) free to SNAT or masquerade the flow"},
 	datapath.MonDropNoNodeAddr:      {"no-node-address", "nat", "no address of the packet's family on this node to SNAT to"},
-	datapath.MonDropNATRewrite:      {"nat-rewrite-failed", "nat", "the packet could not be rewritten (malformed)"},
-	datapath.MonDropICMPRewrite:     {"icmp-rewrite-failed", "nat", "an ICMP error of a translated flow could not be rewritten"},
+	datapath.MonDropNATRewrite:      {"nat-rewrite-failed", "nat", "the packet (or the quote of an ICMP error about a translated flow) could not be rewritten: cut short, or the kernel could not make it writable"},
 	datapath.MonDropNoTunnel:        {"no-route-to-node", "router", "VXLAN: no node's pod CIDR holds the destination"},
 	datapath.MonDropMalformed:       {"malformed", "router", "a header too short to rewrite or route"},
+	datapath.MonDropExtHeader:       {"unsupported-extension-header", "lb", "an IPv6 extension header (not a fragment header) on a packet to a ClusterIP: its ports, and so its backend, cannot be read"},
+	datapath.MonDropFragUnseen:      {"fragment-without-first", "lb", "a later fragment to a ClusterIP whose first fragment (with the ports) was not seen on this node"},
 }
 
 // DropReason describes reason d (Name "unknown-N" if the datapath is newer

@@ -18,18 +18,19 @@ import (
 // dropReasons are Hubble's drop reasons for netcube's (events.DropReason
 // names); a reason without one fails TestEveryDropReasonHasAHubbleReason.
 var dropReasons = map[string]flowpb.DropReason{
-	"no-endpoints":          flowpb.DropReason_SERVICE_BACKEND_NOT_FOUND,
-	"no-local-endpoint":     flowpb.DropReason_SERVICE_BACKEND_NOT_FOUND,
-	"source-range":          flowpb.DropReason_DENIED_BY_LB_SRC_RANGE_CHECK,
-	"policy-denied-ingress": flowpb.DropReason_POLICY_DENIED,
-	"policy-denied-egress":  flowpb.DropReason_POLICY_DENIED,
-	"ct-insert-failed":      flowpb.DropReason_CT_MAP_INSERTION_FAILED,
-	"snat-ports-exhausted":  flowpb.DropReason_NO_MAPPING_FOR_NAT_MASQUERADE,
-	"no-node-address":       flowpb.DropReason_NO_MAPPING_FOR_NAT_MASQUERADE,
-	"nat-rewrite-failed":    flowpb.DropReason_ERROR_WRITING_TO_PACKET,
-	"icmp-rewrite-failed":   flowpb.DropReason_ERROR_WRITING_TO_PACKET,
-	"no-route-to-node":      flowpb.DropReason_NO_TUNNEL_OR_ENCAPSULATION_ENDPOINT,
-	"malformed":             flowpb.DropReason_INVALID_PACKET_DROPPED,
+	"no-endpoints":                 flowpb.DropReason_SERVICE_BACKEND_NOT_FOUND,
+	"no-local-endpoint":            flowpb.DropReason_SERVICE_BACKEND_NOT_FOUND,
+	"source-range":                 flowpb.DropReason_DENIED_BY_LB_SRC_RANGE_CHECK,
+	"policy-denied-ingress":        flowpb.DropReason_POLICY_DENIED,
+	"policy-denied-egress":         flowpb.DropReason_POLICY_DENIED,
+	"ct-insert-failed":             flowpb.DropReason_CT_MAP_INSERTION_FAILED,
+	"snat-ports-exhausted":         flowpb.DropReason_NO_MAPPING_FOR_NAT_MASQUERADE,
+	"no-node-address":              flowpb.DropReason_NO_MAPPING_FOR_NAT_MASQUERADE,
+	"nat-rewrite-failed":           flowpb.DropReason_ERROR_WRITING_TO_PACKET,
+	"no-route-to-node":             flowpb.DropReason_NO_TUNNEL_OR_ENCAPSULATION_ENDPOINT,
+	"malformed":                    flowpb.DropReason_INVALID_PACKET_DROPPED,
+	"unsupported-extension-header": flowpb.DropReason_INVALID_IPV6_EXTENSION_HEADER,
+	"fragment-without-first":       flowpb.DropReason_FIRST_LOGICAL_DATAGRAM_FRAGMENT_NOT_FOUND,
 }
 
 // points are Hubble's observation points for netcube's hooks.

@@ -30,8 +30,12 @@ import (
 //   - no-route-to-node: the node sends into the overlay, on a stale route,
 //     to a pod CIDR no node holds (a node gone);
 //   - malformed: a frame that is not IP out of the overlay device;
-//   - ct-insert-failed: new flows from outside once conntrack (256 entries
-//     here) is full.
+//   - unsupported-extension-header: a pod's IPv6 datagram to a ClusterIP
+//     with a destination options header;
+//   - fragment-without-first: a pod's later fragment to a ClusterIP whose
+//     first fragment was never sent;
+//   - ct-insert-failed (last: it fills conntrack): new flows from outside
+//     once conntrack (256 entries here) is full.
 //
 // The crafted packets are sent by `netcube-lab pod send` (a raw socket
 // through the namespace's routes, or a packet socket on a device).
@@ -141,6 +145,28 @@ func TestMonitorShowsTheRarerDrops(t *testing.T) {
 	}
 	seen("malformed", "router", "to-overlay", func(e events.Event) bool { return e.Len == uint32(len(arp)) })
 
+	// unsupported-extension-header and fragment-without-first: the
+	// positive controls are the same datagram without the header, and a
+	// datagram's three fragments in order, sent the same way (no drop);
+	// then the datagram with the header, and a later fragment alone.
+	from6 := netip.AddrPortFrom(client.IP6, 41001)
+	udpService6 := netip.AddrPortFrom(netip.MustParseAddr(sandbox.EchoIPs[1]), sandbox.PodPort)
+	from4 := netip.AddrPortFrom(client.IP4, 41002)
+	datagram := pkt.UDP(from4, udpService, []byte("sixteen bytes..!"))
+	send(client.Name, append([][]byte{pkt.UDP(from6, udpService6, []byte("q"))}, pkt.Fragments(datagram, 8, 4242)...), "")
+	time.Sleep(300 * time.Millisecond)
+	if d := mon.find(func(e events.Event) bool { return e.Src.Addr() == client.IP6 || e.Src == from4 }); len(d) != 0 {
+		t.Fatalf("the positive controls (a plain IPv6 datagram, a datagram's fragments in order) dropped: %v", d)
+	}
+	send(client.Name, [][]byte{pkt.WithExtHeader(pkt.UDP(from6, udpService6, []byte("q")), 60)}, "")
+	seen("unsupported-extension-header", "lb", "from-pod", func(e events.Event) bool {
+		return e.Src.Addr() == client.IP6 && e.Dst.Addr() == udpService6.Addr()
+	})
+	send(client.Name, [][]byte{pkt.Fragments(datagram, 8, 4343)[1]}, "")
+	seen("fragment-without-first", "lb", "from-pod", func(e events.Event) bool {
+		return e.Src.Addr() == client.IP4 && e.Dst.Addr() == udpService.Addr() && e.Proto == "UDP"
+	})
+
 	// ct-insert-failed: the positive control, then more new flows than
 	// the table holds (two entries each).
 	if r := fromOutside(t, sb, "tcp", nodePort.String(), 1)[0]; r.Err != "" {
@@ -158,11 +184,13 @@ func TestMonitorShowsTheRarerDrops(t *testing.T) {
 
 	// Hubble names each with its own reason.
 	want := map[string]string{
-		"nat-rewrite-failed":   "ERROR_WRITING_TO_PACKET",
-		"snat-ports-exhausted": "NO_MAPPING_FOR_NAT_MASQUERADE",
-		"no-route-to-node":     "NO_TUNNEL_OR_ENCAPSULATION_ENDPOINT",
-		"malformed":            "INVALID_PACKET_DROPPED",
-		"ct-insert-failed":     "CT_MAP_INSERTION_FAILED",
+		"nat-rewrite-failed":           "ERROR_WRITING_TO_PACKET",
+		"snat-ports-exhausted":         "NO_MAPPING_FOR_NAT_MASQUERADE",
+		"no-route-to-node":             "NO_TUNNEL_OR_ENCAPSULATION_ENDPOINT",
+		"malformed":                    "INVALID_PACKET_DROPPED",
+		"ct-insert-failed":             "CT_MAP_INSERTION_FAILED",
+		"unsupported-extension-header": "INVALID_IPV6_EXTENSION_HEADER",
+		"fragment-without-first":       "FIRST_LOGICAL_DATAGRAM_FRAGMENT_NOT_FOUND",
 	}
 	got := map[string]bool{}
 	for _, r := range observe(t, sb, node1, "--verdict", "DROPPED") {

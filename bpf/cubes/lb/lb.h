@@ -6,6 +6,7 @@
  *                {frontend, slot 1..N}   -> backend id
  *   lb_backends  backend id              -> backend address and port
  *   lb_revnat    revNAT id               -> frontend address and port
+ *   lb_vips      ClusterIP address       -> 1 (for packets without ports)
  * The agent writes backends, then slots, then the master entry, and shrinks
  * in the reverse order, so a reader never follows a slot beyond `count` or
  * a slot to a missing backend.
@@ -27,6 +28,15 @@ static always_inline int lb_source_allowed(const struct lb_svc_val *svc, const s
 	if (!(svc->flags & LB_SVC_SOURCE_RANGES))
 		return 1;
 	return bpf_map_lookup_elem(&lb_source_ranges, &k) != NULL;
+}
+
+/* lb_is_vip says whether a is a ClusterIP (lb_vips). */
+static always_inline int lb_is_vip(const struct nc_addr *a)
+{
+	if (!bpf_map_lookup_elem(&lb_vips, a))
+		return 0;
+	mon_crossed(MON_CUBE_LB);
+	return 1;
 }
 
 /* lb_lookup_service returns the master entry of a frontend, or NULL when the

@@ -102,6 +102,20 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } lb_revnat SEC(".maps");
 
+/* lb_vips: the ClusterIPs, addresses that are a Service's alone (a
+ * NodePort's address is the node's, an ExternalIP may be too): address ->
+ * 1. Read only for the packets whose ports cannot be read (unparsed.h),
+ * which no frontend can match but which must not pass for a stray
+ * packet to an address the kernel has no route for. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct nc_addr);
+	__type(value, __u8);
+	__uint(max_entries, LB_SERVICES_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} lb_vips SEC(".maps");
+
 /* Session affinity (sessionAffinity: ClientIP). The datapath remembers,
  * per client and Service, the backend it last chose and when; the agent
  * lists which backends are still the Service's (lb_affinity_match), so a

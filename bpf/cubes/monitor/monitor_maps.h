@@ -24,10 +24,11 @@ enum mon_drop : __u32 {
 	MON_DROP_CT_CREATE,         /* ct: the flow's entries could not be written */
 	MON_DROP_SNAT_NO_PORT,      /* nat: no source port (ICMP identifier) free */
 	MON_DROP_NO_NODE_ADDR,      /* nat: no node address of the family to SNAT to */
-	MON_DROP_NAT_REWRITE,       /* nat: the packet could not be rewritten (malformed) */
-	MON_DROP_ICMP_REWRITE,      /* nat: an ICMP error of a translated flow could not be rewritten */
+	MON_DROP_NAT_REWRITE,       /* nat: the packet (or an ICMP error's quote) could not be rewritten */
 	MON_DROP_NO_TUNNEL,         /* router: no node's pod CIDR holds the destination (VXLAN) */
 	MON_DROP_MALFORMED,         /* router: a header too short to rewrite or route */
+	MON_DROP_EXT_HEADER,        /* lb: an IPv6 extension header hides the ports of a packet to a ClusterIP */
+	MON_DROP_FRAG_UNSEEN,       /* lb: a later fragment to a ClusterIP, its first fragment not seen here */
 	MON_DROP_MAX,
 };
 

@@ -70,6 +70,7 @@ func (c *Tables) batchBuffer() *pendingWrites {
 	c.buffer.revNAT.reset()
 	c.buffer.slots.reset()
 	c.buffer.masters.reset()
+	c.buffer.vips.reset()
 	return c.buffer
 }
 
@@ -79,6 +80,7 @@ type pendingWrites struct {
 	revNAT   batch[uint32, datapath.Frontend]
 	slots    batch[datapath.ServiceKey, datapath.ServiceValue]
 	masters  batch[datapath.ServiceKey, datapath.ServiceValue]
+	vips     batch[datapath.Addr, uint8]
 }
 
 type batch[K, V any] struct {
@@ -104,12 +106,14 @@ func (p *pendingWrites) service(k datapath.ServiceKey, v datapath.ServiceValue) 
 // flush writes the batch in two phases. Nothing can reach a new backend,
 // revNAT entry or slot before its frontend's master entry exists (lookups
 // start at the master), so those three are written at once, on as many
-// CPUs as there are; then the masters, split in two.
+// CPUs as there are, with the ClusterIP addresses (listed before their
+// masters, as Upsert does); then the masters, split in two.
 func (p *pendingWrites) flush(m *cube.Maps) error {
 	if err := parallel(
 		p.backends.writer(m, MapBackends),
 		p.revNAT.writer(m, MapRevNAT),
 		p.slots.writer(m, MapServices),
+		p.vips.writer(m, MapVIPs),
 	); err != nil {
 		return err
 	}

@@ -56,6 +56,9 @@ type Tables struct {
 	// unclaimed: backends a restore found in no slot, kept for the first
 	// sync to claim as draining (ReleaseUnclaimed deletes the rest).
 	unclaimed []uint32
+	// vips: the ClusterIP addresses in lb_vips, and how many frontends
+	// hold each (vips.go).
+	vips map[datapath.Addr]uint32
 }
 
 // ReleaseUnclaimed deletes the backends that a restore kept and the first
@@ -106,6 +109,7 @@ type frontend struct {
 	revNATID uint32
 	flags    model.FrontendFlags
 	affinity uint32   // seconds; 0: none
+	vip      bool     // a ClusterIP: holds its address in lb_vips
 	slots    []uint32 // backend id of slot i+1
 }
 
@@ -130,6 +134,7 @@ func New(maps *cube.Maps) *Tables {
 		ranges:        map[uint32][]netip.Prefix{},
 		held:          map[uint32][]uint32{},
 		unsure:        map[uint32]int{},
+		vips:          map[datapath.Addr]uint32{},
 	}
 }
 
@@ -152,6 +157,7 @@ func (c *Tables) Entries() map[string]int {
 		MapServices: services,
 		MapBackends: len(c.backends),
 		MapRevNAT:   len(c.frontends),
+		MapVIPs:     len(c.vips),
 	}
 }
 
@@ -302,6 +308,13 @@ func (c *Tables) upsert(fb model.FrontendBackends) (err error) {
 			return err
 		}
 	}
+	// A ClusterIP's address is listed before its master entry exists (and
+	// a frontend no longer one leaves the list only after, below).
+	if isVIP(fb.Flags) {
+		if err := c.holdVIP(key.Addr, f, true); err != nil {
+			return err
+		}
+	}
 	if !exists || rewrite || len(old) != len(next) || f.flags != fb.Flags || f.affinity != fb.Affinity {
 		master := datapath.ServiceValue{Count: uint16(len(next)), RevNatId: f.revNATID, Flags: bpfFlags(fb.Flags), BackendId: fb.Affinity}
 		if err := c.writeService(serviceKey(fe, 0), master); err != nil {
@@ -313,7 +326,8 @@ func (c *Tables) upsert(fb model.FrontendBackends) (err error) {
 	written := max(len(old), c.unsure[f.revNATID])
 	delete(c.unsure, f.revNATID)
 	f.slots, f.flags, f.affinity = next, fb.Flags, fb.Affinity
-	c.keepRanges(f.revNATID, ranges) // the master no longer needs the others
+	c.keepRanges(f.revNATID, ranges)            // the master no longer needs the others
+	_ = c.holdVIP(key.Addr, f, isVIP(fb.Flags)) // releasing cannot fail
 	// Backends that left are no longer stuck to (after a failed update,
 	// any it may have written for).
 	if rewrite {
@@ -415,6 +429,7 @@ func (c *Tables) remove(key datapath.ServiceKey, f *frontend) error {
 		removeOrRetry(c, MapMaglev, f.revNATID)
 	}
 	c.keepRanges(f.revNATID, nil)
+	_ = c.holdVIP(key.Addr, f, false) // releasing cannot fail
 	c.tellLeft(fe, f.revNATID, f.slots)
 	delete(c.frontends, key)
 	delete(c.unsure, f.revNATID)

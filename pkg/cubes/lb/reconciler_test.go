@@ -83,8 +83,10 @@ func TestOneChangeAmongManyServices(t *testing.T) {
 		{"endpoint added", func() { r.OnEndpointSlice(sliceKey(7), slice(7, ep(7, 0), ep(7, 1), ep(7, 2))) }, 3},
 		{"endpoint removed", func() { r.OnEndpointSlice(sliceKey(7), slice(7, ep(7, 0), ep(7, 2))) }, 4},
 		{"slice deleted (no endpoints: rejects)", func() { r.OnEndpointSlice(sliceKey(7), nil) }, 5},
-		{"Service deleted", func() { r.OnService(svcKey(8), nil) }, 6},
-		{"Service added", func() { r.OnService(svcKey(8), svc(8)) }, 6},
+		// Master, two slots, two backends, revNAT and the ClusterIP's
+		// address in lb_vips.
+		{"Service deleted", func() { r.OnService(svcKey(8), nil) }, 7},
+		{"Service added", func() { r.OnService(svcKey(8), svc(8)) }, 7},
 		{"unrelated no-op update", func() { r.OnService(svcKey(9), svc(9)) }, 0},
 	}
 	for _, c := range cases {
@@ -164,8 +166,9 @@ func TestNothingAppliedBeforeInitialState(t *testing.T) {
 	if bs := cube.Backends(svcFrontend(1)); len(bs) != 1 {
 		t.Fatalf("backends %v, want the one endpoint", bs)
 	}
-	// Exactly one write per entry: revNAT, backend, slot, master.
-	if ops := cube.Ops(); ops.Updates != 4 || ops.Deletes != 0 {
+	// Exactly one write per entry: revNAT, backend, slot, the ClusterIP's
+	// address (lb_vips), master.
+	if ops := cube.Ops(); ops.Updates != 5 || ops.Deletes != 0 {
 		t.Errorf("map operations %+v: the Service was programmed more than once", ops)
 	}
 }

@@ -21,6 +21,7 @@ const (
 	MapServices      = "lb_services"       // frontend+slot -> count / backend id
 	MapBackends      = "lb_backends"       // backend id -> address
 	MapRevNAT        = "lb_revnat"         // revNAT id -> frontend
+	MapVIPs          = "lb_vips"           // the ClusterIP addresses (vips.go)
 	MapAffinity      = "lb_affinity"       // (datapath) client's last backend
 	MapAffinityMatch = "lb_affinity_match" // backends a Service with affinity still has
 	MapMaglev        = "lb_maglev"         // Maglev tables by revNAT id
@@ -50,6 +51,7 @@ func (Cube) Maps() []cube.MapSpec {
 		{Name: MapBackends, DefaultSize: 131072, SizeFlag: "lb-backend-map-size"},
 		{Name: MapAffinityMatch, DefaultSize: 131072, SizeFlag: "lb-backend-map-size"},
 		{Name: MapRevNAT, DefaultSize: 65536, SizeFlag: "lb-revnat-map-size"},
+		{Name: MapVIPs, DefaultSize: 65536, SizeFlag: "lb-revnat-map-size"}, // a ClusterIP has a frontend at least
 		{Name: MapAffinity, DefaultSize: 65536, SizeFlag: "affinity-map-size"},
 		{Name: MapSockRevNAT, DefaultSize: 65536, SizeFlag: "sock-map-size"},
 		{Name: MapSockUDP, DefaultSize: 65536, SizeFlag: "sock-map-size"},

@@ -125,6 +125,9 @@ func Restore(maps *cube.Maps) (*Tables, error) {
 	if err := c.restoreRanges(); err != nil {
 		return nil, err
 	}
+	if err := c.restoreVIPs(); err != nil {
+		return nil, err
+	}
 	return c, c.removeOrphanRevNAT()
 }
 

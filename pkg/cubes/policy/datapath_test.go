@@ -101,3 +101,91 @@ func TestRepliesPassAndDropsCounted(t *testing.T) {
 		t.Errorf("egress drops counted: %d, want 2 (one per family)", egressDrops)
 	}
 }
+
+// TestUnreadablePortsFailClosed: a packet whose ports the datapath cannot
+// read (an IPv6 extension header, a later fragment whose first
+// fragment was not seen) is judged by an isolated pod's policy as a packet
+// to port 0: a rule naming ports does not let it in or out, a rule
+// without ports does; a pod no policy isolates gets it as before (the
+// positive control). The kernel's MLD report of an isolated pod (a
+// hop-by-hop header, to ff02::16) still leaves.
+func TestUnreadablePortsFailClosed(t *testing.T) {
+	testenv.RequireRoot(t)
+	dp, err := datapath.Load(datapath.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dp.Close() })
+	server := &model.Pod{ID: model.PodID{Namespace: "x", Name: "server"}, Labels: map[string]string{"app": "server"},
+		IPs: []netip.Addr{netip.MustParseAddr("10.244.1.5"), netip.MustParseAddr("fd00:10:244:1::5")}}
+	client := &model.Pod{ID: model.PodID{Namespace: "x", Name: "client"}, Labels: map[string]string{"app": "client"},
+		IPs: []netip.Addr{netip.MustParseAddr("10.244.1.6"), netip.MustParseAddr("fd00:10:244:1::6")}}
+	cl := policy.NewCluster()
+	cl.SetPod(server.ID, server)
+	cl.SetPod(client.ID, client)
+	comp := policy.NewCompiler()
+	var have *policy.Tables
+	setPolicy := func(ports []model.PolicyPort) {
+		t.Helper()
+		sel, _ := labels.Parse("app=server")
+		peer, _ := labels.Parse("app=client")
+		id := model.PolicyID{Namespace: "x", Name: "server"}
+		if ports == nil {
+			cl.SetPolicy(id, nil)
+		} else {
+			rule := []model.PolicyRule{{Peers: []model.PolicyPeer{{Pods: peer}}, Ports: ports}}
+			cl.SetPolicy(id, &model.Policy{ID: id, Pods: sel, IsolatesIngress: true, IsolatesEgress: true, Ingress: rule, Egress: rule})
+		}
+		want := comp.Compile(cl, func(*model.Pod) bool { return true }, nil)
+		if err := policy.Sync(dp.Maps(), have, want); err != nil {
+			t.Fatal(err)
+		}
+		have = want
+	}
+	run := func(prog *ebpf.Program, in []byte) uint32 {
+		t.Helper()
+		v, err := prog.Run(&ebpf.RunOptions{Data: in, DataOut: make([]byte, len(in)+256)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	progs := dp.Programs()
+	c6 := netip.AddrPortFrom(client.IPs[1], 40000)
+	s6 := netip.AddrPortFrom(server.IPs[1], 8080)
+	c4 := netip.AddrPortFrom(client.IPs[0], 40001)
+	s4 := netip.AddrPortFrom(server.IPs[0], 8080)
+	payload := []byte("sixteen bytes..!")
+	cases := []struct {
+		name string
+		prog *ebpf.Program
+		in   []byte
+	}{
+		{"to the server with a destination options header", progs.ToPod, pkt.WithExtHeader(pkt.UDP(c6, s6, payload), 60)},
+		// A hop-by-hop header this way: a connection the server allowed
+		// in (the first case, allowed by the rule without ports) is
+		// recorded, and its reply would pass whatever the rules.
+		{"from the server with a hop-by-hop header", progs.FromPod, pkt.WithExtHeader(pkt.UDP(s6, c6, payload), 0)},
+		{"to the server, a later IPv4 fragment of an unseen datagram", progs.ToPod, pkt.Fragments(pkt.UDP(c4, s4, payload), 8, 41)[1]},
+		{"to the server, a later IPv6 fragment of an unseen datagram", progs.ToPod, pkt.Fragments(pkt.UDP(c6, s6, payload), 8, 42)[1]},
+	}
+	for _, c := range cases {
+		setPolicy(nil)
+		if v := run(c.prog, c.in); v == tcShot {
+			t.Errorf("%s, no policy: dropped", c.name)
+		}
+		setPolicy([]model.PolicyPort{{Proto: model.UDP, Port: 8080}})
+		if v := run(c.prog, c.in); v != tcShot {
+			t.Errorf("%s, only UDP 8080 allowed: verdict %d, want dropped (its port cannot be read)", c.name, v)
+		}
+		setPolicy([]model.PolicyPort{})
+		if v := run(c.prog, c.in); v == tcShot {
+			t.Errorf("%s, every port and protocol of the client allowed: dropped", c.name)
+		}
+	}
+	setPolicy([]model.PolicyPort{{Proto: model.UDP, Port: 8080}})
+	mld := pkt.WithExtHeader(pkt.Echo(server.IPs[1], netip.MustParseAddr("ff02::16"), 1, 1, false, nil), 0)
+	if v := run(progs.FromPod, mld); v == tcShot {
+		t.Error("an isolated pod's hop-by-hop packet to ff02::16 (MLD) dropped")
+	}
+}

@@ -275,15 +275,17 @@ func (Verdict) EnumDescriptor() ([]byte, []int) {
 type DropReason int32
 
 const (
-	DropReason_DROP_REASON_UNKNOWN                 DropReason = 0
-	DropReason_POLICY_DENIED                       DropReason = 133
-	DropReason_INVALID_PACKET_DROPPED              DropReason = 134
-	DropReason_ERROR_WRITING_TO_PACKET             DropReason = 141
-	DropReason_CT_MAP_INSERTION_FAILED             DropReason = 155
-	DropReason_SERVICE_BACKEND_NOT_FOUND           DropReason = 158
-	DropReason_NO_TUNNEL_OR_ENCAPSULATION_ENDPOINT DropReason = 160
-	DropReason_NO_MAPPING_FOR_NAT_MASQUERADE       DropReason = 167
-	DropReason_DENIED_BY_LB_SRC_RANGE_CHECK        DropReason = 177
+	DropReason_DROP_REASON_UNKNOWN                       DropReason = 0
+	DropReason_POLICY_DENIED                             DropReason = 133
+	DropReason_INVALID_PACKET_DROPPED                    DropReason = 134
+	DropReason_ERROR_WRITING_TO_PACKET                   DropReason = 141
+	DropReason_CT_MAP_INSERTION_FAILED                   DropReason = 155
+	DropReason_INVALID_IPV6_EXTENSION_HEADER             DropReason = 156
+	DropReason_SERVICE_BACKEND_NOT_FOUND                 DropReason = 158
+	DropReason_NO_TUNNEL_OR_ENCAPSULATION_ENDPOINT       DropReason = 160
+	DropReason_NO_MAPPING_FOR_NAT_MASQUERADE             DropReason = 167
+	DropReason_FIRST_LOGICAL_DATAGRAM_FRAGMENT_NOT_FOUND DropReason = 175
+	DropReason_DENIED_BY_LB_SRC_RANGE_CHECK              DropReason = 177
 )
 
 // Enum value maps for DropReason.
@@ -294,21 +296,25 @@ var (
 		134: "INVALID_PACKET_DROPPED",
 		141: "ERROR_WRITING_TO_PACKET",
 		155: "CT_MAP_INSERTION_FAILED",
+		156: "INVALID_IPV6_EXTENSION_HEADER",
 		158: "SERVICE_BACKEND_NOT_FOUND",
 		160: "NO_TUNNEL_OR_ENCAPSULATION_ENDPOINT",
 		167: "NO_MAPPING_FOR_NAT_MASQUERADE",
+		175: "FIRST_LOGICAL_DATAGRAM_FRAGMENT_NOT_FOUND",
 		177: "DENIED_BY_LB_SRC_RANGE_CHECK",
 	}
 	DropReason_value = map[string]int32{
-		"DROP_REASON_UNKNOWN":                 0,
-		"POLICY_DENIED":                       133,
-		"INVALID_PACKET_DROPPED":              134,
-		"ERROR_WRITING_TO_PACKET":             141,
-		"CT_MAP_INSERTION_FAILED":             155,
-		"SERVICE_BACKEND_NOT_FOUND":           158,
-		"NO_TUNNEL_OR_ENCAPSULATION_ENDPOINT": 160,
-		"NO_MAPPING_FOR_NAT_MASQUERADE":       167,
-		"DENIED_BY_LB_SRC_RANGE_CHECK":        177,
+		"DROP_REASON_UNKNOWN":                       0,
+		"POLICY_DENIED":                             133,
+		"INVALID_PACKET_DROPPED":                    134,
+		"ERROR_WRITING_TO_PACKET":                   141,
+		"CT_MAP_INSERTION_FAILED":                   155,
+		"INVALID_IPV6_EXTENSION_HEADER":             156,
+		"SERVICE_BACKEND_NOT_FOUND":                 158,
+		"NO_TUNNEL_OR_ENCAPSULATION_ENDPOINT":       160,
+		"NO_MAPPING_FOR_NAT_MASQUERADE":             167,
+		"FIRST_LOGICAL_DATAGRAM_FRAGMENT_NOT_FOUND": 175,
+		"DENIED_BY_LB_SRC_RANGE_CHECK":              177,
 	}
 )
 
@@ -2024,17 +2030,19 @@ const file_flow_flow_proto_rawDesc = "" +
 	"\n" +
 	"\x06TRACED\x10\x06\x12\x0e\n" +
 	"\n" +
-	"TRANSLATED\x10\a*\xa3\x02\n" +
+	"TRANSLATED\x10\a*\xf7\x02\n" +
 	"\n" +
 	"DropReason\x12\x17\n" +
 	"\x13DROP_REASON_UNKNOWN\x10\x00\x12\x12\n" +
 	"\rPOLICY_DENIED\x10\x85\x01\x12\x1b\n" +
 	"\x16INVALID_PACKET_DROPPED\x10\x86\x01\x12\x1c\n" +
 	"\x17ERROR_WRITING_TO_PACKET\x10\x8d\x01\x12\x1c\n" +
-	"\x17CT_MAP_INSERTION_FAILED\x10\x9b\x01\x12\x1e\n" +
+	"\x17CT_MAP_INSERTION_FAILED\x10\x9b\x01\x12\"\n" +
+	"\x1dINVALID_IPV6_EXTENSION_HEADER\x10\x9c\x01\x12\x1e\n" +
 	"\x19SERVICE_BACKEND_NOT_FOUND\x10\x9e\x01\x12(\n" +
 	"#NO_TUNNEL_OR_ENCAPSULATION_ENDPOINT\x10\xa0\x01\x12\"\n" +
-	"\x1dNO_MAPPING_FOR_NAT_MASQUERADE\x10\xa7\x01\x12!\n" +
+	"\x1dNO_MAPPING_FOR_NAT_MASQUERADE\x10\xa7\x01\x12.\n" +
+	")FIRST_LOGICAL_DATAGRAM_FRAGMENT_NOT_FOUND\x10\xaf\x01\x12!\n" +
 	"\x1cDENIED_BY_LB_SRC_RANGE_CHECK\x10\xb1\x01*J\n" +
 	"\x10TrafficDirection\x12\x1d\n" +
 	"\x19TRAFFIC_DIRECTION_UNKNOWN\x10\x00\x12\v\n" +
