@@ -41,6 +41,13 @@ type MapSpec struct {
 	// an old value (its length tells the layout) into the current one,
 	// false if it cannot. Without it, such a pin stops the agent.
 	Upgrade func(old []byte) (current []byte, ok bool)
+	// Restart, for a map without Upgrade, says it holds only what the
+	// datapath counts again (counters, per-packet scratch) or the agent
+	// writes at every start: a pinned map of another size or value
+	// layout (a reason, a cube or a field added) is replaced by a new,
+	// empty one instead of stopping the agent. Its counters start again,
+	// which Prometheus reads as a counter reset.
+	Restart bool
 }
 
 // Env is what a cube is given at Start.

@@ -19,7 +19,8 @@ import (
 // entries, upgraded, are written to the new map after. The entries the old
 // programs write in between (new flows during the agent's start) are
 // copied once the new programs have replaced them everywhere
-// (CatchUpCarryOver).
+// (CatchUpCarryOver). A map that restarts (cube.MapSpec.Restart) is only
+// unpinned: its replacement starts empty.
 type carryOver struct {
 	name, path   string
 	old          *ebpf.Map
@@ -40,7 +41,7 @@ func takeOver(spec *ebpf.CollectionSpec, cfg Config) ([]*carryOver, error) {
 	var out []*carryOver
 	for _, c := range cfg.Cubes {
 		for _, m := range c.Maps() {
-			if m.Upgrade == nil {
+			if m.Upgrade == nil && !m.Restart {
 				continue
 			}
 			co, err := takeOverMap(spec.Maps[m.Name], filepath.Join(cfg.PinDir, m.Name), m)
@@ -76,6 +77,13 @@ func takeOverMap(ms *ebpf.MapSpec, path string, m cube.MapSpec) (*carryOver, err
 		return nil, nil
 	}
 	co := &carryOver{name: m.Name, path: path, old: old, upgrade: m.Upgrade}
+	if m.Upgrade == nil { // Restart: nothing to carry
+		if err := old.Unpin(); err != nil {
+			old.Close()
+			return nil, fmt.Errorf("unpin %s: %w", m.Name, err)
+		}
+		return co, nil
+	}
 	key, value := make([]byte, old.KeySize()), make([]byte, old.ValueSize())
 	it := old.Iterate()
 	for it.Next(&key, &value) {
@@ -113,6 +121,11 @@ func giveBack(cos []*carryOver) {
 // open for CatchUpCarryOver).
 func finish(cos []*carryOver, maps map[string]*kernelMap) {
 	for _, co := range cos {
+		if co.upgrade == nil {
+			slog.Info("map replaced: an earlier layout or size, its counts start again", "map", co.name,
+				"old_value_size", co.old.ValueSize(), "old_size", co.old.MaxEntries())
+			continue
+		}
 		written, failed := 0, 0
 		for i := range co.keys {
 			if err := maps[co.name].Map.Update(co.keys[i], co.values[i], ebpf.UpdateAny); err != nil {
@@ -135,6 +148,10 @@ func finish(cos []*carryOver, maps map[string]*kernelMap) {
 // old maps any more.
 func (d *Datapath) CatchUpCarryOver() {
 	for _, co := range d.carried {
+		if co.upgrade == nil {
+			co.old.Close()
+			continue
+		}
 		late := 0
 		key, value := make([]byte, co.old.KeySize()), make([]byte, co.old.ValueSize())
 		for it := co.old.Iterate(); it.Next(&key, &value); {

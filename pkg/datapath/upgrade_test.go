@@ -3,6 +3,7 @@ package datapath_test
 import (
 	"encoding/binary"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"testing"
 	"unsafe"
@@ -15,6 +16,7 @@ import (
 	"github.com/netcube/netcube/pkg/cubes"
 	"github.com/netcube/netcube/pkg/cubes/ct"
 	"github.com/netcube/netcube/pkg/cubes/lb"
+	"github.com/netcube/netcube/pkg/cubes/monitor"
 	"github.com/netcube/netcube/pkg/datapath"
 	"github.com/netcube/netcube/pkg/model"
 )
@@ -126,4 +128,75 @@ func TestUpgradeCarriesConntrackOver(t *testing.T) {
 	}
 	faultrec.Write(t, faultrec.Record{Fault: "conntrack layout upgrade (40 to 48 bytes), then a resize (1024 to 4096)", Path: "tc",
 		Held: 1, Note: "datapath level (BPF_PROG_RUN), one flow of eight backends; under traffic: TestAgentUpgradeUnderTraffic"})
+}
+
+// TestUpgradeRestartsCounters: an earlier agent's monitor_drops had fewer
+// reasons (a smaller array): this agent starts over it, with the drops
+// counted afresh in a map of its own size, where a map without Restart of
+// another size stops the agent (the positive control of the check).
+func TestUpgradeRestartsCounters(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.EnsureBPFFS(t)
+	pins := filepath.Join(datapath.BPFFS, testenv.Name("netcube-test-restart-"))
+	t.Cleanup(func() {
+		if err := datapath.Unpin(pins); err != nil {
+			t.Error(err)
+		}
+	})
+	cfg := datapath.Config{PinDir: pins, Cubes: cubes.All, MapSizes: map[string]uint32{
+		"lb_services": 1024, "lb_backends": 1024, "lb_revnat": 1024, ct.MapFlows: 1024,
+	}}
+	dp, err := datapath.Load(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dp.Close()
+	// Pins of an earlier layout: monitor_drops with 3 reasons, and
+	// lb_source_ranges (no Restart, no Upgrade) of another size.
+	repin := func(name string, entries uint32) {
+		t.Helper()
+		path := filepath.Join(pins, name)
+		cur, err := ebpf.LoadPinnedMap(path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := cur.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cur.Unpin(); err != nil {
+			t.Fatal(err)
+		}
+		cur.Close()
+		old, err := ebpf.NewMap(&ebpf.MapSpec{Type: cur.Type(), KeySize: cur.KeySize(), ValueSize: cur.ValueSize(),
+			MaxEntries: entries, Flags: info.Flags})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer old.Close()
+		if err := old.Pin(path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	repin(lb.MapSourceRanges, 7)
+	if _, err := datapath.Load(cfg); err == nil {
+		t.Fatal("an lb_source_ranges pin of another size was reused or replaced; want the load refused")
+	}
+	if err := os.Remove(filepath.Join(pins, lb.MapSourceRanges)); err != nil {
+		t.Fatal(err)
+	}
+	repin(monitor.MapDrops, 3)
+	dp, err = datapath.Load(cfg)
+	if err != nil {
+		t.Fatalf("load over an earlier monitor_drops: %v", err)
+	}
+	defer dp.Close()
+	m, err := ebpf.LoadPinnedMap(filepath.Join(pins, monitor.MapDrops), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if got, want := m.MaxEntries(), uint32(datapath.MonDropMax); got != want {
+		t.Errorf("monitor_drops pinned with %d entries, want %d (this agent's)", got, want)
+	}
 }

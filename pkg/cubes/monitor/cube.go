@@ -39,7 +39,10 @@ var _ cube.Cube = Cube{}
 func (Cube) Name() string { return "monitor" }
 
 func (Cube) Maps() []cube.MapSpec {
-	return []cube.MapSpec{{Name: MapConfig}, {Name: MapDrops}, {Name: MapStats}, {Name: MapCubes}, {Name: MapEvents}}
+	// Counters, scratch and the agent's own setting: a new reason or cube
+	// replaces an earlier agent's pins rather than stopping this one.
+	return []cube.MapSpec{{Name: MapConfig, Restart: true}, {Name: MapDrops, Restart: true}, {Name: MapStats, Restart: true},
+		{Name: MapCubes, Restart: true}, {Name: MapEvents}}
 }
 
 // DefaultFlags is what the datapath reports with the agent's defaults
