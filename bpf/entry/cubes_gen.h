@@ -2,9 +2,15 @@
  * DO NOT EDIT: run "make generate". */
 #pragma once
 #include "lib/hook.h"
+#include "cubes/qos/qos.h" /* cube qos */
 
 static always_inline int cubes_from_pod(struct __sk_buff *skb, const struct flow *f)
 {
+	int v;
+
+	v = qos_from_pod(skb, f);
+	if (v != CUBE_PASS)
+		return v;
 	return CUBE_PASS;
 }
 

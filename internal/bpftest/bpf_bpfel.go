@@ -188,14 +188,15 @@ const (
 	bpfMonCubeMON_CUBE_NAT    bpfMonCube = 2
 	bpfMonCubeMON_CUBE_ROUTER bpfMonCube = 3
 	bpfMonCubeMON_CUBE_POLICY bpfMonCube = 4
-	bpfMonCubeMON_CUBE_MAX    bpfMonCube = 5
+	bpfMonCubeMON_CUBE_QOS    bpfMonCube = 5
+	bpfMonCubeMON_CUBE_MAX    bpfMonCube = 6
 )
 
 type bpfMonCubes struct {
 	_    structs.HostLayout
 	Seen uint32
 	Len  uint32
-	Cube [5]struct {
+	Cube [6]struct {
 		_       structs.HostLayout
 		Packets uint64
 		Bytes   uint64
@@ -227,7 +228,8 @@ const (
 	bpfMonDropMON_DROP_MALFORMED         bpfMonDrop = 11
 	bpfMonDropMON_DROP_EXT_HEADER        bpfMonDrop = 12
 	bpfMonDropMON_DROP_FRAG_UNSEEN       bpfMonDrop = 13
-	bpfMonDropMON_DROP_MAX               bpfMonDrop = 14
+	bpfMonDropMON_DROP_RATE              bpfMonDrop = 14
+	bpfMonDropMON_DROP_MAX               bpfMonDrop = 15
 )
 
 type bpfMonEvent struct {

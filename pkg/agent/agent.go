@@ -79,11 +79,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if settings.NodePortLo, settings.NodePortHi, err = ParsePortRange(cfg.NodePortRange); err != nil {
 		return fmt.Errorf("--nodeport-range: %w", err)
 	}
-	node, uplinkMTU, err := setupNode(dp, cfg.NodeName, cfg.NodeInterfaces)
+	node, uplinkMTU, uplinks, err := setupNode(dp, cfg.NodeName, cfg.NodeInterfaces)
 	if err != nil {
 		return err
 	}
 	settings.Routing, settings.PodIfacePrefix, settings.UplinkMTU = cfg.Routing, cfg.PodIfacePrefix, uplinkMTU
+	settings.Uplinks = uplinks
 	settings.Masquerade = cfg.Masquerade
 	settings.ConntrackGCInterval = cfg.Conntrack.GCInterval.Duration
 	settings.MonitorDrops, settings.MonitorPolicy, settings.MonitorTrace = cfg.Monitor.Drops, cfg.Monitor.Policy, cfg.Monitor.Trace
@@ -131,6 +132,9 @@ func Run(ctx context.Context, cfg Config) error {
 	var handler source.Handler = tee
 	if cs.policy != nil {
 		handler = policyTee{nodeTee: tee, PolicyHandler: cs.policy}
+		if cs.slices != nil {
+			handler = slicesTee{policyTee: policyTee{nodeTee: tee, PolicyHandler: cs.policy}, slices: cs.slices}
+		}
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- src.Run(ctx, handler) }()
@@ -168,6 +172,8 @@ type started struct {
 	pods  []cube.PodHandler  // told of every pod the CNI plugin wires
 	// policy is given the cluster's pods, namespaces and NetworkPolicies.
 	policy source.PolicyHandler
+	// slices is given the cluster's NetworkSlices, pods and namespaces.
+	slices cube.SliceHandler
 	// api are the paths the cubes serve on the local API.
 	api map[string]http.Handler
 }
@@ -214,6 +220,12 @@ func startCubes(ctx context.Context, dp *datapath.Datapath, m *metrics, env cube
 				return cs, stop, fmt.Errorf("cube %s: API path %s served by another cube", c.Name(), path)
 			}
 			cs.api[path] = h
+		}
+		if st.Slices != nil {
+			if cs.slices != nil {
+				return cs, stop, fmt.Errorf("cube %s: a second cube placing pods in network slices", c.Name())
+			}
+			cs.slices = st.Slices
 		}
 		if st.Policy != nil {
 			if cs.policy != nil {

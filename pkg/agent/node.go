@@ -19,7 +19,7 @@ import (
 // NodePorts are served on every address found, as kube-proxy serves them on
 // every node address by default, and the first of each family is the SNAT
 // address; mtu is the smallest uplink MTU (0: no uplink).
-func setupNode(dp *datapath.Datapath, name string, ifaces []string) (node model.Node, mtu int, err error) {
+func setupNode(dp *datapath.Datapath, name string, ifaces []string) (node model.Node, mtu int, uplinks []string, err error) {
 	node = model.Node{Name: name}
 	switch {
 	case len(ifaces) == 0:
@@ -30,14 +30,14 @@ func setupNode(dp *datapath.Datapath, name string, ifaces []string) (node model.
 	for _, ifname := range ifaces {
 		ifc, err := net.InterfaceByName(ifname)
 		if err != nil {
-			return node, 0, fmt.Errorf("node interface %s: %w", ifname, err)
+			return node, 0, nil, fmt.Errorf("node interface %s: %w", ifname, err)
 		}
 		if mtu == 0 || ifc.MTU < mtu {
 			mtu = ifc.MTU
 		}
 		addrs, err := ifc.Addrs()
 		if err != nil {
-			return node, 0, fmt.Errorf("node interface %s: %w", ifname, err)
+			return node, 0, nil, fmt.Errorf("node interface %s: %w", ifname, err)
 		}
 		for _, a := range addrs {
 			p, err := netip.ParsePrefix(a.String())
@@ -47,11 +47,11 @@ func setupNode(dp *datapath.Datapath, name string, ifaces []string) (node model.
 			node.Addrs = append(node.Addrs, p.Addr().Unmap())
 		}
 		if err := dp.AttachNode(ifname, ifc.Index); err != nil {
-			return node, 0, err
+			return node, 0, nil, err
 		}
 	}
 	slog.Info("node", "name", name, "interfaces", ifaces, "nodeport_addresses", node.Addrs, "mtu", mtu)
-	return node, mtu, nil
+	return node, mtu, ifaces, nil
 }
 
 // defaultRouteInterfaces: the interfaces of the default routes (IPv4 and

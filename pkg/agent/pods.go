@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/netcube/netcube/pkg/cni"
 	"github.com/netcube/netcube/pkg/cube"
 	"github.com/netcube/netcube/pkg/cubes/router"
@@ -194,6 +196,26 @@ type policyTee struct {
 	nodeTee
 	source.PolicyHandler
 }
+
+// slicesTee is policyTee with a cube placing pods in network slices: it
+// is given the NetworkSlices, and the pods and namespaces too.
+type slicesTee struct {
+	policyTee
+	slices cube.SliceHandler
+}
+
+func (t slicesTee) OnPod(key types.NamespacedName, pod *model.Pod) {
+	t.policyTee.OnPod(key, pod)
+	t.slices.OnPod(key, pod)
+}
+
+func (t slicesTee) OnNamespace(name string, ns *model.Namespace) {
+	t.policyTee.OnNamespace(name, ns)
+	t.slices.OnNamespace(name, ns)
+}
+
+func (t slicesTee) OnSlice(name string, s *model.Slice) { t.slices.OnSlice(name, s) }
+func (t slicesTee) SliceKeys() []string                 { return t.slices.SliceKeys() }
 
 // podMTU is the pods' MTU: the uplink's, less the overlay's overhead.
 func podMTU(routing string, uplinkMTU int) int {

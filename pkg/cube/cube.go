@@ -8,6 +8,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/netcube/netcube/pkg/model"
 	"github.com/netcube/netcube/pkg/report"
@@ -84,6 +85,8 @@ type Settings struct {
 	Routing string
 	// PodIfacePrefix starts the names of pods' host-side veths.
 	PodIfacePrefix string
+	// Uplinks are the node's uplinks (interface names).
+	Uplinks []string
 	// UplinkMTU is the smallest MTU of the node's uplinks (0: unknown).
 	UplinkMTU int
 	// Masquerade: pods' traffic to outside the cluster (every node's pod
@@ -123,6 +126,9 @@ type Started struct {
 	// Policy, if set, is given every pod, namespace and NetworkPolicy of
 	// the cluster (one cube at most).
 	Policy source.PolicyHandler
+	// Slices, if set, is given every NetworkSlice, pod and namespace of
+	// the cluster (one cube at most).
+	Slices SliceHandler
 	// Interfaces are devices the cube made whose traffic runs through
 	// programs of the object; the agent attaches and pins them.
 	Interfaces []Interface
@@ -157,6 +163,14 @@ type PodHandler interface {
 type Interface struct {
 	Name            string
 	Ingress, Egress string
+}
+
+// SliceHandler receives the NetworkSlices and the pods and namespaces
+// they select from.
+type SliceHandler interface {
+	source.SliceHandler
+	OnPod(key types.NamespacedName, pod *model.Pod)
+	OnNamespace(name string, ns *model.Namespace)
 }
 
 // Reconciler applies model state (Services, EndpointSlices, this Node) to

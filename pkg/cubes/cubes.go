@@ -15,6 +15,7 @@ import (
 	"github.com/netcube/netcube/pkg/cubes/monitor"
 	"github.com/netcube/netcube/pkg/cubes/nat"
 	"github.com/netcube/netcube/pkg/cubes/policy"
+	"github.com/netcube/netcube/pkg/cubes/qos"
 	"github.com/netcube/netcube/pkg/cubes/router"
 )
 
@@ -26,4 +27,5 @@ var All = []cube.Cube{
 	lb.Cube{},
 	router.Cube{},
 	policy.Cube{},
+	qos.Cube{},
 }

@@ -195,14 +195,15 @@ const (
 	bpfMonCubeMON_CUBE_NAT    bpfMonCube = 2
 	bpfMonCubeMON_CUBE_ROUTER bpfMonCube = 3
 	bpfMonCubeMON_CUBE_POLICY bpfMonCube = 4
-	bpfMonCubeMON_CUBE_MAX    bpfMonCube = 5
+	bpfMonCubeMON_CUBE_QOS    bpfMonCube = 5
+	bpfMonCubeMON_CUBE_MAX    bpfMonCube = 6
 )
 
 type bpfMonCubes struct {
 	_    structs.HostLayout
 	Seen uint32
 	Len  uint32
-	Cube [5]struct {
+	Cube [6]struct {
 		_       structs.HostLayout
 		Packets uint64
 		Bytes   uint64
@@ -247,7 +248,8 @@ const (
 	bpfMonDropMON_DROP_MALFORMED         bpfMonDrop = 11
 	bpfMonDropMON_DROP_EXT_HEADER        bpfMonDrop = 12
 	bpfMonDropMON_DROP_FRAG_UNSEEN       bpfMonDrop = 13
-	bpfMonDropMON_DROP_MAX               bpfMonDrop = 14
+	bpfMonDropMON_DROP_RATE              bpfMonDrop = 14
+	bpfMonDropMON_DROP_MAX               bpfMonDrop = 15
 )
 
 type bpfMonEvent struct {
@@ -531,6 +533,50 @@ type bpfPolPeer struct {
 	Identity bpfPolIdentity
 }
 
+type bpfQosBucket struct {
+	_         structs.HostLayout
+	Rate      uint64
+	BurstNs   uint64
+	HorizonNs uint64
+	T_last    uint64
+}
+
+type bpfQosClass uint8
+
+const (
+	bpfQosClassQOS_BEST_EFFORT bpfQosClass = 0
+	bpfQosClassQOS_LATENCY     bpfQosClass = 1
+	bpfQosClassQOS_THROUGHPUT  bpfQosClass = 2
+)
+
+type bpfQosConf struct {
+	_    structs.HostLayout
+	Mode bpfQosMode
+}
+
+type bpfQosMode uint32
+
+const (
+	bpfQosModeQOS_MODE_EDT bpfQosMode = 0
+	bpfQosModeQOS_MODE_HTB bpfQosMode = 1
+)
+
+type bpfQosPod struct {
+	_       structs.HostLayout
+	Slice   uint32
+	Bucket  uint32
+	Classid uint32
+	Pad     uint32
+}
+
+type bpfQosSlice struct {
+	_        structs.HostLayout
+	Priority uint32
+	Dscp     uint8
+	Class    bpfQosClass
+	Pad      uint16
+}
+
 type bpfRouterConf struct {
 	_            structs.HostLayout
 	Mode         bpfRouterMode
@@ -628,6 +674,10 @@ const (
 	bpfMapPolEntries         = "pol_entries"
 	bpfMapPolFlows           = "pol_flows"
 	bpfMapPolPeers           = "pol_peers"
+	bpfMapQosBuckets         = "qos_buckets"
+	bpfMapQosConfig          = "qos_config"
+	bpfMapQosPods            = "qos_pods"
+	bpfMapQosSlices          = "qos_slices"
 	bpfMapRouterConfig       = "router_config"
 	bpfMapRouterEndpoints    = "router_endpoints"
 	bpfMapRouterNodes        = "router_nodes"
@@ -758,6 +808,10 @@ type bpfMapSpecs struct {
 	PolEntries        *ebpf.MapSpec `ebpf:"pol_entries"`
 	PolFlows          *ebpf.MapSpec `ebpf:"pol_flows"`
 	PolPeers          *ebpf.MapSpec `ebpf:"pol_peers"`
+	QosBuckets        *ebpf.MapSpec `ebpf:"qos_buckets"`
+	QosConfig         *ebpf.MapSpec `ebpf:"qos_config"`
+	QosPods           *ebpf.MapSpec `ebpf:"qos_pods"`
+	QosSlices         *ebpf.MapSpec `ebpf:"qos_slices"`
 	RouterConfig      *ebpf.MapSpec `ebpf:"router_config"`
 	RouterEndpoints   *ebpf.MapSpec `ebpf:"router_endpoints"`
 	RouterNodes       *ebpf.MapSpec `ebpf:"router_nodes"`
@@ -828,6 +882,10 @@ type bpfMaps struct {
 	PolEntries        *ebpf.Map `ebpf:"pol_entries"`
 	PolFlows          *ebpf.Map `ebpf:"pol_flows"`
 	PolPeers          *ebpf.Map `ebpf:"pol_peers"`
+	QosBuckets        *ebpf.Map `ebpf:"qos_buckets"`
+	QosConfig         *ebpf.Map `ebpf:"qos_config"`
+	QosPods           *ebpf.Map `ebpf:"qos_pods"`
+	QosSlices         *ebpf.Map `ebpf:"qos_slices"`
 	RouterConfig      *ebpf.Map `ebpf:"router_config"`
 	RouterEndpoints   *ebpf.Map `ebpf:"router_endpoints"`
 	RouterNodes       *ebpf.Map `ebpf:"router_nodes"`
@@ -866,6 +924,10 @@ func (m *bpfMaps) Close() error {
 		m.PolEntries,
 		m.PolFlows,
 		m.PolPeers,
+		m.QosBuckets,
+		m.QosConfig,
+		m.QosPods,
+		m.QosSlices,
 		m.RouterConfig,
 		m.RouterEndpoints,
 		m.RouterNodes,

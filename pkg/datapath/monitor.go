@@ -33,6 +33,7 @@ const (
 	MonDropMalformed       = bpfMonDropMON_DROP_MALFORMED
 	MonDropExtHeader       = bpfMonDropMON_DROP_EXT_HEADER
 	MonDropFragUnseen      = bpfMonDropMON_DROP_FRAG_UNSEEN
+	MonDropRate            = bpfMonDropMON_DROP_RATE
 	MonDropMax             = bpfMonDropMON_DROP_MAX
 
 	MonEvDrop  = bpfMonTypeMON_EV_DROP
@@ -76,6 +77,7 @@ const (
 	MonCubeCT     = bpfMonCubeMON_CUBE_CT
 	MonCubeNAT    = bpfMonCubeMON_CUBE_NAT
 	MonCubeRouter = bpfMonCubeMON_CUBE_ROUTER
+	MonCubeQoS    = bpfMonCubeMON_CUBE_QOS
 	MonCubePolicy = bpfMonCubeMON_CUBE_POLICY
 	MonCubeMax    = bpfMonCubeMON_CUBE_MAX
 

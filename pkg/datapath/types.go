@@ -34,6 +34,23 @@ type (
 	PolicyEntryKey = bpfPolEntryKey
 	PolicyEntry    = bpfPolEntry
 	PolicyDropKey  = bpfPolDropKey
+
+	QosPod    = bpfQosPod    // struct qos_pod: a pod's slice and rate bucket
+	QosSlice  = bpfQosSlice  // struct qos_slice: what a slice's packets leave with
+	QosBucket = bpfQosBucket // struct qos_bucket: a rate, paced by departure time
+	QosClass  = bpfQosClass  // enum qos_class
+	QosConf   = bpfQosConf   // struct qos_conf: how the uplinks queue
+	QosMode   = bpfQosMode   // enum qos_mode
+)
+
+// The slice classes (enum qos_class).
+const (
+	QosBestEffort = bpfQosClassQOS_BEST_EFFORT
+	QosLatency    = bpfQosClassQOS_LATENCY
+	QosThroughput = bpfQosClassQOS_THROUGHPUT
+	QosDSCPKeep   = 0xff // QOS_DSCP_KEEP: the packet's own DSCP
+	QosModeEDT    = bpfQosModeQOS_MODE_EDT
+	QosModeHTB    = bpfQosModeQOS_MODE_HTB
 )
 
 // Enums of the maps, generated from the C (bpf2go -type): the names

@@ -24,6 +24,7 @@ var drops = map[datapath.MonDrop]Reason{
 	datapath.MonDropNoTunnel:        {"no-route-to-node", "router", "VXLAN: no node's pod CIDR holds the destination"},
 	datapath.MonDropMalformed:       {"malformed", "router", "a header too short to rewrite or route"},
 	datapath.MonDropExtHeader:       {"unsupported-extension-header", "lb", "an IPv6 extension header (not a fragment header) on a packet to a ClusterIP: its ports, and so its backend, cannot be read"},
+	datapath.MonDropRate:            {"egress-rate-exceeded", "qos", "a pod's packet would have waited beyond its rate's horizon (its slice's rate, or its kubernetes.io/egress-bandwidth)"},
 	datapath.MonDropFragUnseen:      {"fragment-without-first", "lb", "a later fragment to a ClusterIP whose first fragment (with the ports) was not seen on this node"},
 }
 

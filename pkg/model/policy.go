@@ -35,6 +35,9 @@ type Pod struct {
 	// them, and their traffic is the node's.
 	HostNetwork bool
 	Ports       []NamedPort
+	// EgressBandwidth is its kubernetes.io/egress-bandwidth annotation,
+	// in bits per second (0: none).
+	EgressBandwidth uint64
 }
 
 // NamedPort is a container port with a name, which policies may use.

@@ -54,10 +54,13 @@ const (
 	// MapFull: a Service does not fit in a BPF map (too many frontends
 	// or backends for its size); it is retried until there is room.
 	MapFull Reason = "MapFull"
+	// SliceConflict: a pod is selected by this NetworkSlice and another
+	// of the same precedence; it is in the other.
+	SliceConflict Reason = "SliceConflict"
 )
 
 // Reasons lists every reason (the gauge reports each, standing or not).
-var Reasons = []Reason{InvalidField, FrontendConflict, DuplicateObject, UnreadObject, PodCIDRConflict, UnmatchedPort, MapFull}
+var Reasons = []Reason{InvalidField, FrontendConflict, DuplicateObject, UnreadObject, PodCIDRConflict, UnmatchedPort, MapFull, SliceConflict}
 
 // Sink receives each new or changed problem, e.g. to write a Kubernetes
 // Event. It must not block.

@@ -48,6 +48,14 @@ type PolicyHandler interface {
 	PolicyKeys() []types.NamespacedName
 }
 
+// SliceHandler receives the NetworkSlices (nil: deleted, or new and
+// invalid). A Source delivers them when its Handler implements this too,
+// with the pods and namespaces they select from (PolicyHandler).
+type SliceHandler interface {
+	OnSlice(name string, s *model.Slice)
+	SliceKeys() []string
+}
+
 // Source delivers state to a Handler until ctx is done.
 type Source interface {
 	Run(ctx context.Context, h Handler) error

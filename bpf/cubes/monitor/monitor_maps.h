@@ -29,6 +29,7 @@ enum mon_drop : __u32 {
 	MON_DROP_MALFORMED,         /* router: a header too short to rewrite or route */
 	MON_DROP_EXT_HEADER,        /* lb: an IPv6 extension header hides the ports of a packet to a ClusterIP */
 	MON_DROP_FRAG_UNSEEN,       /* lb: a later fragment to a ClusterIP, its first fragment not seen here */
+	MON_DROP_RATE,              /* qos: a pod's packet would leave beyond its rate's horizon */
 	MON_DROP_MAX,
 };
 
@@ -176,13 +177,15 @@ struct {
  * packet once however often it acts on it: lb, a packet to or from a
  * Service frontend; ct, one of a tracked flow (found or created); nat, one
  * rewritten; router, one the router sent on (to a pod, a node, the FIB's
- * next hop, a tunnel); policy, one of a pod a NetworkPolicy selects. */
+ * next hop, a tunnel); policy, one of a pod a NetworkPolicy selects; qos,
+ * one of a pod in a network slice or with a rate. */
 enum mon_cube : __u32 {
 	MON_CUBE_LB = 0,
 	MON_CUBE_CT,
 	MON_CUBE_NAT,
 	MON_CUBE_ROUTER,
 	MON_CUBE_POLICY,
+	MON_CUBE_QOS,
 	MON_CUBE_MAX,
 };
 

@@ -87,9 +87,26 @@ static always_inline int router_to_node(struct __sk_buff *skb, __u8 family, cons
 	return redirect_to_next_hop(skb, family, saddr, daddr);
 }
 
+/* router_inner_dscp is the DSCP of the packet skb carries (0: unreadable),
+ * shifted into a TOS byte, its ECN bits clear (the tunnel copies those). */
+static always_inline __u8 router_inner_dscp(struct __sk_buff *skb)
+{
+	__u8 b[2];
+
+	if (bpf_skb_load_bytes(skb, L3_OFF, b, 2))
+		return 0;
+	if ((b[0] >> 4) == 4)
+		return b[1] & 0xfc;
+	if ((b[0] >> 4) == 6)
+		return ((b[0] << 4) | (b[1] >> 4)) & 0xfc;
+	return 0;
+}
+
 /* router_set_tunnel gives a packet leaving through the VXLAN device its
  * tunnel's remote end: the node whose pod CIDR holds daddr (IPv4 underlay
- * when the node has one). Returns -1 when no node has it. */
+ * when the node has one), and the inner packet's DSCP on the outer header
+ * (a network slice's, qos.h), so the underlay can honour it. Returns -1
+ * when no node has it. */
 static always_inline int router_set_tunnel(struct __sk_buff *skb, const struct nc_addr *daddr)
 {
 	const struct router_conf *cfg = router_cfg();
@@ -101,6 +118,7 @@ static always_inline int router_set_tunnel(struct __sk_buff *skb, const struct n
 		return -1;
 	key.tunnel_id = cfg->vni;
 	key.tunnel_ttl = 64;
+	key.tunnel_tos = router_inner_dscp(skb);
 	if (addr_is_v4(&n->underlay)) {
 		key.remote_ipv4 = bpf_ntohl(n->underlay.w[3]);
 	} else {

@@ -18,7 +18,7 @@ import (
 // podCmd holds the tools that run inside sandbox pods.
 func podCmd(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: netcube-lab pod serve|request|load|hold|send")
+		return errors.New("usage: netcube-lab pod serve|request|load|hold|send|sniff")
 	}
 	fs := flag.NewFlagSet("pod "+args[0], flag.ExitOnError)
 	switch args[0] {
@@ -56,6 +56,18 @@ func podCmd(args []string) error {
 			frames[i] = frames[i][14:]
 		}
 		return traffic.SendIP(frames)
+	case "sniff":
+		dev := fs.String("dev", "eth0", "the device to read")
+		port := fs.Int("port", 0, "the TCP or UDP destination port to catch")
+		vxlan := fs.Int("vxlan-port", 0, "catch VXLAN packets on this UDP port carrying the port: the outer and the inner DSCP (0: plain packets)")
+		n := fs.Int("n", 5, "packets to catch")
+		timeout := fs.Duration("timeout", 5*time.Second, "give up after")
+		_ = fs.Parse(args[1:])
+		seen, err := traffic.SniffDSCP(*dev, uint16(*port), uint16(*vxlan), *n, *timeout)
+		if err != nil {
+			return err
+		}
+		return json.NewEncoder(os.Stdout).Encode(seen)
 	case "hold":
 		c := traffic.Client{}
 		fs.StringVar(&c.Proto, "proto", "tcp", "tcp or udp")

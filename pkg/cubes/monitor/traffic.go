@@ -19,6 +19,7 @@ var cubeNames = map[datapath.MonCube]string{
 	datapath.MonCubeNAT:    "nat",
 	datapath.MonCubeRouter: "router",
 	datapath.MonCubePolicy: "policy",
+	datapath.MonCubeQoS:    "qos",
 }
 
 // Traffic is what a cube handled: packets, and their bytes as they

@@ -21,7 +21,7 @@ import (
 
 // objKey identifies an object across files.
 type objKey struct {
-	kind string // "Service", "EndpointSlice", "Node", "Pod", "Namespace" or "NetworkPolicy"
+	kind string // "Service", "EndpointSlice", "Node", "Pod", "Namespace", "NetworkPolicy" or "NetworkSlice"
 	types.NamespacedName
 }
 
@@ -33,12 +33,13 @@ func (k objKey) object() report.Object {
 
 // object is one decoded, valid document, converted.
 type object struct {
-	svc    *model.Service
-	slice  *model.EndpointSlice
-	node   *model.NodeInfo
-	pod    *model.Pod
-	ns     *model.Namespace
-	policy *model.Policy
+	svc      *model.Service
+	slice    *model.EndpointSlice
+	node     *model.NodeInfo
+	pod      *model.Pod
+	ns       *model.Namespace
+	policy   *model.Policy
+	netSlice *model.Slice
 	// partial: the object is invalid, and applies without the fields err
 	// names (a NetworkPolicy fails closed: what it cannot read allows
 	// nothing; a pod's unreadable address or port is left out).
@@ -65,7 +66,7 @@ func parseFile(data []byte) (parsed, error) {
 		key, obj, err := decode(tm, doc)
 		switch {
 		case key.kind == "":
-			p.unread = append(p.unread, fmt.Sprintf("document %d: kind %q apiVersion %q is not read by netcube (v1 Service, discovery.k8s.io/v1 EndpointSlice, v1 Node, v1 Pod, v1 Namespace, networking.k8s.io/v1 NetworkPolicy)", i, tm.Kind, tm.APIVersion))
+			p.unread = append(p.unread, fmt.Sprintf("document %d: kind %q apiVersion %q is not read by netcube (v1 Service, discovery.k8s.io/v1 EndpointSlice, v1 Node, v1 Pod, v1 Namespace, networking.k8s.io/v1 NetworkPolicy, netcube.io/v1alpha1 NetworkSlice)", i, tm.Kind, tm.APIVersion))
 		case key.Name == "":
 			// Nothing can refer to a nameless object, nor replace or
 			// delete it later: refused whole, whatever else it holds.
@@ -160,6 +161,15 @@ func decode(tm metav1.TypeMeta, doc []byte) (objKey, object, error) {
 			return key, object{}, err
 		}
 		return key, object{ns: k8s.ToNamespace(&n)}, nil
+	case tm.Kind == "NetworkSlice" && tm.APIVersion == k8s.NetworkSliceGroupVersion:
+		var ns k8s.NetworkSlice
+		err := yaml.UnmarshalStrict(doc, &ns)
+		key := objKey{"NetworkSlice", types.NamespacedName{Name: ns.Name}} // cluster-scoped
+		if err != nil {
+			return key, object{}, err
+		}
+		s, err := k8s.ToSlice(&ns)
+		return key, object{netSlice: s}, err
 	case tm.Kind == "NetworkPolicy" && tm.APIVersion == "networking.k8s.io/v1":
 		var np networkingv1.NetworkPolicy
 		err := yaml.UnmarshalStrict(doc, &np)

@@ -211,6 +211,9 @@ func (s *Source) deliver(k objKey, o object) {
 	case "Node":
 		s.h.OnNode(k.Name, o.node)
 	}
+	if sh, ok := s.h.(source.SliceHandler); ok && k.kind == "NetworkSlice" {
+		sh.OnSlice(k.Name, o.netSlice)
+	}
 	ph, ok := s.h.(source.PolicyHandler)
 	if !ok {
 		return

@@ -1,0 +1,106 @@
+/* qos.h: the QoS cube's logic (maps: qos_maps.h): network slices in the
+ * datapath. What a pod sends is classified by its source address to the
+ * pod's slice as it enters from_pod, and leaves:
+ *   with its slice's DSCP (IPv4 TOS, IPv6 traffic class; the ECN bits
+ *     kept), which the router copies to a VXLAN packet's outer header, so
+ *     the underlay can honour the slice past the node;
+ *   queued at the uplink by its slice and rate, as the agent set the
+ *   uplinks up (enum qos_mode, pkg/cubes/qos):
+ *   - EDT: with its slice's skb->priority, the band of the uplink's prio
+ *     qdisc (the latency class is served first), and paced to its rate by
+ *     Earliest Departure Time (skb->tstamp, a monotonic delivery time that
+ *     survives the redirect to the uplink, whose fq qdisc holds the packet
+ *     until then), as Cilium's Bandwidth Manager does; a packet that would
+ *     wait longer than the bucket's horizon is dropped
+ *     (egress-rate-exceeded);
+ *   - HTB: with its HTB class as skb->priority, which HTB reads as the
+ *     class to queue it in (its rate's, or its slice class's).
+ * A pod in no slice and without a rate costs one hash lookup.
+ */
+#pragma once
+#include "lib/common.h"
+#include "lib/hook.h"
+#include "qos_maps.h"
+#include "cubes/monitor/monitor.h"
+
+/* qos_set_dscp makes the packet's DSCP dscp (the ECN bits kept). */
+static always_inline void qos_set_dscp(struct __sk_buff *skb, const struct flow *f, __u8 dscp)
+{
+	__u8 b[2];
+
+	if (bpf_skb_load_bytes(skb, L3_OFF, b, 2))
+		return;
+	if (f->family == 4) {
+		__u8 tos = (dscp << 2) | (b[1] & 3);
+		__be16 old = bpf_htons((__u16)b[0] << 8 | b[1]), new = bpf_htons((__u16)b[0] << 8 | tos);
+
+		if (tos == b[1])
+			return;
+		if (bpf_l3_csum_replace(skb, L3_OFF + offsetof(struct iphdr, check), old, new, 2) == 0)
+			bpf_skb_store_bytes(skb, L3_OFF + 1, &tos, 1, 0);
+		return;
+	}
+	/* IPv6: version (4 bits), traffic class (8), flow label (20). */
+	__u8 tc = (b[0] << 4) | (b[1] >> 4), ntc = (dscp << 2) | (tc & 3);
+
+	if (ntc == tc)
+		return;
+	b[0] = (b[0] & 0xf0) | (ntc >> 4);
+	b[1] = (__u8)(ntc << 4) | (b[1] & 0x0f);
+	bpf_skb_store_bytes(skb, L3_OFF, b, 2, 0);
+}
+
+/* qos_pace schedules the packet's departure in bucket b: 0, or -1 when it
+ * would leave beyond the horizon. The bucket is updated without a lock,
+ * as the Bandwidth Manager's is: two CPUs pacing one bucket at the same
+ * instant may both take one slot (an overshoot of a packet per race). */
+static always_inline int qos_pace(struct __sk_buff *skb, struct qos_bucket *b)
+{
+	__u64 now = bpf_ktime_get_ns(), last = b->t_last, base, t_next;
+
+	if (!b->rate)
+		return 0;
+	/* An idle bucket lets up to burst_ns of rate go at once. */
+	base = last + b->burst_ns < now ? now - b->burst_ns : last;
+	t_next = base + (__u64)skb->len * 1000000000ULL / b->rate;
+	if (t_next <= now) {
+		b->t_last = t_next;
+		return 0;
+	}
+	if (t_next - now > b->horizon_ns)
+		return -1;
+	b->t_last = t_next;
+	bpf_skb_set_tstamp(skb, t_next, BPF_SKB_TSTAMP_DELIVERY_MONO);
+	return 0;
+}
+
+/* qos_from_pod: the hook on what a pod sends (pkg/cube/hooks.go). */
+static always_inline int qos_from_pod(struct __sk_buff *skb, const struct flow *f)
+{
+	struct qos_pod *p = bpf_map_lookup_elem(&qos_pods, &f->saddr);
+	struct qos_slice *s;
+	struct qos_bucket *b;
+	struct qos_conf *c;
+	__u32 k;
+
+	if (!p)
+		return CUBE_PASS;
+	mon_crossed(MON_CUBE_QOS);
+	k = p->slice;
+	s = k ? bpf_map_lookup_elem(&qos_slices, &k) : NULL;
+	if (s && s->dscp != QOS_DSCP_KEEP)
+		qos_set_dscp(skb, f, s->dscp);
+	k = 0;
+	c = bpf_map_lookup_elem(&qos_config, &k);
+	if (c && c->mode == QOS_MODE_HTB) {
+		skb->priority = p->classid;
+		return CUBE_PASS;
+	}
+	if (s)
+		skb->priority = s->priority;
+	k = p->bucket;
+	b = k ? bpf_map_lookup_elem(&qos_buckets, &k) : NULL;
+	if (b && qos_pace(skb, b))
+		return mon_drop(skb, f, MON_DROP_RATE);
+	return CUBE_PASS;
+}

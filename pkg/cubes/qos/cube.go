@@ -1,0 +1,42 @@
+package qos
+
+import (
+	"context"
+	"time"
+
+	"github.com/netcube/netcube/pkg/cube"
+)
+
+// Cube is the QoS cube as the registry lists it: pods, namespaces and
+// NetworkSlices in; which slice each pod of this node is in, its DSCP,
+// priority and rate out (bpf/cubes/qos, its hook on what pods send).
+type Cube struct{}
+
+var (
+	_ cube.Cube   = Cube{}
+	_ cube.Hooked = Cube{}
+)
+
+func (Cube) Name() string { return "qos" }
+
+func (Cube) Maps() []cube.MapSpec {
+	return []cube.MapSpec{{Name: MapPods}, {Name: MapSlices}, {Name: MapBuckets}, {Name: MapConfig, Restart: true}}
+}
+
+// Hooks: classify, mark and pace what a pod sends, as it enters from_pod.
+func (Cube) Hooks() cube.Hooks {
+	return cube.Hooks{Header: "cubes/qos/qos.h", FromPod: "qos_from_pod"}
+}
+
+// Start runs the cube's reconciler: the agent gives it the NetworkSlices,
+// pods and namespaces (Started.Slices); the uplinks' queueing follows.
+func (Cube) Start(ctx context.Context, env cube.Env) (cube.Started, error) {
+	rec := NewReconciler(env.Node.Name, NewTables(env.Maps), env.Report)
+	q := &queueing{maps: env.Maps, uplinks: env.Settings.Uplinks}
+	rec.onApplied = q.set
+	go rec.Run(ctx)
+	// Nothing may change for a while on a node without pods: the first
+	// apply (which removes what an earlier agent left) comes anyway.
+	time.AfterFunc(2*time.Second, rec.changed)
+	return cube.Started{Slices: rec}, nil
+}

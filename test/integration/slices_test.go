@@ -1,0 +1,185 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/netcube/netcube/internal/testenv"
+	"github.com/netcube/netcube/lab/sandbox"
+	"github.com/netcube/netcube/pkg/cubes/router"
+)
+
+// TestSliceRateAndQueueing: a NetworkSlice with an egress rate paces its
+// pod's traffic to another node to the rate (iperf3 over TCP, within
+// ±10%), with the uplink's strict-priority queueing in place while it
+// exists; removed, the pod is best effort again at once: the rate is
+// gone and so is the queueing. The positive control is the same transfer
+// before the slice, far above the rate.
+func TestSliceRateAndQueueing(t *testing.T) {
+	sb := upWith(t, "tq", sandbox.Config{})
+	top := sb.Topology
+	client := top.ClientPod()
+	clientNode, _ := top.Node(client.Node)
+	var server sandbox.Pod
+	for _, p := range top.EchoBackends() {
+		if p.Node != client.Node {
+			server = p
+		}
+	}
+	iperf := exec.Command("iperf3", "-s", "-p", "5201")
+	if err := sb.Start(server.Name, iperf); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = iperf.Process.Kill(); _ = iperf.Wait() })
+	time.Sleep(300 * time.Millisecond)
+	rate := func() float64 {
+		t.Helper()
+		out, err := sb.Output(client.Name, "iperf3", "-c", server.IP4.String(), "-p", "5201", "-t", "3", "-J")
+		if err != nil {
+			t.Fatalf("iperf3: %v", err)
+		}
+		var r struct {
+			End struct {
+				SumReceived struct {
+					BitsPerSecond float64 `json:"bits_per_second"`
+				} `json:"sum_received"`
+			} `json:"end"`
+		}
+		if err := json.Unmarshal(out, &r); err != nil {
+			t.Fatalf("iperf3 -J: %v", err)
+		}
+		return r.End.SumReceived.BitsPerSecond
+	}
+	queueing := func() string {
+		out, _ := sb.Output(clientNode.Name, "tc", "qdisc", "show", "dev", "eth0")
+		return string(out)
+	}
+	const limit = 50e6
+	if r := rate(); r < 4*limit {
+		t.Fatalf("before the slice (the positive control): %.0f Mbit/s, want far above %.0f", r/1e6, limit/1e6)
+	}
+	if q := queueing(); strings.Contains(q, " 4e43: ") {
+		t.Fatalf("the uplink has netcube's queueing before any slice:\n%s", q)
+	}
+
+	slice := fmt.Sprintf(`apiVersion: netcube.io/v1alpha1
+kind: NetworkSlice
+metadata: {name: bulk}
+spec:
+  class: throughput
+  egressRate: 50M
+  podSelector: {matchLabels: {pod: %s}}
+`, client.Name)
+	if err := top.WriteManifest("slice.yaml", slice); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 10*time.Second, "the uplink's prio and fq qdiscs", func() bool {
+		q := queueing()
+		return strings.Contains(q, "qdisc htb 4e43:") || (strings.Contains(q, "prio 4e43:") && strings.Count(q, "qdisc fq ") == 3)
+	})
+	if r := rate(); r < 0.9*limit || r > 1.1*limit {
+		t.Errorf("in a slice of 50 Mbit/s: %.1f Mbit/s, want within 10%%", r/1e6)
+	}
+
+	if err := os.Remove(filepath.Join(top.ManifestDir(), "slice.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 10*time.Second, "the uplink's queueing removed", func() bool {
+		return !strings.Contains(queueing(), " 4e43: ")
+	})
+	if r := rate(); r < 4*limit {
+		t.Errorf("the slice removed: %.0f Mbit/s, want its pod best effort again (far above %.0f)", r/1e6, limit/1e6)
+	}
+}
+
+// TestSliceDSCP: a pod in a latency slice sends with its slice's DSCP,
+// EF (46): its packets reach a pod of another node with it, and with
+// VXLAN the outer header carries it too, for the underlay to honour. The
+// positive control is the same traffic before the slice: DSCP 0.
+func TestSliceDSCP(t *testing.T) {
+	sb := upWith(t, "tqd", sandbox.Config{Routing: "vxlan"})
+	top := sb.Topology
+	client := top.ClientPod()
+	var server sandbox.Pod
+	for _, p := range top.EchoBackends() {
+		if p.Node != client.Node {
+			server = p
+		}
+	}
+	serverNode, _ := top.Node(server.Node)
+	target := fmt.Sprintf("%s:%d", server.IP4, sandbox.PodPort)
+	type seen struct {
+		DSCP      uint8  `json:"dscp"`
+		InnerDSCP *uint8 `json:"inner_dscp"`
+	}
+	// sniff catches 3 of the client's packets to the server's port, in
+	// the server pod and, VXLAN, on its node's uplink, while the client
+	// sends requests.
+	sniff := func() (inPod, outer []seen) {
+		t.Helper()
+		var wg sync.WaitGroup
+		catch := func(where string, vxlan bool, into *[]seen) {
+			defer wg.Done()
+			args := []string{"pod", "sniff", "--dev", "eth0", "--port", fmt.Sprint(sandbox.PodPort), "-n", "3", "--timeout", "5s"}
+			if vxlan {
+				args = append(args, "--vxlan-port", fmt.Sprint(router.VXLANPort))
+			}
+			out, err := sb.Output(where, filepath.Join(binDir, sandbox.LabBinary), args...)
+			if err != nil {
+				t.Errorf("sniff on %s: %v", where, err)
+				return
+			}
+			if err := json.Unmarshal(out, into); err != nil {
+				t.Errorf("sniff on %s: %v: %s", where, err, out)
+			}
+		}
+		wg.Add(2)
+		go catch(server.Name, false, &inPod)
+		go catch(serverNode.Name, true, &outer)
+		time.Sleep(300 * time.Millisecond)
+		requests(t, sb, "udp", target, 10)
+		wg.Wait()
+		if len(inPod) == 0 || len(outer) == 0 {
+			t.Fatalf("caught %d packets in the server pod and %d VXLAN packets on its node", len(inPod), len(outer))
+		}
+		return inPod, outer
+	}
+	inPod, outer := sniff()
+	for _, s := range append(inPod, outer...) {
+		if s.DSCP != 0 {
+			t.Fatalf("before any slice (the positive control): DSCP %d, want 0 (%+v, %+v)", s.DSCP, inPod, outer)
+		}
+	}
+
+	slice := fmt.Sprintf(`apiVersion: netcube.io/v1alpha1
+kind: NetworkSlice
+metadata: {name: urllc}
+spec:
+  class: latency
+  podSelector: {matchLabels: {pod: %s}}
+`, client.Name)
+	if err := top.WriteManifest("slice.yaml", slice); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 10*time.Second, "the client's packets marked EF", func() bool {
+		inPod, outer = sniff()
+		return inPod[0].DSCP == 46
+	})
+	for _, s := range inPod {
+		if s.DSCP != 46 {
+			t.Errorf("in the server pod: DSCP %d, want 46 (EF, the latency class's)", s.DSCP)
+		}
+	}
+	for _, s := range outer {
+		if s.DSCP != 46 || s.InnerDSCP == nil || *s.InnerDSCP != 46 {
+			t.Errorf("on the server's node, VXLAN: outer DSCP %d, inner %v; want both 46", s.DSCP, s.InnerDSCP)
+		}
+	}
+}
