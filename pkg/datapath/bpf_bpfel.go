@@ -550,8 +550,9 @@ const (
 )
 
 type bpfQosConf struct {
-	_    structs.HostLayout
-	Mode bpfQosMode
+	_      structs.HostLayout
+	Mode   bpfQosMode
+	Active uint32
 }
 
 type bpfQosMode uint32

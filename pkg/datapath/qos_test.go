@@ -8,6 +8,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/netcube/netcube/internal/pkt"
+	"github.com/netcube/netcube/pkg/cube"
 	"github.com/netcube/netcube/pkg/cubes/monitor"
 	"github.com/netcube/netcube/pkg/cubes/qos"
 	"github.com/netcube/netcube/pkg/datapath"
@@ -45,7 +46,9 @@ func runCtx(t *testing.T, prog *ebpf.Program, in []byte) (uint32, []byte, skbCtx
 // traffic class) and skb priority; a rate paces its packets by departure
 // time, a packet's length apart at the rate; a packet that would wait
 // beyond the horizon is dropped with its reason; a pod in no slice is
-// untouched (the positive control of each).
+// untouched (the positive control of each), and so is every pod while
+// the agent says no pod has a slice. With HTB queueing, the priority is
+// the pod's HTB class and nothing is paced.
 func TestSlicePacketFlows(t *testing.T) {
 	dp, _ := load(t)
 	if err := monitor.SetFlags(dp.Maps(), datapath.MonFlagDrops); err != nil {
@@ -68,6 +71,12 @@ func TestSlicePacketFlows(t *testing.T) {
 		t.Fatal(err)
 	}
 	prog := dp.Programs().FromPod
+	// Classification off (no pod has a slice, as the agent says): the
+	// packet of a pod in a slice goes untouched.
+	if v, out, c := runCtx(t, prog, pkt.UDP(client4, be4, []byte("hello"))); v == actShot || out[15] != 0 || c.Priority != 0 {
+		t.Fatalf("classification off: verdict %d, TOS %#x, priority %d", v, out[15], c.Priority)
+	}
+	setQoSConfig(t, dp, datapath.QosConf{Mode: datapath.QosModeEDT, Active: 1})
 	other := netip.MustParseAddrPort("10.244.1.99:5000") // in no slice
 
 	// Positive control: a pod in no slice, untouched.
@@ -118,6 +127,29 @@ func TestSlicePacketFlows(t *testing.T) {
 	got := evs.drain(t)
 	if len(got) != 1 || got[0].Drop != events.DropReason(datapath.MonDropRate).Name || got[0].Cube != "qos" {
 		t.Errorf("events %v, want one egress-rate-exceeded by qos", got)
+	}
+
+	// HTB queueing: the priority is the pod's class, nothing is paced.
+	setQoSConfig(t, dp, datapath.QosConf{Mode: datapath.QosModeHTB, Active: 1})
+	if err := tables.Apply(qos.Desired{
+		Slices:  map[uint32]datapath.QosSlice{1: {Priority: 6, Dscp: 46, Class: datapath.QosLatency}},
+		Pods:    map[netip.Addr]datapath.QosPod{client4.Addr(): {Slice: 1, Classid: 0x4e430010}, be4b.Addr(): {Bucket: 2, Classid: 0x4e431002}},
+		Buckets: map[uint32]qos.Bucket{2: {Rate: 1_000_000}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if v, out, c := runCtx(t, prog, pkt.UDP(client4, be4, []byte("hello"))); v == actShot || out[15]>>2 != 46 || c.Priority != 0x4e430010 || c.Tstamp != 0 {
+		t.Errorf("HTB, latency: verdict %d, DSCP %d, priority %#x (want 4e43:10), tstamp %d", v, out[15]>>2, c.Priority, c.Tstamp)
+	}
+	if v, _, c := runCtx(t, prog, in); v == actShot || c.Priority != 0x4e431002 || c.Tstamp != 0 {
+		t.Errorf("HTB, a rate: verdict %d, priority %#x (want 4e43:1002), tstamp %d (want none)", v, c.Priority, c.Tstamp)
+	}
+}
+
+func setQoSConfig(t *testing.T, dp *datapath.Datapath, c datapath.QosConf) {
+	t.Helper()
+	if err := cube.Put(dp.Maps(), qos.MapConfig, uint32(0), c); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -15,7 +15,8 @@
  *     (egress-rate-exceeded);
  *   - HTB: with its HTB class as skb->priority, which HTB reads as the
  *     class to queue it in (its rate's, or its slice class's).
- * A pod in no slice and without a rate costs one hash lookup.
+ * With no pod of the node in a slice or with a rate, the hook costs an
+ * array lookup; with some, a pod in none costs a hash lookup more.
  */
 #pragma once
 #include "lib/common.h"
@@ -77,12 +78,16 @@ static always_inline int qos_pace(struct __sk_buff *skb, struct qos_bucket *b)
 /* qos_from_pod: the hook on what a pod sends (pkg/cube/hooks.go). */
 static always_inline int qos_from_pod(struct __sk_buff *skb, const struct flow *f)
 {
-	struct qos_pod *p = bpf_map_lookup_elem(&qos_pods, &f->saddr);
 	struct qos_slice *s;
 	struct qos_bucket *b;
 	struct qos_conf *c;
-	__u32 k;
+	struct qos_pod *p;
+	__u32 k = 0;
 
+	c = bpf_map_lookup_elem(&qos_config, &k);
+	if (!c || !c->active)
+		return CUBE_PASS;
+	p = bpf_map_lookup_elem(&qos_pods, &f->saddr);
 	if (!p)
 		return CUBE_PASS;
 	mon_crossed(MON_CUBE_QOS);
@@ -90,9 +95,7 @@ static always_inline int qos_from_pod(struct __sk_buff *skb, const struct flow *
 	s = k ? bpf_map_lookup_elem(&qos_slices, &k) : NULL;
 	if (s && s->dscp != QOS_DSCP_KEEP)
 		qos_set_dscp(skb, f, s->dscp);
-	k = 0;
-	c = bpf_map_lookup_elem(&qos_config, &k);
-	if (c && c->mode == QOS_MODE_HTB) {
+	if (c->mode == QOS_MODE_HTB) {
 		skb->priority = p->classid;
 		return CUBE_PASS;
 	}

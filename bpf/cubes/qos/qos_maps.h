@@ -31,6 +31,9 @@ enum qos_mode : __u32 {
 
 struct qos_conf {
 	enum qos_mode mode;
+	/* Whether any pod of the node has a slice or a rate: without, the
+	 * hook costs an array lookup (inlined), not a hash lookup. */
+	__u32 active;
 };
 
 struct {

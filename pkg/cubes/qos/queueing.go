@@ -57,6 +57,10 @@ func (q *queueing) set(active bool, classes map[uint32]BucketClass) error {
 		if q.active != nil && !*q.active {
 			return nil
 		}
+		// The datapath stops classifying before the queueing goes.
+		if err := q.writeConfig(false); err != nil {
+			return err
+		}
 		var errs []error
 		for _, dev := range q.uplinks {
 			errs = append(errs, removeQueueing(dev))
@@ -83,8 +87,24 @@ func (q *queueing) set(active bool, classes map[uint32]BucketClass) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
+	// The queueing is in place before the datapath classifies for it.
+	if err := q.writeConfig(true); err != nil {
+		return err
+	}
 	q.active, q.classes = &active, classes
 	return nil
+}
+
+// writeConfig tells the datapath the mode, and whether it classifies.
+func (q *queueing) writeConfig(active bool) error {
+	c := datapath.QosConf{}
+	if q.mode != nil {
+		c.Mode = *q.mode
+	}
+	if active {
+		c.Active = 1
+	}
+	return cube.Put(q.maps, MapConfig, uint32(0), c)
 }
 
 // chooseMode tries EDT's qdiscs on the first uplink and falls back to
@@ -101,9 +121,6 @@ func (q *queueing) chooseMode() error {
 		case err != nil:
 			return err
 		}
-	}
-	if err := cube.Put(q.maps, MapConfig, uint32(0), datapath.QosConf{Mode: mode}); err != nil {
-		return err
 	}
 	q.mode = &mode
 	return nil
