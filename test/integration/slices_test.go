@@ -55,6 +55,7 @@ func TestSliceRateAndQueueing(t *testing.T) {
 		if err := json.Unmarshal(out, &r); err != nil {
 			t.Fatalf("iperf3 -J: %v", err)
 		}
+		t.Logf("iperf3 %s -> %s: %.1f Mbit/s", client.Name, server.Name, r.End.SumReceived.BitsPerSecond/1e6)
 		return r.End.SumReceived.BitsPerSecond
 	}
 	queueing := func() string {
