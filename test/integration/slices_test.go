@@ -19,7 +19,8 @@ import (
 // TestSliceRateAndQueueing: a NetworkSlice with an egress rate paces its
 // pod's traffic to another node to the rate (iperf3 over TCP, within
 // ±10%), with the uplink's strict-priority queueing in place while it
-// exists; removed, the pod is best effort again at once: the rate is
+// exists, and is shown with its one pod on the client's node (empty on
+// the other); removed, the pod is best effort again at once: the rate is
 // gone and so is the queueing. The positive control is the same transfer
 // before the slice, far above the rate.
 func TestSliceRateAndQueueing(t *testing.T) {
@@ -87,6 +88,13 @@ spec:
 	})
 	if r := rate(); r < 0.9*limit || r > 1.1*limit {
 		t.Errorf("in a slice of 50 Mbit/s: %.1f Mbit/s, want within 10%%", r/1e6)
+	}
+	if v := metric(t, sb, clientNode, `netcube_slice_pods{class="throughput",slice="bulk"}`); v != "1" {
+		t.Errorf("netcube_slice_pods of bulk on %s: %s, want 1 (the client)", clientNode.Name, v)
+	}
+	other, _ := top.Node(server.Node)
+	if v := metric(t, sb, other, `netcube_slice_pods{class="throughput",slice="bulk"}`); v != "0" {
+		t.Errorf("netcube_slice_pods of bulk on %s: %s, want 0 (listed, empty there)", other.Name, v)
 	}
 
 	if err := os.Remove(filepath.Join(top.ManifestDir(), "slice.yaml")); err != nil {

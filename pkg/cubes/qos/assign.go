@@ -48,7 +48,11 @@ type Assigner struct {
 	node       string
 	sliceIDs   map[string]uint32
 	podBuckets map[model.PodID]uint32
+	placed     Placement // the last Assign's
 }
+
+// Placement is what the last Assign placed (for metrics).
+func (a *Assigner) Placement() Placement { return a.placed }
 
 // NewAssigner places the pods of node.
 func NewAssigner(node string) *Assigner {
@@ -81,7 +85,9 @@ func (a *Assigner) Assign(st State) (Desired, []Conflict, []Refused) {
 			delete(a.sliceIDs, n)
 		}
 	}
+	a.placed = Placement{Slices: map[string]SlicePods{}}
 	for _, n := range names {
+		a.placed.Slices[n] = SlicePods{Class: st.Slices[n].Class}
 		id, err := a.sliceID(n)
 		if err != nil {
 			errs = append(errs, Refused{report.Object{Kind: "NetworkSlice", Name: n}, err})
@@ -129,6 +135,9 @@ func (a *Assigner) Assign(st State) (Desired, []Conflict, []Refused) {
 		var qp datapath.QosPod
 		class := model.BestEffort
 		if in != nil {
+			sp := a.placed.Slices[in.Name]
+			sp.Pods++
+			a.placed.Slices[in.Name] = sp
 			class = in.Class
 			qp.Slice = a.sliceIDs[in.Name]
 			if in.Rate > 0 {
@@ -142,6 +151,7 @@ func (a *Assigner) Assign(st State) (Desired, []Conflict, []Refused) {
 			} else {
 				d.Buckets[b] = bucketOf(p.EgressBandwidth, 0)
 				qp.Bucket = b
+				a.placed.OwnRate++
 			}
 		}
 		if qp == (datapath.QosPod{}) {

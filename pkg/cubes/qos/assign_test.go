@@ -75,6 +75,10 @@ func TestAssign(t *testing.T) {
 	if b := d.Buckets[idOf("embb")]; b.Rate != 10_000_000 || b.BurstNs != DefaultBurstNs {
 		t.Errorf("embb's bucket %+v, want 10 MB/s", b)
 	}
+	placed := a.Placement()
+	if placed.Slices["urllc"].Pods != 1 || placed.Slices["embb"].Pods != 2 || placed.Slices["empty"] != (SlicePods{Class: model.Latency}) || placed.OwnRate != 1 {
+		t.Errorf("placement %+v, want urllc 1, embb 2, empty listed with 0, one pod at its own rate", placed)
+	}
 	if b := d.Buckets[firstPodBucket]; b.Rate != 1_250_000 {
 		t.Errorf("the capped pod's bucket %+v, want 1.25 MB/s (10 Mbit/s)", b)
 	}

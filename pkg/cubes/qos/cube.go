@@ -38,5 +38,5 @@ func (Cube) Start(ctx context.Context, env cube.Env) (cube.Started, error) {
 	// Nothing may change for a while on a node without pods: the first
 	// apply (which removes what an earlier agent left) comes anyway.
 	time.AfterFunc(2*time.Second, rec.changed)
-	return cube.Started{Slices: rec}, nil
+	return cube.Started{Slices: rec, Metrics: rec.metrics.collectors()}, nil
 }

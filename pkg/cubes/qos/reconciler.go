@@ -27,6 +27,7 @@ type Reconciler struct {
 	// reported: the problems standing, so that a resolved one is cleared.
 	reported map[problem]bool
 	kick     chan struct{}
+	metrics  *metrics
 	// onApplied, if set, is told after each apply whether any pod has a
 	// slice or a rate (the uplinks' queueing follows it).
 	onApplied func(active bool, classes map[uint32]BucketClass) error
@@ -37,6 +38,7 @@ func NewReconciler(node string, tables *Tables, rep *report.Reporter) *Reconcile
 	return &Reconciler{
 		st:     State{Slices: map[string]*model.Slice{}, Namespaces: map[string]map[string]string{}, Pods: map[model.PodID]*model.Pod{}},
 		assign: NewAssigner(node), tables: tables, report: rep, reported: map[problem]bool{}, kick: make(chan struct{}, 1),
+		metrics: newMetrics(),
 	}
 }
 
@@ -125,7 +127,11 @@ func (r *Reconciler) Run(ctx context.Context) {
 func (r *Reconciler) Apply() error {
 	r.mu.Lock()
 	d, conflicts, errs := r.assign.Assign(r.st)
+	placed := r.assign.Placement()
 	r.mu.Unlock()
+	if r.metrics != nil {
+		r.metrics.set(placed)
+	}
 	r.reportProblems(conflicts, errs)
 	if err := r.tables.Apply(d); err != nil {
 		return err
