@@ -119,7 +119,11 @@ func TestSlicePacketFlows(t *testing.T) {
 		t.Fatalf("events for packets that went on: %v", got)
 	}
 
-	// 100 bytes/s: a 300-byte packet would wait 3 s, beyond the horizon.
+	// 100 bytes/s: a 100-byte packet waits 1 s (the positive control,
+	// within the horizon); a 300-byte one would wait 3 s more, beyond it.
+	if v, _, c := runCtx(t, prog, pkt.UDP(netip.AddrPortFrom(slow, 4000), be4, make([]byte, 58))); v == actShot || c.Tstamp == 0 {
+		t.Fatalf("a packet 1 s ahead at 100 bytes/s: verdict %d, tstamp %d; want it scheduled", v, c.Tstamp)
+	}
 	v, _, c = runCtx(t, prog, pkt.UDP(netip.AddrPortFrom(slow, 4000), be4, make([]byte, 258)))
 	if v != actShot {
 		t.Errorf("a packet 3 s beyond its rate: verdict %d (tstamp %d), want dropped", v, c.Tstamp)

@@ -128,13 +128,9 @@ func (q *queueing) chooseMode() error {
 
 // ensurePrioFq installs prio with fq under each band on dev (idempotent).
 func ensurePrioFq(dev string) error {
-	link, err := netlink.LinkByName(dev)
+	link, qs, err := uplinkQdiscs(dev)
 	if err != nil {
-		return fmt.Errorf("uplink %s: %w", dev, err)
-	}
-	qs, err := netlink.QdiscList(link)
-	if err != nil {
-		return fmt.Errorf("uplink %s: list qdiscs: %w", dev, err)
+		return err
 	}
 	root, bands := false, 0
 	for _, qd := range qs {
@@ -166,16 +162,12 @@ func ensurePrioFq(dev string) error {
 // ensureHTB installs the HTB classes on dev, and makes its rate classes
 // want (had: what the last call made).
 func ensureHTB(dev string, had, want map[uint32]BucketClass) error {
-	link, err := netlink.LinkByName(dev)
+	link, qs, err := uplinkQdiscs(dev)
 	if err != nil {
-		return fmt.Errorf("uplink %s: %w", dev, err)
+		return err
 	}
 	idx := link.Attrs().Index
 	rate := uplinkRate(dev)
-	qs, err := netlink.QdiscList(link)
-	if err != nil {
-		return fmt.Errorf("uplink %s: list qdiscs: %w", dev, err)
-	}
 	present := false
 	for _, qd := range qs {
 		if a := qd.Attrs(); a.Parent == netlink.HANDLE_ROOT && a.Handle == prioHandle && qd.Type() == "htb" {
@@ -248,13 +240,9 @@ func uplinkRate(dev string) uint64 {
 
 // removeQueueing deletes netcube's root qdisc from dev, if it is there.
 func removeQueueing(dev string) error {
-	link, err := netlink.LinkByName(dev)
+	_, qs, err := uplinkQdiscs(dev)
 	if err != nil {
-		return fmt.Errorf("uplink %s: %w", dev, err)
-	}
-	qs, err := netlink.QdiscList(link)
-	if err != nil {
-		return fmt.Errorf("uplink %s: list qdiscs: %w", dev, err)
+		return err
 	}
 	for _, qd := range qs {
 		if a := qd.Attrs(); a.Parent == netlink.HANDLE_ROOT && a.Handle == prioHandle {
@@ -265,4 +253,17 @@ func removeQueueing(dev string) error {
 		}
 	}
 	return nil
+}
+
+// uplinkQdiscs is dev and its qdiscs.
+func uplinkQdiscs(dev string) (netlink.Link, []netlink.Qdisc, error) {
+	link, err := netlink.LinkByName(dev)
+	if err != nil {
+		return nil, nil, fmt.Errorf("uplink %s: %w", dev, err)
+	}
+	qs, err := netlink.QdiscList(link)
+	if err != nil {
+		return nil, nil, fmt.Errorf("uplink %s: list qdiscs: %w", dev, err)
+	}
+	return link, qs, nil
 }
