@@ -18,8 +18,8 @@ tools:           ## build (or reuse cached) kube-apiserver, etcd, helm and the h
 e2e-tools:       ## build (or reuse cached) kubelet, kube-scheduler, kubectl, agnhost, CoreDNS, e2e.test and ginkgo
 	bash hack/build-e2e.sh >/dev/null
 
-manifests:       ## render deploy/netcube.yaml from the Helm chart
-	$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1)/helm template netcube deploy/helm/netcube > deploy/netcube.yaml
+manifests:       ## render deploy/netcube.yaml from the Helm chart (its CRDs first)
+	$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1)/helm template netcube deploy/helm/netcube --include-crds > deploy/netcube.yaml
 
 generate:        ## regenerate the cubes' hook header from the registry, then the BPF object and its Go bindings from bpf/
 	$(GO) generate ./pkg/cubes/

@@ -29,6 +29,7 @@ import (
 	"github.com/netcube/netcube/pkg/cube"
 	"github.com/netcube/netcube/pkg/cubes"
 	"github.com/netcube/netcube/pkg/datapath"
+	"github.com/netcube/netcube/pkg/k8s"
 	"github.com/netcube/netcube/pkg/localapi"
 	"github.com/netcube/netcube/pkg/podnetns"
 	"github.com/netcube/netcube/pkg/report"
@@ -78,6 +79,11 @@ func Run(ctx context.Context, cfg Config) error {
 	settings := cube.Settings{SocketLB: cfg.SocketLB, Cgroup: cfg.Cgroup, LBAlgorithm: cfg.LBAlgorithm}
 	if settings.NodePortLo, settings.NodePortHi, err = ParsePortRange(cfg.NodePortRange); err != nil {
 		return fmt.Errorf("--nodeport-range: %w", err)
+	}
+	if cfg.UplinkRate != "" {
+		if settings.UplinkRate, err = k8s.ParseBandwidth(cfg.UplinkRate); err != nil {
+			return fmt.Errorf("--uplink-rate: %w", err)
+		}
 	}
 	node, uplinkMTU, uplinks, err := setupNode(dp, cfg.NodeName, cfg.NodeInterfaces)
 	if err != nil {

@@ -42,6 +42,13 @@ type Config struct {
 	// bind() on the node when socket-LB is on, so no local process can hold
 	// a port a NodePort Service needs.
 	NodePortRange string `json:"nodePortRange,omitempty"`
+	// UplinkRate caps what the uplinks send while network slices queue
+	// them, in bits per second ("900M"; "": each uplink's speed, 10G for
+	// a link without one, as a veth). Set it a little under the real
+	// bottleneck (a cloud VM's bandwidth cap) so that the queue forms in
+	// netcube's classes, where the latency class goes first, and not in
+	// a device or network queue that knows no classes.
+	UplinkRate string `json:"uplinkRate,omitempty"`
 
 	// The pod network. CNISocket: where the CNI plugin tells the agent
 	// of each pod ("": not served). CNIConfDir: where the agent installs

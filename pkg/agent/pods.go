@@ -214,7 +214,13 @@ func (t slicesTee) OnNamespace(name string, ns *model.Namespace) {
 	t.slices.OnNamespace(name, ns)
 }
 
+func (t slicesTee) OnPoliciesSynced() {
+	t.policyTee.OnPoliciesSynced()
+	t.slices.OnPodsSynced()
+}
+
 func (t slicesTee) OnSlice(name string, s *model.Slice) { t.slices.OnSlice(name, s) }
+func (t slicesTee) OnSlicesSynced()                     { t.slices.OnSlicesSynced() }
 func (t slicesTee) SliceKeys() []string                 { return t.slices.SliceKeys() }
 
 // podMTU is the pods' MTU: the uplink's, less the overlay's overhead.

@@ -87,6 +87,9 @@ type Settings struct {
 	PodIfacePrefix string
 	// Uplinks are the node's uplinks (interface names).
 	Uplinks []string
+	// UplinkRate caps the uplinks' sending while slices queue them, in
+	// bits per second (0: each uplink's speed).
+	UplinkRate uint64
 	// UplinkMTU is the smallest MTU of the node's uplinks (0: unknown).
 	UplinkMTU int
 	// Masquerade: pods' traffic to outside the cluster (every node's pod
@@ -171,6 +174,8 @@ type SliceHandler interface {
 	source.SliceHandler
 	OnPod(key types.NamespacedName, pod *model.Pod)
 	OnNamespace(name string, ns *model.Namespace)
+	// OnPodsSynced: every pod and namespace listed has been delivered.
+	OnPodsSynced()
 }
 
 // Reconciler applies model state (Services, EndpointSlices, this Node) to

@@ -53,6 +53,9 @@ type PolicyHandler interface {
 // with the pods and namespaces they select from (PolicyHandler).
 type SliceHandler interface {
 	OnSlice(name string, s *model.Slice)
+	// OnSlicesSynced: every NetworkSlice listed has been delivered (or
+	// the API serves none: the CRD is not installed).
+	OnSlicesSynced()
 	SliceKeys() []string
 }
 

@@ -19,13 +19,16 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/yaml"
 
 	"github.com/netcube/netcube/lab/kubeenv"
 	agentcfg "github.com/netcube/netcube/pkg/agent"
+	"github.com/netcube/netcube/pkg/source/kube"
 )
 
 const chart = "../../deploy/helm/netcube"
@@ -37,7 +40,7 @@ func render(t *testing.T) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(filepath.Join(tools, "helm"), "template", "netcube", chart).Output()
+	out, err := exec.Command(filepath.Join(tools, "helm"), "template", "netcube", chart, "--include-crds").Output()
 	if err != nil {
 		var stderr []byte
 		if ee, ok := err.(*exec.ExitError); ok {
@@ -53,6 +56,15 @@ func decode(t *testing.T, manifest []byte) []runtime.Object {
 	var objs []runtime.Object
 	for _, doc := range strings.Split(string(manifest), "\n---") {
 		if strings.TrimSpace(strings.TrimPrefix(doc, "\n")) == "" || !strings.Contains(doc, "kind:") {
+			continue
+		}
+		if strings.Contains(doc, "kind: CustomResourceDefinition") {
+			// Not in client-go's scheme: kept unstructured.
+			u := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+				t.Fatalf("decode %q: %v", doc, err)
+			}
+			objs = append(objs, u)
 			continue
 		}
 		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
@@ -74,7 +86,7 @@ func TestDeployManifests(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(bytes.TrimSpace(committed), bytes.TrimSpace(rendered)) {
-		t.Error("deploy/netcube.yaml differs from `helm template netcube deploy/helm/netcube`: run `make manifests`")
+		t.Error("deploy/netcube.yaml differs from `helm template netcube deploy/helm/netcube --include-crds`: run `make manifests`")
 	}
 	c := env.Client
 	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
@@ -97,6 +109,8 @@ func TestDeployManifests(t *testing.T) {
 			_, err = c.RbacV1().ClusterRoleBindings().Create(ctx, o, dry)
 		case *appsv1.DaemonSet:
 			_, err = c.AppsV1().DaemonSets(o.Namespace).Create(ctx, o, dry)
+		case *unstructured.Unstructured:
+			_, err = dynClient(t).Resource(crds).Create(ctx, o, dry)
 		default:
 			t.Errorf("unexpected object %T in the chart", obj)
 			continue
@@ -106,7 +120,7 @@ func TestDeployManifests(t *testing.T) {
 			t.Errorf("server-side dry run of %T: %v", obj, err)
 		}
 	}
-	for _, k := range []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet"} {
+	for _, k := range []string{"CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet"} {
 		if !kinds[k] {
 			t.Errorf("the chart has no %s", k)
 		}
@@ -194,6 +208,12 @@ func TestRBACIsEnough(t *testing.T) {
 	})
 	eventFor(t, "default", "NetworkPolicy", "rbac-invalid", "InvalidField")
 	eventFor(t, "default", "Pod", "rbac-invalid", "InvalidField")
+	// ... and on a NetworkSlice, read through the CRD (a rate of zero).
+	installSliceCRD(t)
+	if _, err := dynClient(t).Resource(kube.NetworkSlices).Create(ctx, networkSlice(t, "rbac-invalid", "  egressRate: \"0\"\n"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventFor(t, "default", "NetworkSlice", "rbac-invalid", "InvalidField")
 	log, _ := os.ReadFile(a.log)
 	if bytes.Contains(log, []byte("forbidden")) {
 		t.Errorf("agent was denied something:\n%s", log)
@@ -241,8 +261,8 @@ func TestDaemonSetIsLockedDown(t *testing.T) {
 			t.Errorf("container %s: adds %v, want only BPF, NET_ADMIN, SYS_ADMIN", c.Name, got)
 		}
 	}
-	reads := map[string]bool{"services": true, "nodes": true, "pods": true, "namespaces": true, "endpointslices": true, "networkpolicies": true}
-	eventTargets := map[string]bool{"services": true, "endpointslices": true, "pods": true, "networkpolicies": true}
+	reads := map[string]bool{"services": true, "nodes": true, "pods": true, "namespaces": true, "endpointslices": true, "networkpolicies": true, "networkslices": true}
+	eventTargets := map[string]bool{"services": true, "endpointslices": true, "pods": true, "networkpolicies": true, "networkslices": true}
 	for _, r := range role.Rules {
 		for _, res := range r.Resources {
 			for _, verb := range r.Verbs {

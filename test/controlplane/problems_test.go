@@ -26,7 +26,7 @@ import (
 func eventFor(t *testing.T, ns, kind, name, reason string) string {
 	t.Helper()
 	var msg string
-	testenv.WaitFor(t, 10*time.Second, reason+" Event on "+kind+" "+ns+"/"+name, func() bool {
+	testenv.WaitFor(t, 20*time.Second, reason+" Event on "+kind+" "+ns+"/"+name, func() bool {
 		evs, err := env.Client.CoreV1().Events(ns).List(ctx(t), metav1.ListOptions{FieldSelector: fields.Set{
 			"involvedObject.kind": kind, "involvedObject.name": name, "reason": reason}.String()})
 		if err != nil || len(evs.Items) == 0 {

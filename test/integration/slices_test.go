@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,19 +21,28 @@ import (
 // pod's traffic to another node to the rate (iperf3 over TCP, within
 // ±10%), with the uplink's strict-priority queueing in place while it
 // exists, and is shown with its one pod on the client's node (empty on
-// the other); removed, the pod is best effort again at once: the rate is
+// the other), and, with --uplink-rate, the uplink sends no more than that
+// while it is queued (another pod, in no slice, gets about 300 Mbit/s, and
+// far more before and after); removed, the pod is best effort again at once: the rate is
 // gone and so is the queueing. The positive control is the same transfer
 // before the slice, far above the rate.
 func TestSliceRateAndQueueing(t *testing.T) {
-	sb := upWith(t, "tq", sandbox.Config{})
+	const uplinkRate = 300e6
+	sb := upWith(t, "tq", sandbox.Config{AgentArgs: []string{"--uplink-rate", "300M"}})
 	top := sb.Topology
 	client := top.ClientPod()
 	clientNode, _ := top.Node(client.Node)
-	var server sandbox.Pod
-	for _, p := range top.EchoBackends() {
-		if p.Node != client.Node {
+	var server, neighbour sandbox.Pod // neighbour: another pod of the client's node
+	for _, p := range top.Pods() {
+		switch {
+		case p.Node != client.Node && server.Name == "" && slices.Contains(top.EchoBackends(), p):
 			server = p
+		case p.Node == client.Node && p.Name != client.Name && p.IP4.IsValid():
+			neighbour = p
 		}
+	}
+	if server.Name == "" || neighbour.Name == "" {
+		t.Fatalf("the topology has no echo backend off %s, or no second pod on it", client.Node)
 	}
 	iperf := exec.Command("iperf3", "-s", "-p", "5201")
 	if err := sb.Start(server.Name, iperf); err != nil {
@@ -40,9 +50,9 @@ func TestSliceRateAndQueueing(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = iperf.Process.Kill(); _ = iperf.Wait() })
 	time.Sleep(300 * time.Millisecond)
-	rate := func() float64 {
+	rateFrom := func(from sandbox.Pod) float64 {
 		t.Helper()
-		out, err := sb.Output(client.Name, "iperf3", "-c", server.IP4.String(), "-p", "5201", "-t", "3", "-J")
+		out, err := sb.Output(from.Name, "iperf3", "-c", server.IP4.String(), "-p", "5201", "-t", "3", "-J")
 		if err != nil {
 			t.Fatalf("iperf3: %v", err)
 		}
@@ -56,9 +66,10 @@ func TestSliceRateAndQueueing(t *testing.T) {
 		if err := json.Unmarshal(out, &r); err != nil {
 			t.Fatalf("iperf3 -J: %v", err)
 		}
-		t.Logf("iperf3 %s -> %s: %.1f Mbit/s", client.Name, server.Name, r.End.SumReceived.BitsPerSecond/1e6)
+		t.Logf("iperf3 %s -> %s: %.1f Mbit/s", from.Name, server.Name, r.End.SumReceived.BitsPerSecond/1e6)
 		return r.End.SumReceived.BitsPerSecond
 	}
+	rate := func() float64 { t.Helper(); return rateFrom(client) }
 	queueing := func() string {
 		out, _ := sb.Output(clientNode.Name, "tc", "qdisc", "show", "dev", "eth0")
 		return string(out)
@@ -66,6 +77,9 @@ func TestSliceRateAndQueueing(t *testing.T) {
 	const limit = 50e6
 	if r := rate(); r < 4*limit {
 		t.Fatalf("before the slice (the positive control): %.0f Mbit/s, want far above %.0f", r/1e6, limit/1e6)
+	}
+	if r := rateFrom(neighbour); r < 2*uplinkRate {
+		t.Fatalf("a pod in no slice, before any slice (the positive control): %.0f Mbit/s, want far above --uplink-rate %.0f", r/1e6, uplinkRate/1e6)
 	}
 	if q := queueing(); strings.Contains(q, " 4e43: ") {
 		t.Fatalf("the uplink has netcube's queueing before any slice:\n%s", q)
@@ -89,6 +103,10 @@ spec:
 	if r := rate(); r < 0.9*limit || r > 1.1*limit {
 		t.Errorf("in a slice of 50 Mbit/s: %.1f Mbit/s, want within 10%%", r/1e6)
 	}
+	// While slices queue the uplink, it sends at --uplink-rate at most.
+	if r := rateFrom(neighbour); r < 0.8*uplinkRate || r > 1.1*uplinkRate {
+		t.Errorf("a pod in no slice, the uplink queued at --uplink-rate 300M: %.1f Mbit/s, want about 300", r/1e6)
+	}
 	if v := metric(t, sb, clientNode, `netcube_slice_pods{class="throughput",slice="bulk"}`); v != "1" {
 		t.Errorf("netcube_slice_pods of bulk on %s: %s, want 1 (the client)", clientNode.Name, v)
 	}
@@ -105,6 +123,9 @@ spec:
 	})
 	if r := rate(); r < 4*limit {
 		t.Errorf("the slice removed: %.0f Mbit/s, want its pod best effort again (far above %.0f)", r/1e6, limit/1e6)
+	}
+	if r := rateFrom(neighbour); r < 2*uplinkRate {
+		t.Errorf("the slice removed: a pod in no slice sends %.0f Mbit/s, want the uplink unqueued (far above %.0f)", r/1e6, uplinkRate/1e6)
 	}
 }
 

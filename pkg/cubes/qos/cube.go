@@ -2,7 +2,6 @@ package qos
 
 import (
 	"context"
-	"time"
 
 	"github.com/netcube/netcube/pkg/cube"
 )
@@ -32,11 +31,8 @@ func (Cube) Hooks() cube.Hooks {
 // pods and namespaces (Started.Slices); the uplinks' queueing follows.
 func (Cube) Start(ctx context.Context, env cube.Env) (cube.Started, error) {
 	rec := NewReconciler(env.Node.Name, NewTables(env.Maps), env.Report)
-	q := &queueing{maps: env.Maps, uplinks: env.Settings.Uplinks}
+	q := &queueing{maps: env.Maps, uplinks: env.Settings.Uplinks, rate: env.Settings.UplinkRate}
 	rec.onApplied = q.set
 	go rec.Run(ctx)
-	// Nothing may change for a while on a node without pods: the first
-	// apply (which removes what an earlier agent left) comes anyway.
-	time.AfterFunc(2*time.Second, rec.changed)
 	return cube.Started{Slices: rec, Metrics: rec.metrics.collectors()}, nil
 }

@@ -45,6 +45,7 @@ const DefaultUplinkRate = 10_000_000_000
 type queueing struct {
 	maps    *cube.Maps
 	uplinks []string
+	rate    uint64            // the HTB root's rate (0: each uplink's speed)
 	mode    *datapath.QosMode // nil: not chosen yet
 	active  *bool             // last applied; nil: unknown (the first call applies)
 	classes map[uint32]BucketClass
@@ -81,7 +82,7 @@ func (q *queueing) set(active bool, classes map[uint32]BucketClass) error {
 		if *q.mode == datapath.QosModeEDT {
 			errs = append(errs, ensurePrioFq(dev))
 		} else {
-			errs = append(errs, ensureHTB(dev, q.classes, classes))
+			errs = append(errs, ensureHTB(dev, q.rate, q.classes, classes))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -159,15 +160,17 @@ func ensurePrioFq(dev string) error {
 	return nil
 }
 
-// ensureHTB installs the HTB classes on dev, and makes its rate classes
-// want (had: what the last call made).
-func ensureHTB(dev string, had, want map[uint32]BucketClass) error {
+// ensureHTB installs the HTB classes on dev, at rate (0: its speed), and
+// makes its rate classes want (had: what the last call made).
+func ensureHTB(dev string, rate uint64, had, want map[uint32]BucketClass) error {
 	link, qs, err := uplinkQdiscs(dev)
 	if err != nil {
 		return err
 	}
 	idx := link.Attrs().Index
-	rate := uplinkRate(dev)
+	if rate == 0 {
+		rate = uplinkRate(dev)
+	}
 	present := false
 	for _, qd := range qs {
 		if a := qd.Attrs(); a.Parent == netlink.HANDLE_ROOT && a.Handle == prioHandle && qd.Type() == "htb" {
@@ -189,21 +192,23 @@ func ensureHTB(dev string, had, want map[uint32]BucketClass) error {
 			return fmt.Errorf("uplink %s: htb qdisc: %w", dev, err)
 		}
 		had = nil
-		root := uint32(prioHandle | htbRoot)
-		for _, c := range []struct {
-			minor uint32
-			rate  uint64
-			prio  uint32
-		}{{htbRoot, rate, 0}, {htbLatency, rate, 0}, {htbBest, rate / 100, 1}, {htbBulk, rate / 100, 2}} {
-			parent := root
-			if c.minor == htbRoot {
-				parent = netlink.HANDLE_ROOT
-			}
-			if err := class(c.minor, parent, c.rate, rate, c.prio); err != nil {
-				return err
-			}
-		}
 		slog.Info("network slices: uplink queueing", "uplink", dev, "root", "htb", "rate_bits", rate)
+	}
+	// The classes of the slice classes are written every time: an
+	// earlier agent may have left them at another rate.
+	root := uint32(prioHandle | htbRoot)
+	for _, c := range []struct {
+		minor uint32
+		rate  uint64
+		prio  uint32
+	}{{htbRoot, rate, 0}, {htbLatency, rate, 0}, {htbBest, rate / 100, 1}, {htbBulk, rate / 100, 2}} {
+		parent := root
+		if c.minor == htbRoot {
+			parent = netlink.HANDLE_ROOT
+		}
+		if err := class(c.minor, parent, c.rate, rate, c.prio); err != nil {
+			return err
+		}
 	}
 	for b, c := range want {
 		if old, ok := had[b]; ok && old == c {

@@ -27,7 +27,12 @@ type Reconciler struct {
 	// reported: the problems standing, so that a resolved one is cleared.
 	reported map[problem]bool
 	kick     chan struct{}
-	metrics  *metrics
+	// podsSynced, slicesSynced: the sources' first lists are all here.
+	// Nothing is applied before both: the first apply sweeps the maps,
+	// and would take an earlier agent's pods out of their slices for the
+	// moment their slice or the pods were still on their way.
+	podsSynced, slicesSynced bool
+	metrics                  *metrics
 	// onApplied, if set, is told after each apply whether any pod has a
 	// slice or a rate (the uplinks' queueing follows it).
 	onApplied func(active bool, classes map[uint32]BucketClass) error
@@ -67,6 +72,28 @@ func (r *Reconciler) OnSlice(name string, s *model.Slice) {
 	r.changed()
 }
 
+// OnSlicesSynced: every NetworkSlice has been delivered once.
+func (r *Reconciler) OnSlicesSynced() {
+	r.mu.Lock()
+	r.slicesSynced = true
+	r.mu.Unlock()
+	r.changed()
+}
+
+// OnPodsSynced: every pod and namespace has been delivered once.
+func (r *Reconciler) OnPodsSynced() {
+	r.mu.Lock()
+	r.podsSynced = true
+	r.mu.Unlock()
+	r.changed()
+}
+
+func (r *Reconciler) synced() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.podsSynced && r.slicesSynced
+}
+
 // SliceKeys lists the slices held.
 func (r *Reconciler) SliceKeys() []string {
 	r.mu.Lock()
@@ -103,8 +130,9 @@ func (r *Reconciler) OnNamespace(name string, ns *model.Namespace) {
 	r.changed()
 }
 
-// Run applies the state after each change (a burst of changes once)
-// until ctx ends; a failed apply is retried a second later.
+// Run applies the state after each change (a burst of changes once),
+// from the moment the pods and slices are synced, until ctx ends; a
+// failed apply is retried a second later.
 func (r *Reconciler) Run(ctx context.Context) {
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
@@ -114,6 +142,9 @@ func (r *Reconciler) Run(ctx context.Context) {
 			return
 		case <-r.kick:
 		case <-retry.C:
+		}
+		if !r.synced() {
+			continue
 		}
 		time.Sleep(20 * time.Millisecond) // let a burst (a sync) arrive
 		if err := r.Apply(); err != nil {

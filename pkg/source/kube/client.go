@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 )
 
@@ -22,6 +23,9 @@ import (
 type client struct {
 	core, discovery, networking *rest.RESTClient
 	params                      runtime.ParameterCodec
+	// dynamic reads netcube's own resources (CRDs) as unstructured
+	// objects, converted to their Go types on arrival.
+	dynamic dynamic.Interface
 }
 
 // NewClient returns a client for the API server cfg points at.
@@ -51,7 +55,11 @@ func newClient(cfg *rest.Config) (*client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("API client: %w", err)
 	}
-	return &client{core: core, discovery: discovery, networking: networking, params: runtime.NewParameterCodec(sch)}, nil
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("API client: %w", err)
+	}
+	return &client{core: core, discovery: discovery, networking: networking, params: runtime.NewParameterCodec(sch), dynamic: dyn}, nil
 }
 
 // resource is one resource's list and watch, with options applied to both

@@ -75,37 +75,25 @@ func (e *EventSink) Run(ctx context.Context) {
 // write creates the Event, naming the object by UID (read now: the agent
 // keeps no API objects) so that `kubectl describe` finds it.
 func (e *EventSink) write(ctx context.Context, p problem) error {
-	var rc *rest.RESTClient
-	var into runtime.Object
-	ref := corev1.ObjectReference{Kind: p.obj.Kind, Namespace: p.obj.Namespace, Name: p.obj.Name}
-	switch p.obj.Kind {
-	case "Service":
-		rc, into, ref.APIVersion = e.c.core, &corev1.Service{}, "v1"
-	case "EndpointSlice":
-		rc, into, ref.APIVersion = e.c.discovery, &discoveryv1.EndpointSlice{}, discoveryv1.SchemeGroupVersion.String()
-	case "NetworkPolicy":
-		rc, into, ref.APIVersion = e.c.networking, &networkingv1.NetworkPolicy{}, networkingv1.SchemeGroupVersion.String()
-	case "Pod":
-		rc, into, ref.APIVersion = e.c.core, &corev1.Pod{}, "v1"
-	default:
-		return nil // not an API object
-	}
-	resource := map[string]string{"Service": "services", "EndpointSlice": "endpointslices",
-		"NetworkPolicy": "networkpolicies", "Pod": "pods"}[p.obj.Kind]
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := rc.Get().Namespace(p.obj.Namespace).Resource(resource).Name(p.obj.Name).Do(ctx).Into(into); err != nil {
+	ref, ok, err := e.reference(ctx, p.obj)
+	if !ok || err != nil {
 		return err
 	}
-	m, _ := into.(metav1.Object)
-	ref.UID, ref.ResourceVersion = m.GetUID(), m.GetResourceVersion()
 	msg := p.msg
 	if len(msg) > 1024 {
 		msg = msg[:1021] + "..."
 	}
+	// A cluster-scoped object's Events live in "default", as kubectl
+	// describe looks for them.
+	ns := p.obj.Namespace
+	if ns == "" {
+		ns = metav1.NamespaceDefault
+	}
 	now := metav1.Now()
 	ev := &corev1.Event{
-		ObjectMeta:          metav1.ObjectMeta{GenerateName: p.obj.Name + ".", Namespace: p.obj.Namespace},
+		ObjectMeta:          metav1.ObjectMeta{GenerateName: p.obj.Name + ".", Namespace: ns},
 		InvolvedObject:      ref,
 		Reason:              string(p.reason),
 		Message:             msg,
@@ -117,5 +105,43 @@ func (e *EventSink) write(ctx context.Context, p problem) error {
 		ReportingController: "netcube.io/agent",
 		ReportingInstance:   e.node,
 	}
-	return e.c.core.Post().Namespace(p.obj.Namespace).Resource("events").Body(ev).Do(ctx).Error()
+	return e.c.core.Post().Namespace(ns).Resource("events").Body(ev).Do(ctx).Error()
+}
+
+// reference reads obj's UID and resource version (ok false: not an API
+// object Events are written on).
+func (e *EventSink) reference(ctx context.Context, obj report.Object) (ref corev1.ObjectReference, ok bool, err error) {
+	ref = corev1.ObjectReference{Kind: obj.Kind, Namespace: obj.Namespace, Name: obj.Name}
+	var m metav1.Object
+	if obj.Kind == "NetworkSlice" {
+		ref.APIVersion = NetworkSlices.GroupVersion().String()
+		u, err := e.c.dynamic.Resource(NetworkSlices).Get(ctx, obj.Name, metav1.GetOptions{})
+		if err != nil {
+			return ref, true, err
+		}
+		m = u
+	} else {
+		var rc *rest.RESTClient
+		var into runtime.Object
+		switch obj.Kind {
+		case "Service":
+			rc, into, ref.APIVersion = e.c.core, &corev1.Service{}, "v1"
+		case "EndpointSlice":
+			rc, into, ref.APIVersion = e.c.discovery, &discoveryv1.EndpointSlice{}, discoveryv1.SchemeGroupVersion.String()
+		case "NetworkPolicy":
+			rc, into, ref.APIVersion = e.c.networking, &networkingv1.NetworkPolicy{}, networkingv1.SchemeGroupVersion.String()
+		case "Pod":
+			rc, into, ref.APIVersion = e.c.core, &corev1.Pod{}, "v1"
+		default:
+			return ref, false, nil
+		}
+		resource := map[string]string{"Service": "services", "EndpointSlice": "endpointslices",
+			"NetworkPolicy": "networkpolicies", "Pod": "pods"}[obj.Kind]
+		if err := rc.Get().Namespace(obj.Namespace).Resource(resource).Name(obj.Name).Do(ctx).Into(into); err != nil {
+			return ref, true, err
+		}
+		m, _ = into.(metav1.Object)
+	}
+	ref.UID, ref.ResourceVersion = m.GetUID(), m.GetResourceVersion()
+	return ref, true, nil
 }

@@ -2,7 +2,9 @@
 // then a watch for Services and EndpointSlices (stream), with kube-proxy's
 // label selectors (Services of another proxy, and headless Services, are
 // never even listed), whose objects are converted to netcube's model on
-// arrival and handed on, never cached; and every Node object.
+// arrival and handed on, never cached; every Node object; and, for the
+// cubes that want them, pods, namespaces, NetworkPolicies and netcube's
+// NetworkSlices (a CRD, which may not be installed).
 // The initial state is declared complete only once every listed object has
 // been delivered. Failed API requests are retried with backoff here; failed
 // map writes, in the reconciler's workqueue.
@@ -129,6 +131,9 @@ func (s *Source) Run(ctx context.Context, h source.Handler) error {
 		// waits for the cluster's pods.
 		go s.runPolicySources(ctx, c, ph)
 	}
+	if sh, ok := h.(source.SliceHandler); ok {
+		go s.runSlices(ctx, c, sh)
+	}
 
 	slog.Info("listing Services and EndpointSlices", "selector", sel.String())
 	for !allTrue(synced) {
@@ -191,6 +196,21 @@ func allTrue(fs []func() bool) bool {
 		}
 	}
 	return true
+}
+
+// runSlices delivers every NetworkSlice to h, then tells it they are
+// synced (at once when the CRD is not installed).
+func (s *Source) runSlices(ctx context.Context, c *client, h source.SliceHandler) {
+	st := s.sliceStream(c, h)
+	go st.run(ctx)
+	for !st.synced.Load() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Millisecond):
+		}
+	}
+	h.OnSlicesSynced()
 }
 
 // runPolicySources delivers every pod, namespace and NetworkPolicy to h,

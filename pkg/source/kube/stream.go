@@ -44,6 +44,12 @@ type stream[T any] struct {
 
 	// reach (optional) is told whether the API server answers.
 	reach *reach
+	// optional: the resource may not be served (a CRD not installed). A
+	// list answered "not found" then means no objects: those delivered
+	// are deleted, the stream counts as synced, and it lists again after
+	// absentRetry (zero: defaultAbsentRetry).
+	optional    bool
+	absentRetry time.Duration
 
 	synced    atomic.Bool // the first full list has been delivered
 	delivered bool        // anything was ever delivered (a list must then report deletions)
@@ -79,6 +85,10 @@ func (r *reach) unreachableFor() time.Duration {
 // for 100,000 objects at 50.
 const defaultPageSize = 2000
 
+// defaultAbsentRetry: how soon an optional resource not served is looked
+// for again (the CRD installed after the agent started).
+const defaultAbsentRetry = 10 * time.Second
+
 var defaultBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: 30 * time.Second}
 
 // lister is the API: a resource's paged list and its watch.
@@ -99,8 +109,12 @@ func (s *stream[T]) run(ctx context.Context) {
 	if s.backoff == (wait.Backoff{}) {
 		s.backoff = defaultBackoff
 	}
+	if s.absentRetry == 0 {
+		s.absentRetry = defaultAbsentRetry
+	}
 	backoff := s.backoff
 	rv := ""
+	absent := false // logged once per absence
 	for ctx.Err() == nil {
 		var err error
 		if rv == "" {
@@ -111,6 +125,19 @@ func (s *stream[T]) run(ctx context.Context) {
 		switch {
 		case ctx.Err() != nil:
 			return
+		case s.optional && apierrors.IsNotFound(err):
+			s.reach.answered()
+			if !absent {
+				slog.Info("the API server does not serve this resource (its CRD is not installed): none", "resource", s.name, "retry", s.absentRetry)
+				absent = true
+			}
+			s.deleteMissing(nil)
+			s.synced.Store(true)
+			rv = ""
+			select {
+			case <-time.After(s.absentRetry):
+			case <-ctx.Done():
+			}
 		case errors.Is(err, errRelist):
 			slog.Info("watch expired, relisting", "resource", s.name)
 			rv = ""
@@ -124,6 +151,7 @@ func (s *stream[T]) run(ctx context.Context) {
 			}
 		default:
 			backoff = s.backoff // a watch that ran normally until it timed out
+			absent = false
 		}
 	}
 }

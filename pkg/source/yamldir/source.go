@@ -67,6 +67,9 @@ func (s *Source) Run(ctx context.Context, h source.Handler) error {
 	if ph, ok := h.(source.PolicyHandler); ok {
 		ph.OnPoliciesSynced()
 	}
+	if sh, ok := h.(source.SliceHandler); ok {
+		sh.OnSlicesSynced()
+	}
 
 	pending := map[string]bool{}
 	timer := time.NewTimer(time.Hour)
