@@ -16,6 +16,11 @@ static always_inline int cubes_from_pod(struct __sk_buff *skb, const struct flow
 
 static always_inline int cubes_to_pod(struct __sk_buff *skb, const struct flow *f)
 {
+	int v;
+
+	v = qos_to_pod(skb, f);
+	if (v != CUBE_PASS)
+		return v;
 	return CUBE_PASS;
 }
 

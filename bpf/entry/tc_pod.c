@@ -102,11 +102,9 @@ static always_inline int handle_to_pod(struct __sk_buff *skb)
 		return xlate_icmp_to_pod(skb);
 	if (miss)
 		return unparsed_to_pod(skb, &f);
-	verdict = cubes_to_pod(skb, &f);
+	verdict = xlate_admit(skb, &f);
 	if (verdict != CUBE_PASS)
 		return verdict;
-	if (!pol_check(skb, &f, POL_INGRESS))
-		return TC_ACT_SHOT;
 	if (xlate_revnat(skb, &f, 0))
 		return mon_drop(skb, &f, MON_DROP_NAT_REWRITE);
 	return TC_ACT_OK;

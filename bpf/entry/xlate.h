@@ -16,6 +16,7 @@
 #include "cubes/nat/masq.h"
 #include "cubes/router/router.h"
 #include "cubes/policy/policy.h"
+#include "cubes_gen.h"
 
 struct xlate {
 	struct lb_backend *backend;
@@ -24,6 +25,17 @@ struct xlate {
 	__u16 pad;
 	struct nc_addr snat; /* SNAT source address, with sport */
 };
+
+/* xlate_admit: whether packet f may enter a pod of this node: its
+ * policies, then the cubes' to_pod hooks (a pod's ingress rate). Every
+ * way into a pod passes here, the router's redirects (which skip the pod
+ * veth's egress) and to_pod alike. CUBE_PASS, or the verdict. */
+static always_inline int xlate_admit(struct __sk_buff *skb, const struct flow *f)
+{
+	if (!pol_check(skb, f, POL_INGRESS))
+		return TC_ACT_SHOT;
+	return cubes_to_pod(skb, f);
+}
 
 /* reply_external sends the reply of an external flow back to its client:
  * source back to the frontend, destination back to the client if it was
@@ -60,8 +72,10 @@ static always_inline int reply_masq(struct __sk_buff *skb, const struct flow *f,
 	if (ep) {
 		real.daddr = ct->nat_addr;
 		real.dport = ct->nat_port;
-		if (!pol_check(skb, &real, POL_INGRESS))
-			return TC_ACT_SHOT;
+		int v = xlate_admit(skb, &real);
+
+		if (v != CUBE_PASS)
+			return v;
 		return router_to_endpoint(skb, ep);
 	}
 	return redirect_to_next_hop(skb, f->family, &f->saddr, &ct->nat_addr);
@@ -288,8 +302,10 @@ static always_inline int xlate_forward(struct __sk_buff *skb, const struct flow 
 	if (ep) {
 		real.daddr = x->backend->addr;
 		real.dport = x->backend->port;
-		if (!pol_check(skb, &real, POL_INGRESS))
-			return TC_ACT_SHOT;
+		int v = xlate_admit(skb, &real);
+
+		if (v != CUBE_PASS)
+			return v;
 		return router_to_endpoint(skb, ep);
 	}
 	if (!x->sport && is_node_addr(&x->backend->addr, f->family))
@@ -325,8 +341,10 @@ static always_inline int xlate_revnat(struct __sk_buff *skb, const struct flow *
 static always_inline int xlate_deliver(struct __sk_buff *skb, const struct flow *f,
 				       const struct router_endpoint *ep)
 {
-	if (!pol_check(skb, f, POL_INGRESS))
-		return TC_ACT_SHOT;
+	int v = xlate_admit(skb, f);
+
+	if (v != CUBE_PASS)
+		return v;
 	if (xlate_revnat(skb, f, 0))
 		return mon_drop(skb, f, MON_DROP_NAT_REWRITE);
 	return router_to_endpoint(skb, ep);

@@ -175,3 +175,52 @@ func checksum16(b []byte) uint16 {
 	}
 	return uint16(s)
 }
+
+// TestIngressPolicing: what a pod with an ingress rate receives is
+// policed as it is about to enter it: within the rate and its burst it
+// goes on, beyond it is dropped with its reason; a pod without one, and
+// every pod while the agent says no pod has a slice or rate, receive
+// everything (the positive controls).
+func TestIngressPolicing(t *testing.T) {
+	dp, _ := load(t)
+	if err := monitor.SetFlags(dp.Maps(), datapath.MonFlagDrops); err != nil {
+		t.Fatal(err)
+	}
+	evs := readEvents(t, dp)
+	tables := qos.NewTables(dp.Maps())
+	// be4 may receive 1000 bytes a second, 1000 at once after idling.
+	if err := tables.Apply(qos.Desired{
+		Buckets: map[uint32]qos.Bucket{300: {Rate: 1000, BurstNs: 1_000_000_000}},
+		Pods:    map[netip.Addr]datapath.QosPod{be4.Addr(): {Ingress: 300}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	prog := dp.Programs().ToPod
+	big := pkt.UDP(client4, be4, make([]byte, 558)) // 600 bytes with headers
+	if v, _, _ := runCtx(t, prog, big); v == actShot {
+		t.Fatal("policing off (no pod has a rate, as the agent says): dropped")
+	}
+	setQoSConfig(t, dp, datapath.QosConf{Mode: datapath.QosModeHTB, Active: 1})
+	if err := tables.Apply(qos.Desired{ // a fresh bucket (the run above did not touch it)
+		Buckets: map[uint32]qos.Bucket{300: {Rate: 1000, BurstNs: 1_000_000_000}},
+		Pods:    map[netip.Addr]datapath.QosPod{be4.Addr(): {Ingress: 300}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if v, _, _ := runCtx(t, prog, pkt.UDP(client4, be4b, make([]byte, 558))); v == actShot {
+		t.Fatal("a pod without an ingress rate: dropped")
+	}
+	if v, _, _ := runCtx(t, prog, big); v == actShot {
+		t.Fatal("600 bytes within a 1000-byte burst: dropped")
+	}
+	if got := evs.drain(t); len(got) != 0 {
+		t.Fatalf("events for packets that went on: %v", got)
+	}
+	if v, _, _ := runCtx(t, prog, big); v != actShot {
+		t.Errorf("1200 bytes at once, beyond the 1000-byte burst: verdict %d, want dropped", v)
+	}
+	got := evs.drain(t)
+	if len(got) != 1 || got[0].Drop != events.DropReason(datapath.MonDropIngressRate).Name || got[0].Cube != "qos" {
+		t.Errorf("events %v, want one ingress-rate-exceeded by qos", got)
+	}
+}

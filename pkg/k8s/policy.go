@@ -238,12 +238,17 @@ func ToPod(pod *corev1.Pod) (*model.Pod, error) {
 			out.Ports = append(out.Ports, model.NamedPort{Name: p.Name, Port: uint16(p.ContainerPort), Proto: proto})
 		}
 	}
-	if v, ok := pod.Annotations[EgressBandwidthAnnotation]; ok {
-		bw, err := ParseBandwidth(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("metadata.annotations[%s]: %w (no rate applied)", EgressBandwidthAnnotation, err))
+	for _, a := range []struct {
+		name string
+		to   *uint64
+	}{{EgressBandwidthAnnotation, &out.EgressBandwidth}, {IngressBandwidthAnnotation, &out.IngressBandwidth}} {
+		if v, ok := pod.Annotations[a.name]; ok {
+			bw, err := ParseBandwidth(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("metadata.annotations[%s]: %w (no rate applied)", a.name, err))
+			}
+			*a.to = bw
 		}
-		out.EgressBandwidth = bw
 	}
 	if len(out.IPs) == 0 || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 		return nil, errors.Join(errs...)

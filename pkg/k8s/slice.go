@@ -12,10 +12,13 @@ import (
 	"github.com/netcube/netcube/pkg/model"
 )
 
-// The pod annotation for a pod's egress rate (the CNI bandwidth
-// plugin's and Cilium's Bandwidth Manager's): bits per second, a
-// Kubernetes quantity ("10M").
-const EgressBandwidthAnnotation = "kubernetes.io/egress-bandwidth"
+// The pod annotations for a pod's egress and ingress rates (the CNI
+// bandwidth plugin's; Cilium's Bandwidth Manager honours the first):
+// bits per second, a Kubernetes quantity ("10M").
+const (
+	EgressBandwidthAnnotation  = "kubernetes.io/egress-bandwidth"
+	IngressBandwidthAnnotation = "kubernetes.io/ingress-bandwidth"
+)
 
 // ParseBandwidth reads a rate in bits per second ("100M", "1G"): a
 // positive whole number of at most 100 Tbit/s.

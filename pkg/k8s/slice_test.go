@@ -55,4 +55,13 @@ func TestPodEgressBandwidth(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), EgressBandwidthAnnotation) || m == nil || m.EgressBandwidth != 0 {
 		t.Errorf("a bad annotation: %+v, %v; want the pod, no rate, and an error naming the annotation", m, err)
 	}
+	delete(p.Annotations, EgressBandwidthAnnotation)
+	p.Annotations[IngressBandwidthAnnotation] = "40M"
+	if m, err := ToPod(p); err != nil || m.IngressBandwidth != 40_000_000 || m.EgressBandwidth != 0 {
+		t.Fatalf("ToPod = %+v, %v; want 40 Mbit/s in", m, err)
+	}
+	p.Annotations[IngressBandwidthAnnotation] = "0"
+	if m, err := ToPod(p); err == nil || !strings.Contains(err.Error(), IngressBandwidthAnnotation) || m.IngressBandwidth != 0 {
+		t.Errorf("a zero ingress rate: %+v, %v; want no rate and an error naming the annotation", m, err)
+	}
 }

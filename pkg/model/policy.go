@@ -35,9 +35,10 @@ type Pod struct {
 	// them, and their traffic is the node's.
 	HostNetwork bool
 	Ports       []NamedPort
-	// EgressBandwidth is its kubernetes.io/egress-bandwidth annotation,
+	// EgressBandwidth and IngressBandwidth are its
+	// kubernetes.io/egress-bandwidth and ingress-bandwidth annotations,
 	// in bits per second (0: none).
-	EgressBandwidth uint64
+	EgressBandwidth, IngressBandwidth uint64
 }
 
 // NamedPort is a container port with a name, which policies may use.

@@ -15,7 +15,11 @@
  *     (egress-rate-exceeded);
  *   - HTB: with its HTB class as skb->priority, which HTB reads as the
  *     class to queue it in (its rate's, or its slice class's).
- * With no pod of the node in a slice or with a rate, the hook costs an
+ * What a pod receives is policed to its kubernetes.io/ingress-bandwidth
+ * as it is about to enter the pod (the to_pod hook, which every way into
+ * a pod passes): beyond the rate and its burst, dropped
+ * (ingress-rate-exceeded), and TCP slows down.
+ * With no pod of the node in a slice or with a rate, the hooks cost an
  * array lookup; with some, a pod in none costs a hash lookup more.
  */
 #pragma once
@@ -75,6 +79,23 @@ static always_inline int qos_pace(struct __sk_buff *skb, struct qos_bucket *b)
 	return 0;
 }
 
+/* qos_police says whether the packet fits bucket b now (0), and takes
+ * its share; -1: beyond the rate and burst, to drop. The same schedule
+ * as qos_pace, with no time ahead allowed. */
+static always_inline int qos_police(struct __sk_buff *skb, struct qos_bucket *b)
+{
+	__u64 now = bpf_ktime_get_ns(), last = b->t_last, base, t_next;
+
+	if (!b->rate)
+		return 0;
+	base = last + b->burst_ns < now ? now - b->burst_ns : last;
+	t_next = base + (__u64)skb->len * 1000000000ULL / b->rate;
+	if (t_next > now)
+		return -1;
+	b->t_last = t_next;
+	return 0;
+}
+
 /* qos_from_pod: the hook on what a pod sends (pkg/cube/hooks.go). */
 static always_inline int qos_from_pod(struct __sk_buff *skb, const struct flow *f)
 {
@@ -105,5 +126,27 @@ static always_inline int qos_from_pod(struct __sk_buff *skb, const struct flow *
 	b = k ? bpf_map_lookup_elem(&qos_buckets, &k) : NULL;
 	if (b && qos_pace(skb, b))
 		return mon_drop(skb, f, MON_DROP_RATE);
+	return CUBE_PASS;
+}
+
+/* qos_to_pod: the hook on what a pod of this node is about to receive. */
+static always_inline int qos_to_pod(struct __sk_buff *skb, const struct flow *f)
+{
+	struct qos_bucket *b;
+	struct qos_conf *c;
+	struct qos_pod *p;
+	__u32 k = 0;
+
+	c = bpf_map_lookup_elem(&qos_config, &k);
+	if (!c || !c->active)
+		return CUBE_PASS;
+	p = bpf_map_lookup_elem(&qos_pods, &f->daddr);
+	if (!p || !p->ingress)
+		return CUBE_PASS;
+	mon_crossed(MON_CUBE_QOS);
+	k = p->ingress;
+	b = bpf_map_lookup_elem(&qos_buckets, &k);
+	if (b && qos_police(skb, b))
+		return mon_drop(skb, f, MON_DROP_INGRESS_RATE);
 	return CUBE_PASS;
 }

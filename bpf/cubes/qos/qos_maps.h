@@ -44,12 +44,12 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } qos_config SEC(".maps");
 
-/* qos_pods: a pod's address -> its slice and its rate. */
+/* qos_pods: a pod's address -> its slice and its rates. */
 struct qos_pod {
 	__u32 slice;   /* qos_slices index; 0: best effort, no slice */
 	__u32 bucket;  /* qos_buckets index; 0: no rate (QOS_MODE_EDT) */
 	__u32 classid; /* its HTB class, major:minor (QOS_MODE_HTB) */
-	__u32 pad;
+	__u32 ingress; /* qos_buckets index of what it may receive (policed); 0: no limit */
 };
 
 struct {
@@ -83,7 +83,9 @@ struct {
  * gets the time it may leave (skb->tstamp), and the fq qdisc on the
  * uplink holds it until then. A slice's rate is one bucket its pods on
  * this node share; a pod's egress-bandwidth annotation, a bucket of its
- * own. */
+ * own; its ingress-bandwidth annotation too, a bucket that polices (a
+ * packet beyond the rate and its burst is dropped: what a pod receives
+ * is redirected straight into it, past any qdisc that could hold it). */
 struct qos_bucket {
 	__u64 rate;       /* bytes per second */
 	__u64 burst_ns;   /* how far behind now the schedule may fall idle: a burst of rate x burst_ns */

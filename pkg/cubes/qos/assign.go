@@ -47,8 +47,22 @@ type Refused struct {
 type Assigner struct {
 	node       string
 	sliceIDs   map[string]uint32
-	podBuckets map[model.PodID]uint32
+	podBuckets map[podRate]uint32
 	placed     Placement // the last Assign's
+}
+
+// podRate is one of a pod's own rates: egress (paced) or ingress
+// (policed).
+type podRate struct {
+	pod     model.PodID
+	ingress bool
+}
+
+func (r podRate) of(p *model.Pod) uint64 {
+	if r.ingress {
+		return p.IngressBandwidth
+	}
+	return p.EgressBandwidth
 }
 
 // Placement is what the last Assign placed (for metrics).
@@ -56,7 +70,7 @@ func (a *Assigner) Placement() Placement { return a.placed }
 
 // NewAssigner places the pods of node.
 func NewAssigner(node string) *Assigner {
-	return &Assigner{node: node, sliceIDs: map[string]uint32{}, podBuckets: map[model.PodID]uint32{}}
+	return &Assigner{node: node, sliceIDs: map[string]uint32{}, podBuckets: map[podRate]uint32{}}
 }
 
 // Slice ids are 1..QOS_SLICES_MAX-1, and a slice's rate bucket has its
@@ -108,9 +122,9 @@ func (a *Assigner) Assign(st State) (Desired, []Conflict, []Refused) {
 		}
 	}
 	slices.SortFunc(pods, func(x, y model.PodID) int { return cmp.Compare(x.String(), y.String()) })
-	for id := range a.podBuckets {
-		if p := st.Pods[id]; p == nil || p.EgressBandwidth == 0 {
-			delete(a.podBuckets, id)
+	for r := range a.podBuckets {
+		if p := st.Pods[r.pod]; p == nil || r.of(p) == 0 {
+			delete(a.podBuckets, r)
 		}
 	}
 	for _, id := range pods {
@@ -145,7 +159,7 @@ func (a *Assigner) Assign(st State) (Desired, []Conflict, []Refused) {
 			}
 		}
 		if p.EgressBandwidth > 0 {
-			b, err := a.podBucket(id)
+			b, err := a.podBucket(podRate{id, false})
 			if err != nil {
 				errs = append(errs, Refused{report.Object{Kind: "Pod", Namespace: id.Namespace, Name: id.Name}, err})
 			} else {
@@ -154,9 +168,21 @@ func (a *Assigner) Assign(st State) (Desired, []Conflict, []Refused) {
 				a.placed.OwnRate++
 			}
 		}
+		if p.IngressBandwidth > 0 {
+			b, err := a.podBucket(podRate{id, true})
+			if err != nil {
+				errs = append(errs, Refused{report.Object{Kind: "Pod", Namespace: id.Namespace, Name: id.Name}, err})
+			} else {
+				d.Buckets[b] = Bucket{Rate: p.IngressBandwidth / 8, BurstNs: IngressBurstNs}
+				qp.Ingress = b
+				a.placed.OwnIngress++
+			}
+		}
 		if qp == (datapath.QosPod{}) {
 			continue // best effort, no rate: nothing to do per packet
 		}
+		// Only what a pod sends is queued at the uplinks.
+		d.Queue = d.Queue || qp.Slice != 0 || qp.Bucket != 0
 		qp.Classid = classOfHTB(class)
 		if qp.Bucket != 0 {
 			qp.Classid = bucketClass(qp.Bucket)
@@ -188,7 +214,7 @@ func (a *Assigner) sliceID(name string) (uint32, error) {
 	return 0, fmt.Errorf("not applied: this node already has %d slices, its most", maxSlices)
 }
 
-func (a *Assigner) podBucket(id model.PodID) (uint32, error) {
+func (a *Assigner) podBucket(id podRate) (uint32, error) {
 	if b, ok := a.podBuckets[id]; ok {
 		return b, nil
 	}
@@ -202,7 +228,7 @@ func (a *Assigner) podBucket(id model.PodID) (uint32, error) {
 			return b, nil
 		}
 	}
-	return 0, fmt.Errorf("its egress bandwidth is not applied: this node paces %d pods already, its most", maxBuckets-firstPodBucket)
+	return 0, fmt.Errorf("its %s bandwidth is not applied: this node has %d pod rates already, its most", map[bool]string{false: "egress", true: "ingress"}[id.ingress], maxBuckets-firstPodBucket)
 }
 
 // selects says whether s selects p, in a namespace with nsLabels.

@@ -103,3 +103,42 @@ func TestAssign(t *testing.T) {
 		t.Errorf("embb's id moved from %d to %d", embbID, idOf("embb"))
 	}
 }
+
+// TestAssignIngress: a pod's ingress-bandwidth gets a policing bucket of
+// its own, apart from its egress one, and needs no uplink queueing; an
+// egress rate does.
+func TestAssignIngress(t *testing.T) {
+	in := pod("edge", "in", "n1", "10.244.1.9", nil)
+	in.IngressBandwidth = 40_000_000
+	st := State{Pods: map[model.PodID]*model.Pod{in.ID: in}}
+	a := NewAssigner("n1")
+	d, _, errs := a.Assign(st)
+	if len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	got := d.Pods[netip.MustParseAddr("10.244.1.9")]
+	if got.Ingress != firstPodBucket || got.Bucket != 0 || got.Slice != 0 {
+		t.Errorf("pod %+v, want an ingress bucket only", got)
+	}
+	if b := d.Buckets[got.Ingress]; b.Rate != 5_000_000 || b.BurstNs != IngressBurstNs {
+		t.Errorf("its bucket %+v, want 5 MB/s with the policer's burst", b)
+	}
+	if d.Queue {
+		t.Error("an ingress rate alone queues the uplinks")
+	}
+	if a.Placement().OwnIngress != 1 {
+		t.Errorf("placement %+v, want one pod policed", a.Placement())
+	}
+
+	in.EgressBandwidth = 10_000_000
+	d, _, _ = a.Assign(st)
+	got = d.Pods[netip.MustParseAddr("10.244.1.9")]
+	if got.Ingress != firstPodBucket || got.Bucket == 0 || got.Bucket == got.Ingress || !d.Queue {
+		t.Errorf("with an egress rate too: %+v (queue %v), want two buckets of its own and the uplinks queued", got, d.Queue)
+	}
+	in.IngressBandwidth = 0
+	d, _, _ = a.Assign(st)
+	if got = d.Pods[netip.MustParseAddr("10.244.1.9")]; got.Ingress != 0 {
+		t.Errorf("the ingress annotation removed: %+v, want no ingress bucket", got)
+	}
+}

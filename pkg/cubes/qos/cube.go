@@ -22,9 +22,10 @@ func (Cube) Maps() []cube.MapSpec {
 	return []cube.MapSpec{{Name: MapPods}, {Name: MapSlices}, {Name: MapBuckets}, {Name: MapConfig, Restart: true}}
 }
 
-// Hooks: classify, mark and pace what a pod sends, as it enters from_pod.
+// Hooks: classify, mark and pace what a pod sends, as it enters from_pod;
+// police what a pod receives to its ingress rate, as it is about to enter.
 func (Cube) Hooks() cube.Hooks {
-	return cube.Hooks{Header: "cubes/qos/qos.h", FromPod: "qos_from_pod"}
+	return cube.Hooks{Header: "cubes/qos/qos.h", FromPod: "qos_from_pod", ToPod: "qos_to_pod"}
 }
 
 // Start runs the cube's reconciler: the agent gives it the NetworkSlices,

@@ -10,8 +10,8 @@ import (
 // (a slice that selects none here shows 0), and the pods paced by their
 // own egress-bandwidth annotation.
 type metrics struct {
-	pods   *prometheus.GaugeVec
-	shaped prometheus.Gauge
+	pods            *prometheus.GaugeVec
+	shaped, policed prometheus.Gauge
 }
 
 func newMetrics() *metrics {
@@ -24,19 +24,24 @@ func newMetrics() *metrics {
 			Name: "netcube_pods_egress_bandwidth",
 			Help: "Pods of this node paced by their own kubernetes.io/egress-bandwidth annotation.",
 		}),
+		policed: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "netcube_pods_ingress_bandwidth",
+			Help: "Pods of this node whose traffic in is policed to their kubernetes.io/ingress-bandwidth annotation.",
+		}),
 	}
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.pods, m.shaped}
+	return []prometheus.Collector{m.pods, m.shaped, m.policed}
 }
 
 // Placement is what an assignment placed: each slice's pods on the node
 // (every slice listed, empty ones too), and the pods with a rate of
 // their own.
 type Placement struct {
-	Slices  map[string]SlicePods
-	OwnRate int
+	Slices     map[string]SlicePods
+	OwnRate    int // pods with an egress rate of their own
+	OwnIngress int // pods with an ingress rate
 }
 
 // SlicePods is a slice's class and its pods on this node.
@@ -52,4 +57,5 @@ func (m *metrics) set(p Placement) {
 		m.pods.WithLabelValues(name, s.Class.String()).Set(float64(s.Pods))
 	}
 	m.shaped.Set(float64(p.OwnRate))
+	m.policed.Set(float64(p.OwnIngress))
 }

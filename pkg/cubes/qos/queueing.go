@@ -47,20 +47,23 @@ type queueing struct {
 	uplinks []string
 	rate    uint64            // the HTB root's rate (0: each uplink's speed)
 	mode    *datapath.QosMode // nil: not chosen yet
-	active  *bool             // last applied; nil: unknown (the first call applies)
+	queued  *bool             // last applied; nil: unknown (the first call applies)
 	classes map[uint32]BucketClass
 }
 
-// set installs (active) or removes the queueing on every uplink, and
-// keeps the HTB rate classes those of classes.
-func (q *queueing) set(active bool, classes map[uint32]BucketClass) error {
-	if !active {
-		if q.active != nil && !*q.active {
-			return nil
-		}
-		// The datapath stops classifying before the queueing goes.
-		if err := q.writeConfig(false); err != nil {
+// set tells the datapath whether any pod has a slice or a rate (active),
+// and installs (queue: some pod sends in a slice or at a rate) or removes
+// the queueing on every uplink, keeping the HTB rate classes those of
+// classes.
+func (q *queueing) set(active, queue bool, classes map[uint32]BucketClass) error {
+	if !queue {
+		// The datapath stops classifying before the queueing goes (a pod
+		// with only an ingress rate needs no queueing).
+		if err := q.writeConfig(active); err != nil {
 			return err
+		}
+		if q.queued != nil && !*q.queued {
+			return nil
 		}
 		var errs []error
 		for _, dev := range q.uplinks {
@@ -69,7 +72,7 @@ func (q *queueing) set(active bool, classes map[uint32]BucketClass) error {
 		if err := errors.Join(errs...); err != nil {
 			return err
 		}
-		q.active, q.classes = &active, nil
+		q.queued, q.classes = &queue, nil
 		return nil
 	}
 	if q.mode == nil {
@@ -92,7 +95,7 @@ func (q *queueing) set(active bool, classes map[uint32]BucketClass) error {
 	if err := q.writeConfig(true); err != nil {
 		return err
 	}
-	q.active, q.classes = &active, classes
+	q.queued, q.classes = &queue, classes
 	return nil
 }
 

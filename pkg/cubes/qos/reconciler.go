@@ -35,7 +35,7 @@ type Reconciler struct {
 	metrics                  *metrics
 	// onApplied, if set, is told after each apply whether any pod has a
 	// slice or a rate (the uplinks' queueing follows it).
-	onApplied func(active bool, classes map[uint32]BucketClass) error
+	onApplied func(active, queue bool, classes map[uint32]BucketClass) error
 }
 
 // NewReconciler places the pods of node into the maps of tables.
@@ -168,7 +168,7 @@ func (r *Reconciler) Apply() error {
 		return err
 	}
 	if r.onApplied != nil {
-		return r.onApplied(len(d.Pods) > 0, d.Classes)
+		return r.onApplied(len(d.Pods) > 0, d.Queue, d.Classes)
 	}
 	return nil
 }

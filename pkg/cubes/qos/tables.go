@@ -33,6 +33,12 @@ const Horizon = 2_000_000_000 // ns
 // of its rate go at once.
 const DefaultBurstNs = 10_000_000
 
+// IngressBurstNs: what a pod receives may run 100 ms of its rate ahead
+// before the policer drops. A policer has no queue to absorb TCP's
+// bursts (a window's worth at once, in 64 KB GSO packets): at 20 ms, TCP
+// reached a tenth of the rate in test/integration; at 100 ms, about half.
+const IngressBurstNs = 100_000_000
+
 // Desired is what the maps should hold: slices by id, rate buckets by id,
 // and the pods of this node by address; and, for the HTB queueing, a
 // class per bucket a pod uses.
@@ -41,6 +47,9 @@ type Desired struct {
 	Buckets map[uint32]Bucket
 	Pods    map[netip.Addr]datapath.QosPod
 	Classes map[uint32]BucketClass // by bucket
+	// Queue: some pod sends in a slice or at a rate (the uplinks are
+	// queued); without, pods only receive at a rate (policed).
+	Queue bool
 }
 
 // BucketClass is a rate's HTB class: its rate (bits per second) and the
