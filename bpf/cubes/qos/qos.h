@@ -55,19 +55,28 @@ static always_inline void qos_set_dscp(struct __sk_buff *skb, const struct flow 
 	bpf_skb_store_bytes(skb, L3_OFF, b, 2, 0);
 }
 
+/* qos_next is when a packet of len bytes may go in bucket b (rate set):
+ * its share of the rate after the last one scheduled, or, the bucket
+ * idle, after burst_ns of the rate ago (what lets a burst go at once). */
+static always_inline __u64 qos_next(const struct qos_bucket *b, __u32 len, __u64 now)
+{
+	__u64 last = b->t_last;
+	__u64 base = last + b->burst_ns < now ? now - b->burst_ns : last;
+
+	return base + (__u64)len * 1000000000ULL / b->rate;
+}
+
 /* qos_pace schedules the packet's departure in bucket b: 0, or -1 when it
  * would leave beyond the horizon. The bucket is updated without a lock,
  * as the Bandwidth Manager's is: two CPUs pacing one bucket at the same
  * instant may both take one slot (an overshoot of a packet per race). */
 static always_inline int qos_pace(struct __sk_buff *skb, struct qos_bucket *b)
 {
-	__u64 now = bpf_ktime_get_ns(), last = b->t_last, base, t_next;
+	__u64 now = bpf_ktime_get_ns(), t_next;
 
 	if (!b->rate)
 		return 0;
-	/* An idle bucket lets up to burst_ns of rate go at once. */
-	base = last + b->burst_ns < now ? now - b->burst_ns : last;
-	t_next = base + (__u64)skb->len * 1000000000ULL / b->rate;
+	t_next = qos_next(b, skb->len, now);
 	if (t_next <= now) {
 		b->t_last = t_next;
 		return 0;
@@ -80,33 +89,42 @@ static always_inline int qos_pace(struct __sk_buff *skb, struct qos_bucket *b)
 }
 
 /* qos_police says whether the packet fits bucket b now (0), and takes
- * its share; -1: beyond the rate and burst, to drop. The same schedule
- * as qos_pace, with no time ahead allowed. */
+ * its share; -1: beyond the rate and burst, to drop (no time ahead is
+ * allowed: nothing would hold the packet). */
 static always_inline int qos_police(struct __sk_buff *skb, struct qos_bucket *b)
 {
-	__u64 now = bpf_ktime_get_ns(), last = b->t_last, base, t_next;
+	__u64 now = bpf_ktime_get_ns(), t_next;
 
 	if (!b->rate)
 		return 0;
-	base = last + b->burst_ns < now ? now - b->burst_ns : last;
-	t_next = base + (__u64)skb->len * 1000000000ULL / b->rate;
+	t_next = qos_next(b, skb->len, now);
 	if (t_next > now)
 		return -1;
 	b->t_last = t_next;
 	return 0;
 }
 
-/* qos_from_pod: the hook on what a pod sends (pkg/cube/hooks.go). */
-static always_inline int qos_from_pod(struct __sk_buff *skb, const struct flow *f)
+/* qos_conf_active: the agent's config, when any pod of the node has a
+ * slice or a rate (NULL: none has, the hooks have nothing to do). */
+static always_inline const struct qos_conf *qos_conf_active(void)
 {
-	struct qos_slice *s;
-	struct qos_bucket *b;
-	struct qos_conf *c;
-	struct qos_pod *p;
+	const struct qos_conf *c;
 	__u32 k = 0;
 
 	c = bpf_map_lookup_elem(&qos_config, &k);
-	if (!c || !c->active)
+	return c && c->active ? c : NULL;
+}
+
+/* qos_from_pod: the hook on what a pod sends (pkg/cube/hooks.go). */
+static always_inline int qos_from_pod(struct __sk_buff *skb, const struct flow *f)
+{
+	const struct qos_conf *c = qos_conf_active();
+	struct qos_slice *s;
+	struct qos_bucket *b;
+	struct qos_pod *p;
+	__u32 k;
+
+	if (!c)
 		return CUBE_PASS;
 	p = bpf_map_lookup_elem(&qos_pods, &f->saddr);
 	if (!p)
@@ -133,12 +151,10 @@ static always_inline int qos_from_pod(struct __sk_buff *skb, const struct flow *
 static always_inline int qos_to_pod(struct __sk_buff *skb, const struct flow *f)
 {
 	struct qos_bucket *b;
-	struct qos_conf *c;
 	struct qos_pod *p;
-	__u32 k = 0;
+	__u32 k;
 
-	c = bpf_map_lookup_elem(&qos_config, &k);
-	if (!c || !c->active)
+	if (!qos_conf_active())
 		return CUBE_PASS;
 	p = bpf_map_lookup_elem(&qos_pods, &f->daddr);
 	if (!p || !p->ingress)
