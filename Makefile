@@ -5,7 +5,7 @@ BIN     := bin
 # Tests share the machine's namespaces, cgroups and bpffs: run packages one at a time.
 TESTFLAGS ?= -p 1 -count=1 -timeout 30m
 
-.PHONY: all deps tools e2e-tools generate proto manifests build images test fuzz reliability e2e netpol demo sandbox sandbox-down bench bench-observability bench-sync bench-compare bench-podnet lint clean
+.PHONY: all deps tools e2e-tools generate proto manifests build images test fuzz reliability e2e netpol demo sandbox sandbox-down bench bench-observability bench-slices bench-sync bench-compare bench-podnet lint clean
 
 all: build
 
@@ -78,6 +78,9 @@ bench: deps build ## pod->Service vs pod->pod, socket-LB on and off
 
 bench-observability: deps build tools ## what observability costs the traffic: off, default (events, per-cube counts), a hubble client attached; events/s delivered to one client
 	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube-lab bench observability
+
+bench-slices: deps build tools ## network slices: the latency class's p99 idle vs with the uplink saturated by bulk slices, the slices' rates, against slices off, kube-proxy iptables and tc-made HTB classes (a reference), at 1 and 10,000 Services: docs/benchmarks/slices.md
+	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube-lab bench slices --runs 3 --duration 5s --services 1,10000 --uplink-rate 1G
 
 bench-sync: deps build tools ## control plane: sync cost at 1k..100k Services against a real kube-apiserver
 	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube-lab bench sync --services 1000,10000,30000,100000 --endpoints 1,10

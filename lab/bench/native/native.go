@@ -21,7 +21,7 @@ func Build(dir string) (string, error) {
 		return "", err
 	}
 	bin := filepath.Join(dir, "ncperf")
-	if out, err := exec.Command("cc", "-O2", "-Wall", "-Werror", "-o", bin, src).CombinedOutput(); err != nil {
+	if out, err := exec.Command("cc", "-O2", "-Wall", "-Werror", "-o", bin, src, "-lm").CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build ncperf: %v\n%s", err, out)
 	}
 	return bin, nil
@@ -36,5 +36,9 @@ type Result struct {
 	P99    float64 `json:"p99_us"`
 	P999   float64 `json:"p999_us"`
 	Max    float64 `json:"max_us"`
+	// Mean and Stddev cover every operation (0 in results from before
+	// ncperf printed them).
+	Mean   float64 `json:"mean_us,omitempty"`
+	Stddev float64 `json:"stddev_us,omitempty"`
 	Errors int64   `json:"errors"`
 }

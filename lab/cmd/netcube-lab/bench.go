@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -36,8 +37,11 @@ func benchCmd(args []string) error {
 	if len(args) > 0 && args[0] == "observability" {
 		return benchObservability(args[1:])
 	}
+	if len(args) > 0 && args[0] == "slices" {
+		return benchSlices(args[1:])
+	}
 	if len(args) == 0 || args[0] != "datapath" {
-		return errors.New("usage: netcube-lab bench datapath|sync|compare|podnet|policy|policy-latency|reliability|observability [flags]")
+		return errors.New("usage: netcube-lab bench datapath|sync|compare|podnet|policy|policy-latency|reliability|observability|slices [flags]")
 	}
 	fs := flag.NewFlagSet("bench datapath", flag.ExitOnError)
 	cfg := bench.DatapathConfig{Log: os.Stdout}
@@ -293,5 +297,52 @@ func benchObservability(args []string) error {
 	}
 	fmt.Println()
 	fmt.Print(bench.ObservabilityMarkdown(cfg, r))
+	return nil
+}
+
+// benchSlices: the latency class of network slices under a saturated
+// uplink, against the same node without slices and against kube-proxy
+// (docs/benchmarks/slices.md).
+func benchSlices(args []string) error {
+	fs := flag.NewFlagSet("bench slices", flag.ExitOnError)
+	cfg := bench.SlicesConfig{Log: os.Stdout}
+	services := fs.String("services", "1,10000", "Services in the cluster (the measured one included), ascending")
+	modes := fs.String("modes", strings.Join(bench.SlicesModes, ","), "modes, comma-separated, measured in this order in every run (htb-tc is a reference: netcube's HTB classes made with tc, no NetworkSlice)")
+	fs.IntVar(&cfg.Runs, "runs", 3, "repetitions (medians are reported)")
+	fs.DurationVar(&cfg.Duration, "duration", 5*time.Second, "length of each latency measurement (the bulk runs 3s longer around the loaded one)")
+	fs.StringVar(&cfg.UplinkRate, "uplink-rate", "1G", "the agents' --uplink-rate (bits/s), and the one-class shaper's rate in the modes without slices: the uplink's bottleneck")
+	fs.StringVar(&cfg.OutDir, "out", "docs/benchmarks", "directory for slices.{json,md} and the plots (\"\": none)")
+	reportOnly := fs.Bool("report-only", false, "render slices.md and the plots again from --out's slices.json; measure nothing")
+	_ = fs.Parse(args)
+	if *reportOnly {
+		rep, err := bench.LoadSlicesReport(cfg.OutDir)
+		if err != nil {
+			return err
+		}
+		return rep.Write(cfg.OutDir)
+	}
+	cfg.Command = "bin/netcube-lab bench slices " + strings.Join(args, " ")
+	var err error
+	if cfg.Services, err = ints(*services); err != nil {
+		return err
+	}
+	cfg.Modes = strings.Split(*modes, ",")
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cfg.BinDir = filepath.Dir(exe)
+	if cfg.ToolsDir, err = kubeenv.ToolsDir(); err != nil { // kube-proxy, kube-apiserver, etcd
+		return err
+	}
+	rep, err := bench.RunSlices(cfg)
+	if rep != nil && cfg.OutDir != "" && slices.ContainsFunc(rep.Points, func(p bench.SlicesPoint) bool { return len(p.Runs) > 0 }) {
+		fmt.Printf("report: %s\n", filepath.Join(cfg.OutDir, "slices.md"))
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Println()
+	fmt.Print(rep.Markdown())
 	return nil
 }

@@ -10,13 +10,16 @@
  *                                     loop: connections per second
  *
  * Results are one JSON line on stdout: {"ops":N,"per_sec":R,"p50_us":...,
- * "p90_us":...,"p99_us":...,"p999_us":...,"max_us":...,"errors":E}.
+ * "p90_us":...,"p99_us":...,"p999_us":...,"max_us":...,"mean_us":...,
+ * "stddev_us":...,"errors":E}.
  * Latencies are kept for every operation (no sampling); at most
- * MAX_SAMPLES, beyond which only the counts grow.
+ * MAX_SAMPLES, beyond which only the counts, the maximum, the mean and
+ * the standard deviation grow (those cover every operation).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <math.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -115,6 +118,7 @@ static int run(const char *mode, const char *host, const char *port, double seco
 	unsigned n = 0;
 	unsigned long ops = 0, errors = 0;
 	double start, end, t0, t1, max = 0;
+	double mean = 0, m2 = 0; /* Welford's running mean and sum of squared deviations */
 	int crr = !strcmp(mode, "crr"), fd = -1;
 
 	if (!samples || resolve(host, port, &sa, &len))
@@ -151,11 +155,18 @@ static int run(const char *mode, const char *host, const char *port, double seco
 			samples[n++] = t1 - t0;
 		if (t1 - t0 > max)
 			max = t1 - t0;
+		{
+			double d = (t1 - t0) - mean;
+
+			mean += d / ops;
+			m2 += d * ((t1 - t0) - mean);
+		}
 	}
 	qsort(samples, n, sizeof(float), cmp);
-	printf("{\"ops\":%lu,\"per_sec\":%.1f,\"p50_us\":%.2f,\"p90_us\":%.2f,\"p99_us\":%.2f,\"p999_us\":%.2f,\"max_us\":%.2f,\"errors\":%lu}\n",
+	printf("{\"ops\":%lu,\"per_sec\":%.1f,\"p50_us\":%.2f,\"p90_us\":%.2f,\"p99_us\":%.2f,\"p999_us\":%.2f,\"max_us\":%.2f,"
+	       "\"mean_us\":%.2f,\"stddev_us\":%.2f,\"errors\":%lu}\n",
 	       ops, ops / ((t0 - start) / 1e6), pct(samples, n, 0.50), pct(samples, n, 0.90), pct(samples, n, 0.99),
-	       pct(samples, n, 0.999), max, errors);
+	       pct(samples, n, 0.999), max, mean, ops > 1 ? sqrt(m2 / (ops - 1)) : 0, errors);
 	return 0;
 }
 
