@@ -287,7 +287,6 @@ const (
 	DropReason_NO_MAPPING_FOR_NAT_MASQUERADE             DropReason = 167
 	DropReason_FIRST_LOGICAL_DATAGRAM_FRAGMENT_NOT_FOUND DropReason = 175
 	DropReason_DENIED_BY_LB_SRC_RANGE_CHECK              DropReason = 177
-	DropReason_DROP_RATE_LIMITED                         DropReason = 198
 )
 
 // Enum value maps for DropReason.
@@ -305,7 +304,6 @@ var (
 		167: "NO_MAPPING_FOR_NAT_MASQUERADE",
 		175: "FIRST_LOGICAL_DATAGRAM_FRAGMENT_NOT_FOUND",
 		177: "DENIED_BY_LB_SRC_RANGE_CHECK",
-		198: "DROP_RATE_LIMITED",
 	}
 	DropReason_value = map[string]int32{
 		"DROP_REASON_UNKNOWN":                       0,
@@ -320,7 +318,6 @@ var (
 		"NO_MAPPING_FOR_NAT_MASQUERADE":             167,
 		"FIRST_LOGICAL_DATAGRAM_FRAGMENT_NOT_FOUND": 175,
 		"DENIED_BY_LB_SRC_RANGE_CHECK":              177,
-		"DROP_RATE_LIMITED":                         198,
 	}
 )
 
@@ -2036,7 +2033,7 @@ const file_flow_flow_proto_rawDesc = "" +
 	"\n" +
 	"\x06TRACED\x10\x06\x12\x0e\n" +
 	"\n" +
-	"TRANSLATED\x10\a*\xbc\x03\n" +
+	"TRANSLATED\x10\a*\xa4\x03\n" +
 	"\n" +
 	"DropReason\x12\x17\n" +
 	"\x13DROP_REASON_UNKNOWN\x10\x00\x12\x12\n" +
@@ -2050,8 +2047,7 @@ const file_flow_flow_proto_rawDesc = "" +
 	"&REACHED_EDT_RATE_LIMITING_DROP_HORIZON\x10\xa2\x01\x12\"\n" +
 	"\x1dNO_MAPPING_FOR_NAT_MASQUERADE\x10\xa7\x01\x12.\n" +
 	")FIRST_LOGICAL_DATAGRAM_FRAGMENT_NOT_FOUND\x10\xaf\x01\x12!\n" +
-	"\x1cDENIED_BY_LB_SRC_RANGE_CHECK\x10\xb1\x01\x12\x16\n" +
-	"\x11DROP_RATE_LIMITED\x10\xc6\x01*J\n" +
+	"\x1cDENIED_BY_LB_SRC_RANGE_CHECK\x10\xb1\x01*J\n" +
 	"\x10TrafficDirection\x12\x1d\n" +
 	"\x19TRAFFIC_DIRECTION_UNKNOWN\x10\x00\x12\v\n" +
 	"\aINGRESS\x10\x01\x12\n" +
