@@ -97,6 +97,11 @@ static always_inline int handle_to_pod(struct __sk_buff *skb)
 	struct flow f = {.point = MON_AT_TO_POD};
 	int verdict, miss;
 
+	if (skb->mark == HOOK_MARK_VIA_VETH) {
+		/* Admitted already, and sent here for the veth's qdisc. */
+		skb->mark = 0;
+		return TC_ACT_OK;
+	}
 	miss = parse_flow(skb, &f);
 	if (miss == PARSE_NOT_A_FLOW)
 		return xlate_icmp_to_pod(skb);

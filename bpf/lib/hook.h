@@ -9,3 +9,14 @@
 #include "parse.h"
 
 #define CUBE_PASS (-2) /* not a tc verdict (TC_ACT_UNSPEC is -1) */
+
+/* A to_pod hook that wants the packet to enter its pod through the pod
+ * veth's qdisc (a queue that shapes it), and not straight into the pod as
+ * the router hands packets otherwise (a redirect past every qdisc), sets
+ * skb->mark to HOOK_MARK_VIA_VETH. The router then sends it out of the
+ * veth, whose to_pod lets it through at once (it was admitted already)
+ * and clears the mark. A mark never comes from a pod or the wire: the
+ * kernel clears it as a packet crosses network namespaces; only the
+ * node's privileged processes could set it (SO_MARK), as they can do
+ * anything to the node's pods. */
+#define HOOK_MARK_VIA_VETH 0x4e43a5e7

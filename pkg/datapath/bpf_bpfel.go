@@ -249,8 +249,7 @@ const (
 	bpfMonDropMON_DROP_EXT_HEADER        bpfMonDrop = 12
 	bpfMonDropMON_DROP_FRAG_UNSEEN       bpfMonDrop = 13
 	bpfMonDropMON_DROP_RATE              bpfMonDrop = 14
-	bpfMonDropMON_DROP_INGRESS_RATE      bpfMonDrop = 15
-	bpfMonDropMON_DROP_MAX               bpfMonDrop = 16
+	bpfMonDropMON_DROP_MAX               bpfMonDrop = 15
 )
 
 type bpfMonEvent struct {

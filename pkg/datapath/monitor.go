@@ -34,7 +34,6 @@ const (
 	MonDropExtHeader       = bpfMonDropMON_DROP_EXT_HEADER
 	MonDropFragUnseen      = bpfMonDropMON_DROP_FRAG_UNSEEN
 	MonDropRate            = bpfMonDropMON_DROP_RATE
-	MonDropIngressRate     = bpfMonDropMON_DROP_INGRESS_RATE
 	MonDropMax             = bpfMonDropMON_DROP_MAX
 
 	MonEvDrop  = bpfMonTypeMON_EV_DROP

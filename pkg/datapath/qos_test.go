@@ -31,7 +31,13 @@ type skbCtx struct {
 // skb's fields out.
 func runCtx(t *testing.T, prog *ebpf.Program, in []byte) (uint32, []byte, skbCtx) {
 	t.Helper()
-	var ctxIn, ctxOut skbCtx
+	return runCtxIn(t, prog, in, skbCtx{})
+}
+
+// runCtxIn is runCtx with the skb's fields in.
+func runCtxIn(t *testing.T, prog *ebpf.Program, in []byte, ctxIn skbCtx) (uint32, []byte, skbCtx) {
+	t.Helper()
+	var ctxOut skbCtx
 	out := make([]byte, len(in)+256)
 	opts := &ebpf.RunOptions{Data: in, DataOut: out, Context: ctxIn, ContextOut: &ctxOut}
 	v, err := prog.Run(opts)
@@ -176,51 +182,34 @@ func checksum16(b []byte) uint16 {
 	return uint16(s)
 }
 
-// TestIngressPolicing: what a pod with an ingress rate receives is
-// policed as it is about to enter it: within the rate and its burst it
-// goes on, beyond it is dropped with its reason; a pod without one, and
-// every pod while the agent says no pod has a slice or rate, receive
-// everything (the positive controls).
-func TestIngressPolicing(t *testing.T) {
+// TestIngressThroughVeth: what a pod with an ingress rate receives is
+// marked, as it is about to enter the pod, to go through the pod veth's
+// qdisc (its shaper); a pod without one, and every pod while the agent
+// says no pod has a slice or rate, are not marked (the positive
+// controls). A marked packet at the veth's to_pod was admitted already:
+// it goes on, unmarked, without a second verdict.
+func TestIngressThroughVeth(t *testing.T) {
 	dp, _ := load(t)
-	if err := monitor.SetFlags(dp.Maps(), datapath.MonFlagDrops); err != nil {
-		t.Fatal(err)
-	}
-	evs := readEvents(t, dp)
 	tables := qos.NewTables(dp.Maps())
-	// be4 may receive 1000 bytes a second, 1000 at once after idling.
-	if err := tables.Apply(qos.Desired{
-		Buckets: map[uint32]qos.Bucket{300: {Rate: 1000, BurstNs: 1_000_000_000}},
-		Pods:    map[netip.Addr]datapath.QosPod{be4.Addr(): {Ingress: 300}},
-	}); err != nil {
+	if err := tables.Apply(qos.Desired{Pods: map[netip.Addr]datapath.QosPod{be4.Addr(): {Ingress: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	prog := dp.Programs().ToPod
-	big := pkt.UDP(client4, be4, make([]byte, 558)) // 600 bytes with headers
-	if v, _, _ := runCtx(t, prog, big); v == actShot {
-		t.Fatal("policing off (no pod has a rate, as the agent says): dropped")
+	in := pkt.UDP(client4, be4, []byte("hello"))
+	if v, _, c := runCtx(t, prog, in); v == actShot || c.Mark != 0 {
+		t.Fatalf("classification off (no pod has a rate, as the agent says): verdict %d, mark %#x", v, c.Mark)
 	}
 	setQoSConfig(t, dp, datapath.QosConf{Mode: datapath.QosModeHTB, Active: 1})
-	if err := tables.Apply(qos.Desired{ // a fresh bucket (the run above did not touch it)
-		Buckets: map[uint32]qos.Bucket{300: {Rate: 1000, BurstNs: 1_000_000_000}},
-		Pods:    map[netip.Addr]datapath.QosPod{be4.Addr(): {Ingress: 300}},
-	}); err != nil {
-		t.Fatal(err)
+	if v, _, c := runCtx(t, prog, pkt.UDP(client4, be4b, []byte("hello"))); v == actShot || c.Mark != 0 {
+		t.Fatalf("a pod without an ingress rate: verdict %d, mark %#x", v, c.Mark)
 	}
-	if v, _, _ := runCtx(t, prog, pkt.UDP(client4, be4b, make([]byte, 558))); v == actShot {
-		t.Fatal("a pod without an ingress rate: dropped")
+	v, _, c := runCtx(t, prog, in)
+	if v == actShot || c.Mark == 0 {
+		t.Fatalf("a pod with an ingress rate: verdict %d, mark %#x, want marked (through its veth's qdisc)", v, c.Mark)
 	}
-	if v, _, _ := runCtx(t, prog, big); v == actShot {
-		t.Fatal("600 bytes within a 1000-byte burst: dropped")
-	}
-	if got := evs.drain(t); len(got) != 0 {
-		t.Fatalf("events for packets that went on: %v", got)
-	}
-	if v, _, _ := runCtx(t, prog, big); v != actShot {
-		t.Errorf("1200 bytes at once, beyond the 1000-byte burst: verdict %d, want dropped", v)
-	}
-	got := evs.drain(t)
-	if len(got) != 1 || got[0].Drop != events.DropReason(datapath.MonDropIngressRate).Name || got[0].Cube != "qos" {
-		t.Errorf("events %v, want one ingress-rate-exceeded by qos", got)
+	var marked skbCtx
+	marked.Mark = c.Mark // HOOK_MARK_VIA_VETH
+	if v, _, c := runCtxIn(t, prog, pkt.UDP(client4, be4, []byte("hello")), marked); v != actOK || c.Mark != 0 {
+		t.Errorf("a packet sent through the veth by the router: verdict %d, mark %#x; want it on at once, unmarked", v, c.Mark)
 	}
 }

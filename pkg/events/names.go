@@ -25,7 +25,6 @@ var drops = map[datapath.MonDrop]Reason{
 	datapath.MonDropMalformed:       {"malformed", "router", "a header too short to rewrite or route"},
 	datapath.MonDropExtHeader:       {"unsupported-extension-header", "lb", "an IPv6 extension header (not a fragment header) on a packet to a ClusterIP: its ports, and so its backend, cannot be read"},
 	datapath.MonDropRate:            {"egress-rate-exceeded", "qos", "a pod's packet would have waited beyond its rate's horizon (its slice's rate, or its kubernetes.io/egress-bandwidth)"},
-	datapath.MonDropIngressRate:     {"ingress-rate-exceeded", "qos", "a packet for a pod beyond its kubernetes.io/ingress-bandwidth (and its burst): policed as it was about to enter the pod"},
 	datapath.MonDropFragUnseen:      {"fragment-without-first", "lb", "a later fragment to a ClusterIP whose first fragment (with the ports) was not seen on this node"},
 }
 

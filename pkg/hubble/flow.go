@@ -32,7 +32,6 @@ var dropReasons = map[string]flowpb.DropReason{
 	"unsupported-extension-header": flowpb.DropReason_INVALID_IPV6_EXTENSION_HEADER,
 	"fragment-without-first":       flowpb.DropReason_FIRST_LOGICAL_DATAGRAM_FRAGMENT_NOT_FOUND,
 	"egress-rate-exceeded":         flowpb.DropReason_REACHED_EDT_RATE_LIMITING_DROP_HORIZON,
-	"ingress-rate-exceeded":        flowpb.DropReason_DROP_RATE_LIMITED,
 }
 
 // points are Hubble's observation points for netcube's hooks.

@@ -30,7 +30,6 @@ enum mon_drop : __u32 {
 	MON_DROP_EXT_HEADER,        /* lb: an IPv6 extension header hides the ports of a packet to a ClusterIP */
 	MON_DROP_FRAG_UNSEEN,       /* lb: a later fragment to a ClusterIP, its first fragment not seen here */
 	MON_DROP_RATE,              /* qos: a pod's packet would leave beyond its rate's horizon */
-	MON_DROP_INGRESS_RATE,      /* qos: a packet for a pod beyond its ingress rate */
 	MON_DROP_MAX,
 };
 

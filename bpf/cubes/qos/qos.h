@@ -15,10 +15,10 @@
  *     (egress-rate-exceeded);
  *   - HTB: with its HTB class as skb->priority, which HTB reads as the
  *     class to queue it in (its rate's, or its slice class's).
- * What a pod receives is policed to its kubernetes.io/ingress-bandwidth
- * as it is about to enter the pod (the to_pod hook, which every way into
- * a pod passes): beyond the rate and its burst, dropped
- * (ingress-rate-exceeded), and TCP slows down.
+ * What a pod with a kubernetes.io/ingress-bandwidth receives is sent
+ * through its veth's qdisc, a shaper of that rate the agent installs
+ * (HOOK_MARK_VIA_VETH, asked for in the to_pod hook, which every way
+ * into a pod passes).
  * With no pod of the node in a slice or with a rate, the hooks cost an
  * array lookup; with some, a pod in none costs a hash lookup more.
  */
@@ -88,22 +88,6 @@ static always_inline int qos_pace(struct __sk_buff *skb, struct qos_bucket *b)
 	return 0;
 }
 
-/* qos_police says whether the packet fits bucket b now (0), and takes
- * its share; -1: beyond the rate and burst, to drop (no time ahead is
- * allowed: nothing would hold the packet). */
-static always_inline int qos_police(struct __sk_buff *skb, struct qos_bucket *b)
-{
-	__u64 now = bpf_ktime_get_ns(), t_next;
-
-	if (!b->rate)
-		return 0;
-	t_next = qos_next(b, skb->len, now);
-	if (t_next > now)
-		return -1;
-	b->t_last = t_next;
-	return 0;
-}
-
 /* qos_conf_active: the agent's config, when any pod of the node has a
  * slice or a rate (NULL: none has, the hooks have nothing to do). */
 static always_inline const struct qos_conf *qos_conf_active(void)
@@ -147,12 +131,12 @@ static always_inline int qos_from_pod(struct __sk_buff *skb, const struct flow *
 	return CUBE_PASS;
 }
 
-/* qos_to_pod: the hook on what a pod of this node is about to receive. */
+/* qos_to_pod: the hook on what a pod of this node is about to receive:
+ * a pod with an ingress rate receives through its veth's qdisc, which
+ * the agent made a shaper of that rate. */
 static always_inline int qos_to_pod(struct __sk_buff *skb, const struct flow *f)
 {
-	struct qos_bucket *b;
 	struct qos_pod *p;
-	__u32 k;
 
 	if (!qos_conf_active())
 		return CUBE_PASS;
@@ -160,9 +144,6 @@ static always_inline int qos_to_pod(struct __sk_buff *skb, const struct flow *f)
 	if (!p || !p->ingress)
 		return CUBE_PASS;
 	mon_crossed(MON_CUBE_QOS);
-	k = p->ingress;
-	b = bpf_map_lookup_elem(&qos_buckets, &k);
-	if (b && qos_police(skb, b))
-		return mon_drop(skb, f, MON_DROP_INGRESS_RATE);
+	skb->mark = HOOK_MARK_VIA_VETH;
 	return CUBE_PASS;
 }

@@ -49,7 +49,7 @@ struct qos_pod {
 	__u32 slice;   /* qos_slices index; 0: best effort, no slice */
 	__u32 bucket;  /* qos_buckets index; 0: no rate (QOS_MODE_EDT) */
 	__u32 classid; /* its HTB class, major:minor (QOS_MODE_HTB) */
-	__u32 ingress; /* qos_buckets index of what it may receive (policed); 0: no limit */
+	__u32 ingress; /* 1: it receives through its veth's qdisc, a shaper of its ingress-bandwidth */
 };
 
 struct {
@@ -83,9 +83,7 @@ struct {
  * gets the time it may leave (skb->tstamp), and the fq qdisc on the
  * uplink holds it until then. A slice's rate is one bucket its pods on
  * this node share; a pod's egress-bandwidth annotation, a bucket of its
- * own; its ingress-bandwidth annotation too, a bucket that polices (a
- * packet beyond the rate and its burst is dropped: what a pod receives
- * is redirected straight into it, past any qdisc that could hold it). */
+ * own. */
 struct qos_bucket {
 	__u64 rate;       /* bytes per second */
 	__u64 burst_ns;   /* how far behind now the schedule may fall idle: a burst of rate x burst_ns */

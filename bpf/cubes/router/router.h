@@ -8,6 +8,7 @@
 #pragma once
 #include "lib/common.h"
 #include "lib/fib.h"
+#include "lib/hook.h"
 #include "router_maps.h"
 #include "cubes/monitor/monitor.h"
 
@@ -37,13 +38,17 @@ static always_inline int set_macs(struct __sk_buff *skb, const __u8 *dst, const 
 	return 0;
 }
 
-/* router_to_endpoint hands the packet to a pod of this node. Only a tc
- * ingress program may redirect to a peer (the caller is one). */
+/* router_to_endpoint hands the packet to a pod of this node: straight
+ * into it, or, when a to_pod hook asked for the pod veth's qdisc
+ * (HOOK_MARK_VIA_VETH), out of the veth. Only a tc ingress program may
+ * redirect to a peer (the caller is one). */
 static always_inline int router_to_endpoint(struct __sk_buff *skb, const struct router_endpoint *ep)
 {
 	if (set_macs(skb, ep->pod_mac, ep->host_mac))
 		return mon_drop_packet(skb, MON_AT_NONE, MON_DROP_MALFORMED);
 	mon_routed(MON_RT_POD, ep->ifindex, NULL);
+	if (skb->mark == HOOK_MARK_VIA_VETH)
+		return bpf_redirect(ep->ifindex, 0);
 	return bpf_redirect_peer(ep->ifindex, 0);
 }
 

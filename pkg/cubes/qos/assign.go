@@ -47,22 +47,8 @@ type Refused struct {
 type Assigner struct {
 	node       string
 	sliceIDs   map[string]uint32
-	podBuckets map[podRate]uint32
+	podBuckets map[model.PodID]uint32
 	placed     Placement // the last Assign's
-}
-
-// podRate is one of a pod's own rates: egress (paced) or ingress
-// (policed).
-type podRate struct {
-	pod     model.PodID
-	ingress bool
-}
-
-func (r podRate) of(p *model.Pod) uint64 {
-	if r.ingress {
-		return p.IngressBandwidth
-	}
-	return p.EgressBandwidth
 }
 
 // Placement is what the last Assign placed (for metrics).
@@ -70,7 +56,7 @@ func (a *Assigner) Placement() Placement { return a.placed }
 
 // NewAssigner places the pods of node.
 func NewAssigner(node string) *Assigner {
-	return &Assigner{node: node, sliceIDs: map[string]uint32{}, podBuckets: map[podRate]uint32{}}
+	return &Assigner{node: node, sliceIDs: map[string]uint32{}, podBuckets: map[model.PodID]uint32{}}
 }
 
 // Slice ids are 1..QOS_SLICES_MAX-1, and a slice's rate bucket has its
@@ -87,7 +73,7 @@ const (
 // slice's shared one. Slices beyond the maps' room are refused (errs).
 func (a *Assigner) Assign(st State) (Desired, []Conflict, []Refused) {
 	d := Desired{Slices: map[uint32]datapath.QosSlice{}, Buckets: map[uint32]Bucket{}, Pods: map[netip.Addr]datapath.QosPod{},
-		Classes: map[uint32]BucketClass{}}
+		Classes: map[uint32]BucketClass{}, Shaped: map[model.PodID]IngressShape{}}
 	var errs []Refused
 	names := make([]string, 0, len(st.Slices))
 	for n := range st.Slices {
@@ -122,9 +108,9 @@ func (a *Assigner) Assign(st State) (Desired, []Conflict, []Refused) {
 		}
 	}
 	slices.SortFunc(pods, func(x, y model.PodID) int { return cmp.Compare(x.String(), y.String()) })
-	for r := range a.podBuckets {
-		if p := st.Pods[r.pod]; p == nil || r.of(p) == 0 {
-			delete(a.podBuckets, r)
+	for id := range a.podBuckets {
+		if p := st.Pods[id]; p == nil || p.EgressBandwidth == 0 {
+			delete(a.podBuckets, id)
 		}
 	}
 	for _, id := range pods {
@@ -159,7 +145,7 @@ func (a *Assigner) Assign(st State) (Desired, []Conflict, []Refused) {
 			}
 		}
 		if p.EgressBandwidth > 0 {
-			b, err := a.podBucket(podRate{id, false})
+			b, err := a.podBucket(id)
 			if err != nil {
 				errs = append(errs, Refused{report.Object{Kind: "Pod", Namespace: id.Namespace, Name: id.Name}, err})
 			} else {
@@ -168,15 +154,11 @@ func (a *Assigner) Assign(st State) (Desired, []Conflict, []Refused) {
 				a.placed.OwnRate++
 			}
 		}
-		if p.IngressBandwidth > 0 {
-			b, err := a.podBucket(podRate{id, true})
-			if err != nil {
-				errs = append(errs, Refused{report.Object{Kind: "Pod", Namespace: id.Namespace, Name: id.Name}, err})
-			} else {
-				d.Buckets[b] = Bucket{Rate: p.IngressBandwidth / 8, BurstNs: IngressBurstNs}
-				qp.Ingress = b
-				a.placed.OwnIngress++
-			}
+		if p.IngressBandwidth > 0 && len(p.IPs) > 0 {
+			// Received through its veth, whose qdisc shapes it.
+			qp.Ingress = 1
+			d.Shaped[id] = IngressShape{Addr: p.IPs[0], Rate: p.IngressBandwidth}
+			a.placed.OwnIngress++
 		}
 		if qp == (datapath.QosPod{}) {
 			continue // best effort, no rate: nothing to do per packet
@@ -214,7 +196,7 @@ func (a *Assigner) sliceID(name string) (uint32, error) {
 	return 0, fmt.Errorf("not applied: this node already has %d slices, its most", maxSlices)
 }
 
-func (a *Assigner) podBucket(id podRate) (uint32, error) {
+func (a *Assigner) podBucket(id model.PodID) (uint32, error) {
 	if b, ok := a.podBuckets[id]; ok {
 		return b, nil
 	}
@@ -228,7 +210,7 @@ func (a *Assigner) podBucket(id podRate) (uint32, error) {
 			return b, nil
 		}
 	}
-	return 0, fmt.Errorf("its %s bandwidth is not applied: this node has %d pod rates already, its most", map[bool]string{false: "egress", true: "ingress"}[id.ingress], maxBuckets-firstPodBucket)
+	return 0, fmt.Errorf("its egress bandwidth is not applied: this node paces %d pods already, its most", maxBuckets-firstPodBucket)
 }
 
 // selects says whether s selects p, in a namespace with nsLabels.

@@ -104,9 +104,9 @@ func TestAssign(t *testing.T) {
 	}
 }
 
-// TestAssignIngress: a pod's ingress-bandwidth gets a policing bucket of
-// its own, apart from its egress one, and needs no uplink queueing; an
-// egress rate does.
+// TestAssignIngress: a pod's ingress-bandwidth has it received through
+// its veth's shaper (a flag in its entry, and its rate and address for the
+// shaper), and needs no uplink queueing; an egress rate does.
 func TestAssignIngress(t *testing.T) {
 	in := pod("edge", "in", "n1", "10.244.1.9", nil)
 	in.IngressBandwidth = 40_000_000
@@ -117,28 +117,28 @@ func TestAssignIngress(t *testing.T) {
 		t.Fatal(errs)
 	}
 	got := d.Pods[netip.MustParseAddr("10.244.1.9")]
-	if got.Ingress != firstPodBucket || got.Bucket != 0 || got.Slice != 0 {
-		t.Errorf("pod %+v, want an ingress bucket only", got)
+	if got.Ingress != 1 || got.Bucket != 0 || got.Slice != 0 {
+		t.Errorf("pod %+v, want received through its veth only", got)
 	}
-	if b := d.Buckets[got.Ingress]; b.Rate != 5_000_000 || b.BurstNs != IngressBurstNs {
-		t.Errorf("its bucket %+v, want 5 MB/s with the policer's burst", b)
+	if sh := d.Shaped[in.ID]; sh.Rate != 40_000_000 || sh.Addr != netip.MustParseAddr("10.244.1.9") {
+		t.Errorf("its shaper %+v, want 40 Mbit/s, found by its address", sh)
 	}
 	if d.Queue {
 		t.Error("an ingress rate alone queues the uplinks")
 	}
 	if a.Placement().OwnIngress != 1 {
-		t.Errorf("placement %+v, want one pod policed", a.Placement())
+		t.Errorf("placement %+v, want one pod shaped", a.Placement())
 	}
 
 	in.EgressBandwidth = 10_000_000
 	d, _, _ = a.Assign(st)
 	got = d.Pods[netip.MustParseAddr("10.244.1.9")]
-	if got.Ingress != firstPodBucket || got.Bucket == 0 || got.Bucket == got.Ingress || !d.Queue {
-		t.Errorf("with an egress rate too: %+v (queue %v), want two buckets of its own and the uplinks queued", got, d.Queue)
+	if got.Ingress != 1 || got.Bucket == 0 || !d.Queue {
+		t.Errorf("with an egress rate too: %+v (queue %v), want a bucket of its own and the uplinks queued", got, d.Queue)
 	}
 	in.IngressBandwidth = 0
 	d, _, _ = a.Assign(st)
-	if got = d.Pods[netip.MustParseAddr("10.244.1.9")]; got.Ingress != 0 {
-		t.Errorf("the ingress annotation removed: %+v, want no ingress bucket", got)
+	if got = d.Pods[netip.MustParseAddr("10.244.1.9")]; got.Ingress != 0 || len(d.Shaped) != 0 {
+		t.Errorf("the ingress annotation removed: %+v, shaped %v; want neither", got, d.Shaped)
 	}
 }

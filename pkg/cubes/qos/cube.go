@@ -23,7 +23,7 @@ func (Cube) Maps() []cube.MapSpec {
 }
 
 // Hooks: classify, mark and pace what a pod sends, as it enters from_pod;
-// police what a pod receives to its ingress rate, as it is about to enter.
+// send what a pod with an ingress rate receives through its veth's shaper.
 func (Cube) Hooks() cube.Hooks {
 	return cube.Hooks{Header: "cubes/qos/qos.h", FromPod: "qos_from_pod", ToPod: "qos_to_pod"}
 }
@@ -34,6 +34,7 @@ func (Cube) Start(ctx context.Context, env cube.Env) (cube.Started, error) {
 	rec := NewReconciler(env.Node.Name, NewTables(env.Maps), env.Report)
 	q := &queueing{maps: env.Maps, uplinks: env.Settings.Uplinks, rate: env.Settings.UplinkRate}
 	rec.onApplied = q.set
+	rec.onShaped = (&podShaping{prefix: env.Settings.PodIfacePrefix}).set
 	go rec.Run(ctx)
 	return cube.Started{Slices: rec, Metrics: rec.metrics.collectors()}, nil
 }

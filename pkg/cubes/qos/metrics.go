@@ -26,7 +26,7 @@ func newMetrics() *metrics {
 		}),
 		policed: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "netcube_pods_ingress_bandwidth",
-			Help: "Pods of this node whose traffic in is policed to their kubernetes.io/ingress-bandwidth annotation.",
+			Help: "Pods of this node whose traffic in is shaped to their kubernetes.io/ingress-bandwidth annotation.",
 		}),
 	}
 }

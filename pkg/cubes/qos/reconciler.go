@@ -2,6 +2,7 @@ package qos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -36,6 +37,9 @@ type Reconciler struct {
 	// onApplied, if set, is told after each apply whether any pod has a
 	// slice or a rate (the uplinks' queueing follows it).
 	onApplied func(active, queue bool, classes map[uint32]BucketClass) error
+	// onShaped, if set, is told after each apply which pods receive at a
+	// rate of their own (their veths' shapers follow it).
+	onShaped func(map[model.PodID]IngressShape) error
 }
 
 // NewReconciler places the pods of node into the maps of tables.
@@ -167,10 +171,14 @@ func (r *Reconciler) Apply() error {
 	if err := r.tables.Apply(d); err != nil {
 		return err
 	}
-	if r.onApplied != nil {
-		return r.onApplied(len(d.Pods) > 0, d.Queue, d.Classes)
+	var failed []error
+	if r.onShaped != nil {
+		failed = append(failed, r.onShaped(d.Shaped))
 	}
-	return nil
+	if r.onApplied != nil {
+		failed = append(failed, r.onApplied(len(d.Pods) > 0, d.Queue, d.Classes))
+	}
+	return errors.Join(failed...)
 }
 
 // reportProblems reports each conflict on the slice a pod was not put in,

@@ -33,12 +33,6 @@ const Horizon = 2_000_000_000 // ns
 // of its rate go at once.
 const DefaultBurstNs = 10_000_000
 
-// IngressBurstNs: what a pod receives may run 100 ms of its rate ahead
-// before the policer drops. A policer has no queue to absorb TCP's
-// bursts (a window's worth at once, in 64 KB GSO packets): at 20 ms, TCP
-// reached a tenth of the rate in test/integration; at 100 ms, about half.
-const IngressBurstNs = 100_000_000
-
 // Desired is what the maps should hold: slices by id, rate buckets by id,
 // and the pods of this node by address; and, for the HTB queueing, a
 // class per bucket a pod uses.
@@ -48,8 +42,18 @@ type Desired struct {
 	Pods    map[netip.Addr]datapath.QosPod
 	Classes map[uint32]BucketClass // by bucket
 	// Queue: some pod sends in a slice or at a rate (the uplinks are
-	// queued); without, pods only receive at a rate (policed).
+	// queued); without, pods only receive at a rate.
 	Queue bool
+	// Shaped: the pods that receive at a rate of their own, through
+	// their veth's qdisc (not a map: written by podShaping).
+	Shaped map[model.PodID]IngressShape
+}
+
+// IngressShape is a pod's ingress-bandwidth: an address of the pod (the
+// node routes it to the pod's veth) and the rate, in bits per second.
+type IngressShape struct {
+	Addr netip.Addr
+	Rate uint64
 }
 
 // BucketClass is a rate's HTB class: its rate (bits per second) and the
