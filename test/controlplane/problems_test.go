@@ -21,6 +21,30 @@ import (
 	"github.com/netcube/netcube/pkg/model"
 )
 
+// runningPod makes namespace ns and a pod of node1 in it, running at ip
+// with labels (as kubelet would report it; no controller manager here
+// makes the namespace's service account, so it is made too).
+func runningPod(t *testing.T, ns, name string, labels map[string]string, ip string) {
+	t.Helper()
+	if _, err := env.Client.CoreV1().Namespaces().Create(ctx(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.CoreV1().Namespaces().Delete(ctx(t), ns, metav1.DeleteOptions{}) })
+	if _, err := env.Client.CoreV1().ServiceAccounts(ns).Create(ctx(t), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+		Spec: corev1.PodSpec{NodeName: "node1", Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+	created, err := env.Client.CoreV1().Pods(ns).Create(ctx(t), pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}}
+	if _, err := env.Client.CoreV1().Pods(ns).UpdateStatus(ctx(t), created, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // eventFor waits for a Warning Event with reason on the object, naming it
 // by UID (as kubectl describe looks it up), and returns its message.
 func eventFor(t *testing.T, ns, kind, name, reason string) string {
@@ -180,24 +204,7 @@ func grep(s, sub string) string {
 func TestInvalidPolicyFromTheAPI(t *testing.T) {
 	a := startAgent(t, pinDir(t))
 	ns := "np-invalid"
-	if _, err := env.Client.CoreV1().Namespaces().Create(ctx(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Client.CoreV1().Namespaces().Delete(ctx(t), ns, metav1.DeleteOptions{}) })
-	// (No controller manager here makes the namespace's service account.)
-	if _, err := env.Client.CoreV1().ServiceAccounts(ns).Create(ctx(t), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns, Labels: map[string]string{"app": "web"}},
-		Spec: corev1.PodSpec{NodeName: "node1", Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
-	created, err := env.Client.CoreV1().Pods(ns).Create(ctx(t), pod, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	created.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.244.0.77", PodIPs: []corev1.PodIP{{IP: "10.244.0.77"}}}
-	if _, err := env.Client.CoreV1().Pods(ns).UpdateStatus(ctx(t), created, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	runningPod(t, ns, "web", map[string]string{"app": "web"}, "10.244.0.77")
 	endpoints := func() float64 {
 		var n float64
 		_, _ = fmt.Sscanf(grep(a.get("/metrics", a.metrics), `netcube_policy_entries{table="endpoints"}`), `netcube_policy_entries{table="endpoints"} %g`, &n)

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -82,23 +81,7 @@ func networkSlice(t *testing.T, name, spec string) *unstructured.Unstructured {
 func TestNetworkSlicesFromTheAPI(t *testing.T) {
 	a := startAgent(t, pinDir(t)) // ready without the CRD
 	ns := "slices"
-	if _, err := env.Client.CoreV1().Namespaces().Create(ctx(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Client.CoreV1().Namespaces().Delete(ctx(t), ns, metav1.DeleteOptions{}) })
-	if _, err := env.Client.CoreV1().ServiceAccounts(ns).Create(ctx(t), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "ue", Namespace: ns, Labels: map[string]string{"app": "ue"}},
-		Spec: corev1.PodSpec{NodeName: "node1", Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
-	created, err := env.Client.CoreV1().Pods(ns).Create(ctx(t), pod, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	created.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.244.0.88", PodIPs: []corev1.PodIP{{IP: "10.244.0.88"}}}
-	if _, err := env.Client.CoreV1().Pods(ns).UpdateStatus(ctx(t), created, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	runningPod(t, ns, "ue", map[string]string{"app": "ue"}, "10.244.0.88")
 	series := func(slice string) string {
 		return grep(a.get("/metrics", a.metrics), `netcube_slice_pods{class="latency",slice="`+slice+`"}`)
 	}
