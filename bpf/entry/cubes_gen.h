@@ -28,3 +28,13 @@ static always_inline int cubes_from_net(struct __sk_buff *skb, const struct flow
 {
 	return CUBE_PASS;
 }
+
+static always_inline int cubes_to_net(struct __sk_buff *skb, const struct flow *f)
+{
+	int v;
+
+	v = qos_to_net(skb, f);
+	if (v != CUBE_PASS)
+		return v;
+	return CUBE_PASS;
+}

@@ -71,15 +71,19 @@ static always_inline int handle_from_net(struct __sk_buff *skb)
 	return xlate_forward(skb, &f, &x);
 }
 
-/* to_net (tcx egress of the uplink): the node's own replies as the backend
- * of a flow from outside (CT_F_HOST) get their frontend back as source.
- * Everything else leaves untouched. */
+/* to_net (tcx egress of the uplink): the cubes' hooks, then the node's
+ * own replies as the backend of a flow from outside (CT_F_HOST) get their
+ * frontend back as source. Everything else leaves untouched. */
 static always_inline int handle_to_net(struct __sk_buff *skb)
 {
 	struct flow f = {.point = MON_AT_TO_NET};
+	int verdict;
 
 	if (parse_flow(skb, &f))
 		return TC_ACT_OK;
+	verdict = cubes_to_net(skb, &f);
+	if (verdict != CUBE_PASS)
+		return verdict;
 	if (xlate_revnat(skb, &f, CT_F_HOST))
 		return mon_drop(skb, &f, MON_DROP_NAT_REWRITE);
 	return TC_ACT_OK;

@@ -25,6 +25,7 @@ type Hooks struct {
 	FromPod string // tcx ingress of a pod's host veth (from_pod)
 	ToPod   string // tcx egress of a pod's host veth (to_pod)
 	FromNet string // tcx ingress of a node uplink (from_net)
+	ToNet   string // tcx egress of a node uplink (to_net)
 }
 
 // hookPoints are the entry programs' hook points, as the C names them.
@@ -35,6 +36,7 @@ var hookPoints = []struct {
 	{"from_pod", func(h Hooks) string { return h.FromPod }},
 	{"to_pod", func(h Hooks) string { return h.ToPod }},
 	{"from_net", func(h Hooks) string { return h.FromNet }},
+	{"to_net", func(h Hooks) string { return h.ToNet }},
 }
 
 // CHeader is bpf/entry/cubes_gen.h for the registered cubes: their

@@ -213,3 +213,35 @@ func TestIngressThroughVeth(t *testing.T) {
 		t.Errorf("a packet sent through the veth by the router: verdict %d, mark %#x; want it on at once, unmarked", v, c.Mark)
 	}
 }
+
+// TestSliceClassAtUplink: a pod's packet leaving by an uplink gets its
+// class again (the kernel's forwarding resets skb->priority): its HTB
+// class, or its slice's band with EDT; a packet of a pod in no slice
+// keeps what it has (the positive control).
+func TestSliceClassAtUplink(t *testing.T) {
+	dp, _ := load(t)
+	tables := qos.NewTables(dp.Maps())
+	if err := tables.Apply(qos.Desired{
+		Slices: map[uint32]datapath.QosSlice{1: {Priority: 6, Dscp: 46, Class: datapath.QosLatency}},
+		Pods:   map[netip.Addr]datapath.QosPod{client4.Addr(): {Slice: 1, Classid: 0x4e430010}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	prog := dp.Programs().ToNet
+	var forwarded skbCtx
+	forwarded.Priority = 3 // what ip_forward made of its TOS
+	if v, _, c := runCtxIn(t, prog, pkt.UDP(client4, be4, []byte("hello")), forwarded); v == actShot || c.Priority != 3 {
+		t.Fatalf("classification off (no pod has a slice, as the agent says): verdict %d, priority %#x, want 3 kept", v, c.Priority)
+	}
+	setQoSConfig(t, dp, datapath.QosConf{Mode: datapath.QosModeHTB, Active: 1})
+	if v, _, c := runCtxIn(t, prog, pkt.UDP(be4b, be4, []byte("hello")), forwarded); v == actShot || c.Priority != 3 {
+		t.Fatalf("a pod in no slice: verdict %d, priority %#x, want 3 kept", v, c.Priority)
+	}
+	if v, _, c := runCtxIn(t, prog, pkt.UDP(client4, be4, []byte("hello")), forwarded); v == actShot || c.Priority != 0x4e430010 {
+		t.Errorf("HTB, a pod in the latency slice: verdict %d, priority %#x, want its class 4e43:10", v, c.Priority)
+	}
+	setQoSConfig(t, dp, datapath.QosConf{Mode: datapath.QosModeEDT, Active: 1})
+	if v, _, c := runCtxIn(t, prog, pkt.UDP(client4, be4, []byte("hello")), forwarded); v == actShot || c.Priority != 6 {
+		t.Errorf("EDT, a pod in the latency slice: verdict %d, priority %#x, want its band's 6", v, c.Priority)
+	}
+}

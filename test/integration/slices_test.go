@@ -314,3 +314,49 @@ func podVeth(t *testing.T, sb *sandbox.Sandbox, node sandbox.Node, pod sandbox.P
 	t.Fatalf("no device in %q", out)
 	return ""
 }
+
+// TestSliceRateKernelRouted: with --routing kernel, the kernel forwards
+// a pod's packets to the uplink and its forwarding resets skb->priority;
+// the slice's rate holds all the same (the class is given again as the
+// packet leaves by the uplink). The positive control is the transfer
+// before the slice, far above the rate.
+func TestSliceRateKernelRouted(t *testing.T) {
+	sb := upWith(t, "tqk", sandbox.Config{Routing: "kernel"})
+	top := sb.Topology
+	client := top.ClientPod()
+	var server sandbox.Pod
+	for _, p := range top.EchoBackends() {
+		if p.Node != client.Node {
+			server = p
+		}
+	}
+	iperf := exec.Command("iperf3", "-s", "-p", "5201")
+	if err := sb.Start(server.Name, iperf); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = iperf.Process.Kill(); _ = iperf.Wait() })
+	time.Sleep(300 * time.Millisecond)
+	const limit = 50e6
+	if r := iperfRate(t, sb, client, server); r < 4*limit {
+		t.Fatalf("before the slice (the positive control): %.0f Mbit/s, want far above %.0f", r/1e6, limit/1e6)
+	}
+	slice := fmt.Sprintf(`apiVersion: netcube.io/v1alpha1
+kind: NetworkSlice
+metadata: {name: bulk}
+spec:
+  class: throughput
+  egressRate: 50M
+  podSelector: {matchLabels: {pod: %s}}
+`, client.Name)
+	if err := top.WriteManifest("slice.yaml", slice); err != nil {
+		t.Fatal(err)
+	}
+	clientNode, _ := top.Node(client.Node)
+	testenv.WaitFor(t, 10*time.Second, "the uplink queued", func() bool {
+		out, _ := sb.Output(clientNode.Name, "tc", "qdisc", "show", "dev", "eth0")
+		return strings.Contains(string(out), " 4e43: ")
+	})
+	if r := iperfRate(t, sb, client, server); r < 0.9*limit || r > 1.1*limit {
+		t.Errorf("kernel-routed, in a slice of 50 Mbit/s: %.1f Mbit/s, want within 10%%", r/1e6)
+	}
+}

@@ -131,6 +131,34 @@ static always_inline int qos_from_pod(struct __sk_buff *skb, const struct flow *
 	return CUBE_PASS;
 }
 
+/* qos_to_net: the hook on what leaves by an uplink. A pod's packet the
+ * kernel forwarded (--routing kernel) had its skb->priority reset from
+ * its TOS by ip_forward, which loses the class from_pod gave it: it is
+ * given again here, where the uplink's qdisc is next. */
+static always_inline int qos_to_net(struct __sk_buff *skb, const struct flow *f)
+{
+	const struct qos_conf *c = qos_conf_active();
+	struct qos_slice *s;
+	struct qos_pod *p;
+	__u32 k;
+
+	if (!c)
+		return CUBE_PASS;
+	p = bpf_map_lookup_elem(&qos_pods, &f->saddr);
+	if (!p)
+		return CUBE_PASS;
+	mon_crossed(MON_CUBE_QOS);
+	if (c->mode == QOS_MODE_HTB) {
+		skb->priority = p->classid;
+		return CUBE_PASS;
+	}
+	k = p->slice;
+	s = k ? bpf_map_lookup_elem(&qos_slices, &k) : NULL;
+	if (s)
+		skb->priority = s->priority;
+	return CUBE_PASS;
+}
+
 /* qos_to_pod: the hook on what a pod of this node is about to receive:
  * a pod with an ingress rate receives through its veth's qdisc, which
  * the agent made a shaper of that rate. */

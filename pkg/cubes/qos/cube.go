@@ -23,9 +23,11 @@ func (Cube) Maps() []cube.MapSpec {
 }
 
 // Hooks: classify, mark and pace what a pod sends, as it enters from_pod;
-// send what a pod with an ingress rate receives through its veth's shaper.
+// send what a pod with an ingress rate receives through its veth's shaper;
+// give a pod's packet its class again as it leaves by an uplink (the
+// kernel's forwarding resets it).
 func (Cube) Hooks() cube.Hooks {
-	return cube.Hooks{Header: "cubes/qos/qos.h", FromPod: "qos_from_pod", ToPod: "qos_to_pod"}
+	return cube.Hooks{Header: "cubes/qos/qos.h", FromPod: "qos_from_pod", ToPod: "qos_to_pod", ToNet: "qos_to_net"}
 }
 
 // Start runs the cube's reconciler: the agent gives it the NetworkSlices,
