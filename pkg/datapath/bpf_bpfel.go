@@ -550,9 +550,10 @@ const (
 )
 
 type bpfQosConf struct {
-	_      structs.HostLayout
-	Mode   bpfQosMode
-	Active uint32
+	_        structs.HostLayout
+	Mode     bpfQosMode
+	Active   uint32
+	HtbMajor uint32
 }
 
 type bpfQosMode uint32

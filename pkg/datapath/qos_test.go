@@ -217,7 +217,8 @@ func TestIngressThroughVeth(t *testing.T) {
 // TestSliceClassAtUplink: a pod's packet leaving by an uplink gets its
 // class again (the kernel's forwarding resets skb->priority): its HTB
 // class, or its slice's band with EDT; a packet of a pod in no slice
-// keeps what it has (the positive control).
+// keeps what it has (the positive control), and so does one still in the
+// netcube class from_pod gave it.
 func TestSliceClassAtUplink(t *testing.T) {
 	dp, _ := load(t)
 	tables := qos.NewTables(dp.Maps())
@@ -233,12 +234,17 @@ func TestSliceClassAtUplink(t *testing.T) {
 	if v, _, c := runCtxIn(t, prog, pkt.UDP(client4, be4, []byte("hello")), forwarded); v == actShot || c.Priority != 3 {
 		t.Fatalf("classification off (no pod has a slice, as the agent says): verdict %d, priority %#x, want 3 kept", v, c.Priority)
 	}
-	setQoSConfig(t, dp, datapath.QosConf{Mode: datapath.QosModeHTB, Active: 1})
+	setQoSConfig(t, dp, datapath.QosConf{Mode: datapath.QosModeHTB, Active: 1, HtbMajor: 0x4e43})
 	if v, _, c := runCtxIn(t, prog, pkt.UDP(be4b, be4, []byte("hello")), forwarded); v == actShot || c.Priority != 3 {
 		t.Fatalf("a pod in no slice: verdict %d, priority %#x, want 3 kept", v, c.Priority)
 	}
 	if v, _, c := runCtxIn(t, prog, pkt.UDP(client4, be4, []byte("hello")), forwarded); v == actShot || c.Priority != 0x4e430010 {
 		t.Errorf("HTB, a pod in the latency slice: verdict %d, priority %#x, want its class 4e43:10", v, c.Priority)
+	}
+	var classed skbCtx
+	classed.Priority = 0x4e431005 // given by from_pod, not reset on the way
+	if v, _, c := runCtxIn(t, prog, pkt.UDP(client4, be4, []byte("hello")), classed); v == actShot || c.Priority != 0x4e431005 {
+		t.Errorf("HTB, a packet already in a netcube class: verdict %d, priority %#x, want it kept", v, c.Priority)
 	}
 	setQoSConfig(t, dp, datapath.QosConf{Mode: datapath.QosModeEDT, Active: 1})
 	if v, _, c := runCtxIn(t, prog, pkt.UDP(client4, be4, []byte("hello")), forwarded); v == actShot || c.Priority != 6 {

@@ -44,12 +44,7 @@ func TestSliceRateAndQueueing(t *testing.T) {
 	if server.Name == "" || neighbour.Name == "" {
 		t.Fatalf("the topology has no echo backend off %s, or no second pod on it", client.Node)
 	}
-	iperf := exec.Command("iperf3", "-s", "-p", "5201")
-	if err := sb.Start(server.Name, iperf); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = iperf.Process.Kill(); _ = iperf.Wait() })
-	time.Sleep(300 * time.Millisecond)
+	startIperfServer(t, sb, server)
 	rateFrom := func(from sandbox.Pod) float64 { t.Helper(); return iperfRate(t, sb, from, server) }
 	rate := func() float64 { t.Helper(); return rateFrom(client) }
 	queueing := func() string {
@@ -67,14 +62,7 @@ func TestSliceRateAndQueueing(t *testing.T) {
 		t.Fatalf("the uplink has netcube's queueing before any slice:\n%s", q)
 	}
 
-	slice := fmt.Sprintf(`apiVersion: netcube.io/v1alpha1
-kind: NetworkSlice
-metadata: {name: bulk}
-spec:
-  class: throughput
-  egressRate: 50M
-  podSelector: {matchLabels: {pod: %s}}
-`, client.Name)
+	slice := bulkSlice(client)
 	if err := top.WriteManifest("slice.yaml", slice); err != nil {
 		t.Fatal(err)
 	}
@@ -246,12 +234,7 @@ func TestPodIngressBandwidth(t *testing.T) {
 		t.Fatalf("the topology has no echo backend off %s with a second pod on its node", client.Node)
 	}
 	serverNode, _ := top.Node(server.Node)
-	iperf := exec.Command("iperf3", "-s", "-p", "5201")
-	if err := sb.Start(server.Name, iperf); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = iperf.Process.Kill(); _ = iperf.Wait() })
-	time.Sleep(300 * time.Millisecond)
+	startIperfServer(t, sb, server)
 	for _, from := range []sandbox.Pod{client, neighbour} {
 		if r := iperfRate(t, sb, from, server); r < 4*limit {
 			t.Fatalf("before the annotation (the positive control), from %s: %.0f Mbit/s, want far above %.0f", from.Name, r/1e6, limit/1e6)
@@ -330,24 +313,12 @@ func TestSliceRateKernelRouted(t *testing.T) {
 			server = p
 		}
 	}
-	iperf := exec.Command("iperf3", "-s", "-p", "5201")
-	if err := sb.Start(server.Name, iperf); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = iperf.Process.Kill(); _ = iperf.Wait() })
-	time.Sleep(300 * time.Millisecond)
+	startIperfServer(t, sb, server)
 	const limit = 50e6
 	if r := iperfRate(t, sb, client, server); r < 4*limit {
 		t.Fatalf("before the slice (the positive control): %.0f Mbit/s, want far above %.0f", r/1e6, limit/1e6)
 	}
-	slice := fmt.Sprintf(`apiVersion: netcube.io/v1alpha1
-kind: NetworkSlice
-metadata: {name: bulk}
-spec:
-  class: throughput
-  egressRate: 50M
-  podSelector: {matchLabels: {pod: %s}}
-`, client.Name)
+	slice := bulkSlice(client)
 	if err := top.WriteManifest("slice.yaml", slice); err != nil {
 		t.Fatal(err)
 	}
@@ -359,4 +330,28 @@ spec:
 	if r := iperfRate(t, sb, client, server); r < 0.9*limit || r > 1.1*limit {
 		t.Errorf("kernel-routed, in a slice of 50 Mbit/s: %.1f Mbit/s, want within 10%%", r/1e6)
 	}
+}
+
+// startIperfServer runs iperf3's server (port 5201) in pod until the test
+// ends.
+func startIperfServer(t *testing.T, sb *sandbox.Sandbox, pod sandbox.Pod) {
+	t.Helper()
+	iperf := exec.Command("iperf3", "-s", "-p", "5201")
+	if err := sb.Start(pod.Name, iperf); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = iperf.Process.Kill(); _ = iperf.Wait() })
+	time.Sleep(300 * time.Millisecond)
+}
+
+// bulkSlice is a NetworkSlice "bulk" of 50 Mbit/s holding pod alone.
+func bulkSlice(pod sandbox.Pod) string {
+	return fmt.Sprintf(`apiVersion: netcube.io/v1alpha1
+kind: NetworkSlice
+metadata: {name: bulk}
+spec:
+  class: throughput
+  egressRate: 50M
+  podSelector: {matchLabels: {pod: %s}}
+`, pod.Name)
 }

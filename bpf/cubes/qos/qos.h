@@ -99,6 +99,25 @@ static always_inline const struct qos_conf *qos_conf_active(void)
 	return c && c->active ? c : NULL;
 }
 
+/* qos_slice_of is pod p's slice (NULL: best effort, in none). */
+static always_inline struct qos_slice *qos_slice_of(const struct qos_pod *p)
+{
+	__u32 k = p->slice;
+
+	return k ? bpf_map_lookup_elem(&qos_slices, &k) : NULL;
+}
+
+/* qos_set_class gives the packet pod p's class at the uplink's queueing:
+ * its HTB class, or (EDT) its slice's prio band. */
+static always_inline void qos_set_class(struct __sk_buff *skb, const struct qos_conf *c,
+					const struct qos_pod *p, const struct qos_slice *s)
+{
+	if (c->mode == QOS_MODE_HTB)
+		skb->priority = p->classid;
+	else if (s)
+		skb->priority = s->priority;
+}
+
 /* qos_from_pod: the hook on what a pod sends (pkg/cube/hooks.go). */
 static always_inline int qos_from_pod(struct __sk_buff *skb, const struct flow *f)
 {
@@ -114,16 +133,12 @@ static always_inline int qos_from_pod(struct __sk_buff *skb, const struct flow *
 	if (!p)
 		return CUBE_PASS;
 	mon_crossed(MON_CUBE_QOS);
-	k = p->slice;
-	s = k ? bpf_map_lookup_elem(&qos_slices, &k) : NULL;
+	s = qos_slice_of(p);
 	if (s && s->dscp != QOS_DSCP_KEEP)
 		qos_set_dscp(skb, f, s->dscp);
-	if (c->mode == QOS_MODE_HTB) {
-		skb->priority = p->classid;
-		return CUBE_PASS;
-	}
-	if (s)
-		skb->priority = s->priority;
+	qos_set_class(skb, c, p, s);
+	if (c->mode == QOS_MODE_HTB)
+		return CUBE_PASS; /* the HTB class enforces the rate */
 	k = p->bucket;
 	b = k ? bpf_map_lookup_elem(&qos_buckets, &k) : NULL;
 	if (b && qos_pace(skb, b))
@@ -134,28 +149,22 @@ static always_inline int qos_from_pod(struct __sk_buff *skb, const struct flow *
 /* qos_to_net: the hook on what leaves by an uplink. A pod's packet the
  * kernel forwarded (--routing kernel) had its skb->priority reset from
  * its TOS by ip_forward, which loses the class from_pod gave it: it is
- * given again here, where the uplink's qdisc is next. */
+ * given again here, where the uplink's qdisc is next. With HTB, a packet
+ * that kept its netcube class (the router's redirect) costs no lookup. */
 static always_inline int qos_to_net(struct __sk_buff *skb, const struct flow *f)
 {
 	const struct qos_conf *c = qos_conf_active();
-	struct qos_slice *s;
 	struct qos_pod *p;
-	__u32 k;
 
 	if (!c)
+		return CUBE_PASS;
+	if (c->mode == QOS_MODE_HTB && skb->priority >> 16 == c->htb_major)
 		return CUBE_PASS;
 	p = bpf_map_lookup_elem(&qos_pods, &f->saddr);
 	if (!p)
 		return CUBE_PASS;
 	mon_crossed(MON_CUBE_QOS);
-	if (c->mode == QOS_MODE_HTB) {
-		skb->priority = p->classid;
-		return CUBE_PASS;
-	}
-	k = p->slice;
-	s = k ? bpf_map_lookup_elem(&qos_slices, &k) : NULL;
-	if (s)
-		skb->priority = s->priority;
+	qos_set_class(skb, c, p, qos_slice_of(p));
 	return CUBE_PASS;
 }
 

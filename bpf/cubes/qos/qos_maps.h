@@ -34,6 +34,9 @@ struct qos_conf {
 	/* Whether any pod of the node has a slice or a rate: without, the
 	 * hook costs an array lookup (inlined), not a hash lookup. */
 	__u32 active;
+	/* The major number of netcube's HTB classes (its qdisc's handle),
+	 * so a packet already in one is known without a lookup. */
+	__u32 htb_major;
 };
 
 struct {

@@ -101,7 +101,7 @@ func (q *queueing) set(active, queue bool, classes map[uint32]BucketClass) error
 
 // writeConfig tells the datapath the mode, and whether it classifies.
 func (q *queueing) writeConfig(active bool) error {
-	c := datapath.QosConf{}
+	c := datapath.QosConf{HtbMajor: prioHandle >> 16}
 	if q.mode != nil {
 		c.Mode = *q.mode
 	}
