@@ -240,20 +240,20 @@ func stopProcess(c *exec.Cmd) {
 
 // RestartAPIServer stops the API server (every watch on it ends), runs
 // while (e.g. writes straight to etcd, a compaction), starts it again and
-// waits until it is ready.
+// waits until it is ready, whether or not while failed.
 func (e *Env) RestartAPIServer(while func() error) error {
 	if e.apiArgs == nil {
 		return errors.New("RestartAPIServer needs a control plane started by this process")
 	}
 	stopProcess(e.api)
-	if err := while(); err != nil {
-		return err
-	}
+	// The server comes back even when while fails: the tests after this
+	// one share it.
+	whileErr := while()
 	var err error
 	if e.api, err = e.spawn("kube-apiserver", filepath.Join(e.ToolsDir, "kube-apiserver"), e.apiArgs...); err != nil {
-		return err
+		return errors.Join(whileErr, err)
 	}
-	return e.waitReady(90 * time.Second)
+	return errors.Join(whileErr, e.waitReady(90*time.Second))
 }
 
 // freePorts finds n free TCP ports where the control plane will listen.

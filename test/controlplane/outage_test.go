@@ -56,8 +56,10 @@ func TestAPIServerOutage(t *testing.T) {
 	}
 
 	var readyz string
+	// The outage starts when the server begins to stop, which is before
+	// RestartAPIServer calls back: the agent may see it fail from then.
+	start := time.Now()
 	err := env.RestartAPIServer(func() error {
-		start := time.Now()
 		for !strings.Contains(readyz, "unreachable") {
 			if time.Since(start) > 20*time.Second {
 				return fmt.Errorf("/readyz still says %q 20s into the outage", readyz)
