@@ -3,6 +3,16 @@
  * calls socket-LB (cubes/lb/sock.h) and writes the result back. */
 #include "cubes/lb/sock.h"
 
+/* ctx_proto: the protocols these hooks see. Not SCTP: the kernel runs no
+ * cgroup connect or sendmsg hook for an SCTP socket. Its connect() is
+ * sctp_inet_connect -> sctp_connect -> __sctp_connect (net/sctp/socket.c),
+ * which never calls BPF_CGROUP_RUN_PROG_INET{4,6}_CONNECT (run by TCP's
+ * and UDP's pre_connect, tcp_v4_pre_connect and udp_pre_connect, from
+ * inet_stream_connect/inet_dgram_connect, neither in SCTP's proto_ops;
+ * sctp_prot has no pre_connect), nor do sctp_sendmsg and sctp_recvmsg run
+ * the UDP sendmsg/recvmsg hooks (udp_sendmsg, udp_recvmsg do). So a pod's
+ * SCTP association with a Service is translated per packet, by from_pod
+ * and to_pod (tc_pod.c), and its peer name stays the frontend's. */
 static always_inline int ctx_proto(struct bpf_sock_addr *ctx)
 {
 	return ctx->protocol == IPPROTO_TCP || ctx->protocol == IPPROTO_UDP ? ctx->protocol : 0;

@@ -7,13 +7,16 @@
  *   this node for externalTrafficPolicy Cluster) -> the backend's next hop
  * A packet for a pod of this node goes straight into it (router.h); an
  * ICMP echo reply or error answering a pod's masqueraded flow goes back to
- * the pod (xlate_icmp.h); everything else passes untouched. Replies from a backend on this node
+ * the pod (xlate_icmp.h); an ARP request or IPv6 neighbour solicitation
+ * for a LoadBalancer IP this node announces is answered (announce.h);
+ * everything else passes untouched. Replies from a backend on this node
  * leave through its pod's veth, where from_pod translates them back
  * (xlate.h, shared with from_pod); those of the node itself as a backend
  * (a host-network endpoint) through the uplink, where to_net (egress) does.
  */
 #include "xlate.h"
 #include "xlate_icmp.h"
+#include "cubes/lb/announce.h"
 #include "cubes_gen.h"
 
 static always_inline int handle_from_net(struct __sk_buff *skb)
@@ -24,8 +27,14 @@ static always_inline int handle_from_net(struct __sk_buff *skb)
 	const struct nc_addr *node;
 	int verdict;
 
-	if (parse_flow(skb, &f))
+	if (parse_flow(skb, &f)) {
+		/* Not TCP, UDP or SCTP: maybe someone on the link asking
+		 * for a LoadBalancer IP this node serves. */
+		verdict = lb_answer_neighbour(skb);
+		if (verdict != CUBE_PASS)
+			return verdict;
 		return xlate_icmp_from_net(skb);
+	}
 	verdict = cubes_from_net(skb, &f);
 	if (verdict != CUBE_PASS)
 		return verdict;

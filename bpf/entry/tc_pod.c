@@ -40,7 +40,7 @@ static always_inline int handle_from_pod(struct __sk_buff *skb)
 	verdict = cubes_from_pod(skb, &f);
 	if (verdict != CUBE_PASS)
 		return verdict;
-	svc = lb_lookup_service(&f.daddr, f.dport, f.proto);
+	svc = lb_lookup_service_inside(&f.daddr, f.dport, f.proto);
 	/* Policy judges what the pod sends to its real destination: now, or
 	 * for a Service, once its backend is known. */
 	if (!svc && !pol_check(skb, &f, POL_EGRESS))

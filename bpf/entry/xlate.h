@@ -157,8 +157,11 @@ static always_inline int xlate_reply(struct __sk_buff *skb, const struct flow *f
 /* xlate_masquerade sends a pod's packet to outside the cluster out with
  * this node's address as its source, on a port held for the flow in
  * conntrack (whose reply entry brings the answers back, xlate_reply): a
- * flow's first packet (a TCP SYN, any UDP, an ICMP echo request: its
- * identifier is the port) or one of a masqueraded flow. No node address of
+ * flow's first packet (a TCP SYN, any UDP or SCTP, an ICMP echo request:
+ * its identifier is the port) or one of a masqueraded flow. An SCTP
+ * association gets a SNAT port as a UDP flow does (its CRC32c follows the
+ * new port, nat.h); a port that cannot be held is a drop
+ * (MON_DROP_SNAT_NO_PORT), never a clash with another flow's. No node address of
  * the family: the packet goes as it is. This is a routing hop: a packet
  * whose TTL ends here goes to the kernel untranslated, which answers time
  * exceeded (traceroute's first hop); any other leaves with one less. */
@@ -171,8 +174,6 @@ static always_inline int xlate_masquerade(struct __sk_buff *skb, const struct fl
 	__u64 now = nc_now();
 	__be16 port;
 
-	if (f->proto == IPPROTO_SCTP)
-		return TC_ACT_OK; /* not translated (nat.h): the kernel's to route */
 	if (ip_ttl_expires(skb, f->family))
 		return TC_ACT_OK;
 	ct = ct_lookup(f, CT_SERVICE);

@@ -5,7 +5,9 @@
  * parse_miss): most are passed through untouched by the caller, but one
  * whose ports cannot be read (unparsed.h) is not let past a Service or a
  * NetworkPolicy that would need them.
- * SCTP flows meet policy and routing only: no Service or NAT has one.
+ * SCTP flows are Services' and NAT's as TCP and UDP are (its checksum
+ * across a port rewrite: cubes/nat/sctp.h); conntrack reads the type of
+ * their first chunk (an association's start and end).
  * ICMP echo and errors are read by icmp.h, on parse_l3.
  */
 #pragma once
@@ -21,6 +23,7 @@ struct flow {
 	__u8 family;    /* 4 or 6 */
 	__u16 l4_off;
 	__u8 tcp_flags; /* TCP: the flags byte (FIN 0x01, SYN 0x02, RST 0x04, ACK 0x10) */
+	__u8 sctp_chunk; /* SCTP: its first chunk's type (enum sctp_chunk_type; 0 if it has none) */
 	enum frag_kind frag; /* FRAG_LATER: no L4 header in this packet */
 	__u8 point;     /* enum mon_point: the hook that saw it (monitor events) */
 };
@@ -30,8 +33,30 @@ struct flow {
 #define TCP_FLAG_RST 0x04
 #define TCP_FLAG_ACK 0x10
 
+/* The SCTP chunk types conntrack reads (RFC 9260, 3.2): the first chunk
+ * of a packet that opens or ends an association is that one (INIT and
+ * SHUTDOWN COMPLETE are alone in their packet; ABORT may only follow
+ * control chunks, which netcube does not read past). */
+enum sctp_chunk_type : __u8 {
+	SCTP_CHUNK_INIT = 1,
+	SCTP_CHUNK_ABORT = 6,
+	SCTP_CHUNK_SHUTDOWN_COMPLETE = 14,
+};
+
+/* The SCTP common header (RFC 9260, 3.1): the ports where TCP's and
+ * UDP's are; its checksum is a CRC32c of the SCTP packet alone (no
+ * pseudo-header), stored little-endian. */
+struct sctp_common {
+	__be16 source;
+	__be16 dest;
+	__be32 vtag;
+	__u32 checksum;
+};
+
 /* flow_is_new says whether f opens a connection: a TCP SYN, or any UDP or
- * SCTP packet (not told apart here). */
+ * SCTP packet (an SCTP association whose conntrack entries are gone is
+ * balanced again on its next packet, as a UDP flow is; its INIT is told
+ * apart by conntrack, ct_reopens). */
 static always_inline int flow_is_new(const struct flow *f)
 {
 	if (f->proto != IPPROTO_TCP)
@@ -158,6 +183,12 @@ static always_inline int parse_flow(struct __sk_buff *skb, struct flow *f)
 		if ((void *)(tcp + 1) > end)
 			return PARSE_NOT_A_FLOW;
 		f->tcp_flags = ((__u8 *)tcp)[13];
+	}
+	if (f->proto == IPPROTO_SCTP) {
+		__u8 *chunk = data + f->l4_off + sizeof(struct sctp_common);
+
+		if ((void *)(chunk + 1) <= end) /* none: an invalid packet, the peer's to drop */
+			f->sctp_chunk = *chunk;
 	}
 	if (f->frag == FRAG_FIRST)
 		frag_remember(&f->saddr, &f->daddr, frag_id, f->proto, f->sport, f->dport);

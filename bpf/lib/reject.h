@@ -1,5 +1,5 @@
 /* reject.h: answers a connection to a Service without endpoints at once, as
- * kube-proxy's REJECT rule does: TCP gets a RST, UDP an ICMP port
+ * kube-proxy's REJECT rule does: TCP gets a RST, UDP and SCTP an ICMP port
  * unreachable. The packet is rewritten into the reply in place and sent back
  * out of the interface it came in on. */
 #pragma once
@@ -194,12 +194,16 @@ static always_inline int reject_udp6(struct __sk_buff *skb, const struct flow *f
 	return write_reply(skb, &r, sizeof(r));
 }
 
-/* reject answers f (a TCP or UDP packet to a Service without endpoints). */
+/* reject answers f (a TCP, UDP or SCTP packet to a Service without
+ * endpoints). SCTP gets UDP's answer, ICMP port unreachable, as from
+ * kube-proxy's REJECT rule (an ABORT would need a CRC32c computed here);
+ * the quote's 8 bytes are its ports and verification tag, which the
+ * client's stack matches to its association. */
 static always_inline int reject(struct __sk_buff *skb, const struct flow *f)
 {
-	if (f->frag != FRAG_NONE || f->proto == IPPROTO_SCTP)
+	if (f->frag != FRAG_NONE)
 		return TC_ACT_SHOT; /* no answer built for a fragment (it may lack
-				     * the headers quoted) or for SCTP */
+				     * the headers quoted) */
 	if (f->proto == IPPROTO_TCP)
 		return f->family == 4 ? reject_tcp4(skb, f) : reject_tcp6(skb, f);
 	return f->family == 4 ? reject_udp4(skb, f) : reject_udp6(skb, f);

@@ -77,18 +77,18 @@ const (
 )
 
 type bpfFlow struct {
-	_        structs.HostLayout
-	Saddr    bpfNcAddr
-	Daddr    bpfNcAddr
-	Sport    uint16
-	Dport    uint16
-	Proto    uint8
-	Family   uint8
-	L4Off    uint16
-	TcpFlags uint8
-	Frag     uint8
-	Point    uint8
-	_        [1]byte
+	_         structs.HostLayout
+	Saddr     bpfNcAddr
+	Daddr     bpfNcAddr
+	Sport     uint16
+	Dport     uint16
+	Proto     uint8
+	Family    uint8
+	L4Off     uint16
+	TcpFlags  uint8
+	SctpChunk uint8
+	Frag      uint8
+	Point     uint8
 }
 
 type bpfFragKey struct {
@@ -126,6 +126,18 @@ type bpfLbAffinityVal struct {
 	Pad       uint32
 }
 
+type bpfLbAnnounceKey struct {
+	_       structs.HostLayout
+	Ifindex uint32
+	Addr    bpfNcAddr
+}
+
+type bpfLbAnnounceVal struct {
+	_   structs.HostLayout
+	Mac [6]uint8
+	Pad uint16
+}
+
 type bpfLbBackend struct {
 	_     structs.HostLayout
 	Addr  bpfNcAddr
@@ -155,6 +167,9 @@ const (
 	bpfLbSvcFlagsLB_SVC_LOCAL         bpfLbSvcFlags = 2
 	bpfLbSvcFlagsLB_SVC_MAGLEV        bpfLbSvcFlags = 4
 	bpfLbSvcFlagsLB_SVC_SOURCE_RANGES bpfLbSvcFlags = 8
+	bpfLbSvcFlagsLB_SVC_ANNOUNCE      bpfLbSvcFlags = 16
+	bpfLbSvcFlagsLB_SVC_TWO_SCOPES    bpfLbSvcFlags = 32
+	bpfLbSvcFlagsLB_SVC_SCOPE_INT     bpfLbSvcFlags = 64
 )
 
 type bpfLbSvcKey struct {
@@ -162,7 +177,7 @@ type bpfLbSvcKey struct {
 	Addr  bpfNcAddr
 	Port  uint16
 	Proto uint8
-	Pad   uint8
+	Scope uint8
 	Slot  uint16
 	Pad2  uint16
 }
@@ -353,15 +368,15 @@ type bpfTestIo struct {
 			_ structs.HostLayout
 			W [4]uint32
 		}
-		Sport    uint16
-		Dport    uint16
-		Proto    uint8
-		Family   uint8
-		L4Off    uint16
-		TcpFlags uint8
-		Frag     uint8
-		Point    uint8
-		_        [1]byte
+		Sport     uint16
+		Dport     uint16
+		Proto     uint8
+		Family    uint8
+		L4Off     uint16
+		TcpFlags  uint8
+		SctpChunk uint8
+		Frag      uint8
+		Point     uint8
 	}
 	BackendId uint32
 	RevNatId  uint32
@@ -428,6 +443,7 @@ const (
 	bpfMapFragDatagrams      = "frag_datagrams"
 	bpfMapLbAffinity         = "lb_affinity"
 	bpfMapLbAffinityMatch    = "lb_affinity_match"
+	bpfMapLbAnnounce         = "lb_announce"
 	bpfMapLbBackends         = "lb_backends"
 	bpfMapLbMaglev           = "lb_maglev"
 	bpfMapLbRevnat           = "lb_revnat"
@@ -529,6 +545,7 @@ type bpfMapSpecs struct {
 	FragDatagrams   *ebpf.MapSpec `ebpf:"frag_datagrams"`
 	LbAffinity      *ebpf.MapSpec `ebpf:"lb_affinity"`
 	LbAffinityMatch *ebpf.MapSpec `ebpf:"lb_affinity_match"`
+	LbAnnounce      *ebpf.MapSpec `ebpf:"lb_announce"`
 	LbBackends      *ebpf.MapSpec `ebpf:"lb_backends"`
 	LbMaglev        *ebpf.MapSpec `ebpf:"lb_maglev"`
 	LbRevnat        *ebpf.MapSpec `ebpf:"lb_revnat"`
@@ -588,6 +605,7 @@ type bpfMaps struct {
 	FragDatagrams   *ebpf.Map `ebpf:"frag_datagrams"`
 	LbAffinity      *ebpf.Map `ebpf:"lb_affinity"`
 	LbAffinityMatch *ebpf.Map `ebpf:"lb_affinity_match"`
+	LbAnnounce      *ebpf.Map `ebpf:"lb_announce"`
 	LbBackends      *ebpf.Map `ebpf:"lb_backends"`
 	LbMaglev        *ebpf.Map `ebpf:"lb_maglev"`
 	LbRevnat        *ebpf.Map `ebpf:"lb_revnat"`
@@ -612,6 +630,7 @@ func (m *bpfMaps) Close() error {
 		m.FragDatagrams,
 		m.LbAffinity,
 		m.LbAffinityMatch,
+		m.LbAnnounce,
 		m.LbBackends,
 		m.LbMaglev,
 		m.LbRevnat,

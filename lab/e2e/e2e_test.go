@@ -8,23 +8,28 @@ import (
 )
 
 // TestReport: ginkgo's JSON report becomes the sig-network tests the
-// focus selected (other SIGs' and unselected tests out), NetworkPolicy
-// counted apart, failures with their first line and explanation.
+// focus selected (other SIGs' and unselected tests out); each skipped test
+// counts under its skip's category, or as skipped by itself (with its own
+// message); the summary gives the pass rate over the tests that ran, over
+// those the machine can run (the "cannot run on this machine" skips out)
+// and over everything selected; failures come with their first line and
+// explanation.
 func TestReport(t *testing.T) {
 	r, err := ReadReport("testdata/ginkgo.json", regexp.MustCompile(Focus))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Specs) != 4 {
-		t.Fatalf("%d tests, want the 4 sig-network ones: %+v", len(r.Specs), r.Specs)
+	if len(r.Specs) != 7 {
+		t.Fatalf("%d tests, want the 7 sig-network ones: %+v", len(r.Specs), r.Specs)
 	}
-	rest := r.Count(func(s Spec) bool { return !IsNetworkPolicy(s.Name) })
-	np := r.Count(func(s Spec) bool { return IsNetworkPolicy(s.Name) })
-	if rest != (Counts{Passed: 1, Failed: 1, Skipped: 1}) || np != (Counts{Failed: 1}) {
-		t.Errorf("counts %+v and NetworkPolicy %+v", rest, np)
+	sum := r.Summarize()
+	want := Summary{Selected: 7, Passed: 2, Failed: 2, SelfSkipped: 1, Skipped: map[Category]int{MachineLimit: 1, NotDataPlane: 1}}
+	if sum.Selected != want.Selected || sum.Passed != want.Passed || sum.Failed != want.Failed || sum.SelfSkipped != want.SelfSkipped ||
+		len(sum.Skipped) != 2 || sum.Skipped[MachineLimit] != 1 || sum.Skipped[NotDataPlane] != 1 {
+		t.Errorf("summary %+v, want %+v", sum, want)
 	}
-	if got := rest.PassRate(); got != 0.5 {
-		t.Errorf("pass rate %v, want 0.5 (of the tests that ran)", got)
+	if sum.Ran() != 4 || sum.Runnable() != 6 {
+		t.Errorf("ran %d, runnable %d; want 4 and 6 (all selected but the SCTP one)", sum.Ran(), sum.Runnable())
 	}
 	failed := r.Failed()
 	if len(failed) != 2 || failed[1].Failure != "Unable to reach service through proxy: context deadline exceeded" {
@@ -32,14 +37,24 @@ func TestReport(t *testing.T) {
 	}
 
 	var b bytes.Buffer
-	err = WriteMarkdown(&b, r, Meta{Commit: "abc1234", Command: "netcube-lab e2e", Kubernetes: "v1.36.3", Environment: "2 nodes",
+	err = WriteMarkdown(&b, r, Meta{Commit: "abc1234", Command: "netcube-lab e2e", Kubernetes: "v1.36.3", Environment: "3 nodes",
 		Explanations: []Explanation{{Pattern: `Proxy version v1`, Why: "explained here"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	md := b.String()
 	for _, want := range []string{
-		"| all but NetworkPolicy | 1 | 1 | 1 | 50.0% |",
+		"7 tests selected: 2 passed, 2 failed, 2 skipped by the run (below, by category), 1 skipped themselves at run time.",
+		"| of the tests that ran | 2 | 4 | 50.0% |",
+		"| of every test this machine can run (all selected but those that cannot run on this machine) | 2 | 6 | 33.3% |",
+		"| **of everything selected** | **2** | **7** | **28.6%** |",
+		"### Cannot run on this machine: 1 skipped\n",
+		"| `\\[Feature:SCTPConnectivity\\]` | 1 | SCTP between pods",
+		"### Not a data-plane test: 1 skipped\n",
+		"| `\\[Feature:PerformanceDNS\\]\\|\\[Feature:Networking-Performance\\]` | 1 | benchmarks",
+		"### Netcube does not support it: 0 skipped\n\nNone.\n",
+		"### Skipped by the tests themselves: 1 skipped\n",
+		"| [sig-network] Traffic Distribution should route traffic correctly between pods on multiple nodes when using PreferClose | need at least 3 zones, with at least 2 schedulable nodes each |",
 		"| [sig-network] Proxy version v1 should proxy through a service and a pod [Conformance] | explained here |",
 		"NetworkPolicy between server and client should enforce policy to allow traffic only from a different namespace [Feature:NetworkPolicy] | **not yet explained** |",
 		"`abc1234`",
@@ -47,24 +62,6 @@ func TestReport(t *testing.T) {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
 		}
-	}
-}
-
-// TestSmokeAndSkipsAreValidPatterns: the focus and skip expressions
-// compile, and the smoke focus selects each smoke test by its name.
-func TestSmokeAndSkipsAreValidPatterns(t *testing.T) {
-	smoke := regexp.MustCompile(SmokeFocus())
-	skip := regexp.MustCompile(SkipPattern())
-	for _, s := range Smoke {
-		if !smoke.MatchString("[sig-network] " + s + " [Conformance]") {
-			t.Errorf("smoke focus misses %q", s)
-		}
-		if skip.MatchString("[sig-network] " + s) {
-			t.Errorf("smoke test %q is skipped", s)
-		}
-	}
-	if !skip.MatchString("[sig-network] LoadBalancers should be able to change the type and ports of a TCP service [Slow]") {
-		t.Error("LoadBalancer provisioning tests are not skipped")
 	}
 }
 

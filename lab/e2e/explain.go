@@ -4,7 +4,6 @@ package e2e
 // lacks (with the issue that brings it), a limit of the sandbox, or a
 // fix made after the committed run (with what verified it).
 var Explanations = []Explanation{
-	{`NetworkPolicy|Netpol`, "netcube enforces no NetworkPolicy yet: the policy cube is issue 18, which is judged on these tests"},
-	{`sctp|SCTP`, "machine limit: this kernel has no SCTP (socket(AF_INET, SOCK_STREAM, IPPROTO_SCTP) fails with EPROTONOSUPPORT), so no pod can serve or dial it; netcube's Services are TCP and UDP only besides (SCTP Services: no issue yet)"},
+	{`sctp|SCTP`, "machine limit: this kernel has no SCTP (socket(AF_INET, SOCK_STREAM, IPPROTO_SCTP) fails with EPROTONOSUPPORT), so no pod can serve or dial it; netcube serves SCTP Services (ClusterIP, NodePort, LoadBalancer, on the tc path, any targetPort: the CRC32c is updated when a port changes), proven here by BPF_PROG_RUN packet rows, so the remaining limit is the kernel"},
 	{`should set TCP CLOSE_WAIT timeout`, "kube-proxy's own behaviour, and a sandbox limit: it reads the kernel's conntrack table on the client's node for the 1-hour CLOSE_WAIT timeout kube-proxy sets there; netcube routes pod traffic past netfilter (its conntrack is its own, with its own timeouts: issue 19), so the table has no such entry; and its distroless-iptables image is not built here"},
 }

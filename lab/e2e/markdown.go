@@ -24,27 +24,63 @@ type Meta struct {
 	Explanations []Explanation `json:"-"` // today's, not the run's
 }
 
-// WriteMarkdown writes the conformance report.
+// WriteMarkdown writes the conformance report: the pass rate over the
+// tests that ran, over every test this machine can run and over
+// everything selected (a skip hides nothing from the last), the skips by
+// category, the tests that skipped themselves, failures explained, and
+// every test.
 func WriteMarkdown(w io.Writer, r *Report, m Meta) error {
-	isNP := func(s Spec) bool { return IsNetworkPolicy(s.Name) }
-	notNP := func(s Spec) bool { return !IsNetworkPolicy(s.Name) }
-	all := r.Count(func(Spec) bool { return true })
-	rest, np := r.Count(notNP), r.Count(isNP)
+	sum := r.Summarize()
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	p("# Upstream sig-network e2e tests against netcube\n\n")
 	p("The `[sig-network]` tests of Kubernetes' own end-to-end suite (`e2e.test` %s, built from `k8s.io/kubernetes/test/e2e`), "+
 		"run against a sandbox with real nodes: %s. Measured at netcube commit `%s` by `%s`, started %s, wall time %s.\n\n",
 		m.Kubernetes, m.Environment, m.Commit, m.Command, r.Start.UTC().Format(time.RFC3339), r.Wall.Round(time.Second))
-	p("## Summary\n\n| tests | passed | failed | skipped | pass rate of those run |\n|---|---:|---:|---:|---:|\n")
-	p("| all but NetworkPolicy | %d | %d | %d | %.1f%% |\n", rest.Passed, rest.Failed, rest.Skipped, 100*rest.PassRate())
-	p("| NetworkPolicy (judged in the NetworkPolicy issue) | %d | %d | %d | %.1f%% |\n", np.Passed, np.Failed, np.Skipped, 100*np.PassRate())
-	p("| **total** | **%d** | **%d** | **%d** | **%.1f%%** |\n\n", all.Passed, all.Failed, all.Skipped, 100*all.PassRate())
-
-	p("## Not run here, and why\n\nOnly tests that need what a two-node sandbox without a cloud lacks are skipped by the run:\n\n| tests matching | reason |\n|---|---|\n")
-	for _, s := range Skips {
-		p("| `%s` | %s |\n", strings.ReplaceAll(s.Pattern, "|", `\|`), s.Reason)
+	skipped := 0
+	for _, c := range Categories {
+		skipped += sum.Skipped[c]
 	}
-	p("\nTests may also skip themselves at run time (say, a feature the cluster lacks); the table below gives their reason.\n\n")
+	p("## Summary\n\n%d tests selected: %d passed, %d failed, %d skipped by the run (below, by category), %d skipped themselves at run time.\n\n",
+		sum.Selected, sum.Passed, sum.Failed, skipped, sum.SelfSkipped)
+	p("| pass rate | passed | of | rate |\n|---|---:|---:|---:|\n")
+	p("| of the tests that ran | %d | %d | %.1f%% |\n", sum.Passed, sum.Ran(), 100*sum.Rate(sum.Ran()))
+	p("| of every test this machine can run (all selected but those that %s) | %d | %d | %.1f%% |\n",
+		MachineLimit, sum.Passed, sum.Runnable(), 100*sum.Rate(sum.Runnable()))
+	p("| **of everything selected** | **%d** | **%d** | **%.1f%%** |\n\n", sum.Passed, sum.Selected, 100*sum.Rate(sum.Selected))
+
+	p("## Not run here, and why\n\nThe run skips only the tests below, each group for the one reason that applies to every test in it ")
+	p("(`lab/e2e`'s tests check each pattern catches exactly the tests its reason names).\n\n")
+	for _, c := range Categories {
+		p("### %s%s: %d skipped\n\n", strings.ToUpper(string(c[:1])), c[1:], sum.Skipped[c])
+		n := 0
+		for _, s := range Skips {
+			if s.Category != c {
+				continue
+			}
+			if n == 0 {
+				p("| tests matching | skipped | reason |\n|---|---:|---|\n")
+			}
+			n++
+			p("| `%s` | %d | %s |\n", strings.ReplaceAll(s.Pattern, "|", `\|`), r.skippedBy(s), s.Reason)
+		}
+		if n == 0 {
+			p("None.\n")
+		}
+		p("\n")
+	}
+	p("### Skipped by the tests themselves: %d skipped\n\n", sum.SelfSkipped)
+	p("A test that finds the cluster lacks what it needs skips itself; these count as selected and not passed.\n\n")
+	if sum.SelfSkipped == 0 {
+		p("None.\n\n")
+	} else {
+		p("| test | its reason |\n|---|---|\n")
+		for _, s := range r.Specs {
+			if _, ok := SkippedBy(s.Name); !ok && (s.State == "skipped" || s.State == "pending") {
+				p("| %s | %s |\n", cell(s.Name), cell(s.Failure))
+			}
+		}
+		p("\n")
+	}
 
 	failed := r.Failed()
 	p("## Failures explained\n\n")
@@ -70,6 +106,18 @@ func WriteMarkdown(w io.Writer, r *Report, m Meta) error {
 		p("| %s | %s | %s | %s |\n", cell(s.Name), s.State, t, cell(note))
 	}
 	return nil
+}
+
+// skippedBy counts the report's skipped tests that skip catches.
+func (r *Report) skippedBy(skip Skip) int {
+	n := 0
+	re := regexp.MustCompile(skip.Pattern)
+	for _, s := range r.Specs {
+		if (s.State == "skipped" || s.State == "pending") && re.MatchString(s.Name) {
+			n++
+		}
+	}
+	return n
 }
 
 // explain finds a failure's explanation; a failure nobody explained says so.

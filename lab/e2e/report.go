@@ -99,11 +99,6 @@ func (c Counts) PassRate() float64 {
 	return float64(c.Passed) / float64(c.Ran())
 }
 
-var netpol = regexp.MustCompile(`\[Feature:NetworkPolicy\]|Netpol|NetworkPolicy`)
-
-// IsNetworkPolicy: judged in the NetworkPolicy issue, counted apart.
-func IsNetworkPolicy(name string) bool { return netpol.MatchString(name) }
-
 // Count counts the tests for which keep is true.
 func (r *Report) Count(keep func(Spec) bool) Counts {
 	var c Counts
@@ -121,6 +116,50 @@ func (r *Report) Count(keep func(Spec) bool) Counts {
 		}
 	}
 	return c
+}
+
+// Summary is a run's outcome over everything it selected.
+type Summary struct {
+	Selected, Passed, Failed int
+	Skipped                  map[Category]int // by Skips' patterns, per category
+	SelfSkipped              int              // by the tests themselves at run time
+}
+
+// Summarize counts the report's tests, each skipped one under the
+// category of the Skip whose pattern catches it (none: it skipped itself).
+func (r *Report) Summarize() Summary {
+	sum := Summary{Skipped: map[Category]int{}}
+	for _, s := range r.Specs {
+		sum.Selected++
+		switch s.State {
+		case "passed":
+			sum.Passed++
+		case "skipped", "pending":
+			if skip, ok := SkippedBy(s.Name); ok {
+				sum.Skipped[skip.Category]++
+			} else {
+				sum.SelfSkipped++
+			}
+		default:
+			sum.Failed++
+		}
+	}
+	return sum
+}
+
+// Ran is how many tests ran (passed or failed).
+func (s Summary) Ran() int { return s.Passed + s.Failed }
+
+// Runnable is how many tests this machine can run: all it selected but
+// those that need what it lacks (MachineLimit).
+func (s Summary) Runnable() int { return s.Selected - s.Skipped[MachineLimit] }
+
+// Rate is the share of n that passed.
+func (s Summary) Rate(n int) float64 {
+	if n == 0 {
+		return 0
+	}
+	return float64(s.Passed) / float64(n)
 }
 
 // Failed lists the tests that did not pass or skip.

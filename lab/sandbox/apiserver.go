@@ -64,7 +64,13 @@ func startAPIServer(cfg Config, t Topology) (*kubeenv.Env, error) {
 		return nil, err
 	}
 	if cfg.Kubelet { // the example Services' backends are hand-made pods
-		return env, nil
+		return env, nil // the chart installs the CRDs, then the pool is made
+	}
+	if err := installCRDs(env.Config); err != nil {
+		return nil, err
+	}
+	if err := createLBPool(env.Config); err != nil {
+		return nil, err
 	}
 	// The sandbox's own pods, as a kubelet would report them.
 	if err := createFromYAML(env.Client, t.PodsYAML()); err != nil {
@@ -111,6 +117,10 @@ func (sb *Sandbox) Client() (kubernetes.Interface, error) {
 
 // createFromYAML creates the Nodes, Namespaces, Pods, Services and EndpointSlices of a
 // multi-document YAML string.
+// CreateFromYAML creates the objects of a multi-document YAML (Services,
+// EndpointSlices, Nodes, Pods) through the API.
+func CreateFromYAML(c kubernetes.Interface, content string) error { return createFromYAML(c, content) }
+
 func createFromYAML(c kubernetes.Interface, content string) error {
 	ctx := context.Background()
 	for _, doc := range strings.Split(content, "\n---\n") {

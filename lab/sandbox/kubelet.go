@@ -155,7 +155,8 @@ resolvConf: /etc/resolv.conf
 }
 
 // startNode starts a node's containerd (which makes the node's mount
-// namespace), imports the images, and starts its kubelet.
+// namespace), imports the images, and starts its kubelet, which registers
+// the Node labelled with its zone.
 func (sb *Sandbox) startNode(n Node, images []string) error {
 	t := sb.Topology
 	binds, err := t.nodeBinds(n)
@@ -224,7 +225,8 @@ func (sb *Sandbox) startNode(n Node, images []string) error {
 		"nsenter", "--mount=/proc/"+strconv.Itoa(pid)+"/ns/mnt", "--uts=/proc/"+strconv.Itoa(pid)+"/ns/uts", "--",
 		filepath.Join(sb.Config.E2EDir, "kubelet"),
 		"--config", filepath.Join(r, "kubelet.yaml"), "--kubeconfig", kubeconfig,
-		"--hostname-override", n.Name, "--node-ip", n.IP4.String()+","+n.IP6.String(), "--v", "1")
+		"--hostname-override", n.Name, "--node-ip", n.IP4.String()+","+n.IP6.String(),
+		"--node-labels", corev1.LabelTopologyZone+"="+n.Zone, "--v", "1")
 }
 
 // createV1Cgroups makes the kubelet's cgroup root in every cgroup v1
@@ -340,9 +342,9 @@ func writeNodeKubeconfig(t Topology, n Node, file string) error {
 	return kubeenv.WriteUserKubeconfig(t.kubeDir(), server, "system:node:"+n.Name, []string{"system:nodes"}, file)
 }
 
-// waitNodesReady waits until every node's kubelet has registered and
-// reports Ready (which it does once netcube has put the CNI config on
-// it), failing early when a node's containerd or kubelet died.
+// waitNodesReady waits until every node's kubelet has registered (in its
+// zone) and reports Ready (which it does once netcube has put the CNI
+// config on it), failing early when a node's containerd or kubelet died.
 func (sb *Sandbox) waitNodesReady(c kubernetes.Interface, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
@@ -354,6 +356,11 @@ func (sb *Sandbox) waitNodesReady(c kubernetes.Interface, timeout time.Duration)
 			node, err := c.CoreV1().Nodes().Get(context.Background(), n.Name, metav1.GetOptions{})
 			if err != nil || !nodeReady(node) {
 				notReady = n.Name
+				continue
+			}
+			// Zone-aware routing and its upstream tests see zones only here.
+			if z := node.Labels[corev1.LabelTopologyZone]; z != n.Zone {
+				return fmt.Errorf("node %s registered in zone %q, want %q (kubelet --node-labels)", n.Name, z, n.Zone)
 			}
 		}
 		if notReady == "" {
@@ -423,6 +430,10 @@ func (sb *Sandbox) startRealNodes(env *kubeenv.Env, log io.Writer) error {
 	}
 	fmt.Fprintf(log, "  netcube: helm install %s (its DaemonSet's pods started by kubelet)\n", cfg.Chart)
 	if err := sb.installNetcube(v2); err != nil {
+		return err
+	}
+	fmt.Fprintf(log, "  LoadBalancer IPs: NetworkLoadBalancerPool %s %v\n", DefaultLBPool, DefaultLBPoolCIDRs)
+	if err := createLBPool(env.Config); err != nil {
 		return err
 	}
 	fmt.Fprintf(log, "  waiting for the nodes to be Ready\n")

@@ -87,7 +87,18 @@ type Node struct {
 	// socket-LB cgroup is the root).
 	HostCgroup string
 	PinDir     string
+	// Zone is the node's topology.kubernetes.io/zone (real nodes' kubelet
+	// registers it): Zones in turn, node1 in the first.
+	Zone string
 }
+
+// Zones are the zones real nodes are spread over, in turn: the
+// EndpointSlice controller hints endpoints for zones, and traffic
+// distribution (PreferClose, PreferSameZone) and topology-aware routing
+// (Auto) prefer them, only from the Node objects' zone labels; the
+// upstream tests of both need at least three zones (so three nodes, one
+// in each; six give each zone two).
+var Zones = []string{"a", "b", "c"}
 
 // Pod is one sandbox pod, wired by the CNI plugin.
 type Pod struct {
@@ -183,6 +194,7 @@ func Layout(cfg Config, cgroupMount string) Topology {
 			Cgroup:     filepath.Join(t.CgroupRoot, fmt.Sprintf("node%d", i)),
 			HostCgroup: filepath.Join(t.CgroupRoot, fmt.Sprintf("node%d", i), "host"),
 			PinDir:     filepath.Join(t.PinRoot, fmt.Sprintf("node%d", i)),
+			Zone:       Zones[(i-1)%len(Zones)],
 		}
 		// host-local hands out .2 on (the bridge holds .1); netcube's
 		// IPAM .1 on.

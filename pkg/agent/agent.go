@@ -8,6 +8,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -30,6 +32,7 @@ import (
 	"github.com/netcube/netcube/pkg/cubes"
 	"github.com/netcube/netcube/pkg/datapath"
 	"github.com/netcube/netcube/pkg/k8s"
+	"github.com/netcube/netcube/pkg/lbipam"
 	"github.com/netcube/netcube/pkg/localapi"
 	"github.com/netcube/netcube/pkg/podnetns"
 	"github.com/netcube/netcube/pkg/report"
@@ -283,17 +286,46 @@ func newSource(cfg Config, rep *report.Reporter) (source.Source, error) {
 		return nil, err
 	}
 	rep.Sink = events
-	return &sourceWithEvents{&kube.Source{Config: rc, ProxyName: cfg.ProxyName, Report: rep}, events}, nil
+	s := &sourceWithEvents{Source: &kube.Source{Config: rc, ProxyName: cfg.ProxyName, Report: rep}, events: events}
+	if cfg.LoadBalancerIPs {
+		if s.lbIPs, err = newLBIPAM(rc, cfg, rep); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
 }
 
-// sourceWithEvents runs the API source and its Event writer together.
+// newLBIPAM is the LoadBalancer IP assigner, run by the agent that holds
+// its Lease.
+func newLBIPAM(rc *rest.Config, cfg Config, rep *report.Reporter) (*lbipam.Elector, error) {
+	// JSON: the dynamic client reads no protobuf.
+	jc := rest.CopyConfig(rc)
+	jc.ContentType, jc.AcceptContentTypes = "application/json", "application/json"
+	dyn, err := dynamic.NewForConfig(jc)
+	if err != nil {
+		return nil, err
+	}
+	ns := cfg.LeaseNamespace
+	if ns == "" {
+		ns = cmp.Or(os.Getenv("POD_NAMESPACE"), "kube-system")
+	}
+	return &lbipam.Elector{Client: dyn, Namespace: ns, Name: "netcube-lb-ipam", Identity: cfg.NodeName,
+		Lead: (&lbipam.Controller{Client: dyn, Report: rep}).Run}, nil
+}
+
+// sourceWithEvents runs the API source, its Event writer and the
+// LoadBalancer IP assigner's election together.
 type sourceWithEvents struct {
 	*kube.Source
 	events *kube.EventSink
+	lbIPs  *lbipam.Elector // nil: not run
 }
 
 func (s *sourceWithEvents) Run(ctx context.Context, h source.Handler) error {
 	go s.events.Run(ctx)
+	if s.lbIPs != nil {
+		go s.lbIPs.Run(ctx)
+	}
 	return s.Source.Run(ctx, h)
 }
 

@@ -49,6 +49,12 @@ type Config struct {
 	// netcube's classes, where the latency class goes first, and not in
 	// a device or network queue that knows no classes.
 	UplinkRate string `json:"uplinkRate,omitempty"`
+	// LoadBalancerIPs: with the Kubernetes API, the agents elect one of
+	// them (a Lease in LeaseNamespace; "": $POD_NAMESPACE, else
+	// kube-system) to give LoadBalancer Services their IPs from the
+	// NetworkLoadBalancerPools (package lbipam).
+	LoadBalancerIPs bool   `json:"loadBalancerIPs"`
+	LeaseNamespace  string `json:"leaseNamespace,omitempty"`
 
 	// The pod network. CNISocket: where the CNI plugin tells the agent
 	// of each pod ("": not served). CNIConfDir: where the agent installs
@@ -138,6 +144,7 @@ func Defaults() Config {
 		Monitor:             MonitorConfig{Drops: true, Policy: true, Cubes: true},
 		Routing:             "native",
 		Masquerade:          true,
+		LoadBalancerIPs:     true,
 		IPAMDir:             cni.DefaultDataDir,
 		MetricsBindAddress:  "127.0.0.1:10249",
 		HealthzBindAddress:  "0.0.0.0:10256",

@@ -88,6 +88,8 @@ func flagSet(name string, cfg *Config) (fs *flag.FlagSet, configFile *string, cl
 	})
 	fs.StringVar(&cfg.LBAlgorithm, "lb-algorithm", cfg.LBAlgorithm, "how new flows pick a backend unless their Service's netcube.io/lb-algorithm annotation says: random or maglev")
 	fs.StringVar(&cfg.NodePortRange, "nodeport-range", cfg.NodePortRange, "NodePort range (lo-hi) that the node's own processes may not bind (socket-LB)")
+	fs.BoolVar(&cfg.LoadBalancerIPs, "load-balancer-ips", cfg.LoadBalancerIPs, "with the Kubernetes API: one agent, elected by a Lease, gives LoadBalancer Services their IPs from the NetworkLoadBalancerPools")
+	fs.StringVar(&cfg.LeaseNamespace, "lease-namespace", cfg.LeaseNamespace, "where the LoadBalancer IP assigner's Lease lives (default $POD_NAMESPACE, then kube-system)")
 	fs.StringVar(&cfg.UplinkRate, "uplink-rate", cfg.UplinkRate, "what the uplinks send while network slices queue them, in bits per second (\"900M\"; \"\": each uplink's speed, 10G for a veth): a little under the real bottleneck, so the queue forms where the latency class goes first")
 	fs.IntVar(&cfg.GCPercent, "gc-percent", cfg.GCPercent, "Go GC target percentage (GOGC); the GOGC environment variable wins")
 	for _, d := range []struct {

@@ -127,6 +127,18 @@ type bpfLbAffinityVal struct {
 	Pad       uint32
 }
 
+type bpfLbAnnounceKey struct {
+	_       structs.HostLayout
+	Ifindex uint32
+	Addr    bpfNcAddr
+}
+
+type bpfLbAnnounceVal struct {
+	_   structs.HostLayout
+	Mac [6]uint8
+	Pad uint16
+}
+
 type bpfLbBackend struct {
 	_     structs.HostLayout
 	Addr  bpfNcAddr
@@ -141,6 +153,13 @@ type bpfLbFrontend struct {
 	Port uint16
 	Pad  uint16
 }
+
+type bpfLbScope uint8
+
+const (
+	bpfLbScopeLB_SCOPE_EXT bpfLbScope = 0
+	bpfLbScopeLB_SCOPE_INT bpfLbScope = 1
+)
 
 type bpfLbSockMark uint32
 
@@ -162,6 +181,9 @@ const (
 	bpfLbSvcFlagsLB_SVC_LOCAL         bpfLbSvcFlags = 2
 	bpfLbSvcFlagsLB_SVC_MAGLEV        bpfLbSvcFlags = 4
 	bpfLbSvcFlagsLB_SVC_SOURCE_RANGES bpfLbSvcFlags = 8
+	bpfLbSvcFlagsLB_SVC_ANNOUNCE      bpfLbSvcFlags = 16
+	bpfLbSvcFlagsLB_SVC_TWO_SCOPES    bpfLbSvcFlags = 32
+	bpfLbSvcFlagsLB_SVC_SCOPE_INT     bpfLbSvcFlags = 64
 )
 
 type bpfLbSvcKey struct {
@@ -169,7 +191,7 @@ type bpfLbSvcKey struct {
 	Addr  bpfNcAddr
 	Port  uint16
 	Proto uint8
-	Pad   uint8
+	Scope bpfLbScope
 	Slot  uint16
 	Pad2  uint16
 }
@@ -215,18 +237,18 @@ type bpfMonCubes struct {
 	RouteIfindex uint32
 	RouteVia     bpfNcAddr
 	Flow         struct {
-		_        structs.HostLayout
-		Saddr    bpfNcAddr
-		Daddr    bpfNcAddr
-		Sport    uint16
-		Dport    uint16
-		Proto    uint8
-		Family   uint8
-		L4Off    uint16
-		TcpFlags uint8
-		Frag     uint8
-		Point    uint8
-		_        [1]byte
+		_         structs.HostLayout
+		Saddr     bpfNcAddr
+		Daddr     bpfNcAddr
+		Sport     uint16
+		Dport     uint16
+		Proto     uint8
+		Family    uint8
+		L4Off     uint16
+		TcpFlags  uint8
+		SctpChunk uint8
+		Frag      uint8
+		Point     uint8
 	}
 	_ [4]byte
 }
@@ -656,6 +678,7 @@ const (
 	bpfMapFragDatagrams      = "frag_datagrams"
 	bpfMapLbAffinity         = "lb_affinity"
 	bpfMapLbAffinityMatch    = "lb_affinity_match"
+	bpfMapLbAnnounce         = "lb_announce"
 	bpfMapLbBackends         = "lb_backends"
 	bpfMapLbMaglev           = "lb_maglev"
 	bpfMapLbRevnat           = "lb_revnat"
@@ -790,6 +813,7 @@ type bpfMapSpecs struct {
 	FragDatagrams     *ebpf.MapSpec `ebpf:"frag_datagrams"`
 	LbAffinity        *ebpf.MapSpec `ebpf:"lb_affinity"`
 	LbAffinityMatch   *ebpf.MapSpec `ebpf:"lb_affinity_match"`
+	LbAnnounce        *ebpf.MapSpec `ebpf:"lb_announce"`
 	LbBackends        *ebpf.MapSpec `ebpf:"lb_backends"`
 	LbMaglev          *ebpf.MapSpec `ebpf:"lb_maglev"`
 	LbRevnat          *ebpf.MapSpec `ebpf:"lb_revnat"`
@@ -864,6 +888,7 @@ type bpfMaps struct {
 	FragDatagrams     *ebpf.Map `ebpf:"frag_datagrams"`
 	LbAffinity        *ebpf.Map `ebpf:"lb_affinity"`
 	LbAffinityMatch   *ebpf.Map `ebpf:"lb_affinity_match"`
+	LbAnnounce        *ebpf.Map `ebpf:"lb_announce"`
 	LbBackends        *ebpf.Map `ebpf:"lb_backends"`
 	LbMaglev          *ebpf.Map `ebpf:"lb_maglev"`
 	LbRevnat          *ebpf.Map `ebpf:"lb_revnat"`
@@ -906,6 +931,7 @@ func (m *bpfMaps) Close() error {
 		m.FragDatagrams,
 		m.LbAffinity,
 		m.LbAffinityMatch,
+		m.LbAnnounce,
 		m.LbBackends,
 		m.LbMaglev,
 		m.LbRevnat,

@@ -114,6 +114,20 @@ func TestExternalPacketFlows(t *testing.T) {
 			},
 		},
 		{
+			name: "Local, from inside the cluster: a pod reaches every endpoint through the in-cluster twin (kube-proxy's short-circuit); from outside, only local ones",
+			services: []model.FrontendBackends{
+				{Frontend: frontend(np4, model.TCP), Flags: local | model.TwoScopes},
+				{Frontend: model.Frontend{Addr: np4.Addr(), Port: np4.Port(), Proto: model.TCP, Internal: true}, Flags: ext, Backends: backends(be4)},
+			},
+			steps: []step{
+				{name: "from a pod: the other node's endpoint", in: pkt.TCP(client4, np4, syn, nil), verdict: actOK,
+					out: pkt.Rewrite(pkt.TCP(client4, np4, syn, nil), client4, be4)},
+				{name: "its reply, back from the NodePort", toPod: true, in: pkt.TCP(be4, client4, synAck, nil), verdict: actOK,
+					out: pkt.TCP(np4, client4, synAck, nil)},
+				{name: "from outside: no local endpoint, dropped", fromNet: true, in: syn4, verdict: actShot},
+			},
+		},
+		{
 			name:     "traffic for no external frontend passes: ClusterIPs are not served from outside, nor other ports",
 			services: []model.FrontendBackends{{Frontend: frontend(vip4, model.TCP), Backends: backends(be4)}},
 			steps: []step{

@@ -22,6 +22,8 @@ type (
 	AffinityValue    = bpfLbAffinityVal
 	AffinityMatchKey = bpfLbAffinityMatchKey
 	SourceRangeKey   = bpfLbSourceRangeKey
+	AnnounceKey      = bpfLbAnnounceKey
+	AnnounceValue    = bpfLbAnnounceVal
 
 	RouterEndpoint = bpfRouterEndpoint
 	RouterNode     = bpfRouterNode
@@ -63,6 +65,7 @@ type (
 	CTGCResult    = bpfCtGcResult    // struct ct_gc_result
 	NatIcmpStat   = bpfNatIcmpStat   // enum nat_icmp_stat
 	ServiceFlags  = bpfLbSvcFlags    // enum lb_svc_flags
+	Scope         = bpfLbScope       // enum lb_scope
 	NodeAddrIndex = bpfNodeAddrIndex // enum node_addr_index
 	RouterMode    = bpfRouterMode    // enum router_mode
 	PolicyDir     = bpfPolDir        // enum pol_dir
@@ -100,6 +103,12 @@ const (
 	ServiceLocal        = bpfLbSvcFlagsLB_SVC_LOCAL
 	ServiceMaglev       = bpfLbSvcFlagsLB_SVC_MAGLEV
 	ServiceSourceRanges = bpfLbSvcFlagsLB_SVC_SOURCE_RANGES
+	ServiceAnnounce     = bpfLbSvcFlagsLB_SVC_ANNOUNCE
+	ServiceTwoScopes    = bpfLbSvcFlagsLB_SVC_TWO_SCOPES
+	ServiceScopeInt     = bpfLbSvcFlagsLB_SVC_SCOPE_INT
+	// The views of a frontend (ServiceKey.Scope).
+	ScopeExternal = bpfLbScopeLB_SCOPE_EXT
+	ScopeInternal = bpfLbScopeLB_SCOPE_INT
 
 	NodeAddrV4 = bpfNodeAddrIndexNODE_ADDR_V4
 	NodeAddrV6 = bpfNodeAddrIndexNODE_ADDR_V6

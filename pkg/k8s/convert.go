@@ -97,7 +97,7 @@ func ToService(svc *corev1.Service) (*model.Service, error) {
 			bad("spec.ports[%d].port: %d is not in 1-65535", i, p.Port)
 			continue
 		case !ok:
-			bad("spec.ports[%d].protocol: %q is not supported (TCP, UDP)", i, p.Protocol)
+			bad("spec.ports[%d].protocol: %q is not supported (TCP, UDP, SCTP)", i, p.Protocol)
 			continue
 		}
 		if len(svc.Spec.Ports) > 1 && p.Name == "" {
@@ -241,6 +241,10 @@ func protocol(p corev1.Protocol) (model.Proto, bool) {
 		return model.TCP, true
 	case corev1.ProtocolUDP:
 		return model.UDP, true
+	case corev1.ProtocolSCTP:
+		// Any port to any targetPort, NodePorts and SNAT included: the
+		// datapath updates SCTP's CRC32c when a port changes.
+		return model.SCTP, true
 	}
 	return 0, false
 }
@@ -313,7 +317,7 @@ func ToEndpointSlice(s *discoveryv1.EndpointSlice) (*model.EndpointSlice, error)
 			proto, ok = protocol(*p.Protocol)
 		}
 		if !ok {
-			bad("ports[%d].protocol: %q is not supported (TCP, UDP)", i, *p.Protocol)
+			bad("ports[%d].protocol: %q is not supported (TCP, UDP, SCTP)", i, *p.Protocol)
 			continue
 		}
 		name := ""

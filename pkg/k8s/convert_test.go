@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/netcube/netcube/internal/apiobj"
 	"github.com/netcube/netcube/pkg/model"
@@ -118,8 +119,13 @@ func TestServiceFieldsValidated(t *testing.T) {
 					t.Errorf("ports %+v, want the valid one", s.Ports)
 				}
 			}},
-		{"protocol", func(s *corev1.Service) { s.Spec.Ports[1].Protocol = corev1.ProtocolSCTP },
-			`spec.ports[1].protocol: "SCTP" is not supported (TCP, UDP)`, nil},
+		{"protocol", func(s *corev1.Service) { s.Spec.Ports[1].Protocol = "ICMP" },
+			`spec.ports[1].protocol: "ICMP" is not supported (TCP, UDP, SCTP)`,
+			func(t *testing.T, s *model.Service) {
+				if len(s.Ports) != 1 || s.Ports[0].Port != 80 {
+					t.Errorf("ports %+v, want the valid one", s.Ports)
+				}
+			}},
 		{"unnamed port among several", func(s *corev1.Service) { s.Spec.Ports[1].Name = "" },
 			"spec.ports[1].name: required when a Service has several ports", nil},
 		{"algorithm annotation", func(s *corev1.Service) { s.Annotations = map[string]string{AnnotationAlgorithm: "round-robin"} },
@@ -149,6 +155,39 @@ func TestServiceFieldsValidated(t *testing.T) {
 				c.check(t, got)
 			}
 		})
+	}
+}
+
+// TestSCTPService: an SCTP port is programmed as a TCP or UDP one is, on
+// every kind of frontend (ClusterIP, NodePort, LoadBalancer, ExternalIP),
+// its targetPort free to differ from its port (the datapath updates the
+// CRC32c when the port changes), and so is an SCTP EndpointSlice port.
+func TestSCTPService(t *testing.T) {
+	svc := validLB()
+	svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: "sigtran", Port: 2905, Protocol: corev1.ProtocolSCTP,
+		TargetPort: intstr.FromInt32(3905), NodePort: 30905})
+	got, err := ToService(svc)
+	if err != nil || got == nil {
+		t.Fatalf("SCTP Service: %v, %v", got, err)
+	}
+	want := model.ServicePort{Name: "sigtran", Port: 2905, Proto: model.SCTP, NodePort: 30905}
+	if len(got.Ports) != 3 || got.Ports[2] != want {
+		t.Errorf("ports %+v, want the SCTP port %+v beside TCP and UDP", got.Ports, want)
+	}
+	if len(got.External.LoadBalancerIPs) != 1 || len(got.External.IPs) != 1 {
+		t.Errorf("external %+v: want its LoadBalancer IP and ExternalIP, as for TCP", got.External)
+	}
+
+	ports := []discoveryv1.EndpointPort{{Name: apiobj.Ptr("sigtran"), Port: apiobj.Ptr[int32](3905), Protocol: apiobj.Ptr(corev1.ProtocolSCTP)}}
+	slice, err := ToEndpointSlice(apiobj.Slice(discoveryv1.AddressTypeIPv4, ports, apiobj.EP{Addr: "10.0.0.1"}))
+	if err != nil || slice == nil || len(slice.Ports) != 1 || slice.Ports[0].Proto != model.SCTP {
+		t.Errorf("SCTP slice: %+v, %v; want its port, SCTP", slice, err)
+	}
+	// Negative: a protocol Kubernetes does not have is still refused.
+	ports[0].Protocol = apiobj.Ptr(corev1.Protocol("ICMP"))
+	if _, err := ToEndpointSlice(apiobj.Slice(discoveryv1.AddressTypeIPv4, ports, apiobj.EP{Addr: "10.0.0.1"})); err == nil ||
+		!strings.Contains(err.Error(), `ports[0].protocol: "ICMP" is not supported (TCP, UDP, SCTP)`) {
+		t.Errorf("ICMP slice port: %v", err)
 	}
 }
 

@@ -9,8 +9,9 @@ import (
 type Proto uint8
 
 const (
-	TCP Proto = 6
-	UDP Proto = 17
+	TCP  Proto = 6
+	UDP  Proto = 17
+	SCTP Proto = 132 // Services (the datapath keeps its CRC32c: bpf/cubes/nat/sctp.h) and NetworkPolicy ports
 )
 
 func (p Proto) String() string {
@@ -19,6 +20,8 @@ func (p Proto) String() string {
 		return "TCP"
 	case UDP:
 		return "UDP"
+	case SCTP:
+		return "SCTP"
 	}
 	return fmt.Sprintf("proto-%d", uint8(p))
 }
@@ -28,10 +31,18 @@ type Frontend struct {
 	Addr  netip.Addr
 	Port  uint16
 	Proto Proto
+	// Internal: the in-cluster twin of a frontend with
+	// externalTrafficPolicy Local (flag TwoScopes), which clients inside
+	// the cluster reach instead, with every endpoint.
+	Internal bool
 }
 
 func (f Frontend) String() string {
-	return fmt.Sprintf("%s/%s", netip.AddrPortFrom(f.Addr, f.Port), f.Proto)
+	s := fmt.Sprintf("%s/%s", netip.AddrPortFrom(f.Addr, f.Port), f.Proto)
+	if f.Internal {
+		s += " (in-cluster)"
+	}
+	return s
 }
 
 // Backend is an endpoint address and port serving a frontend.
@@ -90,6 +101,16 @@ const (
 	// SourceRanges: only clients within FrontendBackends.SourceRanges may
 	// reach the frontend (a LoadBalancer IP with loadBalancerSourceRanges).
 	SourceRanges
+	// Announce: a LoadBalancer IP this node serves, which it answers ARP
+	// and IPv6 neighbour solicitations for on its uplinks (every node for
+	// externalTrafficPolicy Cluster; with Local, a node with a ready
+	// endpoint), so that the link reaches it with no route.
+	Announce
+	// TwoScopes: externalTrafficPolicy Local on an External frontend that
+	// has an in-cluster twin (Frontend.Internal): pods and the node reach
+	// every endpoint through it, as kube-proxy's "short-circuit" sends
+	// them.
+	TwoScopes
 )
 
 // Find returns fe's backends, if fe is one of the frontends.

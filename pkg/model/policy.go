@@ -6,10 +6,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-// SCTP: NetworkPolicy ports may name it (the load balancer does not
-// balance it).
-const SCTP Proto = 132
-
 // PolicyID names a NetworkPolicy.
 type PolicyID struct {
 	Namespace, Name string

@@ -57,10 +57,18 @@ const (
 	// SliceConflict: a pod is selected by this NetworkSlice and another
 	// of the same precedence; it is in the other.
 	SliceConflict Reason = "SliceConflict"
+	// LoadBalancerIPNotAssigned: a LoadBalancer Service got no address
+	// from netcube (a pool exhausted, none selecting it, the address it
+	// asks for taken or in no pool).
+	LoadBalancerIPNotAssigned Reason = "LoadBalancerIPNotAssigned"
+	// PoolConflict: a NetworkLoadBalancerPool overlaps an older one (or
+	// cannot be read); it gives no address.
+	PoolConflict Reason = "PoolConflict"
 )
 
 // Reasons lists every reason (the gauge reports each, standing or not).
-var Reasons = []Reason{InvalidField, FrontendConflict, DuplicateObject, UnreadObject, PodCIDRConflict, UnmatchedPort, MapFull, SliceConflict}
+var Reasons = []Reason{InvalidField, FrontendConflict, DuplicateObject, UnreadObject, PodCIDRConflict, UnmatchedPort, MapFull, SliceConflict,
+	LoadBalancerIPNotAssigned, PoolConflict}
 
 // Sink receives each new or changed problem, e.g. to write a Kubernetes
 // Event. It must not block.

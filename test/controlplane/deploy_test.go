@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/netcube/netcube/internal/testenv"
 
@@ -28,6 +29,7 @@ import (
 
 	"github.com/netcube/netcube/lab/kubeenv"
 	agentcfg "github.com/netcube/netcube/pkg/agent"
+	"github.com/netcube/netcube/pkg/lbipam"
 	"github.com/netcube/netcube/pkg/source/kube"
 )
 
@@ -107,6 +109,10 @@ func TestDeployManifests(t *testing.T) {
 			_, err = c.RbacV1().ClusterRoles().Create(ctx, o, dry)
 		case *rbacv1.ClusterRoleBinding:
 			_, err = c.RbacV1().ClusterRoleBindings().Create(ctx, o, dry)
+		case *rbacv1.Role:
+			_, err = c.RbacV1().Roles(o.Namespace).Create(ctx, o, dry)
+		case *rbacv1.RoleBinding:
+			_, err = c.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, dry)
 		case *appsv1.DaemonSet:
 			_, err = c.AppsV1().DaemonSets(o.Namespace).Create(ctx, o, dry)
 		case *unstructured.Unstructured:
@@ -151,6 +157,10 @@ func TestRBACIsEnough(t *testing.T) {
 			_, err = c.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
 		case *rbacv1.ClusterRoleBinding:
 			_, err = c.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.Role:
+			_, err = c.RbacV1().Roles(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.RoleBinding:
+			_, err = c.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -214,6 +224,28 @@ func TestRBACIsEnough(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventFor(t, "default", "NetworkSlice", "rbac-invalid", "InvalidField")
+	// ... and LoadBalancer IPs: the agent takes the Lease, reads the
+	// pools, writes a Service's status and its cleanup finalizer, and an
+	// Event on a pool that overlaps.
+	installPoolCRD(t)
+	// (Created in one second, the pools are ordered by name.)
+	for _, p := range []struct{ name, cidrs string }{{"rbac-a", `"192.0.2.0/28", "2001:db8::/124"`}, {"rbac-b-overlap", `"192.0.2.0/24"`}} {
+		if _, err := dynClient(t).Resource(lbipam.Pools).Create(ctx, lbPool(t, p.name, p.cidrs), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = dynClient(t).Resource(lbipam.Pools).Delete(ctx, p.name, metav1.DeleteOptions{}) })
+	}
+	lbSvc := service("default", "rbac-lb", nil)
+	lbSvc.Spec.Type = corev1.ServiceTypeLoadBalancer
+	if _, err := c.CoreV1().Services("default").Create(ctx, lbSvc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.CoreV1().Services("default").Delete(ctx, "rbac-lb", metav1.DeleteOptions{}) })
+	testenv.WaitFor(t, 30*time.Second, "a LoadBalancer IP and the cleanup finalizer written with the ServiceAccount's rights", func() bool {
+		s, err := c.CoreV1().Services("default").Get(ctx, "rbac-lb", metav1.GetOptions{})
+		return err == nil && len(s.Status.LoadBalancer.Ingress) == len(s.Spec.IPFamilies) && slices.Contains(s.Finalizers, lbipam.CleanupFinalizer)
+	})
+	eventFor(t, "default", "NetworkLoadBalancerPool", "rbac-b-overlap", "PoolConflict")
 	log, _ := os.ReadFile(a.log)
 	if bytes.Contains(log, []byte("forbidden")) {
 		t.Errorf("agent was denied something:\n%s", log)
@@ -261,14 +293,18 @@ func TestDaemonSetIsLockedDown(t *testing.T) {
 			t.Errorf("container %s: adds %v, want only BPF, NET_ADMIN, SYS_ADMIN", c.Name, got)
 		}
 	}
-	reads := map[string]bool{"services": true, "nodes": true, "pods": true, "namespaces": true, "endpointslices": true, "networkpolicies": true, "networkslices": true}
-	eventTargets := map[string]bool{"services": true, "endpointslices": true, "pods": true, "networkpolicies": true, "networkslices": true}
+	reads := map[string]bool{"services": true, "nodes": true, "pods": true, "namespaces": true, "endpointslices": true, "networkpolicies": true,
+		"networkslices": true, "networkloadbalancerpools": true}
+	eventTargets := map[string]bool{"services": true, "endpointslices": true, "pods": true, "networkpolicies": true, "networkslices": true,
+		"networkloadbalancerpools": true}
 	for _, r := range role.Rules {
 		for _, res := range r.Resources {
 			for _, verb := range r.Verbs {
 				ok := (verb == "list" || verb == "watch") && reads[res] ||
 					verb == "get" && eventTargets[res] ||
-					verb == "create" && res == "events"
+					verb == "create" && res == "events" ||
+					// LoadBalancer IPs: the status, and the cleanup finalizer.
+					verb == "patch" && (res == "services/status" || res == "services")
 				if !ok {
 					t.Errorf("the agent's ClusterRole grants %s on %s", verb, res)
 				}

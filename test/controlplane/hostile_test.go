@@ -53,7 +53,7 @@ func sliceIn(ns, name, service string, port int32, addrs ...string) *discoveryv1
 // server's validation among 200 valid Services (a bad cluster IP, a port
 // out of range, an unknown protocol, a ClusterIP another Service already
 // has, an endpoint address that is not one, a slice port out of range, a
-// slice naming no Service, an SCTP port, a Service with 2,000 ports of
+// slice naming no Service, an ICMP port, a Service with 2,000 ports of
 // which the last 386 are out of range), and one valid Service with 10,000
 // endpoints. Every valid Service is programmed with its backends, the big
 // one whole, and the valid ports of the huge one; each
@@ -104,7 +104,7 @@ func TestHostileInput(t *testing.T) {
 			slices(s)
 		case 7:
 			if i != 7 {
-				svcs(hostileService(name, fmt.Sprintf("10.99.%d.7", i), now, corev1.ServicePort{Port: 80, Protocol: corev1.ProtocolSCTP}))
+				svcs(hostileService(name, fmt.Sprintf("10.99.%d.7", i), now, corev1.ServicePort{Port: 80, Protocol: "ICMP"}))
 				break
 			}
 			// A huge port list: 2,000 ports, the last 386 out of range.
@@ -214,7 +214,7 @@ func TestHostileInput(t *testing.T) {
 		{"EndpointSlice", "bad5", "InvalidField", "ports[0].port: 70000 is not in 1-65535"},
 		{"EndpointSlice", "bad6", "InvalidField", "belongs to no Service"},
 		{"Service", "bad7", "InvalidField", "spec.ports[1614].port: 65560 is not in 1-65535"},
-		{"Service", "bad15", "InvalidField", `spec.ports[0].protocol: "SCTP" is not supported`},
+		{"Service", "bad15", "InvalidField", `spec.ports[0].protocol: "ICMP" is not supported`},
 	} {
 		if msg := eventFor(t, hostileNS, e.kind, e.name, e.reason); !strings.Contains(msg, e.says) {
 			t.Errorf("%s %s: event %q does not say %q", e.kind, e.name, msg, e.says)

@@ -14,12 +14,16 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/netcube/netcube/internal/testenv"
+	"github.com/netcube/netcube/pkg/lbipam"
 	"github.com/netcube/netcube/pkg/source/kube"
 )
 
 var crds = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
-const sliceCRD = chart + "/crds/networkslices.yaml"
+const (
+	sliceCRD = chart + "/crds/networkslices.yaml"
+	poolCRD  = chart + "/crds/networkloadbalancerpools.yaml"
+)
 
 func dynClient(t *testing.T) dynamic.Interface {
 	t.Helper()
@@ -57,6 +61,39 @@ func installSliceCRD(t *testing.T) {
 		_, err := d.Resource(kube.NetworkSlices).List(ctx(t), metav1.ListOptions{})
 		return err == nil
 	})
+}
+
+// installPoolCRD creates the chart's NetworkLoadBalancerPool CRD and
+// waits until it is served; it stays (the agents run with or without it).
+func installPoolCRD(t *testing.T) {
+	t.Helper()
+	b, err := os.ReadFile(poolCRD)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd unstructured.Unstructured
+	if err := yaml.Unmarshal(b, &crd.Object); err != nil {
+		t.Fatal(err)
+	}
+	d := dynClient(t)
+	if _, err := d.Resource(crds).Create(ctx(t), &crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 30*time.Second, "NetworkLoadBalancerPools served", func() bool {
+		_, err := d.Resource(lbipam.Pools).List(ctx(t), metav1.ListOptions{})
+		return err == nil
+	})
+}
+
+// lbPool is a NetworkLoadBalancerPool of cidrs (quoted, comma-separated).
+func lbPool(t *testing.T, name, cidrs string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	doc := "apiVersion: netcube.io/v1alpha1\nkind: NetworkLoadBalancerPool\nmetadata: {name: " + name + "}\nspec:\n  cidrs: [" + cidrs + "]\n"
+	if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	return u
 }
 
 // networkSlice is a NetworkSlice with spec (YAML).

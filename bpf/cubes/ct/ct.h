@@ -16,6 +16,12 @@
  * its close (a RST, or the ACK of the second FIN), so that churn
  * of short connections does not fill the table; a SYN on a flow that was
  * answered or is closing opens a new flow (a reused client port).
+ * SCTP is followed by its first chunk's type (parse.h): an ABORT or a
+ * SHUTDOWN COMPLETE ends the association (both entries removed, as a
+ * TCP RST), an INIT on an answered one starts a new association on the
+ * same ports (as a SYN); its timeouts are UDP's (30 s unanswered, 300 s
+ * answered), which an idle association's HEARTBEATs (every 30 s by
+ * default, net.sctp.hb_interval) keep alive; a lost end is the GC's.
  * The table is a hash map (ct_maps.h says why not an LRU): when it is
  * full a new flow is refused and counted, and no live flow loses its
  * entries; a flow whose entries are gone all the same (the GC took them
@@ -60,7 +66,7 @@ static always_inline __u64 ct_timeout_ns(__u64 st, __u8 proto)
 
 	if (proto == IPPROTO_TCP)
 		s = (st & CT_ST_CLOSING) ? ct_timeout_close : (st & CT_ST_REPLIED) ? ct_timeout_tcp : ct_timeout_syn;
-	else
+	else /* UDP, and SCTP (see above) */
 		s = (st & CT_ST_REPLIED) ? ct_timeout_udp_stream : ct_timeout_udp;
 	return (__u64)s * 1000000000ULL;
 }
@@ -84,7 +90,16 @@ static always_inline int ct_expired(const struct ct_entry *e, __u8 proto, __u64 
  * it goes. A SYN on an unanswered flow is the same one, retransmitted. */
 static always_inline int ct_reopens(const struct flow *f, const struct ct_entry *e)
 {
-	return f->proto == IPPROTO_TCP && flow_is_new(f) && (e->state & (CT_ST_REPLIED | CT_ST_CLOSING));
+	int opens = f->proto == IPPROTO_TCP ? flow_is_new(f)
+		  : f->proto == IPPROTO_SCTP && f->sctp_chunk == SCTP_CHUNK_INIT;
+
+	return opens && (e->state & (CT_ST_REPLIED | CT_ST_CLOSING));
+}
+
+/* sctp_ends says whether SCTP packet f ends its association. */
+static always_inline int sctp_ends(const struct flow *f)
+{
+	return f->sctp_chunk == SCTP_CHUNK_ABORT || f->sctp_chunk == SCTP_CHUNK_SHUTDOWN_COMPLETE;
 }
 
 /* ct_packet_state: what packet f, going way dir, tells of its flow. */
@@ -92,6 +107,8 @@ static always_inline __u64 ct_packet_state(const struct flow *f, __u8 dir)
 {
 	__u64 st = dir == CT_REPLY ? CT_ST_REPLIED : 0;
 
+	if (f->proto == IPPROTO_SCTP && sctp_ends(f))
+		return st | CT_ST_CLOSING;
 	if (f->proto != IPPROTO_TCP)
 		return st;
 	if (f->tcp_flags & TCP_FLAG_RST)
@@ -216,6 +233,8 @@ static always_inline int ct_observe(struct ct_entry *e, struct ct_entry *other, 
 		if (other)
 			other->last_ns = now;
 	}
+	if (f->proto == IPPROTO_SCTP)
+		return sctp_ends(f);
 	if (f->proto != IPPROTO_TCP)
 		return 0;
 	return ct_ends(f, dir, before);

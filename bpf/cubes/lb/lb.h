@@ -56,6 +56,28 @@ lb_lookup_service(const struct nc_addr *addr, __be16 port, __u8 proto)
 	return svc;
 }
 
+/* lb_lookup_service_inside is lb_lookup_service for a client inside the
+ * cluster (a pod, or the node through socket-LB): a frontend with an
+ * in-cluster twin (LB_SVC_TWO_SCOPES) is served by the twin, which has
+ * every endpoint. One more lookup, for those frontends only. */
+static always_inline struct lb_svc_val *
+lb_lookup_service_inside(const struct nc_addr *addr, __be16 port, __u8 proto)
+{
+	struct lb_svc_val *svc = lb_lookup_service(addr, port, proto);
+	struct lb_svc_key key = {
+		.addr = *addr,
+		.port = port,
+		.proto = proto,
+		.scope = LB_SCOPE_INT,
+	};
+	struct lb_svc_val *in;
+
+	if (!svc || !(svc->flags & LB_SVC_TWO_SCOPES))
+		return svc;
+	in = bpf_map_lookup_elem(&lb_services, &key);
+	return in ? in : svc; /* the twin not written yet: as from outside */
+}
+
 static always_inline struct lb_backend *lb_lookup_backend(__u32 backend_id)
 {
 	return bpf_map_lookup_elem(&lb_backends, &backend_id);
@@ -76,6 +98,8 @@ lb_select_backend(const struct nc_addr *addr, __be16 port, __u8 proto,
 
 	if (svc->count == 0)
 		return 0;
+	if (svc->flags & LB_SVC_SCOPE_INT)
+		key.scope = LB_SCOPE_INT;
 	key.slot = (nc_random() % svc->count) + 1;
 	slot = bpf_map_lookup_elem(&lb_services, &key);
 	return slot ? slot->backend_id : 0;

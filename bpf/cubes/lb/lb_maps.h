@@ -25,13 +25,31 @@ enum lb_svc_flags : __u16 {
 	/* loadBalancerSourceRanges: only clients in lb_source_ranges for this
 	 * frontend's revNAT id may connect; others are dropped. */
 	LB_SVC_SOURCE_RANGES = 8,
+	/* A LoadBalancer IP this node answers ARP/NDP for (lb_announce);
+	 * kept here so that a restarted agent knows which frontends hold
+	 * an announcement. The packet path does not read it. */
+	LB_SVC_ANNOUNCE = 16,
+	/* externalTrafficPolicy Local, on the frontend as seen from outside:
+	 * an in-cluster twin (scope LB_SCOPE_INT, flag LB_SVC_SCOPE_INT)
+	 * serves clients inside the cluster (pods, the node) with every
+	 * endpoint, as kube-proxy does (its "short-circuit"): Local is about
+	 * keeping an outside client's address, which an inside one keeps
+	 * anyway. */
+	LB_SVC_TWO_SCOPES = 32,
+	LB_SVC_SCOPE_INT = 64,
+};
+
+/* Which view of a frontend a key holds (lb_svc_key.scope). */
+enum lb_scope : __u8 {
+	LB_SCOPE_EXT = 0, /* every frontend: as the node serves it */
+	LB_SCOPE_INT = 1, /* the in-cluster twin of a LB_SVC_TWO_SCOPES frontend */
 };
 
 struct lb_svc_key {
 	struct nc_addr addr; /* frontend (ClusterIP) */
 	__be16 port;
-	__u8 proto;          /* IPPROTO_TCP or IPPROTO_UDP */
-	__u8 pad;
+	__u8 proto;          /* IPPROTO_TCP, IPPROTO_UDP or IPPROTO_SCTP */
+	enum lb_scope scope;
 	__u16 slot;          /* 0 = master entry, 1..count = backend slots */
 	__u16 pad2;
 };
@@ -179,3 +197,27 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 	__array(values, struct maglev_table);
 } lb_maglev SEC(".maps");
+
+/* lb_announce: the LoadBalancer IPs this node answers ARP and IPv6
+ * neighbour solicitations for, per uplink (announce.h): {uplink ifindex,
+ * address} -> the uplink's MAC, which the answer carries. The agent lists
+ * an address on every uplink while this node serves it (any node for
+ * externalTrafficPolicy Cluster, a node with a ready endpoint for Local). */
+struct lb_announce_key {
+	__u32 ifindex;
+	struct nc_addr addr;
+};
+
+struct lb_announce_val {
+	__u8 mac[6];
+	__u16 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct lb_announce_key);
+	__type(value, struct lb_announce_val);
+	__uint(max_entries, LB_SERVICES_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} lb_announce SEC(".maps");

@@ -71,7 +71,7 @@ static always_inline void sock_report(struct bpf_sock_addr *ctx, const struct nc
 static always_inline int sock_translate(struct bpf_sock_addr *ctx, struct nc_addr *addr, __be16 *port,
 					__u8 proto, int sticky)
 {
-	struct lb_svc_val *svc = lb_lookup_service(addr, *port, proto);
+	struct lb_svc_val *svc = lb_lookup_service_inside(addr, *port, proto);
 	struct sock_key key = {
 		.cookie = bpf_get_socket_cookie(ctx),
 		.addr = *addr,

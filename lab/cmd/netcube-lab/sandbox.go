@@ -128,6 +128,7 @@ func sandboxCmd(args []string) error {
 type realNodeFlags struct {
 	name, routing         *string
 	reuse, keep, socketLB *bool
+	nodes                 *int // nil: the sandbox's default (2)
 }
 
 func addRealNodeFlags(fs *flag.FlagSet, name string) realNodeFlags {
@@ -150,6 +151,9 @@ func (f realNodeFlags) realNodeSandbox() (sb *sandbox.Sandbox, down func(), err 
 		return sb, down, err
 	}
 	cfg := sandbox.Config{Name: name, Kubelet: true, Routing: *f.routing, SocketLB: *f.socketLB}
+	if f.nodes != nil {
+		cfg.Nodes = *f.nodes
+	}
 	if err := realNodeParts(&cfg); err != nil {
 		return nil, down, err
 	}

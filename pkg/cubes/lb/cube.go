@@ -59,6 +59,11 @@ type Tables struct {
 	// vips: the ClusterIP addresses in lb_vips, and how many frontends
 	// hold each (vips.go).
 	vips map[datapath.Addr]uint32
+	// announced: the LoadBalancer IPs in lb_announce, and how many
+	// frontends hold each; uplinks: where they are answered
+	// (announce.go).
+	announced map[datapath.Addr]uint32
+	uplinks   []Uplink
 }
 
 // ReleaseUnclaimed deletes the backends that a restore kept and the first
@@ -110,6 +115,7 @@ type frontend struct {
 	flags    model.FrontendFlags
 	affinity uint32   // seconds; 0: none
 	vip      bool     // a ClusterIP: holds its address in lb_vips
+	announce bool     // an announced LoadBalancer IP: holds it in lb_announce
 	slots    []uint32 // backend id of slot i+1
 }
 
@@ -135,6 +141,7 @@ func New(maps *cube.Maps) *Tables {
 		held:          map[uint32][]uint32{},
 		unsure:        map[uint32]int{},
 		vips:          map[datapath.Addr]uint32{},
+		announced:     map[datapath.Addr]uint32{},
 	}
 }
 
@@ -158,6 +165,7 @@ func (c *Tables) Entries() map[string]int {
 		MapBackends: len(c.backends),
 		MapRevNAT:   len(c.frontends),
 		MapVIPs:     len(c.vips),
+		MapAnnounce: len(c.announced) * len(c.uplinks),
 	}
 }
 
@@ -315,8 +323,11 @@ func (c *Tables) upsert(fb model.FrontendBackends) (err error) {
 			return err
 		}
 	}
+	if err := c.holdAnnounce(key.Addr, f, wantsAnnounce(fb.Flags)); err != nil {
+		return err
+	}
 	if !exists || rewrite || len(old) != len(next) || f.flags != fb.Flags || f.affinity != fb.Affinity {
-		master := datapath.ServiceValue{Count: uint16(len(next)), RevNatId: f.revNATID, Flags: bpfFlags(fb.Flags), BackendId: fb.Affinity}
+		master := datapath.ServiceValue{Count: uint16(len(next)), RevNatId: f.revNATID, Flags: bpfFlags(fb.Flags) | scopeFlag(fe), BackendId: fb.Affinity}
 		if err := c.writeService(serviceKey(fe, 0), master); err != nil {
 			return err
 		}
@@ -429,7 +440,8 @@ func (c *Tables) remove(key datapath.ServiceKey, f *frontend) error {
 		removeOrRetry(c, MapMaglev, f.revNATID)
 	}
 	c.keepRanges(f.revNATID, nil)
-	_ = c.holdVIP(key.Addr, f, false) // releasing cannot fail
+	_ = c.holdVIP(key.Addr, f, false)      // releasing cannot fail
+	_ = c.holdAnnounce(key.Addr, f, false) // nor here
 	c.tellLeft(fe, f.revNATID, f.slots)
 	delete(c.frontends, key)
 	delete(c.unsure, f.revNATID)
@@ -477,6 +489,7 @@ func serviceKey(fe model.Frontend, slot int) datapath.ServiceKey {
 		Addr:  datapath.AddrFrom(fe.Addr),
 		Port:  datapath.Port(fe.Port),
 		Proto: uint8(fe.Proto),
+		Scope: scopeOf(fe),
 		Slot:  uint16(slot),
 	}
 }

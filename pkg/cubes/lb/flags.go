@@ -15,6 +15,8 @@ var flagBits = []struct {
 	{model.Local, datapath.ServiceLocal},
 	{model.Maglev, datapath.ServiceMaglev},
 	{model.SourceRanges, datapath.ServiceSourceRanges},
+	{model.Announce, datapath.ServiceAnnounce},
+	{model.TwoScopes, datapath.ServiceTwoScopes},
 }
 
 // bpfFlags is f as the datapath reads it.
@@ -37,4 +39,20 @@ func modelFlags(f datapath.ServiceFlags) model.FrontendFlags {
 		}
 	}
 	return out
+}
+
+// scopeOf is the key's view of fe; scopeFlag tells the datapath, in the
+// master entry, which one it read (its slots are in the same scope).
+func scopeOf(fe model.Frontend) datapath.Scope {
+	if fe.Internal {
+		return datapath.ScopeInternal
+	}
+	return datapath.ScopeExternal
+}
+
+func scopeFlag(fe model.Frontend) datapath.ServiceFlags {
+	if fe.Internal {
+		return datapath.ServiceScopeInt
+	}
+	return 0
 }

@@ -75,19 +75,38 @@ func Frontends(svc *model.Service, slices []*model.EndpointSlice, node model.Nod
 		for _, sp := range svc.Ports {
 			bs := clusterBackends(svc, v6, sp, slices, node, local)
 			drain := draining(v6, sp, slices, bs)
-			add := func(addr netip.Addr, port uint16) {
-				if addr.Is6() == v6 {
-					fe := model.Frontend{Addr: addr, Port: port, Proto: sp.Proto}
-					out = append(out, model.FrontendBackends{Frontend: fe, Flags: flags, Affinity: svc.Affinity, Backends: bs, Draining: drain})
+			// With Local, clients inside the cluster (pods, the node) reach
+			// an in-cluster twin with every endpoint, as kube-proxy's
+			// "short-circuit" sends them: Local keeps an outside client's
+			// address, which an inside one keeps anyway.
+			var everyBackend, everyDraining []model.Backend
+			if svc.External.LocalOnly {
+				everyBackend = clusterBackends(svc, v6, sp, slices, node, "")
+				everyDraining = draining(v6, sp, slices, everyBackend)
+			}
+			add := func(addr netip.Addr, port uint16, extra model.FrontendFlags, ranges []netip.Prefix) {
+				if addr.Is6() != v6 {
+					return
 				}
+				fe := model.Frontend{Addr: addr, Port: port, Proto: sp.Proto}
+				fb := model.FrontendBackends{Frontend: fe, Flags: flags | extra, Affinity: svc.Affinity, Backends: bs, Draining: drain, SourceRanges: ranges}
+				if !svc.External.LocalOnly {
+					out = append(out, fb)
+					return
+				}
+				fb.Flags |= model.TwoScopes
+				twin := fe
+				twin.Internal = true
+				out = append(out, fb, model.FrontendBackends{Frontend: twin, Flags: algo | model.External | extra&model.SourceRanges,
+					Affinity: svc.Affinity, Backends: everyBackend, Draining: everyDraining, SourceRanges: ranges})
 			}
 			if sp.NodePort != 0 {
 				for _, a := range node.Addrs {
-					add(a, sp.NodePort)
+					add(a, sp.NodePort, 0, nil)
 				}
 			}
 			for _, ip := range svc.External.IPs {
-				add(ip, sp.Port)
+				add(ip, sp.Port, 0, nil)
 			}
 			// loadBalancerSourceRanges restrict the LoadBalancer IPs, with
 			// the ranges of their family: a Service with ranges of one
@@ -100,10 +119,14 @@ func Frontends(svc *model.Service, slices []*model.EndpointSlice, node model.Nod
 				}
 			}
 			for _, ip := range svc.External.LoadBalancerIPs {
-				add(ip, sp.Port)
-				if svc.External.Restricted && ip.Is6() == v6 {
-					out[len(out)-1].Flags |= model.SourceRanges
-					out[len(out)-1].SourceRanges = ranges
+				var extra model.FrontendFlags
+				if !svc.External.LocalOnly || len(bs) > 0 {
+					extra |= model.Announce
+				}
+				if svc.External.Restricted {
+					add(ip, sp.Port, extra|model.SourceRanges, ranges)
+				} else {
+					add(ip, sp.Port, extra, nil)
 				}
 			}
 		}

@@ -160,6 +160,12 @@ func TestExternalFrontends(t *testing.T) {
 		backends []model.Backend
 	}
 	ext, loc := model.External, model.External|model.Local
+	// A LoadBalancer IP is announced (answered ARP/NDP for) where the node
+	// serves it: always with Cluster; with Local, only with a local
+	// endpoint (the ExternalIP, routed by the admin, never).
+	extAnn, locAnn := ext|model.Announce, loc|model.Announce
+	loc2 := loc | model.TwoScopes
+	in := func(f model.Frontend) model.Frontend { f.Internal = true; return f }
 	for _, c := range []struct {
 		name   string
 		policy corev1.ServiceExternalTrafficPolicy
@@ -170,18 +176,25 @@ func TestExternalFrontends(t *testing.T) {
 			fe("fd00::1", 80, model.TCP):           {0, all6},
 			fe("172.30.0.1", 30080, model.TCP):     {ext, all4},
 			fe("192.0.2.10", 80, model.TCP):        {ext, all4},
-			fe("198.51.100.7", 80, model.TCP):      {ext, all4},
+			fe("198.51.100.7", 80, model.TCP):      {extAnn, all4},
 			fe("fd00:172:30::1", 30080, model.TCP): {ext, all6},
-			fe("2001:db8::7", 80, model.TCP):       {ext, all6},
+			fe("2001:db8::7", 80, model.TCP):       {extAnn, all6},
 		}},
-		{"externalTrafficPolicy Local: this node's endpoints only, none for v6", corev1.ServiceExternalTrafficPolicyLocal, map[model.Frontend]want{
+		{"externalTrafficPolicy Local: this node's endpoints only, none for v6 (whose LoadBalancer IP it does not announce)", corev1.ServiceExternalTrafficPolicyLocal, map[model.Frontend]want{
 			fe("10.96.0.1", 80, model.TCP):         {0, all4},
 			fe("fd00::1", 80, model.TCP):           {0, all6},
-			fe("172.30.0.1", 30080, model.TCP):     {loc, local4},
-			fe("192.0.2.10", 80, model.TCP):        {loc, local4},
-			fe("198.51.100.7", 80, model.TCP):      {loc, local4},
-			fe("fd00:172:30::1", 30080, model.TCP): {loc, nil},
-			fe("2001:db8::7", 80, model.TCP):       {loc, nil},
+			fe("172.30.0.1", 30080, model.TCP):     {loc2, local4},
+			fe("192.0.2.10", 80, model.TCP):        {loc2, local4},
+			fe("198.51.100.7", 80, model.TCP):      {locAnn | model.TwoScopes, local4},
+			fe("fd00:172:30::1", 30080, model.TCP): {loc2, nil},
+			fe("2001:db8::7", 80, model.TCP):       {loc2, nil},
+			// Clients inside the cluster reach every endpoint (kube-proxy's
+			// short-circuit), through each one's in-cluster twin.
+			in(fe("172.30.0.1", 30080, model.TCP)):     {ext, all4},
+			in(fe("192.0.2.10", 80, model.TCP)):        {ext, all4},
+			in(fe("198.51.100.7", 80, model.TCP)):      {ext, all4},
+			in(fe("fd00:172:30::1", 30080, model.TCP)): {ext, all6},
+			in(fe("2001:db8::7", 80, model.TCP)):       {ext, all6},
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -157,13 +157,13 @@ func (n serviceNames) ServiceAt(fe model.Frontend) (model.ServiceID, bool) {
 
 // ServiceByRevNAT names the Service of the frontend whose revNAT id the
 // events carry: the frontend from the datapath's lb_revnat, its owner by
-// either protocol.
+// any protocol.
 func (n serviceNames) ServiceByRevNAT(revNAT uint32) (model.ServiceID, bool) {
 	var f datapath.Frontend
 	if err := n.maps.Map(MapRevNAT).Lookup(revNAT, &f); err != nil {
 		return model.ServiceID{}, false
 	}
-	for _, p := range []model.Proto{model.TCP, model.UDP} {
+	for _, p := range []model.Proto{model.TCP, model.UDP, model.SCTP} {
 		if id, ok := n.rec.ServiceAt(model.Frontend{Addr: f.Addr.IP(), Port: datapath.HostPort(f.Port), Proto: p}); ok {
 			return id, true
 		}

@@ -26,6 +26,7 @@ const (
 	MapAffinityMatch = "lb_affinity_match" // backends a Service with affinity still has
 	MapMaglev        = "lb_maglev"         // Maglev tables by revNAT id
 	MapSourceRanges  = "lb_source_ranges"  // loadBalancerSourceRanges
+	MapAnnounce      = "lb_announce"       // LoadBalancer IPs answered for on the uplinks (announce.go)
 	MapSockRevNAT    = "sock_revnat"       // (datapath) socket-LB: backend -> frontend per socket
 	MapSockUDP       = "sock_udp_backend"  // (datapath) socket-LB: an unconnected UDP socket's backend
 	MapSockSent      = "sock_sent"         // (datapath) socket-LB: what an unconnected UDP socket sent to, with the socket
@@ -58,6 +59,7 @@ func (Cube) Maps() []cube.MapSpec {
 		{Name: MapSockSent},
 		{Name: MapMaglev},
 		{Name: MapSourceRanges},
+		{Name: MapAnnounce, DefaultSize: 65536, SizeFlag: "lb-revnat-map-size"}, // an announced address has a frontend at least
 		{Name: MapNodeConfig},
 		{Name: MapSockDestroyTarget},
 	}
@@ -71,6 +73,13 @@ func (Cube) Start(ctx context.Context, env cube.Env) (cube.Started, error) {
 		return cube.Started{}, fmt.Errorf("restore load-balancer state: %w", err)
 	}
 	slog.Info("load balancer restored", "frontends", len(tables.Frontends()))
+	uplinks, err := UplinksByName(env.Settings.Uplinks)
+	if err != nil {
+		return cube.Started{}, err
+	}
+	if err := tables.SetUplinks(uplinks); err != nil {
+		return cube.Started{}, err
+	}
 	node := env.Node
 	if node.Algorithm, err = k8s.ParseAlgorithm(env.Settings.LBAlgorithm); err != nil {
 		return cube.Started{}, fmt.Errorf("--lb-algorithm: %w", err)

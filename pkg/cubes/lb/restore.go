@@ -169,5 +169,5 @@ func sweep[K, V any](c *Tables, name string, keep func(K, V) bool) error {
 }
 
 func frontendOf(k datapath.ServiceKey) model.Frontend {
-	return model.Frontend{Addr: k.Addr.IP(), Port: datapath.HostPort(k.Port), Proto: model.Proto(k.Proto)}
+	return model.Frontend{Addr: k.Addr.IP(), Port: datapath.HostPort(k.Port), Proto: model.Proto(k.Proto), Internal: k.Scope == datapath.ScopeInternal}
 }

@@ -10,8 +10,10 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 
+	"github.com/netcube/netcube/pkg/lbipam"
 	"github.com/netcube/netcube/pkg/report"
 )
 
@@ -108,14 +110,20 @@ func (e *EventSink) write(ctx context.Context, p problem) error {
 	return e.c.core.Post().Namespace(ns).Resource("events").Body(ev).Do(ctx).Error()
 }
 
+// clusterCRDs are netcube's cluster-scoped resources, by kind.
+var clusterCRDs = map[string]schema.GroupVersionResource{
+	"NetworkSlice":            NetworkSlices,
+	"NetworkLoadBalancerPool": lbipam.Pools,
+}
+
 // reference reads obj's UID and resource version (ok false: not an API
 // object Events are written on).
 func (e *EventSink) reference(ctx context.Context, obj report.Object) (ref corev1.ObjectReference, ok bool, err error) {
 	ref = corev1.ObjectReference{Kind: obj.Kind, Namespace: obj.Namespace, Name: obj.Name}
 	var m metav1.Object
-	if obj.Kind == "NetworkSlice" {
-		ref.APIVersion = NetworkSlices.GroupVersion().String()
-		u, err := e.c.dynamic.Resource(NetworkSlices).Get(ctx, obj.Name, metav1.GetOptions{})
+	if crd, ok := clusterCRDs[obj.Kind]; ok {
+		ref.APIVersion = crd.GroupVersion().String()
+		u, err := e.c.dynamic.Resource(crd).Get(ctx, obj.Name, metav1.GetOptions{})
 		if err != nil {
 			return ref, true, err
 		}
