@@ -26,6 +26,16 @@ var (
 
 const apiServerPort = 6443
 
+// The underlay namespace, where the API server and the e2e runner live,
+// reaches the LoadBalancer IPs from an address outside the nodes' subnet
+// (and its /16), as a client of a real cluster does: the upstream tests
+// of externalTrafficPolicy Local take a client in the nodes' /16 for a
+// node's SNAT. The nodes route it back to the underlay.
+var (
+	lbClient4 = netip.MustParsePrefix("172.29.0.2/32")
+	lbClient6 = netip.MustParsePrefix("fd00:172:29::2/128")
+)
+
 func (t Topology) kubeDir() string { return filepath.Join(t.StateDir, "kube") }
 
 // Kubeconfig is the admin kubeconfig of the sandbox's API server (the agents
@@ -40,6 +50,7 @@ func startAPIServer(cfg Config, t Topology) (*kubeenv.Env, error) {
 		func() error {
 			return ip(t.Underlay, "-6", "addr", "add", apiServerIP6.String()+"/64", "dev", "br0", "nodad")
 		},
+		func() error { return routeLBClient(t) },
 	); err != nil {
 		return nil, err
 	}
@@ -164,4 +175,28 @@ func createFromYAML(c kubernetes.Interface, content string) error {
 		}
 	}
 	return nil
+}
+
+// routeLBClient gives the underlay its LoadBalancer client addresses
+// (lbClient4, lbClient6): the source of what it sends to the pool's
+// addresses, routed back to it by every node.
+func routeLBClient(t Topology) error {
+	var fs []func() error
+	for i, c := range []netip.Prefix{lbClient4, lbClient6} {
+		family, via, pool := "-4", apiServerIP4, DefaultLBPoolCIDRs[i]
+		if c.Addr().Is6() {
+			family, via = "-6", apiServerIP6
+		}
+		fs = append(fs,
+			func() error { return ip(t.Underlay, family, "addr", "add", c.String(), "dev", "lo") },
+			func() error {
+				return ip(t.Underlay, family, "route", "add", pool, "dev", "br0", "src", c.Addr().String())
+			})
+		for _, n := range t.Nodes {
+			fs = append(fs, func() error {
+				return ip(n.Netns, family, "route", "add", c.String(), "via", via.String())
+			})
+		}
+	}
+	return steps(fs...)
 }

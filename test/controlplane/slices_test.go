@@ -38,36 +38,26 @@ func dynClient(t *testing.T) dynamic.Interface {
 // served, and deletes it (waiting until it is gone) when the test ends.
 func installSliceCRD(t *testing.T) {
 	t.Helper()
-	b, err := os.ReadFile(sliceCRD)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var crd unstructured.Unstructured
-	if err := yaml.Unmarshal(b, &crd.Object); err != nil {
-		t.Fatal(err)
-	}
+	name := installCRD(t, sliceCRD, kube.NetworkSlices)
 	d := dynClient(t)
-	if _, err := d.Resource(crds).Create(ctx(t), &crd, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
-		_ = d.Resource(crds).Delete(ctx(t), crd.GetName(), metav1.DeleteOptions{})
+		_ = d.Resource(crds).Delete(ctx(t), name, metav1.DeleteOptions{})
 		testenv.WaitFor(t, 30*time.Second, "the NetworkSlice CRD deleted", func() bool {
-			_, err := d.Resource(crds).Get(ctx(t), crd.GetName(), metav1.GetOptions{})
+			_, err := d.Resource(crds).Get(ctx(t), name, metav1.GetOptions{})
 			return apierrors.IsNotFound(err)
 		})
-	})
-	testenv.WaitFor(t, 30*time.Second, "NetworkSlices served", func() bool {
-		_, err := d.Resource(kube.NetworkSlices).List(ctx(t), metav1.ListOptions{})
-		return err == nil
 	})
 }
 
 // installPoolCRD creates the chart's NetworkLoadBalancerPool CRD and
 // waits until it is served; it stays (the agents run with or without it).
-func installPoolCRD(t *testing.T) {
+func installPoolCRD(t *testing.T) { installCRD(t, poolCRD, lbipam.Pools) }
+
+// installCRD creates the CRD of the chart's file (if it is not there yet)
+// and waits until its resource is served; it returns the CRD's name.
+func installCRD(t *testing.T, file string, served schema.GroupVersionResource) string {
 	t.Helper()
-	b, err := os.ReadFile(poolCRD)
+	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,10 +69,11 @@ func installPoolCRD(t *testing.T) {
 	if _, err := d.Resource(crds).Create(ctx(t), &crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	testenv.WaitFor(t, 30*time.Second, "NetworkLoadBalancerPools served", func() bool {
-		_, err := d.Resource(lbipam.Pools).List(ctx(t), metav1.ListOptions{})
+	testenv.WaitFor(t, 30*time.Second, served.Resource+" served", func() bool {
+		_, err := d.Resource(served).List(ctx(t), metav1.ListOptions{})
 		return err == nil
 	})
+	return crd.GetName()
 }
 
 // lbPool is a NetworkLoadBalancerPool of cidrs (quoted, comma-separated).
