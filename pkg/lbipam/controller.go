@@ -123,12 +123,12 @@ func (c *Controller) sync(ctx context.Context, svcObjs, poolObjs []any) error {
 	finalizers := map[model.ServiceID]*corev1.Service{}
 	for _, o := range svcObjs {
 		u := o.(*unstructured.Unstructured)
+		if !concerned(u) {
+			continue // most Services: nothing to give or take back
+		}
 		var api corev1.Service
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), &api); err != nil {
 			continue
-		}
-		if api.Spec.Type != corev1.ServiceTypeLoadBalancer && len(api.Status.LoadBalancer.Ingress) == 0 && !slices.Contains(api.Finalizers, CleanupFinalizer) {
-			continue // most Services: nothing to give or take back
 		}
 		s, err := k8s.ToLBService(&api)
 		if err != nil && s.Wants {
@@ -202,6 +202,15 @@ func (c *Controller) setFinalizer(ctx context.Context, svc *corev1.Service, add 
 		return nil
 	}
 	return err
+}
+
+// concerned says, without converting it (every change reads every
+// Service of the cluster), whether u is a LoadBalancer or still holds
+// addresses or the cleanup finalizer.
+func concerned(u *unstructured.Unstructured) bool {
+	typ, _, _ := unstructured.NestedString(u.Object, "spec", "type")
+	ingress, _, _ := unstructured.NestedSlice(u.Object, "status", "loadBalancer", "ingress")
+	return typ == string(corev1.ServiceTypeLoadBalancer) || len(ingress) > 0 || slices.Contains(u.GetFinalizers(), CleanupFinalizer)
 }
 
 // writeStatus sets status.loadBalancer.ingress to addrs (a merge patch of
