@@ -160,6 +160,10 @@ type SlicesRun struct {
 	// mode has one), as HTB counts it (every segment's headers): what it
 	// holds to --uplink-rate.
 	RootMbps float64 `json:"htb_root_mbps"`
+	// LatencyQueueMbps: what the latency class's own transmit queue of the
+	// uplink sent meanwhile (slices: netcube's qdisc 4e4c:, outside the
+	// HTB and its rate).
+	LatencyQueueMbps float64 `json:"latency_queue_mbps,omitempty"`
 	// KubeProxySyncS: kube-proxy start -> the Service answers (its rules
 	// are restored all at once, the fillers' included).
 	KubeProxySyncS float64 `json:"kube_proxy_sync_s,omitempty"`
@@ -648,8 +652,7 @@ func (b *slicesBench) setSlices(on bool) error {
 		return err
 	}
 	ok := waitUntil(20*time.Second, 50*time.Millisecond, func() bool {
-		q, _ := rootQdisc(b.node1)
-		if q != fmt.Sprintf("htb %x:", datapathQosHandle>>16) {
+		if !netcubeHTB(b.node1) {
 			return false
 		}
 		for _, p := range b.bulk {
@@ -668,9 +671,13 @@ func (b *slicesBench) setSlices(on bool) error {
 	return nil
 }
 
-// datapathQosHandle is netcube's root qdisc on an uplink (pkg/cubes/qos's
-// prioHandle, "NC").
-const datapathQosHandle = 0x4e430000
+// datapathQosHandle is netcube's HTB on an uplink (pkg/cubes/qos's
+// prioHandle, "NC"), datapathLatencyHandle the latency class's own
+// queue's qdisc beside it on a multi-queue uplink (latencyHandle, "NL").
+const (
+	datapathQosHandle     = 0x4e430000
+	datapathLatencyHandle = 0x4e4c0000
+)
 
 // uplink opens a node's network namespace for netlink, and its eth0.
 func uplink(n sandbox.Node) (*netlink.Handle, netlink.Link, func(), error) {
@@ -710,6 +717,41 @@ func rootQdisc(n sandbox.Node) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// netcubeHTB tells whether a node's uplink has netcube's HTB: at the
+// root, or under an mq root beside the latency class's own queue.
+func netcubeHTB(n sandbox.Node) bool {
+	h, link, done, err := uplink(n)
+	if err != nil {
+		return false
+	}
+	defer done()
+	qs, err := h.QdiscList(link)
+	if err != nil {
+		return false
+	}
+	return slices.ContainsFunc(qs, func(q netlink.Qdisc) bool { return q.Type() == "htb" && q.Attrs().Handle == datapathQosHandle })
+}
+
+// qdiscSent is the bytes the qdisc of that handle on a node's uplink has
+// sent, 0 when there is none.
+func qdiscSent(n sandbox.Node, handle uint32) (uint64, error) {
+	h, link, done, err := uplink(n)
+	if err != nil {
+		return 0, err
+	}
+	defer done()
+	qs, err := h.QdiscList(link)
+	if err != nil {
+		return 0, err
+	}
+	for _, q := range qs {
+		if a := q.Attrs(); a.Handle == handle && a.Statistics != nil && a.Statistics.Basic != nil {
+			return a.Statistics.Basic.Bytes, nil
+		}
+	}
+	return 0, nil
 }
 
 // classStats is one HTB class of node1's uplink.
@@ -1019,6 +1061,10 @@ func (b *slicesBench) loaded(mode string, r *SlicesRun) error {
 	if err != nil {
 		return err
 	}
+	lq0, err := qdiscSent(b.node1, datapathLatencyHandle)
+	if err != nil {
+		return err
+	}
 	t0 := time.Now()
 	var rrErr error
 	r.Loaded, rrErr = b.latency(b.cfg.Duration)
@@ -1031,7 +1077,12 @@ func (b *slicesBench) loaded(mode string, r *SlicesRun) error {
 	if err != nil {
 		return err
 	}
+	lq1, err := qdiscSent(b.node1, datapathLatencyHandle)
+	if err != nil {
+		return err
+	}
 	r.UplinkMbps = float64(tx1-tx0) * 8 / elapsed / 1e6
+	r.LatencyQueueMbps = float64(lq1-lq0) * 8 / elapsed / 1e6
 	root := uint32(shaperHandle | 1) // the one-class shaper's, the reference's
 	if mode == SlicesOn {
 		root = datapathQosHandle | 1 // netcube's (pkg/cubes/qos: htbRoot)

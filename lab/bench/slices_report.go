@@ -250,7 +250,7 @@ func (r *SlicesReport) targets() []slicesTarget {
 // class's tail under load is netcube's or the kernel HTB's: the same
 // classes made with tc show it too (within a quarter), or not.
 func (r *SlicesReport) tailNote() string {
-	var same, differ []string
+	var same, differ, below []string
 	for _, n := range r.sizes() {
 		on, ok1 := r.point(n, SlicesOn)
 		ref, ok2 := r.point(n, SlicesHTBRef)
@@ -259,9 +259,12 @@ func (r *SlicesReport) tailNote() string {
 		}
 		a, b := med(runsOf(on, loadedOf(resP99))), med(runsOf(ref, loadedOf(resP99)))
 		s := fmt.Sprintf("%s: %.1f µs with slices, %.1f µs with the tc-made classes", servicesLabel(n), a, b)
-		if a <= 1.25*b {
+		switch {
+		case a < 0.75*b:
+			below = append(below, s)
+		case a <= 1.25*b:
 			same = append(same, s)
-		} else {
+		default:
 			differ = append(differ, s)
 		}
 	}
@@ -279,6 +282,9 @@ func (r *SlicesReport) tailNote() string {
 			note += " Without classes the latency packets wait behind the uplink's FIFO: a loaded p99 of " + strings.Join(fifo, ", ") + "."
 		}
 		return note
+	case len(differ) == 0 && len(below) > 0:
+		return "The latency class's loaded p99 is below that of the same HTB classes made with tc in one HTB (" + strings.Join(below, "; ") +
+			"): its own transmit queue keeps it out of the HTB, and keeps its CPU from dequeuing bulk packets from the HTB and carrying them through the other node's stack."
 	case len(differ) > 0:
 		return "The latency class's loaded p99 is above that of the same HTB classes made with tc without netcube (" + strings.Join(append(differ, same...), "; ") + "): netcube adds to the tail."
 	}
@@ -307,6 +313,24 @@ func (r *SlicesReport) shaperNote() string {
 	}
 	return fmt.Sprintf("Without classes, the one-class shaper's HTB root sent less than netcube's root with slices (%s, the uplink's rate %s, as HTB counts): one drop-tail FIFO keeps the uplink less busy than the classes do. The node-goodput target compares against what it sent.",
 		strings.Join(parts, "; "), mbit(r.UplinkRate))
+}
+
+// latencyQueueNote says how much the latency class sent by its own
+// queue, outside the HTB's rate, beside the bulk's node goodput.
+func (r *SlicesReport) latencyQueueNote() string {
+	var parts []string
+	for _, n := range r.sizes() {
+		if on, ok := r.point(n, SlicesOn); ok {
+			if q := med(runsOf(on, func(r SlicesRun) float64 { return r.LatencyQueueMbps })); q > 0 {
+				parts = append(parts, fmt.Sprintf("%s: %.1f Mbit/s", servicesLabel(n), q))
+			}
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("With slices, the latency class left by its own queue, outside the HTB and its %s (%s, the latency pair's small packets): the uplink carried that much more than the HTB's rate. The node-goodput target counts the bulk pods only; on a NIC of the uplink's rate the latency class's traffic would come out of their share.",
+		mbit(r.UplinkRate), strings.Join(parts, "; "))
 }
 
 func servicesLabel(n int) string {
@@ -384,13 +408,13 @@ func (r *SlicesReport) Markdown() string {
 	b.WriteString("Each bulk pod's goodput is iperf3's (received); a rate-limited slice's rate is what its HTB class sent during the loaded latency run (the bytes the shaper counts: IP packet and Ethernet header, what egressRate limits; TCP goodput is at most 1448/1514 = 95.6% of it). ")
 	b.WriteString("Node goodput is the three bulk pods' summed; \"uplink sent\" is node1's uplink's transmitted bytes during the loaded latency run (every packet, a GSO packet's headers counted once), \"its HTB root sent\" the root class's bytes meanwhile as HTB counts them (every segment's headers), what it holds to the uplink rate. ")
 	b.WriteString("Under load without classes the latency client gets about a hundred answers a second, so a run has a few hundred samples and its p99.9 is close to its max. Modes, back to back in every run:\n\n")
-	b.WriteString("- **slices**: NetworkSlices (manifest mode) put n1p1 and n2p1 in a latency slice and the rate-limited bulk pods in their throughput slices; netcube queues node1's uplink with its HTB classes (latency class first).\n")
+	b.WriteString("- **slices**: NetworkSlices (manifest mode) put n1p1 and n2p1 in a latency slice and the rate-limited bulk pods in their throughput slices; netcube queues node1's uplink with its HTB classes. The sandbox's uplinks have two transmit queues (a NIC has several), so netcube puts an mq root on them: the HTB under the first queue, and the latency class in the second, a pfifo_fast that nothing else enters and nothing shapes (\"latency queue sent\" below: its traffic is not in the HTB root's rate; on a NIC of that rate it would come out of the bulk classes' share).\n")
 	b.WriteString("- **slices-off**: no NetworkSlice and no annotation, so netcube installs no qdisc and does not classify; the bench's one-class HTB shapes node1's uplink.\n")
 	b.WriteString("- **kube-proxy-iptables**: the real kube-proxy in iptables mode (nft backend), reading a real kube-apiserver and etcd that the bench runs on node1's loopback, serves the Service on node1; no slices, the same one-class HTB. ")
 	b.WriteString("netcube's datapath cannot leave a Service to kube-proxy on a node where it runs (its tc programs masquerade a pod's packets to an address outside the cluster and send them to the FIB's next hop past netfilter, and hand the replies straight to the pod past conntrack, so kube-proxy's DNAT is never undone). ")
 	b.WriteString("So for this mode node1's agent is stopped and its pins removed, as `bench compare` does: node1's kernel routes its pods (over the routes netcube installed), node2 keeps netcube. After the mode node1's agent starts again from empty pins.\n")
 	if slices.Contains(r.Modes, SlicesHTBRef) {
-		b.WriteString("- **htb-tc** (a reference): no NetworkSlice; the bench makes netcube's HTB classes itself on both uplinks (with netlink, as netcube does: root at the uplink's rate, latency class at HTB priority 0, best effort and bulk at 1% and priorities 1 and 2, the two rate classes) and classifies with tc u32 filters on the source address. Where its latency tail under load matches the slices mode's, what remains is the kernel's HTB on this machine, not netcube's classification.\n")
+		b.WriteString("- **htb-tc** (a reference): no NetworkSlice; the bench makes netcube's HTB classes itself on both uplinks, all in one HTB at the root, as netcube queued before the latency class had a queue of its own (with netlink: root at the uplink's rate, latency class at HTB priority 0, best effort and bulk at 1% and priorities 1 and 2, the two rate classes) and classifies with tc u32 filters on the source address. It shows what the latency class's own queue changes: with one HTB, whichever CPU enqueues a packet dequeues for everyone, so the latency pair's CPU, which enqueues most often, sends bulk packets on and carries them through the other node's stack.\n")
 	}
 	b.WriteString("\n")
 	b.WriteString("\"N Services\" is the cluster's Services, the measured one included: N−1 IPv4 ClusterIP Services with one endpoint each, in netcube's manifests and (for kube-proxy) in the API server alike.\n\n")
@@ -403,6 +427,9 @@ func (r *SlicesReport) Markdown() string {
 		b.WriteString("\n" + note + "\n")
 	}
 	if note := r.shaperNote(); note != "" {
+		b.WriteString("\n" + note + "\n")
+	}
+	if note := r.latencyQueueNote(); note != "" {
 		b.WriteString("\n" + note + "\n")
 	}
 	b.WriteString("\n![p99 of the latency class, idle and loaded](slices-latency.svg)\n\n")
@@ -466,8 +493,8 @@ func (r *SlicesReport) Markdown() string {
 			}
 			fmt.Fprintf(&b, " %s) |", name)
 		}
-		b.WriteString(" node goodput | vs slices-off | uplink sent (all packets) | its HTB root sent |\n|---|")
-		b.WriteString(strings.Repeat("---:|", len(r.Bulk)+4) + "\n")
+		b.WriteString(" node goodput | vs slices-off | uplink sent (all packets) | its HTB root sent | latency queue sent |\n|---|")
+		b.WriteString(strings.Repeat("---:|", len(r.Bulk)+5) + "\n")
 		off, hasOff := r.point(n, SlicesOff)
 		for _, mode := range r.Modes {
 			p, ok := r.point(n, mode)
@@ -482,8 +509,12 @@ func (r *SlicesReport) Markdown() string {
 			if hasOff {
 				vs = fmt.Sprintf("%+.1f%%", (med(runsOf(p, nodeGoodputOf))/med(runsOf(off, nodeGoodputOf))-1)*100)
 			}
-			fmt.Fprintf(&b, " %s | %s | %s | %s |\n", spreadF(runsOf(p, nodeGoodputOf), "%.1f"), vs, spreadF(runsOf(p, func(r SlicesRun) float64 { return r.UplinkMbps }), "%.1f"),
-				spreadF(runsOf(p, func(r SlicesRun) float64 { return r.RootMbps }), "%.1f"))
+			lq := "–"
+			if q := runsOf(p, func(r SlicesRun) float64 { return r.LatencyQueueMbps }); med(q) > 0 {
+				lq = spreadF(q, "%.1f")
+			}
+			fmt.Fprintf(&b, " %s | %s | %s | %s | %s |\n", spreadF(runsOf(p, nodeGoodputOf), "%.1f"), vs, spreadF(runsOf(p, func(r SlicesRun) float64 { return r.UplinkMbps }), "%.1f"),
+				spreadF(runsOf(p, func(r SlicesRun) float64 { return r.RootMbps }), "%.1f"), lq)
 		}
 		if p, ok := r.point(n, SlicesKubeProxy); ok {
 			fmt.Fprintf(&b, "\nkube-proxy: start → the Service answers %s s (its rules restored at once; %s rules).\n",

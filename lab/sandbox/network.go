@@ -31,7 +31,10 @@ func buildNetwork(t Topology) error {
 			},
 			func() error { return ip(n.Netns, "link", "set", "lo", "up") },
 			func() error {
-				return ip(t.Underlay, "link", "add", uplink, "type", "veth", "peer", "name", "eth0", "netns", n.Netns)
+				// Two queues each way, as a NIC has several: the qos cube
+				// gives network slices' latency class a queue of its own.
+				return ip(t.Underlay, "link", "add", "name", uplink, "numtxqueues", "2", "numrxqueues", "2",
+					"type", "veth", "peer", "name", "eth0", "numtxqueues", "2", "numrxqueues", "2", "netns", n.Netns)
 			},
 			func() error { return ip(t.Underlay, "link", "set", uplink, "master", "br0", "up") },
 			func() error { return ip(n.Netns, "addr", "add", n.IP4.String()+"/24", "dev", "eth0") },

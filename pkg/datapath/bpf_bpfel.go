@@ -572,10 +572,12 @@ const (
 )
 
 type bpfQosConf struct {
-	_        structs.HostLayout
-	Mode     bpfQosMode
-	Active   uint32
-	HtbMajor uint32
+	_              structs.HostLayout
+	Mode           bpfQosMode
+	Active         uint32
+	HtbMajor       uint32
+	LatencyQueue   uint32
+	LatencyClassid uint32
 }
 
 type bpfQosMode uint32

@@ -23,9 +23,12 @@ import (
 // exists, and is shown with its one pod on the client's node (empty on
 // the other), and, with --uplink-rate, the uplink sends no more than that
 // while it is queued (another pod, in no slice, gets about 300 Mbit/s, and
-// far more before and after); removed, the pod is best effort again at once: the rate is
-// gone and so is the queueing. The positive control is the same transfer
-// before the slice, far above the rate.
+// far more before and after); the latency class leaves by a transmit
+// queue of its own (the sandbox's uplinks have two), which the HTB's
+// traffic never enters (the bulk pod's transfer is the control); removed,
+// the pod is best effort again at once: the rate is gone and so is the
+// queueing. The positive control is the same transfer before the slice,
+// far above the rate.
 func TestSliceRateAndQueueing(t *testing.T) {
 	const uplinkRate = 300e6
 	sb := upWith(t, "tq", sandbox.Config{AgentArgs: []string{"--uplink-rate", "300M"}})
@@ -58,7 +61,7 @@ func TestSliceRateAndQueueing(t *testing.T) {
 	if r := rateFrom(neighbour); r < 2*uplinkRate {
 		t.Fatalf("a pod in no slice, before any slice (the positive control): %.0f Mbit/s, want far above --uplink-rate %.0f", r/1e6, uplinkRate/1e6)
 	}
-	if q := queueing(); strings.Contains(q, " 4e43: ") {
+	if q := queueing(); strings.Contains(q, " 4e4") {
 		t.Fatalf("the uplink has netcube's queueing before any slice:\n%s", q)
 	}
 
@@ -85,11 +88,19 @@ func TestSliceRateAndQueueing(t *testing.T) {
 		t.Errorf("netcube_slice_pods of bulk on %s: %s, want 0 (listed, empty there)", other.Name, v)
 	}
 
-	if err := os.Remove(filepath.Join(top.ManifestDir(), "slice.yaml")); err != nil {
-		t.Fatal(err)
+	if strings.Contains(queueing(), "qdisc htb 4e43:") {
+		checkLatencyQueue(t, sb, clientNode, client, neighbour, rateFrom)
+	} else {
+		t.Log("EDT queueing (prio and fq): the latency class is prio's first band, no queue of its own to check")
+	}
+
+	for _, f := range []string{"slice.yaml", "urllc.yaml"} {
+		if err := os.Remove(filepath.Join(top.ManifestDir(), f)); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
 	}
 	testenv.WaitFor(t, 10*time.Second, "the uplink's queueing removed", func() bool {
-		return !strings.Contains(queueing(), " 4e43: ")
+		return !strings.Contains(queueing(), " 4e4")
 	})
 	if r := rate(); r < 4*limit {
 		t.Errorf("the slice removed: %.0f Mbit/s, want its pod best effort again (far above %.0f)", r/1e6, limit/1e6)
@@ -345,6 +356,67 @@ func startIperfServer(t *testing.T, sb *sandbox.Sandbox, pod sandbox.Pod) {
 }
 
 // bulkSlice is a NetworkSlice "bulk" of 50 Mbit/s holding pod alone.
+// checkLatencyQueue: with HTB queueing on a two-queue uplink, what the
+// bulk pod sends goes into the HTB (4e43:) and not into the latency
+// class's queue (4e4c:), the control; put in a latency slice, the
+// neighbour's transfer goes into the latency queue and not the HTB.
+func checkLatencyQueue(t *testing.T, sb *sandbox.Sandbox, node sandbox.Node, bulk, neighbour sandbox.Pod, send func(sandbox.Pod) float64) {
+	t.Helper()
+	sent := func() (htb, latency uint64) {
+		t.Helper()
+		out, err := sb.Output(node.Name, "tc", "-s", "-j", "qdisc", "show", "dev", "eth0")
+		if err != nil {
+			t.Fatalf("tc -s qdisc: %v", err)
+		}
+		var qs []struct {
+			Kind   string `json:"kind"`
+			Handle string `json:"handle"`
+			Bytes  uint64 `json:"bytes"`
+		}
+		if err := json.Unmarshal(out, &qs); err != nil {
+			t.Fatalf("tc -s -j qdisc: %v: %s", err, out)
+		}
+		found := 0
+		for _, q := range qs {
+			switch {
+			case q.Kind == "htb" && q.Handle == "4e43:":
+				htb, found = q.Bytes, found+1
+			case q.Handle == "4e4c:":
+				latency, found = q.Bytes, found+1
+			}
+		}
+		if found != 2 {
+			t.Fatalf("%s's uplink: want netcube's HTB 4e43: and the latency class's queue 4e4c:, got %s", node.Name, out)
+		}
+		return htb, latency
+	}
+	h0, l0 := sent()
+	send(bulk)
+	h1, l1 := sent()
+	if h1-h0 < 1e6 || l1-l0 > (h1-h0)/100 {
+		t.Errorf("the bulk pod's transfer (the control): %d bytes into the HTB, %d into the latency queue; want it all in the HTB", h1-h0, l1-l0)
+	}
+	if err := sb.Topology.WriteManifest("urllc.yaml", fmt.Sprintf(`apiVersion: netcube.io/v1alpha1
+kind: NetworkSlice
+metadata: {name: urllc}
+spec:
+  class: latency
+  podSelector: {matchLabels: {pod: %s}}
+`, neighbour.Name)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 10*time.Second, "the neighbour in the latency slice", func() bool {
+		out, _ := sb.Output(node.Name, "curl", "-s", "127.0.0.1:10249/metrics")
+		return strings.Contains(string(out), "\n"+`netcube_slice_pods{class="latency",slice="urllc"} 1`+"\n")
+	})
+	h2, l2 := sent()
+	send(neighbour)
+	h3, l3 := sent()
+	if l3-l2 < 1e6 || h3-h2 > (l3-l2)/100 {
+		t.Errorf("a pod in a latency slice: %d bytes into its queue, %d into the HTB; want them all in its queue", l3-l2, h3-h2)
+	}
+}
+
 func bulkSlice(pod sandbox.Pod) string {
 	return fmt.Sprintf(`apiVersion: netcube.io/v1alpha1
 kind: NetworkSlice

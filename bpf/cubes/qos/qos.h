@@ -146,11 +146,21 @@ static always_inline int qos_from_pod(struct __sk_buff *skb, const struct flow *
 	return CUBE_PASS;
 }
 
+/* qos_set_queue sends the packet to its transmit queue of the uplink:
+ * the latency class's own, or the first (the HTB's). Every packet leaving
+ * gets one: without, the kernel would spread them over the queues by
+ * their hash, into the latency class's queue too. */
+static always_inline void qos_set_queue(struct __sk_buff *skb, const struct qos_conf *c)
+{
+	skb->queue_mapping = skb->priority == c->latency_classid ? c->latency_queue : 1;
+}
+
 /* qos_to_net: the hook on what leaves by an uplink. A pod's packet the
  * kernel forwarded (--routing kernel) had its skb->priority reset from
  * its TOS by ip_forward, which loses the class from_pod gave it: it is
  * given again here, where the uplink's qdisc is next. With HTB, a packet
- * that kept its netcube class (the router's redirect) costs no lookup. */
+ * that kept its netcube class (the router's redirect) costs no lookup.
+ * The uplink's queue is picked after this hook (tc egress runs first). */
 static always_inline int qos_to_net(struct __sk_buff *skb, const struct flow *f)
 {
 	const struct qos_conf *c = qos_conf_active();
@@ -158,13 +168,15 @@ static always_inline int qos_to_net(struct __sk_buff *skb, const struct flow *f)
 
 	if (!c)
 		return CUBE_PASS;
-	if (c->mode == QOS_MODE_HTB && skb->priority >> 16 == c->htb_major)
-		return CUBE_PASS;
-	p = bpf_map_lookup_elem(&qos_pods, &f->saddr);
-	if (!p)
-		return CUBE_PASS;
-	mon_crossed(MON_CUBE_QOS);
-	qos_set_class(skb, c, p, qos_slice_of(p));
+	if (c->mode != QOS_MODE_HTB || skb->priority >> 16 != c->htb_major) {
+		p = bpf_map_lookup_elem(&qos_pods, &f->saddr);
+		if (p) {
+			mon_crossed(MON_CUBE_QOS);
+			qos_set_class(skb, c, p, qos_slice_of(p));
+		}
+	}
+	if (c->latency_queue)
+		qos_set_queue(skb, c);
 	return CUBE_PASS;
 }
 

@@ -37,6 +37,14 @@ struct qos_conf {
 	/* The major number of netcube's HTB classes (its qdisc's handle),
 	 * so a packet already in one is known without a lookup. */
 	__u32 htb_major;
+	/* (HTB) The latency class's own transmit queue on the uplinks, as
+	 * the queue_mapping a packet leaves with (its queue + 1: the kernel
+	 * picks a forwarded packet's queue from a recorded one), or 0: the
+	 * latency class shares the uplink's HTB. In its own queue, which no
+	 * other packet enters, a latency packet is never behind bulk, and the
+	 * CPU that sends it never dequeues bulk packets from the HTB. */
+	__u32 latency_queue;
+	__u32 latency_classid; /* the latency class's HTB class (its packets' skb->priority) */
 };
 
 struct {

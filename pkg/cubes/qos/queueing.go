@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/netcube/netcube/pkg/cube"
 	"github.com/netcube/netcube/pkg/datapath"
+	"github.com/netcube/netcube/pkg/model"
 )
 
 // The uplinks' queueing, while any pod of the node has a slice or a rate,
@@ -28,11 +30,27 @@ import (
 //     priority and guaranteed the whole rate, the others 1% each and
 //     borrowing the rest in priority order) and a class per rate (its
 //     rate as guarantee and ceiling); skb->priority names the class.
+//     On an uplink with two transmit queues or more, and no XPS map
+//     choosing them by CPU, the root is mq instead: the HTB under the
+//     first queue, and the latency class in a queue of its own, the last,
+//     a lockless pfifo_fast nothing else enters and nothing shapes (a
+//     latency packet is never behind bulk, nor is its CPU made to dequeue
+//     bulk from the HTB for its sender: on a busy uplink, whichever CPU
+//     enqueues into a qdisc dequeues for everyone, and a request/response
+//     sender enqueues most often). The datapath picks each packet's queue
+//     (qos_set_queue).
 //
 // With no slice and no rate left, the root qdisc is deleted: the kernel's
-// default comes back. A multi-queue uplink loses its per-queue root (mq)
+// default comes back. With EDT, a multi-queue uplink loses its per-queue root (mq)
 // meanwhile: strict priority needs one queue.
 const prioHandle = 0x4e430000 // "NC":0, recognisable in `tc qdisc show`
+
+// mqHandle is the root's handle when the HTB sits under an mq root, and
+// latencyHandle the latency class's queue's qdisc then.
+const (
+	mqHandle      = 0x4e420000 // "NB":0
+	latencyHandle = 0x4e4c0000 // "NL":0
+)
 
 // MapConfig is the datapath's queueing mode (qos_config).
 const MapConfig = "qos_config"
@@ -47,8 +65,11 @@ type queueing struct {
 	uplinks []string
 	rate    uint64            // the HTB root's rate (0: each uplink's speed)
 	mode    *datapath.QosMode // nil: not chosen yet
-	queued  *bool             // last applied; nil: unknown (the first call applies)
-	classes map[uint32]BucketClass
+	// latencyQueue is, in HTB mode with every uplink multi-queue, the
+	// transmit queue of the latency class (its last); 0: none.
+	latencyQueue uint32
+	queued       *bool // last applied; nil: unknown (the first call applies)
+	classes      map[uint32]BucketClass
 }
 
 // set tells the datapath whether any pod has a slice or a rate (active),
@@ -85,7 +106,7 @@ func (q *queueing) set(active, queue bool, classes map[uint32]BucketClass) error
 		if *q.mode == datapath.QosModeEDT {
 			errs = append(errs, ensurePrioFq(dev))
 		} else {
-			errs = append(errs, ensureHTB(dev, q.rate, q.classes, classes))
+			errs = append(errs, ensureHTB(dev, q.rate, q.latencyQueue, q.classes, classes))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -102,6 +123,9 @@ func (q *queueing) set(active, queue bool, classes map[uint32]BucketClass) error
 // writeConfig tells the datapath the mode, and whether it classifies.
 func (q *queueing) writeConfig(active bool) error {
 	c := datapath.QosConf{HtbMajor: prioHandle >> 16}
+	if q.latencyQueue > 0 {
+		c.LatencyQueue, c.LatencyClassid = q.latencyQueue+1, classOfHTB(model.Latency)
+	}
 	if q.mode != nil {
 		c.Mode = *q.mode
 	}
@@ -126,8 +150,57 @@ func (q *queueing) chooseMode() error {
 			return err
 		}
 	}
+	if mode == datapath.QosModeHTB {
+		q.latencyQueue = latencyQueue(q.uplinks)
+	}
 	q.mode = &mode
 	return nil
+}
+
+// latencyQueue is the transmit queue the latency class gets on every
+// uplink: the last of the fewest any uplink has, when each has two or
+// more and none has an XPS map (which would pick the queue by CPU before
+// the datapath's choice is read); 0: none, the latency class shares the
+// HTB.
+func latencyQueue(uplinks []string) uint32 {
+	fewest := 0
+	for _, dev := range uplinks {
+		link, err := netlink.LinkByName(dev)
+		if err != nil {
+			return 0
+		}
+		n := link.Attrs().NumTxQueues
+		if n >= 2 && hasXPS(link) {
+			slog.Info("network slices: the uplink picks its transmit queues by CPU (XPS): the latency class shares the HTB", "uplink", dev)
+			return 0
+		}
+		if fewest == 0 || n < fewest {
+			fewest = n
+		}
+	}
+	if fewest < 2 {
+		return 0
+	}
+	return uint32(fewest - 1)
+}
+
+// hasXPS tells whether some transmit queue of link has an XPS map. Only
+// sysfs says, and only for the network namespace it was mounted in: a
+// device there of another address (an agent entered into a namespace
+// without its own /sys, as the lab's) is not link, and link is taken to
+// have none, as a veth has.
+func hasXPS(link netlink.Link) bool {
+	dir := "/sys/class/net/" + link.Attrs().Name
+	if b, err := os.ReadFile(dir + "/address"); err != nil || strings.TrimSpace(string(b)) != link.Attrs().HardwareAddr.String() {
+		return false
+	}
+	txqs, _ := filepath.Glob(dir + "/queues/tx-*/xps_cpus")
+	for _, f := range txqs {
+		if b, err := os.ReadFile(f); err == nil && strings.Trim(strings.TrimSpace(string(b)), "0,") != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // ensurePrioFq installs prio with fq under each band on dev (idempotent).
@@ -164,8 +237,9 @@ func ensurePrioFq(dev string) error {
 }
 
 // ensureHTB installs the HTB classes on dev, at rate (0: its speed), and
-// makes its rate classes want (had: what the last call made).
-func ensureHTB(dev string, rate uint64, had, want map[uint32]BucketClass) error {
+// makes its rate classes want (had: what the last call made). With a
+// latency queue (latencyTxq > 0), under an mq root.
+func ensureHTB(dev string, rate uint64, latencyTxq uint32, had, want map[uint32]BucketClass) error {
 	link, qs, err := uplinkQdiscs(dev)
 	if err != nil {
 		return err
@@ -174,11 +248,27 @@ func ensureHTB(dev string, rate uint64, had, want map[uint32]BucketClass) error 
 	if rate == 0 {
 		rate = uplinkRate(dev)
 	}
-	present := false
+	htbParent := uint32(netlink.HANDLE_ROOT)
+	if latencyTxq > 0 {
+		htbParent = mqHandle | 1 // the first queue
+	}
+	present, mq := false, false
 	for _, qd := range qs {
-		if a := qd.Attrs(); a.Parent == netlink.HANDLE_ROOT && a.Handle == prioHandle && qd.Type() == "htb" {
-			present = true
+		a := qd.Attrs()
+		present = present || a.Parent == htbParent && a.Handle == prioHandle && qd.Type() == "htb"
+		mq = mq || a.Parent == netlink.HANDLE_ROOT && a.Handle == mqHandle && qd.Type() == "mq"
+	}
+	if latencyTxq > 0 && !mq {
+		root := &netlink.GenericQdisc{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: idx, Parent: netlink.HANDLE_ROOT, Handle: mqHandle}, QdiscType: "mq"}
+		if err := netlink.QdiscReplace(root); err != nil {
+			return fmt.Errorf("uplink %s: mq qdisc: %w", dev, err)
 		}
+		lat := &netlink.GenericQdisc{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: idx, Parent: mqHandle | (latencyTxq + 1), Handle: latencyHandle}, QdiscType: "pfifo_fast"}
+		if err := netlink.QdiscReplace(lat); err != nil {
+			return fmt.Errorf("uplink %s: the latency class's queue %d: %w", dev, latencyTxq, err)
+		}
+		present = false
+		slog.Info("network slices: the latency class has a transmit queue of its own", "uplink", dev, "queue", latencyTxq)
 	}
 	class := func(minor, parent uint32, rate, ceil uint64, prio uint32) error {
 		c := netlink.NewHtbClass(netlink.ClassAttrs{LinkIndex: idx, Parent: parent, Handle: prioHandle | minor},
@@ -189,7 +279,7 @@ func ensureHTB(dev string, rate uint64, had, want map[uint32]BucketClass) error 
 		return nil
 	}
 	if !present {
-		htb := netlink.NewHtb(netlink.QdiscAttrs{LinkIndex: idx, Parent: netlink.HANDLE_ROOT, Handle: prioHandle})
+		htb := netlink.NewHtb(netlink.QdiscAttrs{LinkIndex: idx, Parent: htbParent, Handle: prioHandle})
 		htb.Defcls = htbBest
 		if err := netlink.QdiscReplace(htb); err != nil {
 			return fmt.Errorf("uplink %s: htb qdisc: %w", dev, err)
@@ -253,7 +343,7 @@ func removeQueueing(dev string) error {
 		return err
 	}
 	for _, qd := range qs {
-		if a := qd.Attrs(); a.Parent == netlink.HANDLE_ROOT && a.Handle == prioHandle {
+		if a := qd.Attrs(); a.Parent == netlink.HANDLE_ROOT && (a.Handle == prioHandle || a.Handle == mqHandle) {
 			if err := netlink.QdiscDel(qd); err != nil {
 				return fmt.Errorf("uplink %s: delete netcube's root qdisc: %w", dev, err)
 			}
