@@ -38,6 +38,9 @@ func main() {
 		if err := datapath.Unpin(cfg.BPFRoot); err != nil {
 			fail(err)
 		}
+		if err := datapath.DetachPods(cfg.PodIfacePrefix); err != nil {
+			fail(err)
+		}
 		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

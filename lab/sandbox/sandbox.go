@@ -15,6 +15,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
 	"github.com/netcube/netcube/internal/cgroup"
 	"github.com/netcube/netcube/pkg/cni"
 	"github.com/netcube/netcube/pkg/datapath"
@@ -281,8 +284,7 @@ func (sb *Sandbox) waitPodsAttached(n Node) error {
 	for {
 		missing := ""
 		for _, p := range n.Pods {
-			pin := filepath.Join(n.PinDir, "links", "pod-"+p.HostIf+"-egress")
-			if _, err := os.Stat(pin); err != nil {
+			if !podAttached(n, p) {
 				missing = p.HostIf
 			}
 		}
@@ -294,6 +296,26 @@ func (sb *Sandbox) waitPodsAttached(n Node) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// podAttached tells whether the node's agent attached to the pod's veth:
+// its tc filters, or the tcx links an older agent pinned.
+func podAttached(n Node, p Pod) bool {
+	if _, err := os.Stat(filepath.Join(n.PinDir, "links", "pod-"+p.HostIf+"-egress")); err == nil {
+		return true
+	}
+	ns, err := netns.GetFromName(n.Netns)
+	if err != nil {
+		return false
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return false
+	}
+	defer h.Close()
+	fs, err := datapath.PodFilters(h, p.HostIf)
+	return err == nil && fs["ingress"] != "" && fs["egress"] != ""
 }
 
 // StartServer starts a pod's echo server (TCP and UDP PodPort), as the

@@ -22,8 +22,8 @@ type Hooked interface {
 // ("": none there).
 type Hooks struct {
 	Header  string // under bpf/, e.g. "cubes/count/count.h"
-	FromPod string // tcx ingress of a pod's host veth (from_pod)
-	ToPod   string // tcx egress of a pod's host veth (to_pod)
+	FromPod string // tc ingress of a pod's host veth (from_pod)
+	ToPod   string // tc egress of a pod's host veth (to_pod)
 	FromNet string // tcx ingress of a node uplink (from_net)
 	ToNet   string // tcx egress of a node uplink (to_net)
 }

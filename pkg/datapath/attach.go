@@ -54,12 +54,25 @@ func (d *Datapath) AttachNode(ifname string, ifindex int) error {
 	return d.attachTCX(nodeLinkPrefix+ifname, ifname, ifindex, d.objs.FromNet, d.objs.ToNet)
 }
 
-// AttachPod attaches from_pod (tcx ingress) and to_pod (tcx egress) to a pod's
-// host-side veth. If links from an earlier agent are pinned for this
-// interface, their programs are replaced atomically instead: packets never
-// see the interface without a program.
+// AttachPod attaches from_pod (ingress) and to_pod (egress) to a pod's
+// host-side veth, as tc filters (podFilters). A pod an earlier agent
+// attached with tcx links keeps them, their programs replaced in place.
+// Either way an agent's restart replaces the programs atomically: packets
+// never see the interface without one.
 func (d *Datapath) AttachPod(ifname string, ifindex int) error {
-	return d.attachTCX(podLinkPrefix+ifname, ifname, ifindex, d.objs.FromPod, d.objs.ToPod)
+	if d.podHasTCX(ifname) {
+		return d.attachTCX(podLinkPrefix+ifname, ifname, ifindex, d.objs.FromPod, d.objs.ToPod)
+	}
+	return attachPodFilters(ifname, ifindex, d.objs.FromPod, d.objs.ToPod)
+}
+
+// podHasTCX tells whether an earlier agent pinned tcx links for the pod.
+func (d *Datapath) podHasTCX(ifname string) bool {
+	if d.pinDir == "" {
+		return false
+	}
+	_, err := os.Stat(d.linkPin(podLinkPrefix + ifname + "-ingress"))
+	return err == nil
 }
 
 // attachTCX attaches ingress and egress to an interface, their links pinned
@@ -85,7 +98,8 @@ func (d *Datapath) attachTCX(pin, ifname string, ifindex int, ingress, egress *e
 }
 
 // PrunePods removes the pinned links of pod interfaces not in keep (their
-// veth is gone, and the kernel has already detached them).
+// veth is gone, and the kernel has already detached them): those of pods
+// an earlier agent attached with tcx links.
 func (d *Datapath) PrunePods(keep map[string]bool) error {
 	entries, err := os.ReadDir(filepath.Join(d.pinDir, "links"))
 	if err != nil {

@@ -1,8 +1,8 @@
 // Package datapath owns the netcube BPF object: it loads it, sizes and pins
 // its maps (as the registered cubes declare them), hands each cube its own
-// maps, attaches the entry programs (tcx on pod veths and node uplinks,
-// cgroup hooks for socket-LB) and replaces them atomically on agent
-// restart.
+// maps, attaches the entry programs (tcx on node uplinks, tc filters on
+// pod veths, cgroup hooks for socket-LB) and replaces them atomically on
+// agent restart.
 //
 // It knows nothing about Services or Kubernetes: the cubes (pkg/cubes/...)
 // decide what the maps hold. The map layouts are defined once, in

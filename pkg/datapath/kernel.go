@@ -22,7 +22,7 @@ type kernelFeature struct {
 }
 
 var kernelFeatures = []kernelFeature{
-	{"tcx links (tc_pod, tc_node on pod veths and uplinks)", "6.6", enumHas("bpf_attach_type", "BPF_TCX_INGRESS")},
+	{"tcx links (tc_node on uplinks)", "6.6", enumHas("bpf_attach_type", "BPF_TCX_INGRESS")},
 	{"cgroup getpeername hooks (socket-LB)", "5.8", enumHas("bpf_attach_type", "BPF_CGROUP_INET4_GETPEERNAME")},
 	{"bpf_sock_destroy kfunc (closing UDP sockets of a removed backend)", "6.5", funcExists("bpf_sock_destroy")},
 	{"UDP socket iterator (closing UDP sockets of a removed backend)", "5.9", funcExists("bpf_iter_udp")},

@@ -36,8 +36,9 @@ type Report struct {
 	AgentError string           `json:"agent_error,omitempty"`
 	Kernel     Kernel           `json:"kernel"`
 	BPFRoot    string           `json:"bpf_root"`
-	// Attached are the datapath's pinned links (uplinks, pods' veths,
-	// the pods' cgroup), by name.
+	// Attached are the datapath's pinned links (uplinks, the pods'
+	// cgroup, pods' veths an earlier agent attached) by name, and the
+	// pods' veths that carry its tc filters.
 	Attached  []string          `json:"attached"`
 	Cubes     []CubeMaps        `json:"cubes"`
 	Conntrack Conntrack         `json:"conntrack"`
@@ -140,6 +141,10 @@ func collect(node agentapi.Node) (Report, error) {
 	links, _ := os.ReadDir(filepath.Join(node.BPFRoot, "links"))
 	for _, l := range links {
 		r.Attached = append(r.Attached, l.Name())
+	}
+	pods, _ := datapath.PodAttachments() // pods' veths: tc filters, not links
+	for _, p := range pods {
+		r.Attached = append(r.Attached, "pod-"+p+" (tc)")
 	}
 	var traffic map[string]monitor.Traffic
 	if maps.Has(monitor.MapCubes) { // not: a datapath older than the counters
