@@ -2,6 +2,7 @@ package bench
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -14,8 +15,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/netcube/netcube/lab/bench/native"
 	"github.com/netcube/netcube/lab/sandbox"
-	"github.com/netcube/netcube/lab/traffic"
 )
 
 // DatapathConfig configures `netcube-lab bench datapath`.
@@ -34,8 +38,10 @@ type DatapathConfig struct {
 const (
 	rrPort    = 9090
 	iperfPort = 5201
-	benchVIP4 = "10.96.0.100"
-	benchVIP6 = "fd00:10:96::100"
+	// ncperfPort is ncperf's, behind the Service's port 81.
+	ncperfPort = 7000
+	benchVIP4  = "10.96.0.100"
+	benchVIP6  = "fd00:10:96::100"
 )
 
 // The client's second address, used for pod->pod runs only.
@@ -52,6 +58,11 @@ type Measurement struct {
 	RRP99    float64 `json:"rr_p99_us"`
 	CRRPerS  float64 `json:"conn_per_sec"`
 	Errors   int     `json:"errors"`
+	// BPFRunsPerRR and BPFNsPerRR: netcube's programs' runs and time per
+	// request/response (bpf_stats, every node's programs), in a run of
+	// their own.
+	BPFRunsPerRR float64 `json:"bpf_runs_per_rr"`
+	BPFNsPerRR   float64 `json:"bpf_ns_per_rr"`
 }
 
 // Result is the outcome of one mode (socket-LB on or off) and family.
@@ -90,6 +101,15 @@ func datapathMode(cfg DatapathConfig, socketLB bool) ([]Result, error) {
 		return nil, err
 	}
 	defer sandbox.Down(name, cfg.Log)
+	tmp, err := os.MkdirTemp("", "netcube-bench-datapath-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	ncperf, err := native.Build(tmp)
+	if err != nil {
+		return nil, err
+	}
 
 	client := sb.Topology.ClientPod()
 	server := sb.Topology.Nodes[0].Pods[1] // same node: the comparison isolates the Service datapath
@@ -99,11 +119,17 @@ func datapathMode(cfg DatapathConfig, socketLB bool) ([]Result, error) {
 	if err := sb.Topology.AddPodAddress(client.Name, directSrc4, directSrc6); err != nil {
 		return nil, err
 	}
+	// New connections come and go fast: ports reused past TIME_WAIT.
+	if out, err := exec.Command("ip", "netns", "exec", client.Netns, "sysctl", "-q", "-w",
+		"net.ipv4.tcp_tw_reuse=1", "net.ipv4.ip_local_port_range=1024 65000").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("%s sysctls: %v: %s", client.Name, err, out)
+	}
 	// Client on CPU 0, server on CPU 1 for bulk; both on CPU 1 for
 	// request/response (unpinned, cross-CPU wake-ups dominate latency).
 	servers := []*exec.Cmd{
 		pinned(1, filepath.Join(cfg.BinDir, sandbox.LabBinary), "pod", "serve", "--sequential", "--name", "bench", "--port", strconv.Itoa(rrPort)),
 		exec.Command("iperf3", "-s", "-p", strconv.Itoa(iperfPort), "-A", "1"),
+		exec.Command("taskset", "-c", "1", ncperf, "serve", strconv.Itoa(ncperfPort)),
 	}
 	for _, s := range servers {
 		if err := sb.Start(server.Name, s); err != nil {
@@ -127,20 +153,20 @@ func datapathMode(cfg DatapathConfig, socketLB bool) ([]Result, error) {
 		for run := 1; run <= cfg.Runs; run++ {
 			for _, target := range []struct {
 				label, host string
-				rrPort      int
+				ncperfPort  int
 				src         netip.Addr
 				into        *[]Measurement
 			}{
-				{"pod->pod", fam.podIP, rrPort, fam.directSrc, &r.Direct},
-				{"pod->Service", fam.vip, 80, netip.Addr{}, &r.Service},
+				{"pod->pod", fam.podIP, ncperfPort, fam.directSrc, &r.Direct},
+				{"pod->Service", fam.vip, 81, netip.Addr{}, &r.Service},
 			} {
 				fmt.Fprintf(cfg.Log, "  socket-LB %-5v %s run %d/%d %-12s ", socketLB, fam.name, run, cfg.Runs, target.label)
-				m, err := measure(sb, client.Name, cfg, target.host, target.rrPort, target.src)
+				m, err := measure(sb, client.Name, ncperf, cfg, target.host, target.ncperfPort, target.src)
 				if err != nil {
 					return nil, err
 				}
-				fmt.Fprintf(cfg.Log, "%.2f Gbit/s, rr %.0f/s p50 %.1fµs p99 %.1fµs, %.0f conn/s\n",
-					m.TCPGbps, m.RRPerSec, m.RRP50, m.RRP99, m.CRRPerS)
+				fmt.Fprintf(cfg.Log, "%.2f Gbit/s, rr %.0f/s p50 %.1fµs p99 %.1fµs, %.0f conn/s; BPF per request: %.2f runs, %.0f ns\n",
+					m.TCPGbps, m.RRPerSec, m.RRP50, m.RRP99, m.CRRPerS, m.BPFRunsPerRR, m.BPFNsPerRR)
 				*target.into = append(*target.into, m)
 			}
 		}
@@ -153,10 +179,12 @@ func benchManifest(server sandbox.Pod) string {
 	ports := []sandbox.PortSpec{
 		{Name: "rr", Port: 80, Protocol: "TCP", TargetPort: "rr"},
 		{Name: "iperf", Port: iperfPort, Protocol: "TCP", TargetPort: "iperf"},
+		{Name: "ncperf", Port: 81, Protocol: "TCP", TargetPort: "ncperf"},
 	}
 	epPorts := []sandbox.PortSpec{
 		{Name: "rr", Port: rrPort, Protocol: "TCP"},
 		{Name: "iperf", Port: iperfPort, Protocol: "TCP"},
+		{Name: "ncperf", Port: ncperfPort, Protocol: "TCP"},
 	}
 	return sandbox.ServiceYAML("bench", []string{benchVIP4, benchVIP6}, ports) + "---\n" +
 		sandbox.SliceYAML("bench", false, epPorts, []sandbox.Pod{server}) + "---\n" +
@@ -185,41 +213,113 @@ func waitReachable(sb *sandbox.Sandbox, pod, bin, addr string) error {
 	}
 }
 
-func measure(sb *sandbox.Sandbox, pod string, cfg DatapathConfig, host string, port int, src netip.Addr) (Measurement, error) {
+// measure takes one figure set: bulk with iperf3; request/response and
+// new connections with ncperf (C), client and server on CPU 1 (the Go
+// generator's own scheduling and collection widened the tail it
+// measured); then a second of request/response with the kernel's BPF
+// statistics on, for the BPF programs' runs and time per request (kept
+// out of the timed runs: the statistics cost two clock reads per run).
+func measure(sb *sandbox.Sandbox, pod, ncperf string, cfg DatapathConfig, host string, port int, src netip.Addr) (Measurement, error) {
 	var m Measurement
-	load := []string{"pod", "load", "--duration", cfg.Duration.String()}
 	srcArg := ""
 	if src.IsValid() {
-		load = append(load, "--source", src.String())
 		srcArg = src.String()
 	}
 	var err error
 	if m.TCPGbps, err = bulk(sb, pod, host, iperfPort, 1, srcArg, cfg.Duration); err != nil {
 		return m, err
 	}
-
-	addr := net.JoinHostPort(host, strconv.Itoa(port))
-	for _, persistent := range []bool{true, false} {
-		args := append(append([]string(nil), load...), "--persistent="+strconv.FormatBool(persistent), addr)
-		out, err := runIn(sb, pod, pinned(1, filepath.Join(cfg.BinDir, sandbox.LabBinary), args...))
+	run := func(mode string, d time.Duration) (native.Result, error) {
+		args := []string{"-c", "1", ncperf, mode, host, strconv.Itoa(port), strconv.FormatFloat(d.Seconds(), 'f', 3, 64)}
+		if srcArg != "" {
+			args = append(args, srcArg)
+		}
+		var r native.Result
+		out, err := runIn(sb, pod, exec.Command("taskset", args...))
 		if err != nil {
-			return m, err
+			return r, err
 		}
-		var s traffic.Summary
-		if err := json.Unmarshal(out, &s); err != nil {
-			return m, fmt.Errorf("load output %q: %w", out, err)
+		if err := json.Unmarshal(out, &r); err != nil {
+			return r, fmt.Errorf("ncperf output %q: %w", out, err)
 		}
-		if s.Errors > 0 {
-			fmt.Fprintf(cfg.Log, "[%d errors to %s: %s] ", s.Errors, addr, s.FirstErr)
+		if r.Ops == 0 {
+			return r, fmt.Errorf("ncperf %s to %s: no operation", mode, host)
 		}
-		m.Errors += s.Errors
-		if persistent {
-			m.RRPerSec, m.RRP50, m.RRP99 = s.PerSec, s.P50, s.P99
-		} else {
-			m.CRRPerS = s.PerSec
-		}
+		return r, nil
 	}
+	rr, err := run("rr", cfg.Duration)
+	if err != nil {
+		return m, err
+	}
+	crr, err := run("crr", cfg.Duration)
+	if err != nil {
+		return m, err
+	}
+	m.RRPerSec, m.RRP50, m.RRP99, m.CRRPerS = rr.PerSec, rr.P50, rr.P99, crr.PerSec
+	m.Errors = int(rr.Errors + crr.Errors)
+	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		return m, fmt.Errorf("BPF statistics: %w", err)
+	}
+	defer stats.Close()
+	c0, err := netcubeBPFCost()
+	if err != nil {
+		return m, err
+	}
+	profiled, err := run("rr", time.Second)
+	if err != nil {
+		return m, err
+	}
+	c1, err := netcubeBPFCost()
+	if err != nil {
+		return m, err
+	}
+	m.BPFRunsPerRR = float64(c1.runs-c0.runs) / float64(profiled.Ops)
+	m.BPFNsPerRR = float64(c1.ns-c0.ns) / float64(profiled.Ops)
 	return m, nil
+}
+
+// bpfCost is what netcube's programs ran, every node's copy summed.
+type bpfCost struct{ runs, ns uint64 }
+
+// netcubeBPFCost reads the kernel's statistics of the programs loaded
+// under netcube's entry names (the tc programs, the socket hooks).
+func netcubeBPFCost() (bpfCost, error) {
+	var c bpfCost
+	for id := ebpf.ProgramID(0); ; {
+		next, err := ebpf.ProgramGetNextID(id)
+		if errors.Is(err, os.ErrNotExist) {
+			return c, nil
+		}
+		if err != nil {
+			return c, err
+		}
+		id = next
+		p, err := ebpf.NewProgramFromID(id)
+		if err != nil {
+			continue // unloaded meanwhile
+		}
+		info, err := p.Info()
+		if err != nil || !netcubeEntry(info.Name) {
+			p.Close()
+			continue
+		}
+		st, err := p.Stats()
+		p.Close()
+		if err != nil {
+			return c, err
+		}
+		c.runs += st.RunCount
+		c.ns += uint64(st.Runtime)
+	}
+}
+
+func netcubeEntry(name string) bool {
+	switch name {
+	case "from_pod", "to_pod", "from_net", "to_net", "from_overlay", "to_overlay":
+		return true
+	}
+	return strings.HasPrefix(name, "sock_")
 }
 
 func runIn(sb *sandbox.Sandbox, pod string, cmd *exec.Cmd) ([]byte, error) {

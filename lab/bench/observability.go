@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/netcube/netcube/lab/bench/native"
 	"github.com/netcube/netcube/lab/sandbox"
 	"github.com/netcube/netcube/lab/traffic"
 	"github.com/netcube/netcube/pkg/cube"
@@ -126,9 +127,19 @@ spec:
 	if err := sb.Topology.WriteManifest("bench.yaml", benchManifest(server)+"---\n"+policy); err != nil {
 		return res, err
 	}
+	tmp, err := os.MkdirTemp("", "netcube-bench-observability-")
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(tmp)
+	ncperf, err := native.Build(tmp)
+	if err != nil {
+		return res, err
+	}
 	servers := []*exec.Cmd{
 		pinned(1, filepath.Join(cfg.BinDir, sandbox.LabBinary), "pod", "serve", "--sequential", "--name", "bench", "--port", fmt.Sprint(rrPort)),
 		exec.Command("iperf3", "-s", "-p", fmt.Sprint(iperfPort), "-A", "1"),
+		exec.Command("taskset", "-c", "1", ncperf, "serve", fmt.Sprint(ncperfPort)),
 	}
 	for _, s := range servers {
 		if err := sb.Start(server.Name, s); err != nil {
@@ -167,7 +178,7 @@ spec:
 			if c != nil {
 				client0 = cpuOf(c.cmd.Process.Pid)
 			}
-			meas, err := measure(sb, client.Name, dcfg, benchVIP4, 80, netip.Addr{})
+			meas, err := measure(sb, client.Name, ncperf, dcfg, benchVIP4, 81, netip.Addr{})
 			secs := time.Since(start).Seconds()
 			usage := RunCPU{Agent: (cpuOf(agent) - agent0) / secs}
 			if c != nil {

@@ -24,6 +24,8 @@ var metrics = []metric{
 	{"request/response p50 (µs)", func(m Measurement) float64 { return m.RRP50 }, false, "%.1f"},
 	{"request/response p99 (µs)", func(m Measurement) float64 { return m.RRP99 }, false, "%.1f"},
 	{"new connections/s", func(m Measurement) float64 { return m.CRRPerS }, true, "%.0f"},
+	{"BPF program runs per request/response (bpf_stats)", func(m Measurement) float64 { return m.BPFRunsPerRR }, false, "%.2f"},
+	{"BPF time per request/response (ns, bpf_stats)", func(m Measurement) float64 { return m.BPFNsPerRR }, false, "%.0f"},
 	{"failed requests (sum of runs)", nil, false, "%.0f"},
 }
 
@@ -38,7 +40,8 @@ func Markdown(cfg DatapathConfig, results []Result) string {
 		cfg.MeasuredAt.UTC().Format("2006-01-02 15:04 UTC"), commitName(cfg.Commit), unix.ByteSliceToString(uts.Nodename[:]),
 		unix.ByteSliceToString(uts.Release[:]), runtime.NumCPU(), cfg.Runs, cfg.Duration)
 	fmt.Fprintf(&b, "pod→pod and pod→Service alternate back to back. Backend on the client's node; ")
-	fmt.Fprintf(&b, "request/response client and server pinned to CPU 1, iperf3 client CPU 0 / server CPU 1.\n")
+	fmt.Fprintf(&b, "request/response (one connection, 1 byte each way) and new connections by ncperf (C), client and server pinned to CPU 1; iperf3 client CPU 0 / server CPU 1. ")
+	fmt.Fprintf(&b, "The BPF rows: netcube's programs (every node's tc programs and socket hooks), their runs and run time per request/response by the kernel's bpf_stats, in a 1 s run of their own (the statistics cost two clock reads per program run).\n")
 	fmt.Fprintf(&b, "Cost = how much worse pod→Service is than pod→pod (targets: ≤ 2%% with socket-LB, ≤ 5%% tc path only).\n\n")
 	for _, r := range results {
 		path := "socket-LB on"

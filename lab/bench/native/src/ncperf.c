@@ -110,10 +110,30 @@ static int exchange(int fd)
 	return write(fd, &c, 1) == 1 && read(fd, &c, 1) == 1 ? 0 : -1;
 }
 
-static int run(const char *mode, const char *host, const char *port, double seconds)
+/* dial opens a socket from src (NULL: the kernel's choice) and connects
+ * it to sa. */
+static int dial(const struct sockaddr_storage *sa, socklen_t len, const struct sockaddr_storage *src, socklen_t srclen)
 {
-	struct sockaddr_storage sa;
-	socklen_t len;
+	int fd = socket(sa->ss_family, SOCK_STREAM, 0), one = 1;
+
+	if (fd < 0)
+		return -1;
+	/* The port is chosen at connect, for this destination: bound at
+	 * bind, every port would be reserved for any destination, and the
+	 * connections in TIME_WAIT would soon hold them all. */
+	if (src && setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one)))
+		perror("ncperf: IP_BIND_ADDRESS_NO_PORT");
+	if ((src && bind(fd, (const struct sockaddr *)src, srclen)) || connect(fd, (const struct sockaddr *)sa, len)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static int run(const char *mode, const char *host, const char *port, double seconds, const char *source)
+{
+	struct sockaddr_storage sa, src;
+	socklen_t len, srclen = 0;
 	float *samples = malloc(MAX_SAMPLES * sizeof(float));
 	unsigned n = 0;
 	unsigned long ops = 0, errors = 0;
@@ -121,11 +141,11 @@ static int run(const char *mode, const char *host, const char *port, double seco
 	double mean = 0, m2 = 0; /* Welford's running mean and sum of squared deviations */
 	int crr = !strcmp(mode, "crr"), fd = -1;
 
-	if (!samples || resolve(host, port, &sa, &len))
+	if (!samples || resolve(host, port, &sa, &len) || (source && resolve(source, "0", &src, &srclen)))
 		return 2;
 	if (!crr) {
-		fd = socket(sa.ss_family, SOCK_STREAM, 0);
-		if (connect(fd, (struct sockaddr *)&sa, len)) {
+		fd = dial(&sa, len, source ? &src : NULL, srclen);
+		if (fd < 0) {
 			perror("ncperf: connect");
 			return 1;
 		}
@@ -137,9 +157,10 @@ static int run(const char *mode, const char *host, const char *port, double seco
 		int bad;
 
 		if (crr) {
-			fd = socket(sa.ss_family, SOCK_STREAM, 0);
-			bad = connect(fd, (struct sockaddr *)&sa, len) || exchange(fd);
-			close(fd);
+			fd = dial(&sa, len, source ? &src : NULL, srclen);
+			bad = fd < 0 || exchange(fd);
+			if (fd >= 0)
+				close(fd);
 		} else {
 			bad = exchange(fd);
 		}
@@ -175,8 +196,8 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	if (argc == 3 && !strcmp(argv[1], "serve"))
 		return serve(argv[2]);
-	if (argc == 5 && (!strcmp(argv[1], "rr") || !strcmp(argv[1], "crr")))
-		return run(argv[1], argv[2], argv[3], atof(argv[4]));
-	fprintf(stderr, "usage: ncperf serve PORT | ncperf rr|crr HOST PORT SECONDS\n");
+	if ((argc == 5 || argc == 6) && (!strcmp(argv[1], "rr") || !strcmp(argv[1], "crr")))
+		return run(argv[1], argv[2], argv[3], atof(argv[4]), argc == 6 ? argv[5] : NULL);
+	fprintf(stderr, "usage: ncperf serve PORT | ncperf rr|crr HOST PORT SECONDS [SOURCE]\n");
 	return 2;
 }
