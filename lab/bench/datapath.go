@@ -101,15 +101,11 @@ func datapathMode(cfg DatapathConfig, socketLB bool) ([]Result, error) {
 		return nil, err
 	}
 	defer sandbox.Down(name, cfg.Log)
-	tmp, err := os.MkdirTemp("", "netcube-bench-datapath-")
+	ncperf, done, err := native.BuildTemp()
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(tmp)
-	ncperf, err := native.Build(tmp)
-	if err != nil {
-		return nil, err
-	}
+	defer done()
 
 	client := sb.Topology.ClientPod()
 	server := sb.Topology.Nodes[0].Pods[1] // same node: the comparison isolates the Service datapath

@@ -127,15 +127,11 @@ spec:
 	if err := sb.Topology.WriteManifest("bench.yaml", benchManifest(server)+"---\n"+policy); err != nil {
 		return res, err
 	}
-	tmp, err := os.MkdirTemp("", "netcube-bench-observability-")
+	ncperf, done, err := native.BuildTemp()
 	if err != nil {
 		return res, err
 	}
-	defer os.RemoveAll(tmp)
-	ncperf, err := native.Build(tmp)
-	if err != nil {
-		return res, err
-	}
+	defer done()
 	servers := []*exec.Cmd{
 		pinned(1, filepath.Join(cfg.BinDir, sandbox.LabBinary), "pod", "serve", "--sequential", "--name", "bench", "--port", fmt.Sprint(rrPort)),
 		exec.Command("iperf3", "-s", "-p", fmt.Sprint(iperfPort), "-A", "1"),

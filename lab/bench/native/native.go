@@ -27,6 +27,20 @@ func Build(dir string) (string, error) {
 	return bin, nil
 }
 
+// BuildTemp compiles ncperf into a directory of its own, removed by done.
+func BuildTemp() (bin string, done func(), err error) {
+	dir, err := os.MkdirTemp("", "netcube-ncperf-")
+	if err != nil {
+		return "", nil, err
+	}
+	done = func() { _ = os.RemoveAll(dir) }
+	if bin, err = Build(dir); err != nil {
+		done()
+		return "", nil, err
+	}
+	return bin, done, nil
+}
+
 // Result is one ncperf run, as it prints it.
 type Result struct {
 	Ops    int64   `json:"ops"`
