@@ -234,7 +234,7 @@ func (r *PodnetReport) Markdown() string {
   host stack on each side, which shows in request/response and connection rate.
 - **Pod startup** (CNI ADD, measured through libcni as a runtime calls it, the plugin run
   in the node's namespace): the pod veth's two programs are tc filters, which attach
-  without waiting for an RCU grace period as tcx links do (about 11 ms each here); the
+  without waiting for an RCU grace period as tcx links do; the
   two attaches alone: ` + "`go test -run XXX -bench AttachPod ./pkg/datapath`" + ` (ms/pod). The
   rest is the plugin's process start, netlink and the address store.
 `)

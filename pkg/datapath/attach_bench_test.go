@@ -14,8 +14,7 @@ import (
 
 // BenchmarkAttachPod times attaching a pod's two tc programs to a fresh
 // veth (as tcx links, each attach waited for an RCU grace period in the
-// kernel: 21.9 ms per pod, most of a CNI ADD; as tc filters, none). It
-// prints ms per pod:
+// kernel, most of a CNI ADD; as tc filters, none). It prints ms per pod:
 //
 //	go test -run XXX -bench AttachPod ./pkg/datapath
 func BenchmarkAttachPod(b *testing.B) {

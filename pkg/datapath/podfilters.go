@@ -14,10 +14,10 @@ import (
 // A pod's programs are tc filters (clsact, cls_bpf in direct-action mode),
 // not tcx links as on the node's uplinks. Attaching a tcx link waits for
 // an RCU grace period in the kernel (the device's hook is swapped, and the
-// old one must have no reader left): about 11 ms each here, two per pod,
-// which was most of a CNI ADD. Adding a filter to a new clsact waits for
-// none (BenchmarkAttachPod). Replacing a filter, as an agent's restart
-// does, is as atomic as a link's update. The filters are known by name.
+// old one must have no reader left), two per pod, which was most of a CNI
+// ADD; adding a filter to a new clsact waits for none (BenchmarkAttachPod).
+// Replacing a filter, as an agent's restart does, is as atomic as a link's
+// update. The filters are known by name.
 const (
 	podFilterPrefix = "netcube-"
 	podFilterPrio   = 1
