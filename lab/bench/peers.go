@@ -50,18 +50,18 @@ func (p *netcubePeer) name() string { return "netcube" }
 
 // start starts the agent on empty maps: a full sync from scratch.
 func (p *netcubePeer) start() error {
-	if err := datapath.Unpin(p.node.PinDir); err != nil {
+	if err := p.sb.RemoveDatapath(p.node.Name); err != nil {
 		return err
 	}
 	return p.sb.StartAgent(p.node.Name)
 }
 
-// stop stops the agent and removes its pins, which detaches its programs.
+// stop stops the agent and takes its programs off the node.
 func (p *netcubePeer) stop() error {
 	if err := p.sb.StopAgent(p.node.Name, false); err != nil {
 		return err
 	}
-	return datapath.Unpin(p.node.PinDir)
+	return p.sb.RemoveDatapath(p.node.Name)
 }
 
 func (p *netcubePeer) entries() (int, error) {

@@ -383,6 +383,31 @@ func (sb *Sandbox) StopAgent(node string, crash bool) error {
 	return stop(sb.Topology, agentName(node), sig, 10*time.Second)
 }
 
+// RemoveDatapath takes netcube's data plane off a node whose agent is
+// stopped: its pins (which detaches the links: uplinks, cgroup) and the
+// tc filters on its pods' veths. The node is then routed by its kernel
+// alone, as for kube-proxy, or as after a reboot.
+func (sb *Sandbox) RemoveDatapath(node string) error {
+	n, ok := sb.Topology.Node(node)
+	if !ok {
+		return fmt.Errorf("no node %s", node)
+	}
+	if err := datapath.Unpin(n.PinDir); err != nil {
+		return err
+	}
+	ns, err := netns.GetFromName(n.Netns)
+	if err != nil {
+		return err
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	return datapath.DetachPods(h, cni.HostIfPrefix)
+}
+
 // AgentAlive reports whether a node's agent is running.
 func (sb *Sandbox) AgentAlive(node string) bool {
 	_, alive := pidOf(sb.Topology, agentName(node))

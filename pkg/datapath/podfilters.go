@@ -99,11 +99,14 @@ func PodAttachments() ([]string, error) {
 	return out, nil
 }
 
-// DetachPods removes netcube's filters from every device of the current
-// network namespace whose name starts with prefix (the pods' host veths):
-// `netcube-agent --cleanup`, with Unpin.
-func DetachPods(prefix string) error {
-	h := &netlink.Handle{}
+// DetachPods removes netcube's filters from every device whose name
+// starts with prefix (the pods' host veths), in the network namespace of h
+// (nil: the current one): `netcube-agent --cleanup`, with Unpin. Unpin
+// alone leaves them: they are not links.
+func DetachPods(h *netlink.Handle, prefix string) error {
+	if h == nil {
+		h = &netlink.Handle{}
+	}
 	links, err := h.LinkList()
 	if err != nil {
 		return err

@@ -104,7 +104,7 @@ func TestPodAttachment(t *testing.T) {
 	if err := dp.AttachPod(other, io); err != nil {
 		t.Fatal(err)
 	}
-	if err := datapath.DetachPods(prefix); err != nil {
+	if err := datapath.DetachPods(nil, prefix); err != nil {
 		t.Fatal(err)
 	}
 	if n := count(a); n != 0 {

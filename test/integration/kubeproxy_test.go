@@ -19,7 +19,6 @@ import (
 	"github.com/netcube/netcube/lab/bench"
 	"github.com/netcube/netcube/lab/kubeenv"
 	"github.com/netcube/netcube/lab/sandbox"
-	"github.com/netcube/netcube/pkg/datapath"
 )
 
 // TestKubeProxyBaseline: the real kube-proxy, built from the Go module
@@ -40,7 +39,7 @@ func TestKubeProxyBaseline(t *testing.T) {
 	if err := sb.StopAgent(node.Name, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := datapath.Unpin(node.PinDir); err != nil {
+	if err := sb.RemoveDatapath(node.Name); err != nil {
 		t.Fatal(err)
 	}
 	// What kube-proxy reads on a cluster: Node objects with addresses, and

@@ -9,7 +9,6 @@ import (
 
 	"github.com/netcube/netcube/internal/testenv"
 	"github.com/netcube/netcube/lab/faultrec"
-	"github.com/netcube/netcube/pkg/datapath"
 )
 
 // TestAgentRestartKeepsConnections: established TCP and UDP flows through a
@@ -114,7 +113,7 @@ func TestNodeRebootConverges(t *testing.T) {
 	if !ok {
 		t.Fatalf("no node %s", node)
 	}
-	if err := datapath.Unpin(n.PinDir); err != nil {
+	if err := sb.RemoveDatapath(node); err != nil { // a reboot loses all of it
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(n.PinDir); !os.IsNotExist(err) {
