@@ -70,7 +70,6 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -681,16 +680,10 @@ const (
 
 // uplink opens a node's network namespace for netlink, and its eth0.
 func uplink(n sandbox.Node) (*netlink.Handle, netlink.Link, func(), error) {
-	ns, err := netns.GetFromName(n.Netns)
+	h, done, err := n.Netlink()
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		ns.Close()
-		return nil, nil, nil, err
-	}
-	done := func() { h.Close(); ns.Close() }
 	link, err := h.LinkByName("eth0")
 	if err != nil {
 		done()

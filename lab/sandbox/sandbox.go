@@ -298,22 +298,31 @@ func (sb *Sandbox) waitPodsAttached(n Node) error {
 	}
 }
 
+// Netlink opens a netlink handle in the node's network namespace; done
+// closes it.
+func (n Node) Netlink() (h *netlink.Handle, done func(), err error) {
+	ns, err := netns.GetFromName(n.Netns)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer ns.Close() // the handle keeps its own sockets in the namespace
+	if h, err = netlink.NewHandleAt(ns); err != nil {
+		return nil, nil, err
+	}
+	return h, h.Close, nil
+}
+
 // podAttached tells whether the node's agent attached to the pod's veth:
 // its tc filters, or the tcx links an older agent pinned.
 func podAttached(n Node, p Pod) bool {
 	if _, err := os.Stat(filepath.Join(n.PinDir, "links", "pod-"+p.HostIf+"-egress")); err == nil {
 		return true
 	}
-	ns, err := netns.GetFromName(n.Netns)
+	h, done, err := n.Netlink()
 	if err != nil {
 		return false
 	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		return false
-	}
-	defer h.Close()
+	defer done()
 	fs, err := datapath.PodFilters(h, p.HostIf)
 	return err == nil && fs["ingress"] != "" && fs["egress"] != ""
 }
@@ -395,16 +404,11 @@ func (sb *Sandbox) RemoveDatapath(node string) error {
 	if err := datapath.Unpin(n.PinDir); err != nil {
 		return err
 	}
-	ns, err := netns.GetFromName(n.Netns)
+	h, done, err := n.Netlink()
 	if err != nil {
 		return err
 	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		return err
-	}
-	defer h.Close()
+	defer done()
 	return datapath.DetachPods(h, cni.HostIfPrefix)
 }
 

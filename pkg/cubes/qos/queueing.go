@@ -80,7 +80,7 @@ func (q *queueing) set(active, queue bool, classes map[uint32]BucketClass) error
 	if !queue {
 		// The datapath stops classifying before the queueing goes (a pod
 		// with only an ingress rate needs no queueing).
-		if err := q.writeConfig(active); err != nil {
+		if err := q.writeConfig(active, false); err != nil {
 			return err
 		}
 		if q.queued != nil && !*q.queued {
@@ -113,17 +113,18 @@ func (q *queueing) set(active, queue bool, classes map[uint32]BucketClass) error
 		return err
 	}
 	// The queueing is in place before the datapath classifies for it.
-	if err := q.writeConfig(true); err != nil {
+	if err := q.writeConfig(true, true); err != nil {
 		return err
 	}
 	q.queued, q.classes = &queue, classes
 	return nil
 }
 
-// writeConfig tells the datapath the mode, and whether it classifies.
-func (q *queueing) writeConfig(active bool) error {
+// writeConfig tells the datapath the mode, whether it classifies, and,
+// while the uplinks are queued, the latency class's queue.
+func (q *queueing) writeConfig(active, queued bool) error {
 	c := datapath.QosConf{HtbMajor: prioHandle >> 16}
-	if q.latencyQueue > 0 {
+	if queued && q.latencyQueue > 0 {
 		c.LatencyQueue, c.LatencyClassid = q.latencyQueue+1, classOfHTB(model.Latency)
 	}
 	if q.mode != nil {
