@@ -40,7 +40,7 @@ func (r *Reconciler) PoliciesOf(local netip.Addr, egress bool, peer netip.Addr, 
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	t := r.compiler.last
+	t := r.compiler.Tables()
 	if t == nil {
 		return nil
 	}
@@ -89,7 +89,7 @@ func (c *Compiler) policiesOf(cl *Cluster, pod *model.Pod, ep uint32, k attribKe
 		}
 		for i := range rules {
 			t := &Tables{Entries: map[Entry]struct{}{}}
-			c.addRule(t, cl, c.classes, pol, &rules[i], ep, k.dir, pod)
+			c.addRule(t.Entries, map[*model.PolicyRule][]*class{}, pol, &rules[i], ep, k.dir, pod, nil)
 			if t.allows(ep, k.dir, k.peer, k.proto, k.port) {
 				out = append(out, pol.ID.String())
 				break

@@ -56,33 +56,6 @@ func (ids *Identities) of(key string) Identity {
 // address's position among them is its block signature.
 type blockSet []netip.Prefix
 
-func blocksOf(policies []*model.Policy) blockSet {
-	seen := map[netip.Prefix]bool{}
-	add := func(rules []model.PolicyRule) {
-		for _, r := range rules {
-			for _, p := range r.Peers {
-				if p.Block == nil {
-					continue
-				}
-				seen[p.Block.CIDR] = true
-				for _, e := range p.Block.Except {
-					seen[e] = true
-				}
-			}
-		}
-	}
-	for _, p := range policies {
-		add(p.Ingress)
-		add(p.Egress)
-	}
-	out := blockSet(nil)
-	for p := range seen {
-		out = append(out, p)
-	}
-	slices.SortFunc(out, comparePrefix)
-	return out
-}
-
 func comparePrefix(a, b netip.Prefix) int {
 	if c := a.Addr().Compare(b.Addr()); c != 0 {
 		return c
@@ -139,13 +112,17 @@ func labelsKey(l map[string]string) string {
 	return b.String()
 }
 
-// class is one identity's members as the rules see them: a pod address
-// (pod set) or a range outside the pods (pod nil), and the blocks holding
-// it.
+// class is one identity's members as the rules see them: pods of one
+// namespace with the same labels and block signature (members: the pods,
+// by how many of their addresses), or a range outside the pods (members
+// nil).
 type class struct {
-	id  Identity
-	pod *model.Pod
-	sig []netip.Prefix
+	id      Identity
+	key     string // what Identities knows it by
+	ns      string
+	labels  map[string]string // any member's: all have the same
+	sig     []netip.Prefix
+	members map[model.PodID]int
 }
 
 // inBlock says whether the class's addresses are all in b (its cidr in

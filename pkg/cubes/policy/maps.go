@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"net/netip"
+
 	"github.com/netcube/netcube/pkg/cube"
 	"github.com/netcube/netcube/pkg/datapath"
 )
@@ -14,53 +16,133 @@ const (
 	MapDrops     = "pol_drops"     // drops per endpoint and reason (the datapath's)
 )
 
-// Sync writes want into the maps, which hold have (nil: nothing): only
-// what differs. New entries and identities go in before the endpoints that
-// use them, and stale ones leave after, so a pod is never judged by a half
-// written policy: during a change it has the union of the old rules and
-// the new. A failed write returns at once; calling Sync again with the
-// same have converges (every write is idempotent).
-func Sync(m *cube.Maps, have, want *Tables) error {
+// Changes are the keys of the tables that changed: each is written as
+// the tables hold it now (put), or removed if they do not hold it.
+type Changes struct {
+	Peers     map[netip.Prefix]struct{}
+	Entries   map[Entry]struct{}
+	Endpoints map[netip.Addr]struct{}
+}
+
+// Len is how many keys changed.
+func (ch Changes) Len() int { return len(ch.Peers) + len(ch.Entries) + len(ch.Endpoints) }
+
+func (ch *Changes) peer(p netip.Prefix) { ch.Peers = add(ch.Peers, p) }
+func (ch *Changes) entry(e Entry)       { ch.Entries = add(ch.Entries, e) }
+func (ch *Changes) endpoint(a netip.Addr) {
+	ch.Endpoints = add(ch.Endpoints, a)
+}
+
+func add[K comparable](s map[K]struct{}, k K) map[K]struct{} {
+	if s == nil {
+		s = map[K]struct{}{}
+	}
+	s[k] = struct{}{}
+	return s
+}
+
+func (ch *Changes) merge(o Changes) {
+	for p := range o.Peers {
+		ch.peer(p)
+	}
+	for e := range o.Entries {
+		ch.entry(e)
+	}
+	for a := range o.Endpoints {
+		ch.endpoint(a)
+	}
+}
+
+// diffTables are the keys whose values differ between have (nil: empty)
+// and want.
+func diffTables(have, want *Tables) Changes {
 	if have == nil {
 		have = &Tables{}
 	}
+	var ch Changes
 	for p, id := range want.Peers {
 		if old, ok := have.Peers[p]; !ok || old != id {
+			ch.peer(p)
+		}
+	}
+	for p := range have.Peers {
+		if _, ok := want.Peers[p]; !ok {
+			ch.peer(p)
+		}
+	}
+	for e := range want.Entries {
+		if _, ok := have.Entries[e]; !ok {
+			ch.entry(e)
+		}
+	}
+	for e := range have.Entries {
+		if _, ok := want.Entries[e]; !ok {
+			ch.entry(e)
+		}
+	}
+	for a, ep := range want.Endpoints {
+		if old, ok := have.Endpoints[a]; !ok || old != ep {
+			ch.endpoint(a)
+		}
+	}
+	for a := range have.Endpoints {
+		if _, ok := want.Endpoints[a]; !ok {
+			ch.endpoint(a)
+		}
+	}
+	return ch
+}
+
+// Sync writes want into the maps, which hold have (nil: nothing): only
+// what differs (SyncChanges).
+func Sync(m *cube.Maps, have, want *Tables) error {
+	return SyncChanges(m, want, diffTables(have, want))
+}
+
+// SyncChanges writes the changed keys of t into the maps. New entries and
+// identities go in before the endpoints that use them, and stale ones
+// leave after, so a pod is never judged by a half written policy: during
+// a change it has the union of the old rules and the new. A failed write
+// returns at once; calling it again with the same changes converges
+// (every write is idempotent).
+func SyncChanges(m *cube.Maps, t *Tables, ch Changes) error {
+	for p := range ch.Peers {
+		if id, ok := t.Peers[p]; ok {
 			if err := cube.Put(m, MapPeers, datapath.PrefixFrom(p), datapath.PolicyPeer{Identity: datapath.Identity(id)}); err != nil {
 				return err
 			}
 		}
 	}
-	for e := range want.Entries {
-		if _, ok := have.Entries[e]; !ok {
+	for e := range ch.Entries {
+		if _, ok := t.Entries[e]; ok {
 			if err := cube.Put(m, MapEntries, entryKey(e), datapath.PolicyEntry{Allow: 1}); err != nil {
 				return err
 			}
 		}
 	}
-	for a, ep := range want.Endpoints {
-		if old, ok := have.Endpoints[a]; !ok || old != ep {
+	for a := range ch.Endpoints {
+		if ep, ok := t.Endpoints[a]; ok {
 			if err := cube.Put(m, MapEndpoints, datapath.AddrFrom(a), endpointValue(ep)); err != nil {
 				return err
 			}
 		}
 	}
-	for a := range have.Endpoints {
-		if _, ok := want.Endpoints[a]; !ok {
+	for a := range ch.Endpoints {
+		if _, ok := t.Endpoints[a]; !ok {
 			if err := cube.Remove(m, MapEndpoints, datapath.AddrFrom(a)); err != nil {
 				return err
 			}
 		}
 	}
-	for e := range have.Entries {
-		if _, ok := want.Entries[e]; !ok {
+	for e := range ch.Entries {
+		if _, ok := t.Entries[e]; !ok {
 			if err := cube.Remove(m, MapEntries, entryKey(e)); err != nil {
 				return err
 			}
 		}
 	}
-	for p := range have.Peers {
-		if _, ok := want.Peers[p]; !ok {
+	for p := range ch.Peers {
+		if _, ok := t.Peers[p]; !ok {
 			if err := cube.Remove(m, MapPeers, datapath.PrefixFrom(p)); err != nil {
 				return err
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -117,6 +118,7 @@ type oracleKube struct {
 	version  int
 	compiled int
 	compiler *policy.Compiler
+	cl       *policy.Cluster // what the compiler was given
 	tables   *policy.Tables
 	dp       *datapath.Datapath // nil: answer from the tables alone
 	sport    uint16             // a new source port per datapath probe
@@ -190,7 +192,8 @@ func (o *oracleKube) SetPodLabels(ns, name string, l map[string]string) (*v1.Pod
 }
 
 // current compiles the objects into one node's tables (every pod local),
-// as the agent converts them from the API.
+// as the agent converts them from the API: whole the first time, then, as
+// the agent does, by Compiler.Update with the objects that changed.
 func (o *oracleKube) current() (*policy.Tables, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -229,13 +232,18 @@ func (o *oracleKube) current() (*policy.Tables, error) {
 			cl.SetPolicy(p.ID, p)
 		}
 	}
-	tables := o.compiler.Compile(cl, func(*model.Pod) bool { return true }, nil)
+	if o.cl == nil {
+		o.cl = cl
+		o.compiler.Compile(cl, func(*model.Pod) bool { return true }, nil)
+	} else {
+		o.compiler.Update(updateCluster(o.cl, cl))
+	}
 	if o.dp != nil {
-		if err := policy.Sync(o.dp.Maps(), o.tables, tables); err != nil {
+		if err := policy.SyncChanges(o.dp.Maps(), o.compiler.Tables(), o.compiler.Changes()); err != nil {
 			return nil, err
 		}
 	}
-	o.tables, o.compiled = tables, o.version
+	o.tables, o.compiled = o.compiler.Tables(), o.version
 	return o.tables, nil
 }
 
@@ -344,4 +352,46 @@ func (o *oracleKube) resolve(host string) (netip.Addr, error) {
 		return netip.Addr{}, err
 	}
 	return netip.ParseAddr(p.Status.PodIP)
+}
+
+// updateCluster makes held what fresh is, replacing only the objects
+// that differ, and names them.
+func updateCluster(held, fresh *policy.Cluster) (pods []model.PodID, nss []string, pols []model.PolicyID) {
+	for id, p := range fresh.Pods {
+		if !reflect.DeepEqual(held.Pods[id], p) {
+			held.SetPod(id, p)
+			pods = append(pods, id)
+		}
+	}
+	for id := range held.Pods {
+		if fresh.Pods[id] == nil {
+			held.SetPod(id, nil)
+			pods = append(pods, id)
+		}
+	}
+	for name, ns := range fresh.Namespaces {
+		if !reflect.DeepEqual(held.Namespaces[name], ns) {
+			held.SetNamespace(name, ns)
+			nss = append(nss, name)
+		}
+	}
+	for name := range held.Namespaces {
+		if fresh.Namespaces[name] == nil {
+			held.SetNamespace(name, nil)
+			nss = append(nss, name)
+		}
+	}
+	for id, p := range fresh.Policies {
+		if !reflect.DeepEqual(held.Policies[id], p) {
+			held.SetPolicy(id, p)
+			pols = append(pols, id)
+		}
+	}
+	for id := range held.Policies {
+		if fresh.Policies[id] == nil {
+			held.SetPolicy(id, nil)
+			pols = append(pols, id)
+		}
+	}
+	return pods, nss, pols
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,10 +23,12 @@ import (
 
 // Reconciler keeps the policy maps equal to what the cluster's pods,
 // namespaces and NetworkPolicies compile to for this node. Changes are
-// collected as they arrive; each pass compiles the whole cluster and
-// writes only what differs from the maps (Sync). Nothing is written before
-// the sources have delivered their initial lists: a half-known cluster
-// would isolate pods without their allowing rules.
+// collected as they arrive (the objects that changed, by name); the first
+// pass compiles the whole cluster, each later one recompiles only what
+// the changes touch (Compiler.Update) and writes only the keys that
+// changed (SyncChanges). Nothing is written before the sources have
+// delivered their initial lists: a half-known cluster would isolate pods
+// without their allowing rules.
 type Reconciler struct {
 	maps      *cube.Maps
 	node      string
@@ -36,9 +40,13 @@ type Reconciler struct {
 	dirty   chan struct{}
 
 	compiler *Compiler
-	have     *Tables          // what the maps hold (nil: nothing written yet)
-	report   *report.Reporter // warnings; nil: logged only
-	warned   map[model.PolicyID]string
+	built    bool // compiled whole once; Update from then on
+	// The objects changed since the last pass, by name.
+	pendingPods       map[model.PodID]struct{}
+	pendingNamespaces map[string]struct{}
+	pendingPolicies   map[model.PolicyID]struct{}
+	report            *report.Reporter // warnings; nil: logged only
+	warned            map[model.PolicyID]string
 	// attributions: PoliciesOf's answers since the last compilation.
 	attributions map[attribKey][]string
 
@@ -55,7 +63,8 @@ func NewReconciler(maps *cube.Maps, node string, hostAddrs []netip.Addr) *Reconc
 	return &Reconciler{
 		maps: maps, node: node, hostAddrs: hostAddrs,
 		cluster: NewCluster(), dirty: make(chan struct{}, 1),
-		compiler: NewCompiler(), warned: map[model.PolicyID]string{}, attributions: map[attribKey][]string{},
+		compiler: NewCompiler(), pendingPods: map[model.PodID]struct{}{}, pendingNamespaces: map[string]struct{}{},
+		pendingPolicies: map[model.PolicyID]struct{}{}, warned: map[model.PolicyID]string{}, attributions: map[attribKey][]string{},
 		syncs: prometheus.NewCounter(prometheus.CounterOpts{Name: "netcube_policy_syncs_total",
 			Help: "Passes that wrote the policy maps to match the cluster's NetworkPolicies."}),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "netcube_policy_sync_errors_total",
@@ -121,8 +130,10 @@ func (r *Reconciler) changed() {
 }
 
 func (r *Reconciler) OnPod(key types.NamespacedName, p *model.Pod) {
+	id := model.PodID{Namespace: key.Namespace, Name: key.Name}
 	r.mu.Lock()
-	r.cluster.SetPod(model.PodID{Namespace: key.Namespace, Name: key.Name}, p)
+	r.cluster.SetPod(id, p)
+	r.pendingPods[id] = struct{}{}
 	r.mu.Unlock()
 	r.changed()
 }
@@ -142,13 +153,16 @@ func (r *Reconciler) PodAt(a netip.Addr) (model.PodID, map[string]string, bool) 
 func (r *Reconciler) OnNamespace(name string, ns *model.Namespace) {
 	r.mu.Lock()
 	r.cluster.SetNamespace(name, ns)
+	r.pendingNamespaces[name] = struct{}{}
 	r.mu.Unlock()
 	r.changed()
 }
 
 func (r *Reconciler) OnPolicy(key types.NamespacedName, p *model.Policy) {
+	id := model.PolicyID{Namespace: key.Namespace, Name: key.Name}
 	r.mu.Lock()
-	r.cluster.SetPolicy(model.PolicyID{Namespace: key.Namespace, Name: key.Name}, p)
+	r.cluster.SetPolicy(id, p)
+	r.pendingPolicies[id] = struct{}{}
 	r.mu.Unlock()
 	r.changed()
 }
@@ -218,7 +232,9 @@ func (r *Reconciler) Run(ctx context.Context) {
 	}
 }
 
-// pass compiles the cluster and writes the difference.
+// pass compiles what changed and writes the keys that did. The tables
+// are read outside the lock while written to the maps: only pass changes
+// them, and passes run one at a time (Run).
 func (r *Reconciler) pass() error {
 	start := time.Now()
 	r.mu.Lock()
@@ -226,19 +242,31 @@ func (r *Reconciler) pass() error {
 		r.mu.Unlock()
 		return nil
 	}
-	want := r.compiler.Compile(r.cluster, func(p *model.Pod) bool { return p.Node == r.node }, r.hostAddrs)
+	if !r.built {
+		r.compiler.Compile(r.cluster, func(p *model.Pod) bool { return p.Node == r.node }, r.hostAddrs)
+		r.built = true
+	} else {
+		r.compiler.Update(slices.Collect(maps.Keys(r.pendingPods)), slices.Collect(maps.Keys(r.pendingNamespaces)),
+			slices.Collect(maps.Keys(r.pendingPolicies)))
+	}
+	clear(r.pendingPods)
+	clear(r.pendingNamespaces)
+	clear(r.pendingPolicies)
+	t, ch := r.compiler.Tables(), r.compiler.Changes()
 	clear(r.attributions)
 	r.mu.Unlock()
-	if err := Sync(r.maps, r.have, want); err != nil {
+	if err := SyncChanges(r.maps, t, ch); err != nil {
+		r.mu.Lock()
+		r.compiler.Requeue(ch)
+		r.mu.Unlock()
 		return err
 	}
-	r.have = want
 	r.syncs.Inc()
 	r.duration.Observe(time.Since(start).Seconds())
-	r.entries.WithLabelValues("identities").Set(float64(len(want.Peers)))
-	r.entries.WithLabelValues("endpoints").Set(float64(len(want.Endpoints)))
-	r.entries.WithLabelValues("rules").Set(float64(len(want.Entries)))
-	r.reportWarnings(want.Warnings)
+	r.entries.WithLabelValues("identities").Set(float64(len(t.Peers)))
+	r.entries.WithLabelValues("endpoints").Set(float64(len(t.Endpoints)))
+	r.entries.WithLabelValues("rules").Set(float64(len(t.Entries)))
+	r.reportWarnings(t.Warnings)
 	return nil
 }
 

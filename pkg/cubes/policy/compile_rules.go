@@ -1,0 +1,257 @@
+package policy
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/netcube/netcube/pkg/model"
+)
+
+// recompile takes policy id's entries and selections out of the tables
+// and puts in those it gives now (none: deleted), its peers matched
+// anew. Pods whose endpoint may change are added to touched.
+func (c *Compiler) recompile(id model.PolicyID, touched map[model.PodID]struct{}) {
+	if ps := c.policies[id]; ps != nil {
+		for pid := range ps.byPod {
+			c.deselect(ps, pid, touched)
+		}
+		c.unindex(ps)
+	}
+	pol := c.cl.Policies[id]
+	if pol == nil {
+		return
+	}
+	ps := &policyState{pol: pol, peers: map[*model.PolicyRule][]*class{}, byPod: map[model.PodID]*selection{},
+		blocks: policyBlocks(pol)}
+	c.policies[id] = ps
+	c.index(ps)
+	for pid := range c.localByNS[id.Namespace] {
+		c.reselect(ps, pid, touched)
+	}
+}
+
+// reselect brings what policy ps gives this node's pod pid up to the pod
+// as it is now (selected or not, its labels and ports), with the peers
+// the policy has matched.
+func (c *Compiler) reselect(ps *policyState, pid model.PodID, touched map[model.PodID]struct{}) {
+	c.deselect(ps, pid, touched)
+	pod := c.pods[pid]
+	if pod == nil || !pod.local || !ps.pol.Pods.Matches(labelSet(pod.pod.Labels)) {
+		return
+	}
+	pol, p := ps.pol, pod.pod
+	es := c.eps[pid]
+	if es == nil {
+		es = &endpointState{id: c.endpointID(pid)}
+		c.eps[pid] = es
+	}
+	sel := &selection{entries: map[Entry]struct{}{}}
+	warned := map[string]bool{}
+	es.selectors++
+	if pol.IsolatesIngress {
+		es.ingress++
+		for i := range pol.Ingress {
+			c.addRule(sel.entries, ps.peers, pol, &pol.Ingress[i], es.id, Ingress, p, warned)
+		}
+	}
+	if pol.IsolatesEgress {
+		es.egress++
+		for i := range pol.Egress {
+			c.addRule(sel.entries, ps.peers, pol, &pol.Egress[i], es.id, Egress, p, warned)
+		}
+	}
+	for e := range sel.entries {
+		c.ref(e)
+	}
+	sel.warnings = slices.Sorted(maps.Keys(warned))
+	ps.byPod[pid] = sel
+	touched[pid] = struct{}{}
+	if len(sel.warnings) > 0 {
+		c.warningsChanged = true
+	}
+}
+
+// deselect takes out what policy ps gave pod pid, if anything.
+func (c *Compiler) deselect(ps *policyState, pid model.PodID, touched map[model.PodID]struct{}) {
+	sel := ps.byPod[pid]
+	if sel == nil {
+		return
+	}
+	for e := range sel.entries {
+		c.unref(e)
+	}
+	es := c.eps[pid]
+	es.selectors--
+	if ps.pol.IsolatesIngress {
+		es.ingress--
+	}
+	if ps.pol.IsolatesEgress {
+		es.egress--
+	}
+	delete(ps.byPod, pid)
+	touched[pid] = struct{}{}
+	if len(sel.warnings) > 0 {
+		c.warningsChanged = true
+	}
+}
+
+func comparePodIDs(a, b model.PodID) int {
+	if a.Namespace != b.Namespace {
+		return compareStrings(a.Namespace, b.Namespace)
+	}
+	return compareStrings(a.Name, b.Name)
+}
+
+// addRule adds to entries those of one rule of pol for endpoint ep (pod
+// self); a named port no pod has is a warning.
+func (c *Compiler) addRule(entries map[Entry]struct{}, peerSets map[*model.PolicyRule][]*class, pol *model.Policy,
+	r *model.PolicyRule, ep uint32, dir Direction, self *model.Pod, warned map[string]bool) {
+	peers, ok := peerSets[r]
+	if !ok {
+		peers = c.peersOf(pol, r)
+		peerSets[r] = peers
+	}
+	if len(r.Ports) == 0 {
+		for _, pc := range peers {
+			entries[Entry{Endpoint: ep, Dir: dir, Peer: pc.id}] = struct{}{}
+		}
+		return
+	}
+	for _, port := range r.Ports {
+		if port.Name == "" {
+			lo, hi := port.Port, port.EndPort
+			if lo == 0 {
+				lo, hi = 0, 65535
+			} else if hi == 0 {
+				hi = lo
+			}
+			for _, pc := range peers {
+				addRange(entries, Entry{Endpoint: ep, Dir: dir, Proto: port.Proto, Peer: pc.id}, lo, hi)
+			}
+			continue
+		}
+		// A named port is the destination pod's: the endpoint itself for
+		// ingress, each peer pod for egress (every pod, for a rule
+		// allowing every peer).
+		found := false
+		addOwner := func(pc *class, o *model.Pod) {
+			for _, np := range o.Ports {
+				if np.Name == port.Name && np.Proto == port.Proto {
+					addRange(entries, Entry{Endpoint: ep, Dir: dir, Proto: port.Proto, Peer: pc.id}, np.Port, np.Port)
+					found = true
+				}
+			}
+		}
+		for _, pc := range peers {
+			switch {
+			case dir == Ingress:
+				addOwner(pc, self)
+			case pc.id == AnyPeer:
+				for _, o := range c.pods {
+					addOwner(pc, o.pod)
+				}
+			default:
+				for pid := range pc.members {
+					addOwner(pc, c.pods[pid].pod)
+				}
+			}
+		}
+		if !found && warned != nil {
+			warned[fmt.Sprintf("%s port %q (%s) is a port of no pod it applies to; it allows nothing",
+				dir, port.Name, port.Proto)] = true
+		}
+	}
+}
+
+// anyPeer is the class of a rule with no peers: every address.
+var anyPeer = &class{id: AnyPeer}
+
+// peersOf is the classes a rule allows: every one (anyPeer), or those
+// some peer of it matches. Selector peers look only at the classes of the
+// namespaces they select.
+func (c *Compiler) peersOf(pol *model.Policy, r *model.PolicyRule) []*class {
+	if len(r.Peers) == 0 {
+		return []*class{anyPeer}
+	}
+	in := map[*class]struct{}{}
+	for i := range r.Peers {
+		peer := &r.Peers[i]
+		if peer.Block != nil {
+			for _, k := range c.classes {
+				if k.inBlock(peer.Block) {
+					in[k] = struct{}{}
+				}
+			}
+			continue
+		}
+		for ns, classes := range c.byNS {
+			if !c.peerNamespace(pol, peer, ns) {
+				continue
+			}
+			for k := range classes {
+				if peer.Pods.Matches(labelSet(k.labels)) {
+					in[k] = struct{}{}
+				}
+			}
+		}
+	}
+	return slices.Collect(maps.Keys(in))
+}
+
+// peersMatch says whether some peer of r (a rule of pol) matches class k.
+func (c *Compiler) peersMatch(pol *model.Policy, r *model.PolicyRule, k *class) bool {
+	for i := range r.Peers {
+		peer := &r.Peers[i]
+		if peer.Block != nil {
+			if k.inBlock(peer.Block) {
+				return true
+			}
+			continue
+		}
+		if k.members != nil && c.peerNamespace(pol, peer, k.ns) && peer.Pods.Matches(labelSet(k.labels)) {
+			return true
+		}
+	}
+	return false
+}
+
+// peerNamespace says whether a selector peer of pol looks in namespace
+// ns: the policy's own, or one its namespaceSelector matches.
+func (c *Compiler) peerNamespace(pol *model.Policy, peer *model.PolicyPeer, ns string) bool {
+	if peer.Namespaces == nil {
+		return ns == pol.ID.Namespace
+	}
+	return peer.Namespaces.Matches(labelSet(c.cl.nsLabels(ns)))
+}
+
+// addRange adds the entries of e for the ports lo-hi: the fewest prefixes
+// covering the range exactly.
+func addRange(entries map[Entry]struct{}, e Entry, lo, hi uint16) {
+	for _, p := range portPrefixes(lo, hi) {
+		e.Port, e.PortBits = p.port, p.bits
+		entries[e] = struct{}{}
+	}
+}
+
+type portPrefix struct {
+	port uint16
+	bits uint8
+}
+
+// portPrefixes splits lo-hi into aligned power-of-two blocks.
+func portPrefixes(lo, hi uint16) []portPrefix {
+	var out []portPrefix
+	for l := uint32(lo); l <= uint32(hi); {
+		size := uint32(1)
+		bits := uint8(16)
+		// Grow while aligned and inside the range.
+		for bits > 0 && l%(size*2) == 0 && l+size*2-1 <= uint32(hi) {
+			size *= 2
+			bits--
+		}
+		out = append(out, portPrefix{port: uint16(l), bits: bits})
+		l += size
+	}
+	return out
+}

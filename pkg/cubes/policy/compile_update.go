@@ -1,0 +1,325 @@
+package policy
+
+import (
+	"maps"
+	"net/netip"
+	"slices"
+
+	"github.com/netcube/netcube/pkg/model"
+)
+
+// Update brings the tables up to the cluster after the named pods,
+// namespaces and policies changed in it (added, replaced or deleted),
+// recompiling only what a change can touch:
+//   - a pod of this node: its own entries from each policy of its
+//     namespace selecting it, before or after (the policy's peers as
+//     they were matched);
+//   - a pod making a class (identity) or leaving one empty: the policies
+//     with a peer the class matches (their peers matched anew);
+//   - a pod whose named ports count: the policies with an egress rule on
+//     a named port whose peers hold it (or every peer);
+//   - a namespace's labels: the policies with a namespace selector
+//     matching them, before or after;
+//   - a policy: itself; if the set of ipBlock prefixes changes (which
+//     may split or merge every class), the whole cluster (Compile).
+//
+// Before any Compile, Update does nothing.
+func (c *Compiler) Update(pods []model.PodID, namespaces []string, policies []model.PolicyID) {
+	if c.t == nil {
+		return
+	}
+	pods, namespaces, policies = unique(pods), unique(namespaces), unique(policies)
+	for _, id := range policies {
+		if c.blocksChange(id) {
+			c.Compile(c.cl, c.local, c.host)
+			return
+		}
+	}
+	u := &update{whole: map[model.PolicyID]struct{}{}, pods: map[model.PolicyID][]model.PodID{},
+		touched: map[model.PodID]struct{}{}}
+	for _, id := range pods {
+		c.podChanged(id, u)
+	}
+	for _, name := range namespaces {
+		c.namespaceChanged(name, u.whole)
+	}
+	for _, id := range policies {
+		u.whole[id] = struct{}{}
+	}
+	// In a stable order, as Compile (the endpoints of new pods numbered
+	// alike).
+	for _, id := range slices.SortedFunc(maps.Keys(u.whole), comparePolicyIDs) {
+		c.recompile(id, u.touched)
+	}
+	for id, pods := range u.pods {
+		if _, done := u.whole[id]; done {
+			continue
+		}
+		for _, pid := range pods {
+			c.reselect(c.policies[id], pid, u.touched)
+		}
+	}
+	for id := range u.touched {
+		c.refreshEndpoint(id)
+	}
+	if c.warningsChanged {
+		c.t.Warnings = c.warnings()
+		c.warningsChanged = false
+	}
+}
+
+// update is what one Update recompiles: policies whole, and policies for
+// some pods; and the pods whose endpoint entries may change.
+type update struct {
+	whole   map[model.PolicyID]struct{}
+	pods    map[model.PolicyID][]model.PodID
+	touched map[model.PodID]struct{}
+}
+
+func comparePolicyIDs(a, b model.PolicyID) int {
+	if a.Namespace != b.Namespace {
+		return compareStrings(a.Namespace, b.Namespace)
+	}
+	return compareStrings(a.Name, b.Name)
+}
+
+// blocksChange says whether policy id's change makes or removes an
+// ipBlock prefix; if not, it counts the policy's prefixes as they are now
+// (recompile records them).
+func (c *Compiler) blocksChange(id model.PolicyID) bool {
+	delta := map[netip.Prefix]int{}
+	if ps := c.policies[id]; ps != nil {
+		for _, b := range ps.blocks {
+			delta[b]--
+		}
+	}
+	if pol := c.cl.Policies[id]; pol != nil {
+		for _, b := range policyBlocks(pol) {
+			delta[b]++
+		}
+	}
+	for b, d := range delta {
+		if n := c.blockRefs[b]; (n == 0) != (n+d == 0) {
+			return true
+		}
+	}
+	for b, d := range delta {
+		if c.blockRefs[b] += d; c.blockRefs[b] == 0 {
+			delete(c.blockRefs, b)
+		}
+	}
+	return false
+}
+
+// podChanged compiles pod id as the cluster holds it now, and names the
+// policies and endpoints the change touches.
+func (c *Compiler) podChanged(id model.PodID, u *update) {
+	old := c.pods[id]
+	p := c.cl.Pods[id]
+	if old != nil && old.pod == p {
+		return
+	}
+	var oldPod *model.Pod
+	var oldClasses []*class
+	wasLocal := false
+	if old != nil {
+		oldPod, oldClasses, wasLocal = old.pod, old.classes, old.local
+	}
+	// The new pod's classes are joined before the old ones are left, so
+	// that a class both hold is not seen going and coming.
+	var now *podState
+	var born []*class
+	if p != nil {
+		now = &podState{pod: p, local: !p.HostNetwork && c.local(p)}
+		if !p.HostNetwork {
+			for _, a := range p.IPs {
+				k, isNew := c.join(p, a)
+				now.classes = append(now.classes, k)
+				if isNew {
+					born = append(born, k)
+				}
+			}
+		}
+	}
+	var gone []*class
+	for _, k := range oldClasses {
+		if c.leave(id, k) {
+			gone = append(gone, k)
+		}
+	}
+	if oldPod != nil && !oldPod.HostNetwork {
+		for _, a := range oldPod.IPs {
+			if p == nil || p.HostNetwork || !slices.Contains(p.IPs, a) {
+				c.dropPeer(id, a)
+			}
+		}
+	}
+	if now != nil {
+		c.pods[id] = now
+		for i, a := range p.IPs[:len(now.classes)] {
+			c.setPeer(id, a, now.classes[i].id)
+		}
+	} else {
+		delete(c.pods, id)
+	}
+	if wasLocal {
+		unset(c.localByNS, id.Namespace, id)
+	}
+	if now != nil && now.local {
+		set(c.localByNS, id.Namespace, id)
+		c.endpointID(id)
+	}
+	u.touched[id] = struct{}{}
+
+	// The policies of its namespace selecting it, before or after (this
+	// node's pod): its own entries.
+	if wasLocal || (now != nil && now.local) {
+		for pid := range c.policiesByNS[id.Namespace] {
+			if pol := c.policies[pid].pol; selects(pol, oldPod) || selects(pol, p) {
+				u.pods[pid] = append(u.pods[pid], id)
+			}
+		}
+	}
+	// The policies whose peers it changes: a class made or emptied (pod
+	// classes match the policies of their namespace, or those with wider
+	// peers); its named ports, for egress rules on named ports.
+	changed := slices.Concat(born, gone)
+	for _, k := range changed {
+		c.wholeIf(u, c.policiesByNS[k.ns], k)
+		c.wholeIf(u, c.widePeers, k)
+	}
+	if oldPod == nil || p == nil || !slices.Equal(oldPod.Ports, p.Ports) || !sameClasses(oldClasses, now) {
+		held := slices.Concat(oldClasses, classesOf(now))
+		for pid := range c.egressNamed {
+			if _, ok := u.whole[pid]; !ok && c.egressNamedTouches(c.policies[pid].pol, held) {
+				u.whole[pid] = struct{}{}
+			}
+		}
+	}
+}
+
+// wholeIf marks for a whole recompilation each of ids with a peer
+// matching class k.
+func (c *Compiler) wholeIf(u *update, ids map[model.PolicyID]struct{}, k *class) {
+	for pid := range ids {
+		if _, ok := u.whole[pid]; ok {
+			continue
+		}
+		pol := c.policies[pid].pol
+		for _, rules := range [][]model.PolicyRule{pol.Ingress, pol.Egress} {
+			if slices.ContainsFunc(rules, func(r model.PolicyRule) bool { return c.peersMatch(pol, &r, k) }) {
+				u.whole[pid] = struct{}{}
+				break
+			}
+		}
+	}
+}
+
+// egressNamedTouches says whether an egress rule of pol on a named port
+// allows every peer or a peer matching one of held.
+func (c *Compiler) egressNamedTouches(pol *model.Policy, held []*class) bool {
+	for i := range pol.Egress {
+		r := &pol.Egress[i]
+		if !hasNamedPort(r) {
+			continue
+		}
+		if len(r.Peers) == 0 {
+			return true
+		}
+		for _, k := range held {
+			if c.peersMatch(pol, r, k) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func classesOf(ps *podState) []*class {
+	if ps == nil {
+		return nil
+	}
+	return ps.classes
+}
+
+func sameClasses(old []*class, now *podState) bool {
+	return slices.Equal(old, classesOf(now))
+}
+
+func selects(pol *model.Policy, p *model.Pod) bool {
+	return p != nil && !p.HostNetwork && pol.Pods.Matches(labelSet(p.Labels))
+}
+
+func hasNamedPort(r *model.PolicyRule) bool {
+	return slices.ContainsFunc(r.Ports, func(p model.PolicyPort) bool { return p.Name != "" })
+}
+
+// namespaceChanged names the policies whose namespace selectors matched
+// the namespace's labels as compiled or match them now.
+func (c *Compiler) namespaceChanged(name string, affected map[model.PolicyID]struct{}) {
+	before, hadNS := c.nsLabels[name]
+	now := c.cl.nsLabels(name)
+	if _, has := c.cl.Namespaces[name]; has {
+		c.nsLabels[name] = now
+	} else {
+		delete(c.nsLabels, name)
+	}
+	if hadNS && maps.Equal(before, now) {
+		return
+	}
+	for pid := range c.widePeers {
+		if pol := c.policies[pid].pol; nsSelectorMatches(pol, before) || nsSelectorMatches(pol, now) {
+			affected[pid] = struct{}{}
+		}
+	}
+}
+
+// nsSelectorMatches says whether a namespace selector of pol matches
+// labels.
+func nsSelectorMatches(pol *model.Policy, l map[string]string) bool {
+	for _, rules := range [][]model.PolicyRule{pol.Ingress, pol.Egress} {
+		for _, r := range rules {
+			for _, peer := range r.Peers {
+				if peer.Namespaces != nil && peer.Namespaces.Matches(labelSet(l)) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// policyBlocks are the prefixes of pol's ipBlocks (with repeats: counted
+// as many times as named).
+func policyBlocks(pol *model.Policy) []netip.Prefix {
+	var out []netip.Prefix
+	for _, rules := range [][]model.PolicyRule{pol.Ingress, pol.Egress} {
+		for _, r := range rules {
+			for _, p := range r.Peers {
+				if p.Block == nil {
+					continue
+				}
+				out = append(out, p.Block.CIDR)
+				out = append(out, p.Block.Except...)
+			}
+		}
+	}
+	return out
+}
+
+// blocksFrom are the counted prefixes, sorted.
+func blocksFrom(refs map[netip.Prefix]int) blockSet {
+	return blockSet(slices.SortedFunc(maps.Keys(refs), comparePrefix))
+}
+
+func unique[T comparable](s []T) []T {
+	seen := make(map[T]struct{}, len(s))
+	out := s[:0:0]
+	for _, v := range s {
+		if _, ok := seen[v]; !ok {
+			seen[v] = struct{}{}
+			out = append(out, v)
+		}
+	}
+	return out
+}
