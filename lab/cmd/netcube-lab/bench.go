@@ -230,8 +230,8 @@ func benchPolicyLatency(args []string) error {
 	cfg := bench.PolicyLatencyConfig{Log: os.Stdout}
 	fs.IntVar(&cfg.Namespaces, "namespaces", 10, "namespaces")
 	fs.IntVar(&cfg.PodsPerNS, "pods", 20, "pods per namespace")
-	fs.IntVar(&cfg.PoliciesPerNS, "policies", 100, "NetworkPolicies per namespace")
-	fs.IntVar(&cfg.Changes, "changes", 200, "changes timed of each kind")
+	policies := fs.String("policies", "1,10,100,1000", "NetworkPolicies per namespace: the stages, ascending")
+	fs.IntVar(&cfg.Changes, "changes", 100, "changes timed of each kind, per stage")
 	fs.StringVar(&cfg.OutDir, "out", "docs/benchmarks", "directory for policy-latency.{json,md} (\"\": none)")
 	_ = fs.Parse(args)
 	exe, err := os.Executable()
@@ -239,6 +239,9 @@ func benchPolicyLatency(args []string) error {
 		return err
 	}
 	cfg.BinDir = filepath.Dir(exe)
+	if cfg.PoliciesPerNS, err = ints(*policies); err != nil {
+		return fmt.Errorf("--policies: %w", err)
+	}
 	rep, err := bench.RunPolicyLatency(cfg)
 	if err != nil {
 		return err

@@ -55,6 +55,24 @@ func benchmarkPolicyUpdate(b *testing.B, spread string, perNS int) {
 			}
 			b.ReportMetric(float64(keys)/float64(b.N), "keys/op")
 		})
+		// A pod of the other node given a label no other pod has, and then
+		// back: a class made and emptied each time (the policies whose
+		// peers match it gain and lose its entries).
+		b.Run(name+"/change=class", func(b *testing.B) {
+			id := model.PodID{Namespace: "ns1", Name: "p1"} // on node2
+			keys := 0
+			for i := 0; b.Loop(); i++ {
+				p := *cl.Pods[id]
+				p.Labels = map[string]string{"app": "a1", "tier": "t1"}
+				if i%2 == 0 {
+					p.Labels["role"] = "prober"
+				}
+				cl.SetPod(id, &p)
+				c.Update([]model.PodID{id}, nil, nil)
+				keys += c.Changes().Len()
+			}
+			b.ReportMetric(float64(keys)/float64(b.N), "keys/op")
+		})
 		b.Run(name+"/change=policy", func(b *testing.B) {
 			id := model.PolicyID{Namespace: "ns1", Name: "pol0"}
 			keys := 0
