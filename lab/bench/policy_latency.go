@@ -431,14 +431,14 @@ func (r *PolicyLatencyReport) Markdown() string {
 			p.PolicyEditP50, p.PolicyEditP99, p.LabelP50, p.LabelP99, p.SyncP50, p.SyncP99, met(p.SyncP99 < 5))
 	}
 	b.WriteString("\n![p99 against the number of policies](plots/policy-latency.svg)\n\n")
-	b.WriteString("The agent's figure is from its histogram `netcube_policy_sync_seconds` (factor-2 buckets from 0.5 ms, interpolated), " +
+	b.WriteString("The agent's figure is from its histogram `netcube_policy_sync_seconds` (factor-2 buckets from 50 µs, interpolated), " +
 		"over every pass during the stage's changes: the compilation of what changed (`Compiler.Update`: a pod's own entries, the rules " +
 		"whose peers a new or emptied identity matches, the edited policy) and the map writes of the keys that changed. " +
 		"The write -> enforced figures include the API server and etcd, which share this machine's two CPUs with the agent. " +
 		"The compilation alone, in process, from 10 to 10,000 policies: `go test -run XXX -bench PolicyUpdate ./pkg/cubes/policy`.\n\n")
 	b.WriteString("## Memory\n\n")
 	fmt.Fprintf(&b, "The agent's live Go heap (after a forced collection) with the pods alone: %.1f MB.\n\n", r.HeapNoPoliciesMB)
-	b.WriteString("| NetworkPolicies | identities | endpoints | entries | entry bytes per policy | agent live heap MB | KB per policy |\n|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| NetworkPolicies | identity cache entries | endpoints | entries | entry bytes per policy | agent live heap MB | KB per policy |\n|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, p := range r.Points {
 		fmt.Fprintf(&b, "| %d | %d | %d | %d | %.0f | %.1f | %.1f |\n", p.Policies, p.Identities, p.Endpoints, p.Entries,
 			p.MapBytesPerPolicy, p.HeapMB, p.KBPerPolicy)

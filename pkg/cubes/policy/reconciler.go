@@ -70,7 +70,8 @@ func NewReconciler(maps *cube.Maps, node string, hostAddrs []netip.Addr) *Reconc
 		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "netcube_policy_sync_errors_total",
 			Help: "Passes whose map writes failed (retried)."}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "netcube_policy_sync_seconds",
-			Help: "Time from compiling the policies to the last map write.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
+			// From 50 µs: a pass compiles only what changed.
+			Help: "Time from compiling the policies to the last map write.", Buckets: prometheus.ExponentialBuckets(0.00005, 2, 18)}),
 		entries: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "netcube_policy_entries",
 			Help: "Entries of the policy maps, by table (identities, endpoints, rules)."}, []string{"table"}),
 	}
