@@ -8,34 +8,42 @@ import (
 	"github.com/netcube/netcube/pkg/model"
 )
 
-// recompile takes policy id's entries and selections out of the tables
-// and puts in those it gives now (none: deleted), its peers matched
-// anew. Pods whose endpoint may change are added to touched.
+// recompile puts in the entries and selections policy id gives now (none:
+// deleted), its peers matched anew, and then takes out those it gave: an
+// entry in both is never removed, nor written again. Pods whose endpoint
+// may change are added to touched.
 func (c *Compiler) recompile(id model.PolicyID, touched map[model.PodID]struct{}) {
-	if ps := c.policies[id]; ps != nil {
-		for pid := range ps.byPod {
-			c.deselect(ps, pid, touched)
+	old := c.policies[id]
+	if old != nil {
+		c.unindex(old)
+	}
+	if pol := c.cl.Policies[id]; pol != nil {
+		ps := &policyState{pol: pol, peers: map[*model.PolicyRule][]*class{}, byPod: map[model.PodID]*selection{},
+			blocks: policyBlocks(pol)}
+		c.policies[id] = ps
+		c.index(ps)
+		for pid := range c.localByNS[id.Namespace] {
+			c.reselect(ps, pid, touched)
 		}
-		c.unindex(ps)
 	}
-	pol := c.cl.Policies[id]
-	if pol == nil {
-		return
-	}
-	ps := &policyState{pol: pol, peers: map[*model.PolicyRule][]*class{}, byPod: map[model.PodID]*selection{},
-		blocks: policyBlocks(pol)}
-	c.policies[id] = ps
-	c.index(ps)
-	for pid := range c.localByNS[id.Namespace] {
-		c.reselect(ps, pid, touched)
+	if old != nil {
+		for pid, sel := range old.byPod {
+			c.release(old.pol, pid, sel, touched)
+		}
 	}
 }
 
 // reselect brings what policy ps gives this node's pod pid up to the pod
 // as it is now (selected or not, its labels and ports), with the peers
-// the policy has matched.
+// the policy has matched: the new selection in, then the old one out.
 func (c *Compiler) reselect(ps *policyState, pid model.PodID, touched map[model.PodID]struct{}) {
-	c.deselect(ps, pid, touched)
+	old := ps.byPod[pid]
+	delete(ps.byPod, pid)
+	defer func() {
+		if old != nil {
+			c.release(ps.pol, pid, old, touched)
+		}
+	}()
 	pod := c.pods[pid]
 	if pod == nil || !pod.local || !ps.pol.Pods.Matches(labelSet(pod.pod.Labels)) {
 		return
@@ -72,24 +80,19 @@ func (c *Compiler) reselect(ps *policyState, pid model.PodID, touched map[model.
 	}
 }
 
-// deselect takes out what policy ps gave pod pid, if anything.
-func (c *Compiler) deselect(ps *policyState, pid model.PodID, touched map[model.PodID]struct{}) {
-	sel := ps.byPod[pid]
-	if sel == nil {
-		return
-	}
+// release takes out what policy pol gave pod pid (sel).
+func (c *Compiler) release(pol *model.Policy, pid model.PodID, sel *selection, touched map[model.PodID]struct{}) {
 	for e := range sel.entries {
 		c.unref(e)
 	}
 	es := c.eps[pid]
 	es.selectors--
-	if ps.pol.IsolatesIngress {
+	if pol.IsolatesIngress {
 		es.ingress--
 	}
-	if ps.pol.IsolatesEgress {
+	if pol.IsolatesEgress {
 		es.egress--
 	}
-	delete(ps.byPod, pid)
 	touched[pid] = struct{}{}
 	if len(sel.warnings) > 0 {
 		c.warningsChanged = true
@@ -112,6 +115,19 @@ func (c *Compiler) addRule(entries map[Entry]struct{}, peerSets map[*model.Polic
 		peers = c.peersOf(pol, r)
 		peerSets[r] = peers
 	}
+	if missing := c.addRulePeers(entries, peers, pol, r, ep, dir, self); warned != nil {
+		for _, port := range missing {
+			warned[fmt.Sprintf("%s port %q (%s) is a port of no pod it applies to; it allows nothing",
+				dir, port.Name, port.Proto)] = true
+		}
+	}
+}
+
+// addRulePeers adds to entries those of rule r of pol with the given
+// peers for endpoint ep (pod self), and returns the named ports no pod
+// has.
+func (c *Compiler) addRulePeers(entries map[Entry]struct{}, peers []*class, pol *model.Policy,
+	r *model.PolicyRule, ep uint32, dir Direction, self *model.Pod) (missing []model.PolicyPort) {
 	if len(r.Ports) == 0 {
 		for _, pc := range peers {
 			entries[Entry{Endpoint: ep, Dir: dir, Peer: pc.id}] = struct{}{}
@@ -157,11 +173,11 @@ func (c *Compiler) addRule(entries map[Entry]struct{}, peerSets map[*model.Polic
 				}
 			}
 		}
-		if !found && warned != nil {
-			warned[fmt.Sprintf("%s port %q (%s) is a port of no pod it applies to; it allows nothing",
-				dir, port.Name, port.Proto)] = true
+		if !found {
+			missing = append(missing, port)
 		}
 	}
+	return missing
 }
 
 // anyPeer is the class of a rule with no peers: every address.

@@ -14,8 +14,9 @@ import (
 //   - a pod of this node: its own entries from each policy of its
 //     namespace selecting it, before or after (the policy's peers as
 //     they were matched);
-//   - a pod making a class (identity) or leaving one empty: the policies
-//     with a peer the class matches (their peers matched anew);
+//   - a pod making a class (identity) or leaving one empty: in the
+//     policies with a peer the class matches, the class's entries (the
+//     policy whole if such a rule is on a named port);
 //   - a pod whose named ports count: the policies with an egress rule on
 //     a named port whose peers hold it (or every peer);
 //   - a namespace's labels: the policies with a namespace selector
@@ -35,7 +36,7 @@ func (c *Compiler) Update(pods []model.PodID, namespaces []string, policies []mo
 			return
 		}
 	}
-	u := &update{whole: map[model.PolicyID]struct{}{}, pods: map[model.PolicyID][]model.PodID{},
+	u := &update{whole: map[model.PolicyID]struct{}{}, classOps: map[model.PolicyID][]classOp{}, pods: map[model.PolicyID][]model.PodID{},
 		touched: map[model.PodID]struct{}{}}
 	for _, id := range pods {
 		c.podChanged(id, u)
@@ -50,6 +51,16 @@ func (c *Compiler) Update(pods []model.PodID, namespaces []string, policies []mo
 	// alike).
 	for _, id := range slices.SortedFunc(maps.Keys(u.whole), comparePolicyIDs) {
 		c.recompile(id, u.touched)
+	}
+	// Classes first: a pod's own entries are then matched against the
+	// peers as they are now.
+	for id, ops := range u.classOps {
+		if _, done := u.whole[id]; done {
+			continue
+		}
+		for _, op := range ops {
+			c.applyClassOp(c.policies[id], op)
+		}
 	}
 	for id, pods := range u.pods {
 		if _, done := u.whole[id]; done {
@@ -71,9 +82,10 @@ func (c *Compiler) Update(pods []model.PodID, namespaces []string, policies []mo
 // update is what one Update recompiles: policies whole, and policies for
 // some pods; and the pods whose endpoint entries may change.
 type update struct {
-	whole   map[model.PolicyID]struct{}
-	pods    map[model.PolicyID][]model.PodID
-	touched map[model.PodID]struct{}
+	whole    map[model.PolicyID]struct{}
+	classOps map[model.PolicyID][]classOp
+	pods     map[model.PolicyID][]model.PodID
+	touched  map[model.PodID]struct{}
 }
 
 func comparePolicyIDs(a, b model.PolicyID) int {
@@ -183,10 +195,11 @@ func (c *Compiler) podChanged(id model.PodID, u *update) {
 	// The policies whose peers it changes: a class made or emptied (pod
 	// classes match the policies of their namespace, or those with wider
 	// peers); its named ports, for egress rules on named ports.
-	changed := slices.Concat(born, gone)
-	for _, k := range changed {
-		c.wholeIf(u, c.policiesByNS[k.ns], k)
-		c.wholeIf(u, c.widePeers, k)
+	for _, k := range gone {
+		c.classChanged(u, k, false)
+	}
+	for _, k := range born {
+		c.classChanged(u, k, true)
 	}
 	if oldPod == nil || p == nil || !slices.Equal(oldPod.Ports, p.Ports) || !sameClasses(oldClasses, now) {
 		held := slices.Concat(oldClasses, classesOf(now))
@@ -198,18 +211,91 @@ func (c *Compiler) podChanged(id model.PodID, u *update) {
 	}
 }
 
-// wholeIf marks for a whole recompilation each of ids with a peer
-// matching class k.
-func (c *Compiler) wholeIf(u *update, ids map[model.PolicyID]struct{}, k *class) {
-	for pid := range ids {
-		if _, ok := u.whole[pid]; ok {
+// classChanged notes class k made (born) or emptied for the policies
+// with a peer matching it: pod classes match the policies of their
+// namespace, or those with wider peers. Their entries for k alone are
+// added or taken out (classOp), unless a rule on a named port matches
+// it (whether the port is found may change): then the policy is
+// recompiled whole.
+func (c *Compiler) classChanged(u *update, k *class, born bool) {
+	for _, ids := range []map[model.PolicyID]struct{}{c.policiesByNS[k.ns], c.widePeers} {
+		for pid := range ids {
+			if _, ok := u.whole[pid]; ok {
+				continue
+			}
+			pol := c.policies[pid].pol
+			matched, named := false, false
+			for _, rules := range [][]model.PolicyRule{pol.Ingress, pol.Egress} {
+				for i := range rules {
+					if c.peersMatch(pol, &rules[i], k) {
+						matched = true
+						named = named || hasNamedPort(&rules[i])
+					}
+				}
+			}
+			switch {
+			case named:
+				u.whole[pid] = struct{}{}
+			case matched && !slices.Contains(u.classOps[pid], classOp{k, born}):
+				u.classOps[pid] = append(u.classOps[pid], classOp{k, born})
+			}
+		}
+	}
+}
+
+// classOp is a class made (born) or emptied, for one policy.
+type classOp struct {
+	k    *class
+	born bool
+}
+
+// applyClassOp adds (born) or takes out the entries policy ps gives class
+// k, for each pod it selects, and keeps its rules' peers with k or
+// without it. No rule of ps matching k is on a named port
+// (classChanged).
+func (c *Compiler) applyClassOp(ps *policyState, op classOp) {
+	pol := ps.pol
+	for r, peers := range ps.peers {
+		peers = slices.DeleteFunc(peers, func(x *class) bool { return x.id == op.k.id })
+		if op.born && c.peersMatch(pol, r, op.k) {
+			peers = append(peers, op.k)
+		}
+		ps.peers[r] = peers
+	}
+	for pid, sel := range ps.byPod {
+		if !op.born {
+			for e := range sel.entries {
+				if e.Peer == op.k.id {
+					delete(sel.entries, e)
+					c.unref(e)
+				}
+			}
 			continue
 		}
-		pol := c.policies[pid].pol
-		for _, rules := range [][]model.PolicyRule{pol.Ingress, pol.Egress} {
-			if slices.ContainsFunc(rules, func(r model.PolicyRule) bool { return c.peersMatch(pol, &r, k) }) {
-				u.whole[pid] = struct{}{}
-				break
+		pod := c.pods[pid]
+		if pod == nil || !pod.local {
+			continue // gone from this node: deselected after (Update)
+		}
+		add := map[Entry]struct{}{}
+		only := []*class{op.k}
+		for _, d := range []struct {
+			dir      Direction
+			isolates bool
+			rules    []model.PolicyRule
+		}{{Ingress, pol.IsolatesIngress, pol.Ingress}, {Egress, pol.IsolatesEgress, pol.Egress}} {
+			if !d.isolates {
+				continue
+			}
+			for i := range d.rules {
+				if r := &d.rules[i]; c.peersMatch(pol, r, op.k) {
+					c.addRulePeers(add, only, pol, r, c.eps[pid].id, d.dir, pod.pod)
+				}
+			}
+		}
+		for e := range add {
+			if _, ok := sel.entries[e]; !ok {
+				sel.entries[e] = struct{}{}
+				c.ref(e)
 			}
 		}
 	}

@@ -14,7 +14,7 @@ import (
 )
 
 // TestPolicyChangeLatency prints how long a change takes from the event to
-// the datapath (compile and write the difference into the kernel's maps)
+// the datapath (compile what changed and write it into the kernel's maps)
 // at the benchmark's scale, and the maps' size per policy. A figure, not a
 // timed assertion: `go test ./pkg/cubes/policy -run PolicyChangeLatency -v`.
 func TestPolicyChangeLatency(t *testing.T) {
@@ -31,7 +31,7 @@ func TestPolicyChangeLatency(t *testing.T) {
 	start := time.Now()
 	have := c.Compile(cl, local, host)
 	compiled := time.Since(start)
-	if err := policy.Sync(dp.Maps(), nil, have); err != nil {
+	if err := policy.SyncChanges(dp.Maps(), have, c.Changes()); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("initial: %d identities, %d endpoints, %d entries; compile %v, total %v",
@@ -43,13 +43,12 @@ func TestPolicyChangeLatency(t *testing.T) {
 		p.Labels = map[string]string{"app": fmt.Sprintf("a%d", i%5), "tier": "t1"}
 		cl.SetPod(p.ID, &p)
 		start := time.Now()
-		want := c.Compile(cl, local, host)
+		c.Update([]model.PodID{p.ID}, nil, nil)
 		comp = append(comp, time.Since(start))
-		if err := policy.Sync(dp.Maps(), have, want); err != nil {
+		if err := policy.SyncChanges(dp.Maps(), c.Tables(), c.Changes()); err != nil {
 			t.Fatal(err)
 		}
 		lat = append(lat, time.Since(start))
-		have = want
 	}
 	slices.Sort(lat)
 	slices.Sort(comp)
