@@ -10,4 +10,10 @@
 // lookup and at most four entry lookups whatever the number of policies or
 // pods. Tables.Allows evaluates the tables exactly as those lookups do; the
 // tests hold it against cyclonus's independent model of the API.
+//
+// The Compiler builds the tables whole once, then keeps them current
+// change by change (Compiler.Update): a change recompiles only the pod
+// entries, identities and policies it touches, and the maps get only the
+// keys that changed (SyncChanges). A test holds every Update against a
+// whole compilation, over random changes.
 package policy
