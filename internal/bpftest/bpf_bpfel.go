@@ -24,19 +24,20 @@ type bpfCtDir uint8
 const (
 	bpfCtDirCT_SERVICE bpfCtDir = 1
 	bpfCtDirCT_REPLY   bpfCtDir = 2
+	bpfCtDirCT_POLICY  bpfCtDir = 3
 )
 
 type bpfCtEntry struct {
-	_         structs.HostLayout
-	BackendId uint32
-	RevNatId  uint32
-	LastNs    uint64
-	NatAddr   bpfNcAddr
-	NatPort   uint16
-	Flags     bpfCtFlags
-	Pad       uint8
-	Pad2      uint32
-	State     uint64
+	_          structs.HostLayout
+	BackendId  uint32
+	RevNatId   uint32
+	LastNs     uint64
+	NatAddr    bpfNcAddr
+	NatPort    uint16
+	Flags      bpfCtFlags
+	PolVerdict uint8
+	PolRev     uint32
+	State      uint64
 }
 
 type bpfCtFlags uint8
@@ -408,11 +409,11 @@ type bpfTestIo struct {
 			_ structs.HostLayout
 			W [4]uint32
 		}
-		NatPort uint16
-		Flags   uint8
-		Pad     uint8
-		Pad2    uint32
-		State   uint64
+		NatPort    uint16
+		Flags      uint8
+		PolVerdict uint8
+		PolRev     uint32
+		State      uint64
 	}
 }
 

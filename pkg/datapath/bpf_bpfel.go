@@ -24,19 +24,20 @@ type bpfCtDir uint8
 const (
 	bpfCtDirCT_SERVICE bpfCtDir = 1
 	bpfCtDirCT_REPLY   bpfCtDir = 2
+	bpfCtDirCT_POLICY  bpfCtDir = 3
 )
 
 type bpfCtEntry struct {
-	_         structs.HostLayout
-	BackendId uint32
-	RevNatId  uint32
-	LastNs    uint64
-	NatAddr   bpfNcAddr
-	NatPort   uint16
-	Flags     bpfCtFlags
-	Pad       uint8
-	Pad2      uint32
-	State     bpfCtState
+	_          structs.HostLayout
+	BackendId  uint32
+	RevNatId   uint32
+	LastNs     uint64
+	NatAddr    bpfNcAddr
+	NatPort    uint16
+	Flags      bpfCtFlags
+	PolVerdict bpfCtPolVerdict
+	PolRev     uint32
+	State      bpfCtState
 }
 
 type bpfCtFlags uint8
@@ -64,6 +65,14 @@ type bpfCtKey struct {
 	Dir   bpfCtDir
 	Pad   uint16
 }
+
+type bpfCtPolVerdict uint8
+
+const (
+	bpfCtPolVerdictCT_POL_EGRESS  bpfCtPolVerdict = 1
+	bpfCtPolVerdictCT_POL_INGRESS bpfCtPolVerdict = 2
+	bpfCtPolVerdictCT_POL_SWAPPED bpfCtPolVerdict = 4
+)
 
 type bpfCtScratch struct {
 	_       structs.HostLayout
@@ -526,22 +535,6 @@ type bpfPolEntryKey struct {
 	Pad2      uint16
 }
 
-type bpfPolFlow struct {
-	_         structs.HostLayout
-	CreatedNs uint64
-}
-
-type bpfPolFlowKey struct {
-	_        structs.HostLayout
-	Saddr    bpfNcAddr
-	Daddr    bpfNcAddr
-	Sport    uint16
-	Dport    uint16
-	Proto    uint8
-	Pad      [3]uint8
-	Endpoint uint32
-}
-
 type bpfPolIdentity uint32
 
 const (
@@ -553,6 +546,27 @@ const (
 type bpfPolPeer struct {
 	_        structs.HostLayout
 	Identity bpfPolIdentity
+}
+
+type bpfPolRev struct {
+	_   structs.HostLayout
+	Rev uint32
+}
+
+type bpfPolScratch struct {
+	_       structs.HostLayout
+	Key     bpfCtKey
+	Entry   bpfCtEntry
+	Peer    bpfNcPrefix
+	Rule    bpfPolEntryKey
+	Now     uint64
+	Rev     uint32
+	PeerId  uint32
+	Swapped uint8
+	Reply   uint8
+	Role    uint8
+	Bit     uint8
+	_       [4]byte
 }
 
 type bpfQosBucket struct {
@@ -699,8 +713,9 @@ const (
 	bpfMapPolDrops           = "pol_drops"
 	bpfMapPolEndpoints       = "pol_endpoints"
 	bpfMapPolEntries         = "pol_entries"
-	bpfMapPolFlows           = "pol_flows"
 	bpfMapPolPeers           = "pol_peers"
+	bpfMapPolRevision        = "pol_revision"
+	bpfMapPolScratch         = "pol_scratch"
 	bpfMapQosBuckets         = "qos_buckets"
 	bpfMapQosConfig          = "qos_config"
 	bpfMapQosPods            = "qos_pods"
@@ -834,8 +849,9 @@ type bpfMapSpecs struct {
 	PolDrops          *ebpf.MapSpec `ebpf:"pol_drops"`
 	PolEndpoints      *ebpf.MapSpec `ebpf:"pol_endpoints"`
 	PolEntries        *ebpf.MapSpec `ebpf:"pol_entries"`
-	PolFlows          *ebpf.MapSpec `ebpf:"pol_flows"`
 	PolPeers          *ebpf.MapSpec `ebpf:"pol_peers"`
+	PolRevision       *ebpf.MapSpec `ebpf:"pol_revision"`
+	PolScratch        *ebpf.MapSpec `ebpf:"pol_scratch"`
 	QosBuckets        *ebpf.MapSpec `ebpf:"qos_buckets"`
 	QosConfig         *ebpf.MapSpec `ebpf:"qos_config"`
 	QosPods           *ebpf.MapSpec `ebpf:"qos_pods"`
@@ -909,8 +925,9 @@ type bpfMaps struct {
 	PolDrops          *ebpf.Map `ebpf:"pol_drops"`
 	PolEndpoints      *ebpf.Map `ebpf:"pol_endpoints"`
 	PolEntries        *ebpf.Map `ebpf:"pol_entries"`
-	PolFlows          *ebpf.Map `ebpf:"pol_flows"`
 	PolPeers          *ebpf.Map `ebpf:"pol_peers"`
+	PolRevision       *ebpf.Map `ebpf:"pol_revision"`
+	PolScratch        *ebpf.Map `ebpf:"pol_scratch"`
 	QosBuckets        *ebpf.Map `ebpf:"qos_buckets"`
 	QosConfig         *ebpf.Map `ebpf:"qos_config"`
 	QosPods           *ebpf.Map `ebpf:"qos_pods"`
@@ -952,8 +969,9 @@ func (m *bpfMaps) Close() error {
 		m.PolDrops,
 		m.PolEndpoints,
 		m.PolEntries,
-		m.PolFlows,
 		m.PolPeers,
+		m.PolRevision,
+		m.PolScratch,
 		m.QosBuckets,
 		m.QosConfig,
 		m.QosPods,

@@ -94,7 +94,7 @@ func FuzzPrograms(f *testing.F) {
 			return // what BPF_PROG_RUN refuses to run (tc sees frames up to the MTU)
 		}
 		for _, p := range named {
-			for _, m := range []string{"ct_flows", "frag_datagrams", "pol_flows"} {
+			for _, m := range []string{"ct_flows", "frag_datagrams"} {
 				emptyMap(t, dp, m)
 			}
 			out := make([]byte, len(frame)+512)

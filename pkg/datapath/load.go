@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -86,7 +87,29 @@ func Load(cfg Config) (*Datapath, error) {
 	}
 	finish(carried, d.maps)
 	d.carried = carried
+	unpinRetired(cfg.PinDir)
 	return d, nil
+}
+
+// retiredMaps are maps an earlier agent pinned that this one no longer
+// has: their pins are removed once this agent's object is loaded (the
+// old programs, until replaced, keep the maps alive by their own
+// references).
+var retiredMaps = []string{
+	"pol_flows", // the policy cube's connection records, now conntrack's CT_POLICY entries
+}
+
+func unpinRetired(dir string) {
+	if dir == "" {
+		return
+	}
+	for _, name := range retiredMaps {
+		if err := os.Remove(filepath.Join(dir, name)); err == nil {
+			slog.Info("removed the pin of a map this agent no longer uses", "map", name)
+		} else if !errors.Is(err, os.ErrNotExist) {
+			slog.Warn("removing the pin of a retired map", "map", name, "err", err)
+		}
+	}
 }
 
 // sizeMaps applies the cubes' declared sizes (or cfg.MapSizes) to the

@@ -36,6 +36,7 @@ type (
 	PolicyEntryKey = bpfPolEntryKey
 	PolicyEntry    = bpfPolEntry
 	PolicyDropKey  = bpfPolDropKey
+	PolicyRevision = bpfPolRev
 
 	QosPod    = bpfQosPod    // struct qos_pod: a pod's slice and rate bucket
 	QosSlice  = bpfQosSlice  // struct qos_slice: what a slice's packets leave with
@@ -78,6 +79,7 @@ type (
 const (
 	CTService = bpfCtDirCT_SERVICE
 	CTReply   = bpfCtDirCT_REPLY
+	CTPolicy  = bpfCtDirCT_POLICY // a connection NetworkPolicy judged
 
 	CTExternal = bpfCtFlagsCT_F_EXTERNAL
 	CTSNAT     = bpfCtFlagsCT_F_SNAT

@@ -145,10 +145,6 @@ static always_inline int ct_ends(const struct flow *f, __u8 dir, __u64 before)
 	return (dir == CT_REPLY) != !!(before & CT_ST_FIN2_REV);
 }
 
-/* ct_observe records packet f, going way dir, in its flow's entry e and
- * (if known) the other one. It returns 1 when the packet ends the flow
- * (ct_ends): the caller removes both entries (ct_remove) once it has read
- * what it needs from them. */
 static always_inline struct ct_scratch *ct_scratch_area(void)
 {
 	__u32 zero = 0;
@@ -211,12 +207,13 @@ static always_inline void ct_flow_end(const struct ct_key *a, const struct ct_ke
 	mon_flow_end(MON_TR_FLOW_END, &svc->saddr, &svc->daddr, svc->sport, svc->dport, svc->proto, s->packets, s->bytes);
 }
 
-static always_inline int ct_observe(struct ct_entry *e, struct ct_entry *other, const struct flow *f, __u8 dir,
-				      __u64 now)
+/* ct_touch records packet f, going way dir, in its flow's entry e and (if
+ * known) the other one: its state and time. It returns 1 when the packet
+ * ends the flow (ct_ends). */
+static always_inline int ct_touch(struct ct_entry *e, struct ct_entry *other, const struct flow *f, __u8 dir,
+				  __u64 now)
 {
 	__u64 before = e->state, add = ct_packet_state(f, dir), after = before | add;
-
-	ct_account_flow(f, dir);
 
 	if ((after & CT_ST_FINS) == CT_ST_FINS) {
 		after |= CT_ST_CLOSING;
@@ -238,6 +235,17 @@ static always_inline int ct_observe(struct ct_entry *e, struct ct_entry *other, 
 	if (f->proto != IPPROTO_TCP)
 		return 0;
 	return ct_ends(f, dir, before);
+}
+
+/* ct_observe records packet f, going way dir, in its flow's entry e and
+ * (if known) the other one, and counts it while the agent traces. It returns 1 when the packet ends the flow
+ * (ct_ends): the caller removes both entries (ct_remove) once it has read
+ * what it needs from them. */
+static always_inline int ct_observe(struct ct_entry *e, struct ct_entry *other, const struct flow *f, __u8 dir,
+				      __u64 now)
+{
+	ct_account_flow(f, dir);
+	return ct_touch(e, other, f, dir, now);
 }
 
 /* ct_remove deletes a closed flow's two entries. */

@@ -9,6 +9,8 @@
 enum ct_dir : __u8 {
 	CT_SERVICE = 1,
 	CT_REPLY = 2,
+	CT_POLICY = 3, /* a connection NetworkPolicy judged (cubes/policy):
+			* one entry, keyed either way (lower end first) */
 };
 
 struct ct_key {
@@ -42,6 +44,14 @@ enum ct_state : __u64 {
 			      * second (so the client's ACK is the last packet) */
 };
 
+/* CT_POLICY: which of its pods' policies allowed the connection, as of
+ * the entry's pol_rev (the policy cube's). */
+enum ct_pol_verdict : __u8 {
+	CT_POL_EGRESS = 1,  /* the source's egress */
+	CT_POL_INGRESS = 2, /* the destination's ingress */
+	CT_POL_SWAPPED = 4, /* the connection's source is the key's daddr */
+};
+
 struct ct_entry {
 	__u32 backend_id; /* CT_SERVICE: the backend this flow is pinned to */
 	__u32 rev_nat_id;
@@ -50,8 +60,8 @@ struct ct_entry {
 	struct nc_addr nat_addr; /* CT_F_SNAT: service: node side; reply: client */
 	__be16 nat_port;
 	enum ct_flags flags;
-	__u8 pad;
-	__u32 pad2;
+	enum ct_pol_verdict pol_verdict; /* CT_POLICY */
+	__u32 pol_rev;                   /* CT_POLICY: of pol_verdict */
 	enum ct_state state; /* bits, set atomically (a flow's two ways
 		      * may run on two CPUs at once; 64 bits: the only atomic
 		      * OR of the instruction set we compile for) */

@@ -8,86 +8,96 @@
  * judged by the rules of the isolated direction (the peer's identity from
  * pol_peers, then at most four longest-prefix lookups in pol_entries:
  * {peer, any peer} x {protocol, any protocol}) and, allowed, recorded in
- * pol_flows; its later packets and its replies pass on that record. A
- * packet of a connection not recorded (one older than the policy) is
- * judged as a first packet: a policy change applies to it. In a direction
- * no policy isolates, only a connection's first packet costs more than
- * the endpoint lookup: it is recorded, for its replies.
+ * conntrack (a CT_POLICY entry, keyed either way: one lookup whichever
+ * way a packet goes) with the verdict and the rules' revision; its later
+ * packets and its replies pass on that record, and keep its state and
+ * time as conntrack's other entries do (timeouts, the GC, removal at a
+ * TCP close). Under a newer revision (the agent changed the rules) a
+ * connection's next packet is judged again, as its first was: a revoked
+ * policy cuts it there. A packet of a connection not recorded (one older
+ * than the policy) is judged as a first packet. In a direction no policy
+ * isolates, the first packet is recorded too, for its replies.
  * Traffic from this node itself (kubelet's probes) is always allowed.
  */
 #pragma once
 #include "lib/common.h"
 #include "lib/parse.h"
 #include "policy_maps.h"
+#include "cubes/ct/ct.h"
 #include "cubes/monitor/monitor.h"
 
-static always_inline void pol_flow_key(struct pol_flow_key *k, const struct flow *f, int reverse, __u32 ep)
+/* pol_open: what pol_judge answers for a direction no policy isolates. */
+#define POL_OPEN 0xff
+
+static always_inline __u32 pol_rev_now(void)
 {
-	k->saddr = reverse ? f->daddr : f->saddr;
-	k->daddr = reverse ? f->saddr : f->daddr;
-	k->sport = reverse ? f->dport : f->sport;
-	k->dport = reverse ? f->sport : f->dport;
+	__u32 zero = 0;
+	struct pol_rev *r = bpf_map_lookup_elem(&pol_revision, &zero);
+
+	return r ? r->rev : 0;
+}
+
+/* addr_above orders addresses (any total order: a key's lower end). */
+static always_inline int addr_above(const struct nc_addr *a, const struct nc_addr *b)
+{
+	__u64 a0 = ((__u64)a->w[0] << 32) | a->w[1], b0 = ((__u64)b->w[0] << 32) | b->w[1];
+	__u64 a1 = ((__u64)a->w[2] << 32) | a->w[3], b1 = ((__u64)b->w[2] << 32) | b->w[3];
+
+	return a0 != b0 ? a0 > b0 : a1 > b1;
+}
+
+/* pol_conn_key keys f's connection whichever way f goes: its lower end
+ * first. Returns whether f's source is the key's daddr. */
+static always_inline int pol_conn_key(struct ct_key *k, const struct flow *f)
+{
+	int swapped = addr_equal(&f->saddr, &f->daddr) ? f->sport > f->dport : addr_above(&f->saddr, &f->daddr);
+
+	k->saddr = swapped ? f->daddr : f->saddr;
+	k->daddr = swapped ? f->saddr : f->daddr;
+	k->sport = swapped ? f->dport : f->sport;
+	k->dport = swapped ? f->sport : f->dport;
 	k->proto = f->proto;
-	k->pad[0] = k->pad[1] = k->pad[2] = 0;
-	k->endpoint = ep;
+	k->dir = CT_POLICY;
+	k->pad = 0;
+	return swapped;
 }
 
-/* pol_known says whether f belongs to a connection endpoint ep recorded,
- * either way. */
-static always_inline int pol_known(const struct flow *f, __u32 ep)
+/* The lookups' keys are in the per-CPU scratch s (pol_scratch). */
+static always_inline __u32 pol_identity_of(struct pol_scratch *s, const struct nc_addr *a)
 {
-	struct pol_flow_key k;
+	struct pol_peer *p;
 
-	pol_flow_key(&k, f, 0, ep);
-	if (bpf_map_lookup_elem(&pol_flows, &k))
-		return 1;
-	pol_flow_key(&k, f, 1, ep);
-	return bpf_map_lookup_elem(&pol_flows, &k) != NULL;
-}
-
-static always_inline void pol_record(const struct flow *f, __u32 ep)
-{
-	struct pol_flow_key k;
-	struct pol_flow v = {.created_ns = nc_now()};
-
-	pol_flow_key(&k, f, 0, ep);
-	bpf_map_update_elem(&pol_flows, &k, &v, BPF_ANY);
-}
-
-static always_inline __u32 pol_identity_of(const struct nc_addr *a)
-{
-	struct nc_prefix k = {.prefixlen = 128, .addr = *a};
-	struct pol_peer *p = bpf_map_lookup_elem(&pol_peers, &k);
-
+	s->peer.prefixlen = 128;
+	s->peer.addr = *a;
+	p = bpf_map_lookup_elem(&pol_peers, &s->peer);
 	return p ? p->identity : POL_WORLD;
 }
 
-static always_inline int pol_entry_allows(__u32 endpoint, __u8 dir, __u32 peer, __u8 proto, __be16 port)
+static always_inline int pol_entry_allows(struct pol_scratch *s, __u32 peer, __u8 proto, __be16 port)
 {
-	struct pol_entry_key k = {
-		.prefixlen = (enum pol_entry_bits)(POL_ENTRY_BITS + 16),
-		.endpoint = endpoint,
-		.dir = dir,
-		.proto = proto,
-		.peer = peer,
-		.port = port,
-	};
-
-	return bpf_map_lookup_elem(&pol_entries, &k) != NULL;
+	s->rule.peer = peer;
+	s->rule.proto = proto;
+	s->rule.port = port;
+	return bpf_map_lookup_elem(&pol_entries, &s->rule) != NULL;
 }
 
 /* pol_allows looks the rules up: the peer's identity or any peer, the
  * protocol (any port prefix) or every protocol. Returns the rule that
  * matched first (enum mon_pol_match), or MON_POL_NONE. */
-static always_inline __u8 pol_allows(__u32 endpoint, __u8 dir, __u32 peer, __u8 proto, __be16 port)
+static always_inline __u8 pol_allows(struct pol_scratch *s, __u32 endpoint, __u8 dir, __u32 peer, __u8 proto,
+				     __be16 port)
 {
-	if (pol_entry_allows(endpoint, dir, peer, proto, port))
+	__builtin_memset(&s->rule, 0, sizeof(s->rule));
+	s->rule.prefixlen = (enum pol_entry_bits)(POL_ENTRY_BITS + 16);
+	s->rule.endpoint = endpoint;
+	s->rule.dir = dir;
+	if (pol_entry_allows(s, peer, proto, port))
 		return MON_POL_PEER_PORT;
-	if (pol_entry_allows(endpoint, dir, peer, 0, 0))
+	if (pol_entry_allows(s, peer, 0, 0))
 		return MON_POL_PEER_ALL;
-	if (pol_entry_allows(endpoint, dir, POL_ANY_PEER, proto, port))
+	if (pol_entry_allows(s, POL_ANY_PEER, proto, port))
 		return MON_POL_ANY_PORT;
-	if (pol_entry_allows(endpoint, dir, POL_ANY_PEER, 0, 0))
+	if (pol_entry_allows(s, POL_ANY_PEER, 0, 0))
 		return MON_POL_ANY_ALL;
 	return MON_POL_NONE;
 }
@@ -122,6 +132,37 @@ static always_inline void pol_report(struct __sk_buff *skb, const struct flow *f
 		mon_report(skb, f, f->point, &d);
 }
 
+/* pol_judge judges, for endpoint ep, a connection from src to dst:port
+ * in which ep is the source (role POL_EGRESS) or the destination: the
+ * rule that allows it (enum mon_pol_match), MON_POL_NONE, or POL_OPEN
+ * when no policy isolates ep that way (s->peer_id: the peer's identity). */
+static always_inline __u8 pol_judge(struct pol_scratch *s, const struct pol_endpoint *ep, __u8 role,
+				    const struct nc_addr *src, const struct nc_addr *dst, __u8 proto, __be16 port)
+{
+	if (!(ep->flags & (role == POL_EGRESS ? POL_ISOLATED_EGRESS : POL_ISOLATED_INGRESS)))
+		return POL_OPEN;
+	s->peer_id = pol_identity_of(s, role == POL_EGRESS ? dst : src);
+	if (role == POL_INGRESS && s->peer_id == POL_HOST)
+		return MON_POL_HOST;
+	return pol_allows(s, ep->id, role, s->peer_id, proto, port);
+}
+
+/* pol_record writes the conntrack entry of a connection f opens (keyed
+ * s->key), allowed on side s->bit under rules s->rev. A full table
+ * refuses it (counted): the packet still goes, but its replies may then
+ * be judged as connections of their own. */
+static always_inline void pol_record(struct pol_scratch *s, const struct flow *f)
+{
+	__builtin_memset(&s->entry, 0, sizeof(s->entry));
+	s->entry.last_ns = s->now;
+	s->entry.state = ct_packet_state(f, CT_SERVICE);
+	s->entry.pol_verdict = s->bit | (s->swapped ? CT_POL_SWAPPED : 0);
+	s->entry.pol_rev = s->rev;
+	ct_count(CT_STAT_CREATED);
+	if (bpf_map_update_elem(&ct_flows, &s->key, &s->entry, BPF_ANY))
+		ct_count(CT_STAT_INSERT_FAILED);
+}
+
 /* pol_check judges f, a packet of skb between real endpoints, for the pod
  * on side dir of it (POL_EGRESS: its source; POL_INGRESS: its
  * destination). Returns 1 to let it go on, 0 to drop it (counted and
@@ -129,35 +170,70 @@ static always_inline void pol_report(struct __sk_buff *skb, const struct flow *f
 static always_inline int pol_check(struct __sk_buff *skb, const struct flow *f, __u8 dir)
 {
 	const struct nc_addr *self = dir == POL_EGRESS ? &f->saddr : &f->daddr;
-	const struct nc_addr *peer = dir == POL_EGRESS ? &f->daddr : &f->saddr;
 	struct pol_endpoint *ep = bpf_map_lookup_elem(&pol_endpoints, self);
-	__u8 isolated, match;
-	__u32 id;
+	struct pol_scratch *s;
+	struct ct_entry *e;
+	__u32 zero = 0;
+	__u8 match;
 
 	if (!ep)
 		return 1; /* no policy selects the pod */
+	s = bpf_map_lookup_elem(&pol_scratch, &zero);
+	if (!s)
+		return 0;
 	mon_crossed(MON_CUBE_POLICY);
-	isolated = ep->flags & (dir == POL_EGRESS ? POL_ISOLATED_EGRESS : POL_ISOLATED_INGRESS);
-	if (!isolated) {
-		/* Only recorded, so that its replies pass whatever the other
-		 * direction's rules say: a connection's first packet (UDP's
-		 * once). Nothing else to do for the rest. */
-		if (flow_is_new(f) && (f->proto == IPPROTO_TCP || !pol_known(f, ep->id)))
-			pol_record(f, ep->id);
-		return 1;
-	}
-	/* A TCP SYN is judged by the rules (a retransmitted one again, to the
-	 * same answer); anything else first by the records: a recorded
-	 * connection, or its reply. */
-	if (!(f->proto == IPPROTO_TCP && flow_is_new(f)) && pol_known(f, ep->id))
-		return 1;
-	id = pol_identity_of(peer);
-	match = dir == POL_INGRESS && id == POL_HOST ? MON_POL_HOST : pol_allows(ep->id, dir, id, f->proto, f->dport);
-	pol_report(skb, f, dir, ep->id, id, match);
+	s->now = nc_now();
+	s->rev = pol_rev_now();
+	s->peer_id = 0;
+	s->swapped = pol_conn_key(&s->key, f);
+	e = bpf_map_lookup_elem(&ct_flows, &s->key);
+	s->reply = e && s->swapped != !!(e->pol_verdict & CT_POL_SWAPPED);
+	if (e && (ct_expired(e, f->proto, s->now) || (!s->reply && ct_reopens(f, e))))
+		e = NULL; /* over: f opens a connection of its own */
+	if (!e)
+		s->reply = 0;
+	/* The pod is its connection's source (role POL_EGRESS) when it sends
+	 * the connection's way or receives its replies. A packet of a known
+	 * connection passes on the verdict its side holds under these rules;
+	 * one given under other rules, or none yet from this side, is judged
+	 * now, as its first packet was (the connection's way). A packet of no
+	 * known connection (its first, or one of a connection older than the
+	 * records) is judged as sent. */
+	s->role = (dir == POL_EGRESS) != s->reply ? POL_EGRESS : POL_INGRESS;
+	s->bit = s->role == POL_EGRESS ? CT_POL_EGRESS : CT_POL_INGRESS;
+	if (e && e->pol_rev == s->rev && (e->pol_verdict & s->bit))
+		goto known;
+	if (s->reply)
+		match = pol_judge(s, ep, s->role, &f->daddr, &f->saddr, f->proto, f->sport);
+	else
+		match = pol_judge(s, ep, s->role, &f->saddr, &f->daddr, f->proto, f->dport);
+	if (match != POL_OPEN)
+		pol_report(skb, f, s->role, ep->id, s->peer_id, match);
 	if (match == MON_POL_NONE) {
-		pol_count_drop(ep->id, dir == POL_EGRESS ? POL_DROP_EGRESS : POL_DROP_INGRESS);
+		pol_count_drop(ep->id, s->role == POL_EGRESS ? POL_DROP_EGRESS : POL_DROP_INGRESS);
 		return 0;
 	}
-	pol_record(f, ep->id);
+	if (!e) {
+		/* In a direction no policy isolates, only a connection's
+		 * opening packet is recorded, for its replies. */
+		if (match != POL_OPEN || flow_is_new(f))
+			pol_record(s, f);
+		return 1;
+	}
+	if (e->pol_rev != s->rev) {
+		e->pol_verdict = s->bit | (e->pol_verdict & CT_POL_SWAPPED);
+		e->pol_rev = s->rev;
+	} else {
+		e->pol_verdict |= s->bit;
+	}
+known:
+	/* The packet that ends a TCP connection is the entry's last: removed
+	 * by the last side to judge it here (the receiver's, when it is a
+	 * pod some policy selects on this node). */
+	if (ct_touch(e, NULL, f, s->reply ? CT_REPLY : CT_SERVICE, s->now) &&
+	    (dir == POL_INGRESS || !bpf_map_lookup_elem(&pol_endpoints, &f->daddr))) {
+		if (!bpf_map_delete_elem(&ct_flows, &s->key))
+			ct_count(CT_STAT_CLOSED);
+	}
 	return 1;
 }

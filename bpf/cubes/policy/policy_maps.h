@@ -1,9 +1,11 @@
 /* policy_maps.h: the policy cube's maps and their layouts (logic:
- * policy.h). The Go side, pkg/cubes/policy, writes all but pol_flows and
- * pol_drops, which the datapath writes.
+ * policy.h). The Go side, pkg/cubes/policy, writes all but pol_drops,
+ * which the datapath writes. The connections policy allowed are
+ * conntrack's entries (CT_POLICY, cubes/ct/ct_maps.h).
  */
 #pragma once
 #include "lib/common.h"
+#include "cubes/ct/ct_maps.h"
 
 /* Reserved identities (pkg/cubes/policy/identity.go). */
 enum pol_identity : __u32 {
@@ -88,32 +90,48 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } pol_entries SEC(".maps");
 
-/* pol_flows: the connections each endpoint opened or accepted under
- * policy (their first packet's tuple, and the endpoint: what one pod
- * allowed says nothing about another on the same node), so that their
- * later packets and their replies pass whatever the rules of the other
- * direction say. */
-struct pol_flow_key {
-	struct nc_addr saddr;
-	struct nc_addr daddr;
-	__be16 sport;
-	__be16 dport;
-	__u8 proto;
-	__u8 pad[3];
-	__u32 endpoint;
-};
-
-struct pol_flow {
-	__u64 created_ns;
+/* pol_revision: the revision of the rules, which the agent raises after
+ * each change it writes. A connection's verdict (in its conntrack entry)
+ * holds the revision it was given under: under another, the connection's
+ * next packet is judged again, so a policy change applies to the
+ * connections already open, and none is forgotten by a flush. */
+struct pol_rev {
+	__u32 rev;
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__type(key, struct pol_flow_key);
-	__type(value, struct pol_flow);
-	__uint(max_entries, 65536);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct pol_rev);
+	__uint(max_entries, 1);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} pol_flows SEC(".maps");
+} pol_revision SEC(".maps");
+
+/* pol_scratch (per CPU, one entry): pol_check's keys and new conntrack
+ * entry, off the stack (the programs that judge a packet in several
+ * places, from_net's deliveries, are close to the 512 bytes). */
+struct pol_scratch {
+	struct ct_key key;
+	struct ct_entry entry;
+	struct nc_prefix peer;     /* pol_peers */
+	struct pol_entry_key rule; /* pol_entries */
+	/* The packet's: kept here, not in registers spilled to the stack. */
+	__u64 now;
+	__u32 rev;     /* pol_revision's */
+	__u32 peer_id; /* the peer's identity, once judged */
+	__u8 swapped;  /* the packet's source is the key's daddr */
+	__u8 reply;    /* the packet goes its connection's reply way */
+	__u8 role;     /* the pod is its connection's source (POL_EGRESS) */
+	__u8 bit;      /* the verdict bit of that side */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct pol_scratch);
+	__uint(max_entries, 1);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} pol_scratch SEC(".maps");
 
 /* Why a packet was dropped. */
 enum pol_drop_reason : __u32 {

@@ -22,7 +22,8 @@ func (Cube) Maps() []cube.MapSpec {
 		{Name: MapPeers, DefaultSize: 65536, SizeFlag: "policy-identity-map-size"},
 		{Name: MapEndpoints, DefaultSize: 4096, SizeFlag: "router-endpoints-max"},
 		{Name: MapEntries, DefaultSize: 262144, SizeFlag: "policy-map-size"},
-		{Name: MapFlows, DefaultSize: 262144, SizeFlag: "policy-flow-map-size"},
+		{Name: MapRevision, DefaultSize: 1},
+		{Name: MapScratch, DefaultSize: 1},
 		{Name: MapDrops, DefaultSize: 16384},
 	}
 }

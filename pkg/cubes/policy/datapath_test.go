@@ -10,6 +10,7 @@ import (
 	"github.com/netcube/netcube/internal/pkt"
 	"github.com/netcube/netcube/internal/testenv"
 	"github.com/netcube/netcube/pkg/cube"
+	"github.com/netcube/netcube/pkg/cubes/ct"
 	"github.com/netcube/netcube/pkg/cubes/policy"
 	"github.com/netcube/netcube/pkg/datapath"
 	"github.com/netcube/netcube/pkg/model"
@@ -187,5 +188,118 @@ func TestUnreadablePortsFailClosed(t *testing.T) {
 	mld := pkt.WithExtHeader(pkt.Echo(server.IPs[1], netip.MustParseAddr("ff02::16"), 1, 1, false, nil), 0)
 	if v := run(progs.FromPod, mld); v == tcShot {
 		t.Error("an isolated pod's hop-by-hop packet to ff02::16 (MLD) dropped")
+	}
+}
+
+// TestVerdictInConntrack: a connection policy allowed is a conntrack
+// entry holding its verdict and the rules' revision.
+//   - An idle allowed connection keeps its record through ten times the
+//     table's size of other connections opened and closed (an LRU table
+//     of records would have evicted it): its reply still passes a pod
+//     whose egress allows nothing.
+//   - A policy change that still allows it leaves it passing; one that
+//     revokes it cuts its next packet, either way.
+func TestVerdictInConntrack(t *testing.T) {
+	testenv.RequireRoot(t)
+	const table = 256
+	dp, err := datapath.Load(datapath.Config{MapSizes: map[string]uint32{ct.MapFlows: table, ct.MapAcct: table}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dp.Close() })
+	server := &model.Pod{ID: model.PodID{Namespace: "x", Name: "server"}, Labels: map[string]string{"app": "server"},
+		IPs: []netip.Addr{netip.MustParseAddr("10.244.1.5")}}
+	client := &model.Pod{ID: model.PodID{Namespace: "x", Name: "client"}, Labels: map[string]string{"app": "client"},
+		IPs: []netip.Addr{netip.MustParseAddr("10.244.1.6")}}
+	cl := policy.NewCluster()
+	cl.SetPod(server.ID, server)
+	cl.SetPod(client.ID, client)
+	comp := policy.NewCompiler()
+	// The server accepts app=client on the given ports and may send
+	// nothing of its own.
+	setPolicy := func(ports ...uint16) {
+		t.Helper()
+		sel, _ := labels.Parse("app=server")
+		peer, _ := labels.Parse("app=client")
+		p := &model.Policy{ID: model.PolicyID{Namespace: "x", Name: "server"}, Pods: sel, IsolatesIngress: true, IsolatesEgress: true}
+		rule := model.PolicyRule{Peers: []model.PolicyPeer{{Pods: peer}}}
+		for _, port := range ports {
+			rule.Ports = append(rule.Ports, model.PolicyPort{Proto: model.TCP, Port: port})
+		}
+		p.Ingress = []model.PolicyRule{rule}
+		cl.SetPolicy(p.ID, p)
+		if comp.Tables() == nil {
+			comp.Compile(cl, func(*model.Pod) bool { return true }, nil)
+		} else {
+			comp.Update(nil, nil, []model.PolicyID{p.ID})
+		}
+		if err := policy.SyncChanges(dp.Maps(), comp.Tables(), comp.Changes()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	progs := dp.Programs()
+	run := func(prog *ebpf.Program, in []byte) uint32 {
+		t.Helper()
+		v, err := prog.Run(&ebpf.RunOptions{Data: in, DataOut: make([]byte, len(in)+256)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	stats := dp.Maps().Map(ct.MapStats)
+	created := func() uint64 { return cube.PerCPUSum(stats, uint32(datapath.CTStatCreated)) }
+
+	setPolicy(8080)
+	s := netip.AddrPortFrom(server.IPs[0], 8080)
+	idle := netip.AddrPortFrom(client.IPs[0], 40000)
+	if run(progs.ToPod, pkt.TCP(idle, s, pkt.TCPOpts{SYN: true, Seq: 1}, nil)) == tcShot {
+		t.Fatal("the client's SYN dropped; the policy allows it")
+	}
+	reply := pkt.TCP(s, idle, pkt.TCPOpts{SYN: true, ACK: true, Seq: 9, Ack: 2}, nil)
+	if run(progs.FromPod, reply) == tcShot {
+		t.Fatal("the server's SYN-ACK dropped: a reply of an accepted connection must pass")
+	}
+	stray := pkt.TCP(s, netip.AddrPortFrom(client.IPs[0], 39999), pkt.TCPOpts{ACK: true, Seq: 9, Ack: 2}, nil)
+	if run(progs.FromPod, stray) != tcShot {
+		t.Fatal("a 'reply' of no connection passed: the server's egress allows nothing, the check below would prove nothing")
+	}
+
+	// Churn: ten times the table, each connection opened, answered and
+	// reset.
+	before := created()
+	for i := range 10 * table {
+		c := netip.AddrPortFrom(client.IPs[0], uint16(20000+i))
+		for _, step := range []struct {
+			prog *ebpf.Program
+			in   []byte
+		}{
+			{progs.ToPod, pkt.TCP(c, s, pkt.TCPOpts{SYN: true, Seq: 1}, nil)},
+			{progs.FromPod, pkt.TCP(s, c, pkt.TCPOpts{SYN: true, ACK: true, Seq: 9, Ack: 2}, nil)},
+			{progs.ToPod, pkt.TCP(c, s, pkt.TCPOpts{RST: true, Seq: 2}, nil)},
+		} {
+			if run(step.prog, step.in) == tcShot {
+				t.Fatalf("churn connection %d dropped", i)
+			}
+		}
+	}
+	if n := created() - before; n < 10*table {
+		t.Fatalf("the churn wrote %d conntrack entries, want at least %d", n, 10*table)
+	}
+	if run(progs.FromPod, reply) == tcShot {
+		t.Error("after the churn, the idle connection's reply dropped: its record was lost")
+	}
+
+	// A change that still allows it: it goes on.
+	setPolicy(8080, 9090)
+	if run(progs.ToPod, pkt.TCP(idle, s, pkt.TCPOpts{ACK: true, Seq: 2, Ack: 10}, nil)) == tcShot {
+		t.Error("a policy change still allowing the connection cut it")
+	}
+	// A change that revokes it: its next packet is dropped, either way.
+	setPolicy(9090)
+	if run(progs.ToPod, pkt.TCP(idle, s, pkt.TCPOpts{ACK: true, Seq: 2, Ack: 10}, nil)) != tcShot {
+		t.Error("the policy allowing the connection was revoked; its next packet to the server passed")
+	}
+	if run(progs.FromPod, reply) != tcShot {
+		t.Error("the policy allowing the connection was revoked; the server's next packet of it passed")
 	}
 }

@@ -12,7 +12,8 @@ const (
 	MapPeers     = "pol_peers"     // the identity cache
 	MapEndpoints = "pol_endpoints" // this node's pods some policy selects
 	MapEntries   = "pol_entries"   // what each may send and receive
-	MapFlows     = "pol_flows"     // connections allowed (the datapath's)
+	MapRevision  = "pol_revision"  // the rules' revision (verdicts in conntrack hold theirs)
+	MapScratch   = "pol_scratch"   // the datapath's room for a conntrack key and entry
 	MapDrops     = "pol_drops"     // drops per endpoint and reason (the datapath's)
 )
 
@@ -148,7 +149,23 @@ func SyncChanges(m *cube.Maps, t *Tables, ch Changes) error {
 			}
 		}
 	}
-	return nil
+	if ch.Len() == 0 {
+		return nil
+	}
+	return raiseRevision(m)
+}
+
+// raiseRevision tells the datapath the rules changed: the verdicts its
+// connections hold (conntrack's CT_POLICY entries) are judged again on
+// their next packet. Raised after the writes, so that they are judged by
+// the new rules; a write that failed is retried, and raises it again.
+func raiseRevision(m *cube.Maps) error {
+	v, _, err := cube.Get[uint32, datapath.PolicyRevision](m, MapRevision, 0)
+	if err != nil {
+		return err
+	}
+	v.Rev++
+	return cube.Put(m, MapRevision, uint32(0), v)
 }
 
 func entryKey(e Entry) datapath.PolicyEntryKey {

@@ -72,7 +72,9 @@ func TestReconciler(t *testing.T) {
 		t.Errorf("%d identity cache entries, want 4 (3 pods and this node)", n)
 	}
 
-	// A label change of an unrelated pod writes nothing but its identity.
+	// A label change of an unrelated pod writes nothing but its identity,
+	// and the rules' revision (a connection's verdict may depend on an
+	// address's identity: judged again on its next packet).
 	var writes atomic.Int32
 	fake.FailWhen(func(op cubetest.Op) error {
 		writes.Add(1)
@@ -82,8 +84,8 @@ func TestReconciler(t *testing.T) {
 	r.OnPod(types.NamespacedName{Namespace: "x", Name: "bystander"}, bystander)
 	eventually(t, "the bystander's identity", func() bool { return fake.Len(policy.MapPeers) == 5 })
 	time.Sleep(50 * time.Millisecond)
-	if n := writes.Load(); n != 1 {
-		t.Errorf("a pod no policy names: %d map writes, want 1 (its identity)", n)
+	if n := writes.Load(); n != 2 {
+		t.Errorf("a pod no policy names: %d map writes, want 2 (its identity, the revision)", n)
 	}
 
 	// Writes fail for a while: the reconciler retries and converges. The
