@@ -126,11 +126,13 @@ func checkPolicy(t *testing.T, sb *sandbox.Sandbox, agnhost string) {
 // pods carry their labels and named ports (pods.yaml), and a
 // NetworkPolicy file is enforced with real traffic, IPv4 and IPv6, then
 // lifted when the file goes: the client pod (app=client) connects to an
-// echo pod before the policy (the positive control); a policy letting
-// only app=other reach the echo pods' named port http drops it, TCP and
-// UDP, directly and through the echo Service (judged after load
-// balancing, on the socket-LB path and on the tc path); removing the
-// file lets it through again.
+// echo pod before the policy (the positive control); a connection a
+// policy allows, held open, goes on until the policy is changed to let
+// only app=other reach the echo pods' named port http, which drops it at
+// its next packet, and new connections, TCP and UDP, directly and
+// through the echo Service (judged after load balancing, on the
+// socket-LB path and on the tc path); removing the file lets them
+// through again.
 func TestPolicyFromManifests(t *testing.T) {
 	for _, path := range paths {
 		t.Run(path.name, func(t *testing.T) { policyFromManifests(t, up(t, path.socketLB)) })
@@ -161,6 +163,34 @@ func policyFromManifests(t *testing.T, sb *sandbox.Sandbox) {
 			t.Fatalf("no policy: %s %s: %d of %d failed", tg.name, tg.addr, failed, ok+failed)
 		}
 	}
+	// First a policy allowing the client on TCP http only (enforced: its
+	// UDP is dropped), and a connection it allows, kept open: it goes on
+	// while the policy allows it.
+	allowClient := `apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: echo, namespace: default}
+spec:
+  podSelector: {matchLabels: {app: echo}}
+  ingress:
+  - from: [{podSelector: {matchLabels: {app: client}}}]
+    ports: [{port: http}]
+`
+	if err := sb.Topology.WriteManifest("policy.yaml", allowClient); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 10*time.Second, "the client's policy enforced", func() bool {
+		ok, _ := probe("udp", targets[2].addr)
+		return ok == 0
+	})
+	held := startStream(t, sb, "tcp", targets[0].addr, "--persistent", "--timeout", "300ms")
+	t0 := time.Now()
+	time.Sleep(time.Second)
+	if rs := held.since(t0); len(rs) == 0 || failures(rs) != 0 {
+		t.Fatalf("a connection the policy allows, held open: %d of %d requests failed", failures(rs), len(rs))
+	}
+
+	// Then a policy letting only app=other in: new connections and the
+	// one held open (its next packet) are dropped.
 	policy := `apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy
 metadata: {name: echo, namespace: default}
@@ -177,6 +207,14 @@ spec:
 		ok, _ := probe("tcp", targets[0].addr)
 		return ok == 0
 	})
+	t1 := time.Now()
+	time.Sleep(time.Second)
+	rs := held.since(t1)
+	held.stop()
+	if len(rs) == 0 || failures(rs) != len(rs) {
+		t.Errorf("the policy allowing the connection held open was revoked: %d of %d requests on it since passed",
+			len(rs)-failures(rs), len(rs))
+	}
 	for _, tg := range targets {
 		if ok, _ := probe(tg.proto, tg.addr); ok != 0 {
 			t.Errorf("policy: %s %s: %d requests passed, want none", tg.name, tg.addr, ok)
@@ -194,6 +232,17 @@ spec:
 			t.Errorf("policy removed: %s %s: %d of %d failed", tg.name, tg.addr, failed, ok+failed)
 		}
 	}
+}
+
+// failures counts the results that failed.
+func failures(rs []timed) int {
+	n := 0
+	for _, r := range rs {
+		if r.Err != "" {
+			n++
+		}
+	}
+	return n
 }
 
 // checkCyclonus runs the fast subset of cyclonus's generated cases
