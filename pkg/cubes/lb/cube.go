@@ -20,10 +20,10 @@ type Tables struct {
 	// datapath.Backend): 20-24 bytes without pointers, where model types
 	// take 32-40 with one. At 100,000 Services these indexes are a quarter
 	// of the agent's memory, and maps without pointers are not scanned by
-	// the garbage collector.
+	// the garbage collector. backends, one entry per backend, is the
+	// largest: a table of its own (backend_table.go).
 	frontends map[datapath.ServiceKey]*frontend
-	backends  map[datapath.Backend]backendRef
-	byID      map[uint32]datapath.Backend
+	backends  *backendTable
 	// IDs only grow: a conntrack entry naming a freed id must never find a
 	// different backend or frontend under it.
 	nextBackendID, nextRevNATID uint32
@@ -73,15 +73,13 @@ func (c *Tables) ReleaseUnclaimed() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, id := range c.unclaimed {
-		k, ok := c.byID[id]
-		if !ok || c.backends[k].refs > 0 {
+		if b := c.backends.getID(id); b == nil || b.refs > 0 {
 			continue
 		}
 		if err := c.deleteID(MapBackends, id); err != nil {
 			return err
 		}
-		delete(c.byID, id)
-		delete(c.backends, k)
+		c.backends.remove(id)
 	}
 	c.unclaimed = nil
 	return nil
@@ -103,8 +101,8 @@ func (c *Tables) tellLeft(fe model.Frontend, revNATID uint32, ids []uint32) {
 	}
 	left := make([]model.Backend, 0, len(ids))
 	for _, id := range ids {
-		if k, ok := c.byID[id]; ok {
-			left = append(left, backendOf(k))
+		if b := c.backends.getID(id); b != nil {
+			left = append(left, backendOf(b.key))
 		}
 	}
 	c.onLeft(fe, revNATID, left)
@@ -119,11 +117,6 @@ type frontend struct {
 	slots    []uint32 // backend id of slot i+1
 }
 
-// backendRef is a backend's id and how many slots point at it.
-type backendRef struct {
-	id, refs uint32
-}
-
 // Ops counts map writes and deletes, for tests, benchmarks and metrics.
 type Ops struct{ Updates, Deletes int }
 
@@ -133,8 +126,7 @@ func New(maps *cube.Maps) *Tables {
 	return &Tables{
 		maps:          maps,
 		frontends:     map[datapath.ServiceKey]*frontend{},
-		backends:      map[datapath.Backend]backendRef{},
-		byID:          map[uint32]datapath.Backend{},
+		backends:      newBackendTable(),
 		nextBackendID: 1,
 		nextRevNATID:  1,
 		ranges:        map[uint32][]netip.Prefix{},
@@ -162,7 +154,7 @@ func (c *Tables) Entries() map[string]int {
 	}
 	return map[string]int{
 		MapServices: services,
-		MapBackends: len(c.backends),
+		MapBackends: c.backends.len(),
 		MapRevNAT:   len(c.frontends),
 		MapVIPs:     len(c.vips),
 		MapAnnounce: len(c.announced) * len(c.uplinks),
@@ -190,7 +182,7 @@ func (c *Tables) Backends(fe model.Frontend) []model.Backend {
 	}
 	out := make([]model.Backend, len(f.slots))
 	for i, id := range f.slots {
-		out[i] = backendOf(c.byID[id])
+		out[i] = c.backendByID(id)
 	}
 	return out
 }
@@ -389,7 +381,7 @@ func (c *Tables) holdDraining(proto model.Proto, bs []model.Backend, slots []uin
 	inSlots := newSmallSet(slots)
 	for _, b := range bs {
 		k := backendKey(b, proto)
-		if have, ok := c.backends[k]; ok && (inSlots.has(have.id) || slices.Contains(ids, have.id)) {
+		if have := c.backends.get(k); have != nil && (inSlots.has(have.id) || slices.Contains(ids, have.id)) {
 			continue
 		}
 		id, err := c.acquire(k)
