@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/netcube/netcube/pkg/cube"
 	"github.com/netcube/netcube/pkg/datapath"
@@ -28,6 +29,10 @@ type Tables struct {
 	// different backend or frontend under it.
 	nextBackendID, nextRevNATID uint32
 	ops                         Ops
+	// mapTime is the time spent in the writes and deletes of lb_services,
+	// lb_backends and lb_revnat (batched or not): the part of a sync that
+	// is system calls, which the sync benchmark reports apart.
+	mapTime time.Duration
 	// pending, while UpsertAll runs, collects writes instead of making
 	// them, to be flushed in batches; buffer is kept for the next call.
 	pending, buffer *pendingWrites
@@ -135,6 +140,16 @@ func New(maps *cube.Maps) *Tables {
 		vips:          map[datapath.Addr]uint32{},
 		announced:     map[datapath.Addr]uint32{},
 	}
+}
+
+// timeMaps adds the time since start to mapTime; c.mu is held.
+func (c *Tables) timeMaps(start time.Time) { c.mapTime += time.Since(start) }
+
+// MapTime is the time spent writing and deleting map entries so far.
+func (c *Tables) MapTime() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mapTime
 }
 
 // Ops returns the map operations done so far.
@@ -500,6 +515,7 @@ func (c *Tables) writeService(k datapath.ServiceKey, v datapath.ServiceValue) er
 		c.pending.service(k, v)
 		return nil
 	}
+	defer c.timeMaps(time.Now())
 	return cube.Put(c.maps, MapServices, k, v)
 }
 
@@ -509,6 +525,7 @@ func (c *Tables) writeBackend(id uint32, b datapath.Backend) error {
 		c.pending.backends.add(id, b)
 		return nil
 	}
+	defer c.timeMaps(time.Now())
 	return cube.Put(c.maps, MapBackends, id, b)
 }
 
@@ -518,17 +535,20 @@ func (c *Tables) writeRevNAT(id uint32, fe datapath.Frontend) error {
 		c.pending.revNAT.add(id, fe)
 		return nil
 	}
+	defer c.timeMaps(time.Now())
 	return cube.Put(c.maps, MapRevNAT, id, fe)
 }
 
 func (c *Tables) deleteService(k datapath.ServiceKey) error {
 	c.ops.Deletes++
+	defer c.timeMaps(time.Now())
 	return cube.Remove(c.maps, MapServices, k)
 }
 
 // deleteID removes an id-keyed entry (lb_backends, lb_revnat).
 func (c *Tables) deleteID(m string, id uint32) error {
 	c.ops.Deletes++
+	defer c.timeMaps(time.Now())
 	return cube.Remove(c.maps, m, id)
 }
 
@@ -536,7 +556,10 @@ func (c *Tables) deleteID(m string, id uint32) error {
 // later (leftovers) if it fails: an entry nothing points at any more.
 func removeOrRetry[K any](c *Tables, name string, key K) {
 	c.ops.Deletes++
-	del := func() error { return cube.Remove(c.maps, name, key) }
+	del := func() error {
+		defer c.timeMaps(time.Now())
+		return cube.Remove(c.maps, name, key)
+	}
 	if del() != nil {
 		c.leftovers = append(c.leftovers, del)
 	}
