@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -255,27 +254,6 @@ func ServiceOf(s *discoveryv1.EndpointSlice) (model.ServiceID, bool) {
 	return model.ServiceID{Namespace: s.Namespace, Name: name}, name != ""
 }
 
-// placements interns endpoint placements: there are a handful per node,
-// shared by all the endpoints of every Service (their strings too).
-var placements struct {
-	sync.Mutex
-	m map[model.Placement]*model.Placement
-}
-
-func placement(k model.Placement) *model.Placement {
-	placements.Lock()
-	defer placements.Unlock()
-	if p := placements.m[k]; p != nil {
-		return p
-	}
-	if placements.m == nil {
-		placements.m = map[model.Placement]*model.Placement{}
-	}
-	p := &k
-	placements.m[k] = p
-	return p
-}
-
 // ToEndpointSlice converts an EndpointSlice: nil when it serves no Service
 // netcube programs (FQDN addresses; no service-name label, which err
 // names). An endpoint's first address is its address, as in kube-proxy (the
@@ -349,7 +327,6 @@ func endpoint(ip netip.Addr, ep discoveryv1.Endpoint) model.Endpoint {
 	if c.Serving != nil {
 		serving = *c.Serving
 	}
-	e := model.Endpoint{Addr: ip, Ready: ready, Serving: serving, Terminating: c.Terminating != nil && *c.Terminating}
 	var node, zones, nodes string
 	if ep.NodeName != nil {
 		node = *ep.NodeName
@@ -366,9 +343,10 @@ func endpoint(ip netip.Addr, ep discoveryv1.Endpoint) model.Endpoint {
 		}
 		nodes = strings.Join(names, ",")
 	}
-	if node != "" || zones != "" || nodes != "" {
-		e.Placement = placement(model.Placement{NodeName: node, ForZones: zones, ForNodes: nodes})
-	}
+	// Interned (model.NewEndpoint): a handful per node, shared with their
+	// strings by every endpoint of every Service.
+	e := model.NewEndpoint(ip, model.Placement{NodeName: node, ForZones: zones, ForNodes: nodes})
+	e.Ready, e.Serving, e.Terminating = ready, serving, c.Terminating != nil && *c.Terminating
 	return e
 }
 

@@ -110,20 +110,41 @@ type EndpointPort struct {
 }
 
 // Endpoint is one endpoint, with its conditions resolved as the API defines
-// them (unset ready means ready; unset serving means serving = ready).
+// them (unset ready means ready; unset serving means serving = ready). It
+// takes 24 bytes and no pointer (there are a million at 100,000 Services of
+// 10 endpoints, and the garbage collector does not scan arrays without
+// pointers): the address as its 16 bytes rather than a netip.Addr (24, with
+// its zone), the placement as an index in an interned table (placement.go).
+// Make one with NewEndpoint.
 type Endpoint struct {
-	Addr        netip.Addr
+	addr        [16]byte // netip.Addr.As16
+	placement   uint32   // 0: unknown
 	Ready       bool
 	Serving     bool
 	Terminating bool
-	// Placement: where the endpoint runs and which zones it is hinted
-	// for; shared by every endpoint with the same (nil: unknown).
-	Placement *Placement
+	is4         bool // addr is an IPv4 address (mapped in addr)
 }
 
-// Placement is an endpoint's node and topology hints. Endpoints point at
-// one shared value per distinct placement (a handful per node), which
-// keeps each endpoint at 48 bytes.
+// NewEndpoint is an endpoint at addr, placed as p (the zero Placement:
+// unknown), with no condition set.
+func NewEndpoint(addr netip.Addr, p Placement) Endpoint {
+	return Endpoint{addr: addr.As16(), is4: addr.Is4(), placement: internPlacement(p)}
+}
+
+// Addr is the endpoint's address.
+func (e *Endpoint) Addr() netip.Addr {
+	a := netip.AddrFrom16(e.addr)
+	if e.is4 {
+		return a.Unmap()
+	}
+	return a
+}
+
+// Placement is the endpoint's node and hints; nil: unknown.
+func (e *Endpoint) Placement() *Placement { return placementAt(e.placement) }
+
+// Placement is an endpoint's node and topology hints. Endpoints refer to
+// one shared value per distinct placement (a handful per node).
 type Placement struct {
 	NodeName string
 	// ForZones and ForNodes: the zones and nodes the EndpointSlice
@@ -134,22 +155,23 @@ type Placement struct {
 
 // NodeName is the endpoint's node ("": unknown).
 func (e *Endpoint) NodeName() string {
-	if e.Placement == nil {
-		return ""
+	if p := e.Placement(); p != nil {
+		return p.NodeName
 	}
-	return e.Placement.NodeName
+	return ""
 }
 
 // Hinted says whether the endpoint has zone hints.
-func (e *Endpoint) Hinted() bool { return e.Placement != nil && e.Placement.ForZones != "" }
+func (e *Endpoint) Hinted() bool { p := e.Placement(); return p != nil && p.ForZones != "" }
 
 // HintedForNode says whether the endpoint is hinted for node (and so
 // whether it has node hints at all, with node "").
 func (e *Endpoint) HintedForNode(node string) bool {
-	if e.Placement == nil || e.Placement.ForNodes == "" {
+	p := e.Placement()
+	if p == nil || p.ForNodes == "" {
 		return false
 	}
-	return node == "" || listed(e.Placement.ForNodes, node)
+	return node == "" || listed(p.ForNodes, node)
 }
 
 func listed(list, x string) bool {
@@ -166,7 +188,7 @@ func (e *Endpoint) HintedFor(zone string) bool {
 	if !e.Hinted() {
 		return false
 	}
-	for z := range strings.SplitSeq(e.Placement.ForZones, ",") {
+	for z := range strings.SplitSeq(e.Placement().ForZones, ",") {
 		if z == zone {
 			return true
 		}

@@ -82,8 +82,8 @@ func checkObject(t *testing.T, k objKey, o object) {
 			}
 		}
 		for _, e := range s.Endpoints {
-			if !e.Addr.IsValid() || e.Addr.Is6() != s.IPv6 {
-				t.Errorf("%s: endpoint %v in a slice of IPv6=%v", k, e.Addr, s.IPv6)
+			if !e.Addr().IsValid() || e.Addr().Is6() != s.IPv6 {
+				t.Errorf("%s: endpoint %v in a slice of IPv6=%v", k, e.Addr(), s.IPv6)
 			}
 		}
 	}
