@@ -281,7 +281,7 @@ func ToEndpointSlice(s *discoveryv1.EndpointSlice) (*model.EndpointSlice, error)
 		bad("metadata.labels[%s]: missing, so the slice belongs to no Service; its endpoints are not used", ServiceNameLabel)
 		return nil, errors.Join(errs...)
 	}
-	out := &model.EndpointSlice{Name: s.Name, Service: id, IPv6: v6}
+	out := &model.EndpointSlice{Service: id, IPv6: v6}
 	for i, p := range s.Ports {
 		if p.Port == nil {
 			continue // a port without a number: no target for this name (the API allows it)
@@ -304,7 +304,7 @@ func ToEndpointSlice(s *discoveryv1.EndpointSlice) (*model.EndpointSlice, error)
 		}
 		out.Ports = append(out.Ports, model.EndpointPort{Name: name, Port: uint16(*p.Port), Proto: proto})
 	}
-	out.Endpoints = make([]model.Endpoint, 0, len(s.Endpoints))
+	out.Reserve(len(s.Endpoints))
 	for i, ep := range s.Endpoints {
 		if len(ep.Addresses) == 0 {
 			bad("endpoints[%d].addresses: empty", i)
@@ -315,12 +315,12 @@ func ToEndpointSlice(s *discoveryv1.EndpointSlice) (*model.EndpointSlice, error)
 			bad("endpoints[%d].addresses[0]: %q is not an %s address", i, ep.Addresses[0], s.AddressType)
 			continue
 		}
-		out.Endpoints = append(out.Endpoints, endpoint(ip, ep))
+		addEndpoint(out, ip, ep)
 	}
 	return out, errors.Join(errs...)
 }
 
-func endpoint(ip netip.Addr, ep discoveryv1.Endpoint) model.Endpoint {
+func addEndpoint(to *model.EndpointSlice, ip netip.Addr, ep discoveryv1.Endpoint) {
 	c := ep.Conditions
 	ready := c.Ready == nil || *c.Ready
 	serving := ready
@@ -343,11 +343,10 @@ func endpoint(ip netip.Addr, ep discoveryv1.Endpoint) model.Endpoint {
 		}
 		nodes = strings.Join(names, ",")
 	}
-	// Interned (model.NewEndpoint): a handful per node, shared with their
+	// Interned (EndpointSlice.Add): a handful per node, shared with their
 	// strings by every endpoint of every Service.
-	e := model.NewEndpoint(ip, model.Placement{NodeName: node, ForZones: zones, ForNodes: nodes})
+	e := to.Add(ip, model.Placement{NodeName: node, ForZones: zones, ForNodes: nodes})
 	e.Ready, e.Serving, e.Terminating = ready, serving, c.Terminating != nil && *c.Terminating
-	return e
 }
 
 // ToNode converts a Node object (nil: deleted). An invalid pod CIDR is

@@ -6,25 +6,38 @@ import (
 	"unsafe"
 )
 
-// TestEndpointCompact: an endpoint keeps its address (an IPv4-mapped IPv6
-// address stays IPv6) and its placement, in 24 bytes.
+// TestEndpointCompact: a slice's endpoints keep their addresses (an
+// IPv4-mapped IPv6 address stays IPv6) and placements, in 12 bytes each.
 func TestEndpointCompact(t *testing.T) {
-	if n := unsafe.Sizeof(Endpoint{}); n != 24 {
-		t.Errorf("Endpoint takes %d bytes, want 24", n)
+	if n := unsafe.Sizeof(Endpoint{}); n != 12 {
+		t.Errorf("Endpoint takes %d bytes, want 12", n)
 	}
-	for _, a := range []string{"10.0.0.1", "fd00::1", "::ffff:10.0.0.1"} {
-		addr := netip.MustParseAddr(a)
-		e := NewEndpoint(addr, Placement{})
-		if e.Addr() != addr || e.Placement() != nil || e.NodeName() != "" {
-			t.Errorf("%s: endpoint at %s, placement %v", a, e.Addr(), e.Placement())
+	for _, c := range []struct {
+		v6    bool
+		addrs []string
+	}{
+		{false, []string{"10.0.0.1", "255.255.255.255", "0.0.0.1"}},
+		{true, []string{"fd00::1", "::ffff:10.0.0.1", "2001:db8::ff"}},
+	} {
+		s := &EndpointSlice{IPv6: c.v6}
+		s.Reserve(len(c.addrs))
+		for _, a := range c.addrs {
+			s.Add(netip.MustParseAddr(a), Placement{}).Ready = true
+		}
+		for i, a := range c.addrs {
+			e := &s.Endpoints[i]
+			if got := s.Addr(e); got != netip.MustParseAddr(a) || e.Placement() != nil || e.NodeName() != "" || !e.Ready {
+				t.Errorf("endpoint %d at %s (ready %v, placement %v), want %s", i, got, e.Ready, e.Placement(), a)
+			}
 		}
 	}
 	p := Placement{NodeName: "n1", ForZones: "a,b"}
-	e1, e2 := NewEndpoint(netip.MustParseAddr("10.0.0.1"), p), NewEndpoint(netip.MustParseAddr("10.0.0.2"), p)
+	s := &EndpointSlice{}
+	e1, e2 := *s.Add(netip.MustParseAddr("10.0.0.1"), p), *s.Add(netip.MustParseAddr("10.0.0.2"), p)
 	if e1.Placement() != e2.Placement() || *e1.Placement() != p || !e1.HintedFor("b") || e1.HintedFor("c") {
 		t.Errorf("placements %p %+v, %p: want one shared %+v", e1.Placement(), e1.Placement(), e2.Placement(), p)
 	}
-	if e3 := NewEndpoint(netip.MustParseAddr("10.0.0.3"), Placement{NodeName: "n2"}); e3.NodeName() != "n2" || e1.NodeName() != "n1" {
+	if e3 := s.Add(netip.MustParseAddr("10.0.0.3"), Placement{NodeName: "n2"}); e3.NodeName() != "n2" || e1.NodeName() != "n1" {
 		t.Errorf("nodes %q, %q", e1.NodeName(), e3.NodeName())
 	}
 }

@@ -1,7 +1,9 @@
 package model
 
 import (
+	"encoding/binary"
 	"net/netip"
+	"slices"
 	"strings"
 )
 
@@ -94,11 +96,46 @@ type Node struct {
 
 // EndpointSlice is what netcube reads of a Kubernetes EndpointSlice.
 type EndpointSlice struct {
-	Name      string
 	Service   ServiceID // from the kubernetes.io/service-name label
 	IPv6      bool      // addressType IPv6 (else IPv4)
 	Ports     []EndpointPort
-	Endpoints []Endpoint
+	Endpoints []Endpoint // added with Add; their addresses are read with Addr
+	// v6 holds the addresses of an IPv6 slice's endpoints, which name
+	// theirs by index: an IPv4 endpoint keeps its address itself.
+	v6 [][16]byte
+}
+
+// Reserve makes room for n more endpoints.
+func (s *EndpointSlice) Reserve(n int) {
+	s.Endpoints = slices.Grow(s.Endpoints, n)
+	if s.IPv6 {
+		s.v6 = slices.Grow(s.v6, n)
+	}
+}
+
+// Add appends an endpoint at addr, of the slice's family, placed as p (the
+// zero Placement: unknown), with no condition set; it returns it, to set
+// them.
+func (s *EndpointSlice) Add(addr netip.Addr, p Placement) *Endpoint {
+	e := Endpoint{placement: internPlacement(p)}
+	if s.IPv6 {
+		e.addr = uint32(len(s.v6))
+		s.v6 = append(s.v6, addr.As16())
+	} else {
+		e.addr = binary.BigEndian.Uint32(addr.AsSlice())
+	}
+	s.Endpoints = append(s.Endpoints, e)
+	return &s.Endpoints[len(s.Endpoints)-1]
+}
+
+// Addr is the address of e, one of s.Endpoints.
+func (s *EndpointSlice) Addr(e *Endpoint) netip.Addr {
+	if s.IPv6 {
+		return netip.AddrFrom16(s.v6[e.addr])
+	}
+	var a [4]byte
+	binary.BigEndian.PutUint32(a[:], e.addr)
+	return netip.AddrFrom4(a)
 }
 
 // EndpointPort is one port of an EndpointSlice: the target of the Service
@@ -109,35 +146,20 @@ type EndpointPort struct {
 	Proto Proto
 }
 
-// Endpoint is one endpoint, with its conditions resolved as the API defines
-// them (unset ready means ready; unset serving means serving = ready). It
-// takes 24 bytes and no pointer (there are a million at 100,000 Services of
-// 10 endpoints, and the garbage collector does not scan arrays without
-// pointers): the address as its 16 bytes rather than a netip.Addr (24, with
-// its zone), the placement as an index in an interned table (placement.go).
-// Make one with NewEndpoint.
+// Endpoint is one endpoint of an EndpointSlice, with its conditions
+// resolved as the API defines them (unset ready means ready; unset serving
+// means serving = ready). It takes 12 bytes and no pointer (there are a
+// million at 100,000 Services of 10 endpoints, and the garbage collector
+// does not scan arrays without pointers, where a netip.Addr has one): an
+// IPv4 address itself, an IPv6 one as its index in the slice (read both
+// with EndpointSlice.Addr), and the placement as an index in an interned
+// table (placement.go).
 type Endpoint struct {
-	addr        [16]byte // netip.Addr.As16
-	placement   uint32   // 0: unknown
+	addr        uint32 // IPv4: the address; IPv6: index in EndpointSlice.v6
+	placement   uint32 // 0: unknown
 	Ready       bool
 	Serving     bool
 	Terminating bool
-	is4         bool // addr is an IPv4 address (mapped in addr)
-}
-
-// NewEndpoint is an endpoint at addr, placed as p (the zero Placement:
-// unknown), with no condition set.
-func NewEndpoint(addr netip.Addr, p Placement) Endpoint {
-	return Endpoint{addr: addr.As16(), is4: addr.Is4(), placement: internPlacement(p)}
-}
-
-// Addr is the endpoint's address.
-func (e *Endpoint) Addr() netip.Addr {
-	a := netip.AddrFrom16(e.addr)
-	if e.is4 {
-		return a.Unmap()
-	}
-	return a
 }
 
 // Placement is the endpoint's node and hints; nil: unknown.

@@ -17,7 +17,7 @@ func LocalEndpoints(slices []*model.EndpointSlice, node string) int {
 	for _, s := range slices {
 		for i := range s.Endpoints {
 			e := &s.Endpoints[i]
-			addr := e.Addr()
+			addr := s.Addr(e)
 			if e.NodeName() != node || !e.Ready || seen[addr] {
 				continue
 			}
@@ -239,7 +239,7 @@ func backendsWhere(v6 bool, sp model.ServicePort, from []*model.EndpointSlice, u
 		}
 		for i := range s.Endpoints {
 			if e := &s.Endpoints[i]; usable(e) {
-				b := model.Backend{Addr: e.Addr(), Port: port}
+				b := model.Backend{Addr: s.Addr(e), Port: port}
 				if seen != nil {
 					if seen[b] {
 						continue
