@@ -12,6 +12,9 @@ func TestEndpointCompact(t *testing.T) {
 	if n := unsafe.Sizeof(Endpoint{}); n != 12 {
 		t.Errorf("Endpoint takes %d bytes, want 12", n)
 	}
+	if n := unsafe.Sizeof(EndpointSlice{}); n > 96 {
+		t.Errorf("EndpointSlice takes %d bytes, want at most 96", n)
+	}
 	for _, c := range []struct {
 		v6    bool
 		addrs []string

@@ -101,16 +101,27 @@ type EndpointSlice struct {
 	Ports     []EndpointPort
 	Endpoints []Endpoint // added with Add; their addresses are read with Addr
 	// v6 holds the addresses of an IPv6 slice's endpoints, which name
-	// theirs by index: an IPv4 endpoint keeps its address itself.
-	v6 [][16]byte
+	// theirs by index: an IPv4 endpoint keeps its address itself. (A
+	// pointer: 8 bytes where a slice takes 24 keeps the struct at 96
+	// bytes, one per Service, for the rarer family.)
+	v6 *[][16]byte
 }
 
 // Reserve makes room for n more endpoints.
 func (s *EndpointSlice) Reserve(n int) {
 	s.Endpoints = slices.Grow(s.Endpoints, n)
 	if s.IPv6 {
-		s.v6 = slices.Grow(s.v6, n)
+		s.v6addrs()
+		*s.v6 = slices.Grow(*s.v6, n)
 	}
+}
+
+// v6addrs returns the IPv6 address table, made if need be.
+func (s *EndpointSlice) v6addrs() *[][16]byte {
+	if s.v6 == nil {
+		s.v6 = new([][16]byte)
+	}
+	return s.v6
 }
 
 // Add appends an endpoint at addr, of the slice's family, placed as p (the
@@ -119,8 +130,9 @@ func (s *EndpointSlice) Reserve(n int) {
 func (s *EndpointSlice) Add(addr netip.Addr, p Placement) *Endpoint {
 	e := Endpoint{placement: internPlacement(p)}
 	if s.IPv6 {
-		e.addr = uint32(len(s.v6))
-		s.v6 = append(s.v6, addr.As16())
+		v6 := s.v6addrs()
+		e.addr = uint32(len(*v6))
+		*v6 = append(*v6, addr.As16())
 	} else {
 		e.addr = binary.BigEndian.Uint32(addr.AsSlice())
 	}
@@ -131,7 +143,7 @@ func (s *EndpointSlice) Add(addr netip.Addr, p Placement) *Endpoint {
 // Addr is the address of e, one of s.Endpoints.
 func (s *EndpointSlice) Addr(e *Endpoint) netip.Addr {
 	if s.IPv6 {
-		return netip.AddrFrom16(s.v6[e.addr])
+		return netip.AddrFrom16((*s.v6)[e.addr])
 	}
 	var a [4]byte
 	binary.BigEndian.PutUint32(a[:], e.addr)
