@@ -71,6 +71,22 @@ type SyncResult struct {
 	RestartMapUpdates          int     `json:"restart_map_updates"`
 	CPUSeconds                 float64 `json:"agent_cpu_seconds"`
 	PeakRSSMB                  float64 `json:"agent_peak_rss_mb"`
+	// Split is where a first start's full sync goes (medians of the starts).
+	Split SyncSplit `json:"first_sync_split"`
+}
+
+// SyncSplit is a full sync's time by phase, as the agent logs it: the
+// initial lists of Services and EndpointSlices (API server requests and
+// reading the pages, decoding them, converting to the model and handing
+// that on; summed over both resources, which are listed at the same time),
+// then the apply (full sync apply) as computing frontends and backends and
+// writing the maps.
+type SyncSplit struct {
+	ListMS     float64 `json:"list_ms"`
+	DecodeMS   float64 `json:"decode_ms"`
+	ConvertMS  float64 `json:"convert_ms"`
+	ComputeMS  float64 `json:"compute_ms"`
+	MapWriteMS float64 `json:"map_write_ms"`
 }
 
 const benchNS = "default"
@@ -280,7 +296,26 @@ func startBenchAgent(cfg SyncConfig, env *kubeenv.Env, pins, run string, extra .
 	}
 }
 
-var applyRe = regexp.MustCompile(`initial sync applied.*map_ops="\{Updates:(\d+) Deletes:(\d+)\}" apply_seconds=([0-9.e-]+) first_event_to_applied_seconds=([0-9.e-]+)`)
+var applyRe = regexp.MustCompile(`initial sync applied.*map_ops="\{Updates:(\d+) Deletes:(\d+)\}" apply_seconds=([0-9.e-]+) first_event_to_applied_seconds=([0-9.e-]+).*`)
+
+// initialPhases reads the time split the agent logs with its initial sync
+// (fields it lacks read as 0); apply is the full sync's apply time, of
+// which what is not map writes is computing.
+func (a *agentProc) initialPhases(apply time.Duration) SyncSplit {
+	b, _ := os.ReadFile(a.log)
+	line := applyRe.Find(b)
+	field := func(name string) float64 {
+		m := regexp.MustCompile(` ` + name + `=([0-9.e-]+)`).FindSubmatch(line)
+		if m == nil {
+			return 0
+		}
+		v, _ := strconv.ParseFloat(string(m[1]), 64)
+		return v * 1e3
+	}
+	writes := field("map_write_seconds")
+	return SyncSplit{ListMS: field("list_seconds"), DecodeMS: field("decode_seconds"), ConvertMS: field("convert_seconds"),
+		ComputeMS: max(0, ms(apply)-writes), MapWriteMS: writes}
+}
 
 // initialApply returns the agent's reported full sync: apply work, wall
 // time from the first event, and map updates.
@@ -385,6 +420,7 @@ func syncPoint(cfg SyncConfig, env *kubeenv.Env, n, eps int) (SyncResult, error)
 	}
 	defer a.stop()
 	r.StartToReady, r.FullSyncFirst, r.FirstEventToAppliedFirst = first.medians()
+	r.Split = first.split()
 	if dir := os.Getenv("NETCUBE_BENCH_PROFILES"); dir != "" { // the heap as of the initial sync's last GC
 		a.saveHeapProfile(filepath.Join(dir, fmt.Sprintf("agent-heap-%d-%d-synced.pprof", n, eps)))
 		<-a.cpuProfiled
@@ -465,6 +501,7 @@ func syncPoint(cfg SyncConfig, env *kubeenv.Env, n, eps int) (SyncResult, error)
 type timings struct {
 	ready, apply, wall []float64
 	updates            []int
+	phases             []SyncSplit
 }
 
 func (t *timings) add(a *agentProc) error {
@@ -474,16 +511,36 @@ func (t *timings) add(a *agentProc) error {
 	}
 	t.ready, t.apply, t.wall = append(t.ready, ms(a.ready)), append(t.apply, ms(apply)), append(t.wall, ms(wall))
 	t.updates = append(t.updates, updates)
+	t.phases = append(t.phases, a.initialPhases(apply))
 	return nil
 }
 
 func (t *timings) medians() (ready, apply, wall float64) {
-	med := func(xs []float64) float64 {
-		s := slices.Clone(xs)
-		slices.Sort(s)
-		return quantile(s, 0.5)
+	return medianOf(t.ready), medianOf(t.apply), medianOf(t.wall)
+}
+
+// split is the starts' phases, each the median of its own.
+func (t *timings) split() SyncSplit {
+	of := func(f func(SyncSplit) float64) float64 {
+		xs := make([]float64, len(t.phases))
+		for i, p := range t.phases {
+			xs[i] = f(p)
+		}
+		return medianOf(xs)
 	}
-	return med(t.ready), med(t.apply), med(t.wall)
+	return SyncSplit{
+		ListMS:     of(func(p SyncSplit) float64 { return p.ListMS }),
+		DecodeMS:   of(func(p SyncSplit) float64 { return p.DecodeMS }),
+		ConvertMS:  of(func(p SyncSplit) float64 { return p.ConvertMS }),
+		ComputeMS:  of(func(p SyncSplit) float64 { return p.ComputeMS }),
+		MapWriteMS: of(func(p SyncSplit) float64 { return p.MapWriteMS }),
+	}
+}
+
+func medianOf(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return quantile(s, 0.5)
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }

@@ -151,7 +151,11 @@ func Run(ctx context.Context, cfg Config) error {
 
 	select {
 	case <-rec.Synced():
-		slog.Info("initial sync applied", rec.Summary()...)
+		fields := rec.Summary()
+		if p, ok := src.(interface{ ListPhases() []any }); ok { // the sync benchmark's time split
+			fields = append(fields, p.ListPhases()...)
+		}
+		slog.Info("initial sync applied", fields...)
 		if cfg.ReadyFile != "" {
 			if err := os.WriteFile(cfg.ReadyFile, []byte("ready\n"), 0o644); err != nil {
 				return err

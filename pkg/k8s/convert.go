@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -255,27 +254,6 @@ func ServiceOf(s *discoveryv1.EndpointSlice) (model.ServiceID, bool) {
 	return model.ServiceID{Namespace: s.Namespace, Name: name}, name != ""
 }
 
-// placements interns endpoint placements: there are a handful per node,
-// shared by all the endpoints of every Service (their strings too).
-var placements struct {
-	sync.Mutex
-	m map[model.Placement]*model.Placement
-}
-
-func placement(k model.Placement) *model.Placement {
-	placements.Lock()
-	defer placements.Unlock()
-	if p := placements.m[k]; p != nil {
-		return p
-	}
-	if placements.m == nil {
-		placements.m = map[model.Placement]*model.Placement{}
-	}
-	p := &k
-	placements.m[k] = p
-	return p
-}
-
 // ToEndpointSlice converts an EndpointSlice: nil when it serves no Service
 // netcube programs (FQDN addresses; no service-name label, which err
 // names). An endpoint's first address is its address, as in kube-proxy (the
@@ -303,7 +281,7 @@ func ToEndpointSlice(s *discoveryv1.EndpointSlice) (*model.EndpointSlice, error)
 		bad("metadata.labels[%s]: missing, so the slice belongs to no Service; its endpoints are not used", ServiceNameLabel)
 		return nil, errors.Join(errs...)
 	}
-	out := &model.EndpointSlice{Name: s.Name, Service: id, IPv6: v6}
+	out := &model.EndpointSlice{Service: id, IPv6: v6}
 	for i, p := range s.Ports {
 		if p.Port == nil {
 			continue // a port without a number: no target for this name (the API allows it)
@@ -326,7 +304,7 @@ func ToEndpointSlice(s *discoveryv1.EndpointSlice) (*model.EndpointSlice, error)
 		}
 		out.Ports = append(out.Ports, model.EndpointPort{Name: name, Port: uint16(*p.Port), Proto: proto})
 	}
-	out.Endpoints = make([]model.Endpoint, 0, len(s.Endpoints))
+	out.Reserve(len(s.Endpoints))
 	for i, ep := range s.Endpoints {
 		if len(ep.Addresses) == 0 {
 			bad("endpoints[%d].addresses: empty", i)
@@ -337,19 +315,18 @@ func ToEndpointSlice(s *discoveryv1.EndpointSlice) (*model.EndpointSlice, error)
 			bad("endpoints[%d].addresses[0]: %q is not an %s address", i, ep.Addresses[0], s.AddressType)
 			continue
 		}
-		out.Endpoints = append(out.Endpoints, endpoint(ip, ep))
+		addEndpoint(out, ip, ep)
 	}
 	return out, errors.Join(errs...)
 }
 
-func endpoint(ip netip.Addr, ep discoveryv1.Endpoint) model.Endpoint {
+func addEndpoint(to *model.EndpointSlice, ip netip.Addr, ep discoveryv1.Endpoint) {
 	c := ep.Conditions
 	ready := c.Ready == nil || *c.Ready
 	serving := ready
 	if c.Serving != nil {
 		serving = *c.Serving
 	}
-	e := model.Endpoint{Addr: ip, Ready: ready, Serving: serving, Terminating: c.Terminating != nil && *c.Terminating}
 	var node, zones, nodes string
 	if ep.NodeName != nil {
 		node = *ep.NodeName
@@ -366,10 +343,10 @@ func endpoint(ip netip.Addr, ep discoveryv1.Endpoint) model.Endpoint {
 		}
 		nodes = strings.Join(names, ",")
 	}
-	if node != "" || zones != "" || nodes != "" {
-		e.Placement = placement(model.Placement{NodeName: node, ForZones: zones, ForNodes: nodes})
-	}
-	return e
+	// Interned (EndpointSlice.Add): a handful per node, shared with their
+	// strings by every endpoint of every Service.
+	e := to.Add(ip, model.Placement{NodeName: node, ForZones: zones, ForNodes: nodes})
+	e.Ready, e.Serving, e.Terminating = ready, serving, c.Terminating != nil && *c.Terminating
 }
 
 // ToNode converts a Node object (nil: deleted). An invalid pod CIDR is

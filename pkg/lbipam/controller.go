@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/netcube/netcube/pkg/k8s"
@@ -60,8 +60,7 @@ func (c *Controller) Run(ctx context.Context) {
 		}
 	}
 	c.reported = map[report.Object]report.Reason{}
-	f := dynamicinformer.NewDynamicSharedInformerFactory(c.Client, 0)
-	svcs, pools := f.ForResource(services).Informer(), f.ForResource(Pools).Informer()
+	svcs, pools := informerFor(c.Client, services), informerFor(c.Client, Pools)
 	kick := make(chan struct{}, 1)
 	onChange := func() {
 		select {
@@ -76,8 +75,10 @@ func (c *Controller) Run(ctx context.Context) {
 	}
 	_, _ = svcs.AddEventHandler(h)
 	_, _ = pools.AddEventHandler(h)
-	f.Start(ctx.Done())
-	defer f.Shutdown()
+	var running sync.WaitGroup
+	defer running.Wait() // after ctx has ended: the informers stop with it
+	running.Go(func() { svcs.Run(ctx.Done()) })
+	running.Go(func() { pools.Run(ctx.Done()) })
 	if !cache.WaitForCacheSync(ctx.Done(), svcs.HasSynced, pools.HasSynced) {
 		return
 	}

@@ -1,7 +1,9 @@
 package model
 
 import (
+	"encoding/binary"
 	"net/netip"
+	"slices"
 	"strings"
 )
 
@@ -94,11 +96,58 @@ type Node struct {
 
 // EndpointSlice is what netcube reads of a Kubernetes EndpointSlice.
 type EndpointSlice struct {
-	Name      string
 	Service   ServiceID // from the kubernetes.io/service-name label
 	IPv6      bool      // addressType IPv6 (else IPv4)
 	Ports     []EndpointPort
-	Endpoints []Endpoint
+	Endpoints []Endpoint // added with Add; their addresses are read with Addr
+	// v6 holds the addresses of an IPv6 slice's endpoints, which name
+	// theirs by index: an IPv4 endpoint keeps its address itself. (A
+	// pointer: 8 bytes where a slice takes 24 keeps the struct at 96
+	// bytes, one per Service, for the rarer family.)
+	v6 *[][16]byte
+}
+
+// Reserve makes room for n more endpoints.
+func (s *EndpointSlice) Reserve(n int) {
+	s.Endpoints = slices.Grow(s.Endpoints, n)
+	if s.IPv6 {
+		s.v6addrs()
+		*s.v6 = slices.Grow(*s.v6, n)
+	}
+}
+
+// v6addrs returns the IPv6 address table, made if need be.
+func (s *EndpointSlice) v6addrs() *[][16]byte {
+	if s.v6 == nil {
+		s.v6 = new([][16]byte)
+	}
+	return s.v6
+}
+
+// Add appends an endpoint at addr, of the slice's family, placed as p (the
+// zero Placement: unknown), with no condition set; it returns it, to set
+// them.
+func (s *EndpointSlice) Add(addr netip.Addr, p Placement) *Endpoint {
+	e := Endpoint{placement: internPlacement(p)}
+	if s.IPv6 {
+		v6 := s.v6addrs()
+		e.addr = uint32(len(*v6))
+		*v6 = append(*v6, addr.As16())
+	} else {
+		e.addr = binary.BigEndian.Uint32(addr.AsSlice())
+	}
+	s.Endpoints = append(s.Endpoints, e)
+	return &s.Endpoints[len(s.Endpoints)-1]
+}
+
+// Addr is the address of e, one of s.Endpoints.
+func (s *EndpointSlice) Addr(e *Endpoint) netip.Addr {
+	if s.IPv6 {
+		return netip.AddrFrom16((*s.v6)[e.addr])
+	}
+	var a [4]byte
+	binary.BigEndian.PutUint32(a[:], e.addr)
+	return netip.AddrFrom4(a)
 }
 
 // EndpointPort is one port of an EndpointSlice: the target of the Service
@@ -109,21 +158,27 @@ type EndpointPort struct {
 	Proto Proto
 }
 
-// Endpoint is one endpoint, with its conditions resolved as the API defines
-// them (unset ready means ready; unset serving means serving = ready).
+// Endpoint is one endpoint of an EndpointSlice, with its conditions
+// resolved as the API defines them (unset ready means ready; unset serving
+// means serving = ready). It takes 12 bytes and no pointer (there are a
+// million at 100,000 Services of 10 endpoints, and the garbage collector
+// does not scan arrays without pointers, where a netip.Addr has one): an
+// IPv4 address itself, an IPv6 one as its index in the slice (read both
+// with EndpointSlice.Addr), and the placement as an index in an interned
+// table (placement.go).
 type Endpoint struct {
-	Addr        netip.Addr
+	addr        uint32 // IPv4: the address; IPv6: index in EndpointSlice.v6
+	placement   uint32 // 0: unknown
 	Ready       bool
 	Serving     bool
 	Terminating bool
-	// Placement: where the endpoint runs and which zones it is hinted
-	// for; shared by every endpoint with the same (nil: unknown).
-	Placement *Placement
 }
 
-// Placement is an endpoint's node and topology hints. Endpoints point at
-// one shared value per distinct placement (a handful per node), which
-// keeps each endpoint at 48 bytes.
+// Placement is the endpoint's node and hints; nil: unknown.
+func (e *Endpoint) Placement() *Placement { return placementAt(e.placement) }
+
+// Placement is an endpoint's node and topology hints. Endpoints refer to
+// one shared value per distinct placement (a handful per node).
 type Placement struct {
 	NodeName string
 	// ForZones and ForNodes: the zones and nodes the EndpointSlice
@@ -134,22 +189,23 @@ type Placement struct {
 
 // NodeName is the endpoint's node ("": unknown).
 func (e *Endpoint) NodeName() string {
-	if e.Placement == nil {
-		return ""
+	if p := e.Placement(); p != nil {
+		return p.NodeName
 	}
-	return e.Placement.NodeName
+	return ""
 }
 
 // Hinted says whether the endpoint has zone hints.
-func (e *Endpoint) Hinted() bool { return e.Placement != nil && e.Placement.ForZones != "" }
+func (e *Endpoint) Hinted() bool { p := e.Placement(); return p != nil && p.ForZones != "" }
 
 // HintedForNode says whether the endpoint is hinted for node (and so
 // whether it has node hints at all, with node "").
 func (e *Endpoint) HintedForNode(node string) bool {
-	if e.Placement == nil || e.Placement.ForNodes == "" {
+	p := e.Placement()
+	if p == nil || p.ForNodes == "" {
 		return false
 	}
-	return node == "" || listed(e.Placement.ForNodes, node)
+	return node == "" || listed(p.ForNodes, node)
 }
 
 func listed(list, x string) bool {
@@ -166,7 +222,7 @@ func (e *Endpoint) HintedFor(zone string) bool {
 	if !e.Hinted() {
 		return false
 	}
-	for z := range strings.SplitSeq(e.Placement.ForZones, ",") {
+	for z := range strings.SplitSeq(e.Placement().ForZones, ",") {
 		if z == zone {
 			return true
 		}

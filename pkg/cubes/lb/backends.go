@@ -20,7 +20,7 @@ func (c *Tables) acquireAll(proto model.Proto, bs []model.Backend, held []uint32
 			continue
 		}
 		k := backendKey(b, proto)
-		if have, ok := c.backends[k]; ok && holding.has(have.id) {
+		if have := c.backends.get(k); have != nil && holding.has(have.id) {
 			ids = append(ids, have.id)
 			continue
 		}
@@ -45,10 +45,18 @@ func backendOf(k datapath.Backend) model.Backend {
 	return model.Backend{Addr: k.Addr.IP(), Port: datapath.HostPort(k.Port)}
 }
 
+// backendByID is the backend with id (that of the zero key if none).
+func (c *Tables) backendByID(id uint32) model.Backend {
+	var k datapath.Backend
+	if b := c.backends.getID(id); b != nil {
+		k = b.key
+	}
+	return backendOf(k)
+}
+
 func (c *Tables) acquire(k datapath.Backend) (uint32, error) {
-	if b, ok := c.backends[k]; ok {
+	if b := c.backends.get(k); b != nil {
 		b.refs++
-		c.backends[k] = b
 		return b.id, nil
 	}
 	id := c.nextBackendID
@@ -56,28 +64,25 @@ func (c *Tables) acquire(k datapath.Backend) (uint32, error) {
 		return 0, err
 	}
 	c.nextBackendID++
-	c.backends[k] = backendRef{id: id, refs: 1}
-	c.byID[id] = k
+	c.backends.add(k, id, 1)
 	return id, nil
 }
 
 // releaseAll drops one reference per id; a backend nobody uses is deleted.
 func (c *Tables) releaseAll(ids []uint32) {
 	for _, id := range ids {
-		k, ok := c.byID[id]
-		if !ok {
+		b := c.backends.getID(id)
+		if b == nil {
 			continue
 		}
-		if b := c.backends[k]; b.refs > 1 {
+		if b.refs > 1 {
 			b.refs--
-			c.backends[k] = b
 			continue
 		}
 		// A failed delete is tried again (leftovers); meanwhile the entry
 		// cannot mislead the datapath: no slot points at it.
 		removeOrRetry(c, MapBackends, id)
-		delete(c.byID, id)
-		delete(c.backends, k)
+		c.backends.remove(id)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/netcube/netcube/pkg/cube"
 	"github.com/netcube/netcube/pkg/datapath"
@@ -42,7 +43,9 @@ func (c *Tables) UpsertAll(items []model.FrontendBackends) error {
 	}
 	c.pending = nil
 	if err == nil {
+		start := time.Now()
 		err = p.flush(c.maps)
+		c.timeMaps(start)
 	}
 	c.mu.Unlock()
 	if err != nil {

@@ -48,7 +48,7 @@ func TestUpsertAllWritesWhatUpsertWrites(t *testing.T) {
 			t.Errorf("%s: backends %v, want %v", fe, got[fe], bs)
 		}
 	}
-	if n, m := len(all.backends), len(one.backends); n != m {
+	if n, m := all.backends.len(), one.backends.len(); n != m {
 		t.Errorf("%d backends, want %d (shared backends written once)", n, m)
 	}
 }

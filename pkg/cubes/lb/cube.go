@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/netcube/netcube/pkg/cube"
 	"github.com/netcube/netcube/pkg/datapath"
@@ -20,14 +21,18 @@ type Tables struct {
 	// datapath.Backend): 20-24 bytes without pointers, where model types
 	// take 32-40 with one. At 100,000 Services these indexes are a quarter
 	// of the agent's memory, and maps without pointers are not scanned by
-	// the garbage collector.
+	// the garbage collector. backends, one entry per backend, is the
+	// largest: a table of its own (backend_table.go).
 	frontends map[datapath.ServiceKey]*frontend
-	backends  map[datapath.Backend]backendRef
-	byID      map[uint32]datapath.Backend
+	backends  *backendTable
 	// IDs only grow: a conntrack entry naming a freed id must never find a
 	// different backend or frontend under it.
 	nextBackendID, nextRevNATID uint32
 	ops                         Ops
+	// mapTime is the time spent in the writes and deletes of lb_services,
+	// lb_backends and lb_revnat (batched or not): the part of a sync that
+	// is system calls, which the sync benchmark reports apart.
+	mapTime time.Duration
 	// pending, while UpsertAll runs, collects writes instead of making
 	// them, to be flushed in batches; buffer is kept for the next call.
 	pending, buffer *pendingWrites
@@ -73,15 +78,13 @@ func (c *Tables) ReleaseUnclaimed() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, id := range c.unclaimed {
-		k, ok := c.byID[id]
-		if !ok || c.backends[k].refs > 0 {
+		if b := c.backends.getID(id); b == nil || b.refs > 0 {
 			continue
 		}
 		if err := c.deleteID(MapBackends, id); err != nil {
 			return err
 		}
-		delete(c.byID, id)
-		delete(c.backends, k)
+		c.backends.remove(id)
 	}
 	c.unclaimed = nil
 	return nil
@@ -103,8 +106,8 @@ func (c *Tables) tellLeft(fe model.Frontend, revNATID uint32, ids []uint32) {
 	}
 	left := make([]model.Backend, 0, len(ids))
 	for _, id := range ids {
-		if k, ok := c.byID[id]; ok {
-			left = append(left, backendOf(k))
+		if b := c.backends.getID(id); b != nil {
+			left = append(left, backendOf(b.key))
 		}
 	}
 	c.onLeft(fe, revNATID, left)
@@ -119,11 +122,6 @@ type frontend struct {
 	slots    []uint32 // backend id of slot i+1
 }
 
-// backendRef is a backend's id and how many slots point at it.
-type backendRef struct {
-	id, refs uint32
-}
-
 // Ops counts map writes and deletes, for tests, benchmarks and metrics.
 type Ops struct{ Updates, Deletes int }
 
@@ -133,8 +131,7 @@ func New(maps *cube.Maps) *Tables {
 	return &Tables{
 		maps:          maps,
 		frontends:     map[datapath.ServiceKey]*frontend{},
-		backends:      map[datapath.Backend]backendRef{},
-		byID:          map[uint32]datapath.Backend{},
+		backends:      newBackendTable(),
 		nextBackendID: 1,
 		nextRevNATID:  1,
 		ranges:        map[uint32][]netip.Prefix{},
@@ -143,6 +140,16 @@ func New(maps *cube.Maps) *Tables {
 		vips:          map[datapath.Addr]uint32{},
 		announced:     map[datapath.Addr]uint32{},
 	}
+}
+
+// timeMaps adds the time since start to mapTime; c.mu is held.
+func (c *Tables) timeMaps(start time.Time) { c.mapTime += time.Since(start) }
+
+// MapTime is the time spent writing and deleting map entries so far.
+func (c *Tables) MapTime() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mapTime
 }
 
 // Ops returns the map operations done so far.
@@ -162,7 +169,7 @@ func (c *Tables) Entries() map[string]int {
 	}
 	return map[string]int{
 		MapServices: services,
-		MapBackends: len(c.backends),
+		MapBackends: c.backends.len(),
 		MapRevNAT:   len(c.frontends),
 		MapVIPs:     len(c.vips),
 		MapAnnounce: len(c.announced) * len(c.uplinks),
@@ -190,7 +197,7 @@ func (c *Tables) Backends(fe model.Frontend) []model.Backend {
 	}
 	out := make([]model.Backend, len(f.slots))
 	for i, id := range f.slots {
-		out[i] = backendOf(c.byID[id])
+		out[i] = c.backendByID(id)
 	}
 	return out
 }
@@ -389,7 +396,7 @@ func (c *Tables) holdDraining(proto model.Proto, bs []model.Backend, slots []uin
 	inSlots := newSmallSet(slots)
 	for _, b := range bs {
 		k := backendKey(b, proto)
-		if have, ok := c.backends[k]; ok && (inSlots.has(have.id) || slices.Contains(ids, have.id)) {
+		if have := c.backends.get(k); have != nil && (inSlots.has(have.id) || slices.Contains(ids, have.id)) {
 			continue
 		}
 		id, err := c.acquire(k)
@@ -508,6 +515,7 @@ func (c *Tables) writeService(k datapath.ServiceKey, v datapath.ServiceValue) er
 		c.pending.service(k, v)
 		return nil
 	}
+	defer c.timeMaps(time.Now())
 	return cube.Put(c.maps, MapServices, k, v)
 }
 
@@ -517,6 +525,7 @@ func (c *Tables) writeBackend(id uint32, b datapath.Backend) error {
 		c.pending.backends.add(id, b)
 		return nil
 	}
+	defer c.timeMaps(time.Now())
 	return cube.Put(c.maps, MapBackends, id, b)
 }
 
@@ -526,17 +535,20 @@ func (c *Tables) writeRevNAT(id uint32, fe datapath.Frontend) error {
 		c.pending.revNAT.add(id, fe)
 		return nil
 	}
+	defer c.timeMaps(time.Now())
 	return cube.Put(c.maps, MapRevNAT, id, fe)
 }
 
 func (c *Tables) deleteService(k datapath.ServiceKey) error {
 	c.ops.Deletes++
+	defer c.timeMaps(time.Now())
 	return cube.Remove(c.maps, MapServices, k)
 }
 
 // deleteID removes an id-keyed entry (lb_backends, lb_revnat).
 func (c *Tables) deleteID(m string, id uint32) error {
 	c.ops.Deletes++
+	defer c.timeMaps(time.Now())
 	return cube.Remove(c.maps, m, id)
 }
 
@@ -544,7 +556,10 @@ func (c *Tables) deleteID(m string, id uint32) error {
 // later (leftovers) if it fails: an entry nothing points at any more.
 func removeOrRetry[K any](c *Tables, name string, key K) {
 	c.ops.Deletes++
-	del := func() error { return cube.Remove(c.maps, name, key) }
+	del := func() error {
+		defer c.timeMaps(time.Now())
+		return cube.Remove(c.maps, name, key)
+	}
 	if del() != nil {
 		c.leftovers = append(c.leftovers, del)
 	}

@@ -180,8 +180,8 @@ func TestBackendsSharedBetweenFrontends(t *testing.T) {
 	if err := c.Upsert(testFrontend(2), shared); err != nil {
 		t.Fatal(err)
 	}
-	if len(c.backends) != 2 {
-		t.Fatalf("%d backend entries for 2 shared backends", len(c.backends))
+	if c.backends.len() != 2 {
+		t.Fatalf("%d backend entries for 2 shared backends", c.backends.len())
 	}
 	// Removing one frontend must not remove backends the other still uses.
 	if err := c.Delete(testFrontend(1)); err != nil {

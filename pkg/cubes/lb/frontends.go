@@ -15,12 +15,14 @@ func LocalEndpoints(slices []*model.EndpointSlice, node string) int {
 	seen := map[netip.Addr]bool{}
 	v4, v6 := 0, 0
 	for _, s := range slices {
-		for _, e := range s.Endpoints {
-			if e.NodeName() != node || !e.Ready || seen[e.Addr] {
+		for i := range s.Endpoints {
+			e := &s.Endpoints[i]
+			addr := s.Addr(e)
+			if e.NodeName() != node || !e.Ready || seen[addr] {
 				continue
 			}
-			seen[e.Addr] = true
-			if e.Addr.Is4() {
+			seen[addr] = true
+			if addr.Is4() {
 				v4++
 			} else {
 				v6++
@@ -237,7 +239,7 @@ func backendsWhere(v6 bool, sp model.ServicePort, from []*model.EndpointSlice, u
 		}
 		for i := range s.Endpoints {
 			if e := &s.Endpoints[i]; usable(e) {
-				b := model.Backend{Addr: e.Addr, Port: port}
+				b := model.Backend{Addr: s.Addr(e), Port: port}
 				if seen != nil {
 					if seen[b] {
 						continue

@@ -54,6 +54,14 @@ func (r *Reconciler) OnEndpointSlice(key types.NamespacedName, slice *model.Endp
 	if slice != nil {
 		id := slice.Service
 		st := r.state(id)
+		// Equal strings, shared: the copies decoded with the slice (its
+		// namespace, the service-name label) are not kept.
+		if st.svc != nil {
+			slice.Service = st.svc.ID
+		}
+		if key.Namespace == slice.Service.Namespace {
+			key.Namespace = slice.Service.Namespace
+		}
 		st.slices = append(st.slices, slice)
 		r.slices[key] = slice
 		dirty = append(dirty, id)

@@ -65,7 +65,7 @@ func (c *Tables) writeMaglevTable(revNATID uint32, slots []uint32) error {
 	}
 	backends := make([]named, 0, len(slots))
 	for _, id := range slots {
-		backends = append(backends, named{backendOf(c.byID[id]).String(), id})
+		backends = append(backends, named{c.backendByID(id).String(), id})
 	}
 	slices.SortFunc(backends, func(a, b named) int { return cmpString(a.name, b.name) })
 	backends = slices.CompactFunc(backends, func(a, b named) bool { return a.name == b.name })

@@ -22,7 +22,7 @@ func BenchmarkInitialSync(b *testing.B) {
 				name = fmt.Sprintf("services=%d/restart", n)
 			}
 			b.Run(name, func(b *testing.B) {
-				sizes := map[string]uint32{"lb_services": 4 * uint32(n), "lb_backends": 2 * uint32(n), "lb_revnat": 2 * uint32(n)}
+				sizes := map[string]uint32{"lb_services": 4 * uint32(n), "lb_backends": 2 * uint32(n), "lb_revnat": 2 * uint32(n), "lb_vips": 2 * uint32(n)}
 				for b.Loop() {
 					b.StopTimer()
 					dp, err := datapath.Load(datapath.Config{MapSizes: sizes})
@@ -71,7 +71,7 @@ func BenchmarkInitialSync(b *testing.B) {
 func BenchmarkRetainedPerService(b *testing.B) {
 	testenv.RequireRoot(b)
 	const n = 100000
-	sizes := map[string]uint32{"lb_services": 4 * n, "lb_backends": 2 * n, "lb_revnat": 2 * n}
+	sizes := map[string]uint32{"lb_services": 4 * n, "lb_backends": 2 * n, "lb_revnat": 2 * n, "lb_vips": 2 * n}
 	for b.Loop() {
 		dp, err := datapath.Load(datapath.Config{MapSizes: sizes})
 		if err != nil {

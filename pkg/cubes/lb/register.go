@@ -134,5 +134,6 @@ type running struct {
 func (r running) Summary() []any {
 	is := r.InitialSync()
 	return []any{"frontends", len(r.tables.Frontends()), "map_ops", r.tables.Ops(),
-		"apply_seconds", is.Apply.Seconds(), "first_event_to_applied_seconds", is.Wall.Seconds()}
+		"apply_seconds", is.Apply.Seconds(), "first_event_to_applied_seconds", is.Wall.Seconds(),
+		"map_write_seconds", r.tables.MapTime().Seconds()}
 }

@@ -77,11 +77,11 @@ func Restore(maps *cube.Maps) (*Tables, error) {
 			}
 			b := backends[id]
 			b.Flags = 0 // the index is by address, port and protocol
-			ref, ok := c.backends[b]
+			ref := c.backends.get(b)
 			switch {
-			case !ok:
-				ref.id = id
-				c.byID[id] = b
+			case ref == nil:
+				c.backends.add(b, id, 0)
+				ref = c.backends.get(b)
 			case ref.id != id:
 				// The same backend under two ids (not written by this
 				// version): point the slot at the first; the other id is
@@ -94,7 +94,6 @@ func Restore(maps *cube.Maps) (*Tables, error) {
 				f.slots[i] = ref.id
 			}
 			ref.refs++
-			c.backends[b] = ref
 		}
 	}
 	// Backends no slot names may be a terminating endpoint's, which
@@ -102,18 +101,17 @@ func Restore(maps *cube.Maps) (*Tables, error) {
 	// first sync has said which are draining (ReleaseUnclaimed). A second
 	// id for a backend already indexed is deleted now.
 	for id, b := range backends {
-		if _, used := c.byID[id]; used {
+		if c.backends.getID(id) != nil {
 			continue
 		}
 		b.Flags = 0
-		if _, dup := c.backends[b]; dup {
+		if c.backends.get(b) != nil {
 			if err := c.deleteID(MapBackends, id); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		c.backends[b] = backendRef{id: id}
-		c.byID[id] = b
+		c.backends.add(b, id, 0)
 		c.unclaimed = append(c.unclaimed, id)
 	}
 	if err := c.removeStaleAffinityMatch(); err != nil {

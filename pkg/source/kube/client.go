@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -70,6 +71,9 @@ type resource struct {
 	name  string
 	list  func() runtime.Object     // a new, empty list
 	tweak func(*metav1.ListOptions) // selectors; nil: every object
+	// phases, if set, gets the time lists spend waiting for the API
+	// server and decoding (Do reads the whole body; Into decodes it).
+	phases *listPhases
 }
 
 func (r resource) options(o *metav1.ListOptions) {
@@ -81,7 +85,11 @@ func (r resource) options(o *metav1.ListOptions) {
 func (r resource) List(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 	r.options(&o)
 	into := r.list()
-	err := r.rest.Get().Resource(r.name).VersionedParams(&o, r.c.params).Do(ctx).Into(into)
+	start := time.Now()
+	res := r.rest.Get().Resource(r.name).VersionedParams(&o, r.c.params).Do(ctx)
+	start = r.phases.since(phaseList, start)
+	err := res.Into(into)
+	r.phases.since(phaseDecode, start)
 	return into, err
 }
 

@@ -51,7 +51,8 @@ type Source struct {
 	// that the API server validated what it relies on).
 	Report *report.Reporter
 
-	reach reach
+	reach  reach
+	phases listPhases // of the initial lists of Services and EndpointSlices
 }
 
 var _ source.Source = (*Source)(nil)
@@ -92,7 +93,7 @@ func (s *Source) Run(ctx context.Context, h source.Handler) error {
 	services := &stream[*model.Service]{
 		reach: &s.reach,
 		name:  "services",
-		api:   resource{c: c, rest: c.core, name: "services", list: func() runtime.Object { return &corev1.ServiceList{} }, tweak: selected},
+		api:   resource{c: c, rest: c.core, name: "services", list: func() runtime.Object { return &corev1.ServiceList{} }, tweak: selected, phases: &s.phases},
 		convert: func(o runtime.Object) *model.Service {
 			api := o.(*corev1.Service)
 			svc, err := k8s.ToService(api)
@@ -102,11 +103,12 @@ func (s *Source) Run(ctx context.Context, h source.Handler) error {
 		deliver: h.OnService,
 		forget:  s.forget("Service"),
 		known:   h.ServiceKeys,
+		phases:  &s.phases,
 	}
 	slices := &stream[*model.EndpointSlice]{
 		reach: &s.reach,
 		name:  "endpointslices",
-		api:   resource{c: c, rest: c.discovery, name: "endpointslices", list: func() runtime.Object { return &discoveryv1.EndpointSliceList{} }, tweak: selected},
+		api:   resource{c: c, rest: c.discovery, name: "endpointslices", list: func() runtime.Object { return &discoveryv1.EndpointSliceList{} }, tweak: selected, phases: &s.phases},
 		convert: func(o runtime.Object) *model.EndpointSlice {
 			api := o.(*discoveryv1.EndpointSlice)
 			slice, err := k8s.ToEndpointSlice(api)
@@ -116,6 +118,7 @@ func (s *Source) Run(ctx context.Context, h source.Handler) error {
 		deliver: h.OnEndpointSlice,
 		forget:  s.forget("EndpointSlice"),
 		known:   h.EndpointSliceKeys,
+		phases:  &s.phases,
 	}
 	// Synced means "every object listed has been handed to h". Declaring
 	// the initial state complete any earlier would let the agent delete, as

@@ -50,6 +50,8 @@ type stream[T any] struct {
 	// absentRetry (zero: defaultAbsentRetry).
 	optional    bool
 	absentRetry time.Duration
+	// phases, if set, gets the time the first list spends converting.
+	phases *listPhases
 
 	synced    atomic.Bool // the first full list has been delivered
 	delivered bool        // anything was ever delivered (a list must then report deletions)
@@ -277,6 +279,9 @@ func (s *stream[T]) put(obj runtime.Object) (types.NamespacedName, error) {
 		return types.NamespacedName{}, fmt.Errorf("%s: %w", s.name, err)
 	}
 	key := types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}
+	if s.phases != nil && !s.synced.Load() {
+		defer s.phases.since(phaseConvert, time.Now())
+	}
 	s.deliver(key, s.convert(obj))
 	s.delivered = true
 	return key, nil

@@ -81,9 +81,9 @@ func checkObject(t *testing.T, k objKey, o object) {
 				t.Errorf("%s: endpoint port %+v", k, p)
 			}
 		}
-		for _, e := range s.Endpoints {
-			if !e.Addr.IsValid() || e.Addr.Is6() != s.IPv6 {
-				t.Errorf("%s: endpoint %v in a slice of IPv6=%v", k, e.Addr, s.IPv6)
+		for i := range s.Endpoints {
+			if a := s.Addr(&s.Endpoints[i]); !a.IsValid() || a.Is6() != s.IPv6 {
+				t.Errorf("%s: endpoint %v in a slice of IPv6=%v", k, a, s.IPv6)
 			}
 		}
 	}

@@ -1,0 +1,206 @@
+package lb
+
+import (
+	"math/bits"
+	"math/rand/v2"
+
+	"github.com/netcube/netcube/pkg/datapath"
+)
+
+// backendTable is what the cube knows of each backend in lb_backends: its
+// key, id and how many slots hold it, found by key (a frontend acquiring
+// it) and by id (a slot releasing it). There is one entry per backend, a
+// million at 100,000 Services of 10 endpoints, which made two Go maps
+// (key -> id and refs, id -> key) the largest part of the agent's heap
+// (~92 bytes per backend). Here each entry is stored once, 28 bytes in
+// chunks that never move, and both indexes are open-addressed arrays of
+// 4-byte positions: ~45 bytes per backend, and nothing for the garbage
+// collector to scan.
+type backendTable struct {
+	chunks [][]backendEntry // position p is chunks[p/backendChunk][p%backendChunk]
+	free   []uint32         // positions of removed entries, reused first
+	n      int
+	seed   uint64 // of the key hash
+	// byKey and byID hold position+1 of each entry (0: empty slot).
+	byKey, byID []uint32
+}
+
+type backendEntry struct {
+	key  datapath.Backend
+	id   uint32
+	refs uint32 // slots (and draining holds) pointing at the backend
+}
+
+// backendChunk entries are allocated at a time: growing never copies
+// (or doubles) the entries, only the indexes.
+const backendChunk = 1024
+
+func newBackendTable() *backendTable {
+	return &backendTable{seed: rand.Uint64()}
+}
+
+// len is the number of backends.
+func (t *backendTable) len() int { return t.n }
+
+// get returns the entry for k, or nil. The pointer stays valid until the
+// entry is removed.
+func (t *backendTable) get(k datapath.Backend) *backendEntry {
+	if t.n == 0 {
+		return nil
+	}
+	_, p, ok := t.findKey(k)
+	if !ok {
+		return nil
+	}
+	return t.at(p)
+}
+
+// getID returns the entry with id, or nil.
+func (t *backendTable) getID(id uint32) *backendEntry {
+	if t.n == 0 {
+		return nil
+	}
+	_, p, ok := t.findID(id)
+	if !ok {
+		return nil
+	}
+	return t.at(p)
+}
+
+// add records a backend that is in neither index (the caller has checked
+// both: a key or id already present would be indexed twice).
+func (t *backendTable) add(k datapath.Backend, id, refs uint32) {
+	if 4*(t.n+1) > 3*len(t.byKey) {
+		t.grow()
+	}
+	var p uint32
+	if n := len(t.free); n > 0 {
+		p, t.free = t.free[n-1], t.free[:n-1]
+	} else {
+		last := len(t.chunks) - 1
+		if last < 0 || len(t.chunks[last]) == backendChunk {
+			t.chunks = append(t.chunks, make([]backendEntry, 0, backendChunk))
+			last++
+		}
+		p = uint32(last)*backendChunk + uint32(len(t.chunks[last]))
+		t.chunks[last] = t.chunks[last][:len(t.chunks[last])+1]
+	}
+	*t.at(p) = backendEntry{key: k, id: id, refs: refs}
+	t.insert(t.byKey, t.keySlot(k), p)
+	t.insert(t.byID, idSlot(id, len(t.byID)), p)
+	t.n++
+}
+
+// remove drops the backend with id (nothing if there is none).
+func (t *backendTable) remove(id uint32) {
+	if t.n == 0 {
+		return
+	}
+	is, p, ok := t.findID(id)
+	if !ok {
+		return
+	}
+	ks, _, _ := t.findKey(t.at(p).key)
+	t.erase(t.byID, is, func(p uint32) int { return idSlot(t.at(p).id, len(t.byID)) })
+	t.erase(t.byKey, ks, func(p uint32) int { return t.keySlot(t.at(p).key) })
+	*t.at(p) = backendEntry{}
+	t.free = append(t.free, p)
+	t.n--
+}
+
+func (t *backendTable) at(p uint32) *backendEntry {
+	return &t.chunks[p/backendChunk][p%backendChunk]
+}
+
+// findKey returns k's slot in byKey and its entry's position; if k is
+// absent, the empty slot where it would go.
+func (t *backendTable) findKey(k datapath.Backend) (slot int, p uint32, ok bool) {
+	mask := len(t.byKey) - 1
+	for i := t.keySlot(k); ; i = (i + 1) & mask {
+		v := t.byKey[i]
+		if v == 0 {
+			return i, 0, false
+		}
+		if t.at(v-1).key == k {
+			return i, v - 1, true
+		}
+	}
+}
+
+func (t *backendTable) findID(id uint32) (slot int, p uint32, ok bool) {
+	mask := len(t.byID) - 1
+	for i := idSlot(id, len(t.byID)); ; i = (i + 1) & mask {
+		v := t.byID[i]
+		if v == 0 {
+			return i, 0, false
+		}
+		if t.at(v-1).id == id {
+			return i, v - 1, true
+		}
+	}
+}
+
+// keySlot is k's home slot in byKey. The hash (wyhash's mixing) is seeded
+// per table: endpoint addresses come from the cluster, and must not be
+// able to choose colliding keys. (maphash.Comparable moves its argument
+// to the heap: an allocation per lookup.)
+func (t *backendTable) keySlot(k datapath.Backend) int {
+	a := uint64(k.Addr.W[0]) | uint64(k.Addr.W[1])<<32
+	b := uint64(k.Addr.W[2]) | uint64(k.Addr.W[3])<<32
+	c := uint64(k.Port) | uint64(k.Proto)<<16 | uint64(k.Flags)<<24
+	h := mix(a^t.seed^0xa0761d6478bd642f, b^0xe7037ed1a0b428db)
+	h = mix(h^c, t.seed^0x8ebc6af09c88c6e3)
+	return int(h) & (len(t.byKey) - 1)
+}
+
+func mix(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	return hi ^ lo
+}
+
+// idSlot is id's home slot in an index of size slots: Fibonacci hashing
+// spreads the consecutive ids the cube allocates.
+func idSlot(id uint32, size int) int {
+	return int((uint64(id) * 0x9E3779B97F4A7C15) >> 32 & uint64(size-1))
+}
+
+// insert puts position p in the first empty slot from home on.
+func (t *backendTable) insert(index []uint32, home int, p uint32) {
+	mask := len(index) - 1
+	i := home
+	for index[i] != 0 {
+		i = (i + 1) & mask
+	}
+	index[i] = p + 1
+}
+
+// erase empties slot i and moves back the entries after it that would
+// otherwise no longer be found (linear probing's deletion: no tombstones,
+// so lookups stay short after any number of removals).
+func (t *backendTable) erase(index []uint32, i int, home func(p uint32) int) {
+	mask := len(index) - 1
+	index[i] = 0
+	for j := (i + 1) & mask; index[j] != 0; j = (j + 1) & mask {
+		h := home(index[j] - 1)
+		// The entry at j may move to i if its home is not in (i, j].
+		if (j-h)&mask >= (j-i)&mask {
+			index[i], index[j] = index[j], 0
+			i = j
+		}
+	}
+}
+
+// grow doubles both indexes (kept at most 3/4 full) and reinserts every
+// entry.
+func (t *backendTable) grow() {
+	old := t.byKey
+	size := max(64, 2*len(old))
+	t.byKey, t.byID = make([]uint32, size), make([]uint32, size)
+	for _, v := range old {
+		if v != 0 {
+			e := t.at(v - 1)
+			t.insert(t.byKey, t.keySlot(e.key), v-1)
+			t.insert(t.byID, idSlot(e.id, size), v-1)
+		}
+	}
+}
