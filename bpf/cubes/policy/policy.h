@@ -16,7 +16,9 @@
  * connection's next packet is judged again, as its first was: a revoked
  * policy cuts it there. A packet of a connection not recorded (one older
  * than the policy) is judged as a first packet. In a direction no policy
- * isolates, the first packet is recorded too, for its replies.
+ * isolates, the first packet is recorded too, for its replies; of TCP
+ * only the SYN, FIN and RST are looked up there (a TCP connection whose
+ * last ACK goes that way is left closing, for the GC).
  * Traffic from this node itself (kubelet's probes) is always allowed.
  */
 #pragma once
@@ -178,6 +180,13 @@ static always_inline int pol_check(struct __sk_buff *skb, const struct flow *f, 
 
 	if (!ep)
 		return 1; /* no policy selects the pod */
+	/* In a direction no policy isolates, a TCP packet passes whatever its
+	 * connection: only its opening and its end (SYN, FIN, RST) are
+	 * recorded, for the other way's sake (whose packets keep the entry's
+	 * time). */
+	if (f->proto == IPPROTO_TCP && !(f->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_FIN | TCP_FLAG_RST)) &&
+	    !(ep->flags & (dir == POL_EGRESS ? POL_ISOLATED_EGRESS : POL_ISOLATED_INGRESS)))
+		return 1;
 	s = bpf_map_lookup_elem(&pol_scratch, &zero);
 	if (!s)
 		return 0;
