@@ -472,8 +472,12 @@ func (r *PolicyLatencyReport) Markdown() string {
 	fmt.Fprintf(&b, "The agent's live Go heap (after a forced collection) with the pods alone: %.1f MB.\n\n", r.HeapNoPoliciesMB)
 	b.WriteString("| NetworkPolicies | identity cache entries | endpoints | entries | entry bytes per policy | agent live heap MB | KB per policy |\n|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, p := range r.Points {
-		fmt.Fprintf(&b, "| %d | %d | %d | %d | %.0f | %.1f | %.1f |\n", p.Policies, p.Identities, p.Endpoints, p.Entries,
-			p.MapBytesPerPolicy, p.HeapMB, p.KBPerPolicy)
+		perPolicy := fmt.Sprintf("%.1f", p.KBPerPolicy)
+		if p.KBPerPolicy <= 0 {
+			perPolicy = "below the heap's noise"
+		}
+		fmt.Fprintf(&b, "| %d | %d | %d | %d | %.0f | %.1f | %s |\n", p.Policies, p.Identities, p.Endpoints, p.Entries,
+			p.MapBytesPerPolicy, p.HeapMB, perPolicy)
 	}
 	b.WriteString("\nEntry bytes: key and value of `pol_entries` (the kernel's LPM trie adds its node overhead). The heap per policy " +
 		"holds the policies as converted, each policy's compiled entries per pod, and the node's tables.\n")
