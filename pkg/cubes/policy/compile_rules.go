@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -101,9 +102,9 @@ func (c *Compiler) release(pol *model.Policy, pid model.PodID, sel *selection, t
 
 func comparePodIDs(a, b model.PodID) int {
 	if a.Namespace != b.Namespace {
-		return compareStrings(a.Namespace, b.Namespace)
+		return cmp.Compare(a.Namespace, b.Namespace)
 	}
-	return compareStrings(a.Name, b.Name)
+	return cmp.Compare(a.Name, b.Name)
 }
 
 // addRule adds to entries those of one rule of pol for endpoint ep (pod

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"maps"
 	"net/netip"
 	"slices"
@@ -90,9 +91,9 @@ type update struct {
 
 func comparePolicyIDs(a, b model.PolicyID) int {
 	if a.Namespace != b.Namespace {
-		return compareStrings(a.Namespace, b.Namespace)
+		return cmp.Compare(a.Namespace, b.Namespace)
 	}
-	return compareStrings(a.Name, b.Name)
+	return cmp.Compare(a.Name, b.Name)
 }
 
 // blocksChange says whether policy id's change makes or removes an

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"net/netip"
 	"slices"
 
@@ -208,7 +209,7 @@ func (c *Compiler) warnings() []Warning {
 		if a.Policy != b.Policy {
 			return comparePolicyIDs(a.Policy, b.Policy)
 		}
-		return compareStrings(a.Msg, b.Msg)
+		return cmp.Compare(a.Msg, b.Msg)
 	})
 	return out
 }
@@ -246,16 +247,6 @@ func hasWidePeer(pol *model.Policy) bool {
 		}
 	}
 	return false
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // addPod puts a pod the compiler does not hold yet into its classes, the

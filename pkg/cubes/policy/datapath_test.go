@@ -18,6 +18,16 @@ import (
 
 const tcShot = 2
 
+// runProg runs prog on packet in (BPF_PROG_RUN) and returns its verdict.
+func runProg(t *testing.T, prog *ebpf.Program, in []byte) uint32 {
+	t.Helper()
+	v, err := prog.Run(&ebpf.RunOptions{Data: in, DataOut: make([]byte, len(in)+256)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
 // TestRepliesPassAndDropsCounted: a connection an isolated pod accepts gets
 // its replies out although the pod's egress allows nothing; a connection
 // it would open itself is dropped, and the drop counted for the pod with
@@ -47,14 +57,7 @@ func TestRepliesPassAndDropsCounted(t *testing.T) {
 		}
 		have = want
 	}
-	run := func(prog *ebpf.Program, in []byte) uint32 {
-		t.Helper()
-		v, err := prog.Run(&ebpf.RunOptions{Data: in, DataOut: make([]byte, len(in)+256)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
+	run := func(prog *ebpf.Program, in []byte) uint32 { t.Helper(); return runProg(t, prog, in) }
 	progs := dp.Programs()
 	for i, fam := range []int{0, 1} {
 		c := netip.AddrPortFrom(client.IPs[fam], uint16(40000+i))
@@ -143,14 +146,7 @@ func TestUnreadablePortsFailClosed(t *testing.T) {
 		}
 		have = want
 	}
-	run := func(prog *ebpf.Program, in []byte) uint32 {
-		t.Helper()
-		v, err := prog.Run(&ebpf.RunOptions{Data: in, DataOut: make([]byte, len(in)+256)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
+	run := func(prog *ebpf.Program, in []byte) uint32 { t.Helper(); return runProg(t, prog, in) }
 	progs := dp.Programs()
 	c6 := netip.AddrPortFrom(client.IPs[1], 40000)
 	s6 := netip.AddrPortFrom(server.IPs[1], 8080)
@@ -238,14 +234,7 @@ func TestVerdictInConntrack(t *testing.T) {
 		}
 	}
 	progs := dp.Programs()
-	run := func(prog *ebpf.Program, in []byte) uint32 {
-		t.Helper()
-		v, err := prog.Run(&ebpf.RunOptions{Data: in, DataOut: make([]byte, len(in)+256)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
+	run := func(prog *ebpf.Program, in []byte) uint32 { t.Helper(); return runProg(t, prog, in) }
 	stats := dp.Maps().Map(ct.MapStats)
 	created := func() uint64 { return cube.PerCPUSum(stats, uint32(datapath.CTStatCreated)) }
 
