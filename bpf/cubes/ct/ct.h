@@ -1,9 +1,12 @@
 /* ct.h: the conntrack cube. Pins each per-packet-translated flow to its
  * backend and remembers how to reverse-translate its replies.
  *
- * Two entries per flow in one LRU map:
+ * Two entries per flow in one hash map:
  *   CT_SERVICE {client -> frontend}  : backend id, revNAT id
  *   CT_REPLY   {backend -> client}   : revNAT id (rewrite source to frontend)
+ * The policy cube keeps the connections it allowed in the same table, one
+ * entry each (CT_POLICY: its verdict and the rules' revision; see
+ * cubes/policy/policy.h), with the same states, timeouts and GC.
  * A flow from outside the cluster (NodePort, ExternalIP, LoadBalancer IP) is
  * marked CT_F_EXTERNAL; if its source was translated to this node (SNAT),
  * its reply entry is keyed {backend -> node address:port} and holds the

@@ -15,7 +15,8 @@ import (
 	"github.com/netcube/netcube/pkg/datapath"
 )
 
-// MapFlows is the conntrack table: two entries per translated flow.
+// MapFlows is the conntrack table: two entries per translated flow, and
+// one per connection the policy cube allowed (CT_POLICY).
 const MapFlows = "ct_flows"
 
 // MapFragments holds the ports of datagrams being fragmented.
