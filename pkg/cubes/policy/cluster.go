@@ -83,22 +83,27 @@ func (c *Cluster) SetPolicy(id model.PolicyID, p *model.Policy) {
 // sortedPods are the pods in a stable order (identities and messages do
 // not depend on map order).
 func (c *Cluster) sortedPods() []*model.Pod {
-	return slices.SortedFunc(maps.Values(c.Pods), func(a, b *model.Pod) int {
-		if a.ID.Namespace != b.ID.Namespace {
-			return cmp.Compare(a.ID.Namespace, b.ID.Namespace)
-		}
-		return cmp.Compare(a.ID.Name, b.ID.Name)
-	})
+	return slices.SortedFunc(maps.Values(c.Pods), func(a, b *model.Pod) int { return comparePodIDs(a.ID, b.ID) })
 }
 
 // sortedPolicies are the policies in a stable order.
 func (c *Cluster) sortedPolicies() []*model.Policy {
-	return slices.SortedFunc(maps.Values(c.Policies), func(a, b *model.Policy) int {
-		if a.ID.Namespace != b.ID.Namespace {
-			return cmp.Compare(a.ID.Namespace, b.ID.Namespace)
-		}
-		return cmp.Compare(a.ID.Name, b.ID.Name)
-	})
+	return slices.SortedFunc(maps.Values(c.Policies), func(a, b *model.Policy) int { return comparePolicyIDs(a.ID, b.ID) })
+}
+
+// comparePodIDs and comparePolicyIDs order names by namespace, then name.
+func comparePodIDs(a, b model.PodID) int {
+	if a.Namespace != b.Namespace {
+		return cmp.Compare(a.Namespace, b.Namespace)
+	}
+	return cmp.Compare(a.Name, b.Name)
+}
+
+func comparePolicyIDs(a, b model.PolicyID) int {
+	if a.Namespace != b.Namespace {
+		return cmp.Compare(a.Namespace, b.Namespace)
+	}
+	return cmp.Compare(a.Name, b.Name)
 }
 
 // nsLabels are a namespace's labels (none if it is unknown).

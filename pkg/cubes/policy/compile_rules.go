@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -98,13 +97,6 @@ func (c *Compiler) release(pol *model.Policy, pid model.PodID, sel *selection, t
 	if len(sel.warnings) > 0 {
 		c.warningsChanged = true
 	}
-}
-
-func comparePodIDs(a, b model.PodID) int {
-	if a.Namespace != b.Namespace {
-		return cmp.Compare(a.Namespace, b.Namespace)
-	}
-	return cmp.Compare(a.Name, b.Name)
 }
 
 // addRule adds to entries those of one rule of pol for endpoint ep (pod

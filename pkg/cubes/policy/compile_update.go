@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"cmp"
 	"maps"
 	"net/netip"
 	"slices"
@@ -87,13 +86,6 @@ type update struct {
 	classOps map[model.PolicyID][]classOp
 	pods     map[model.PolicyID][]model.PodID
 	touched  map[model.PodID]struct{}
-}
-
-func comparePolicyIDs(a, b model.PolicyID) int {
-	if a.Namespace != b.Namespace {
-		return cmp.Compare(a.Namespace, b.Namespace)
-	}
-	return cmp.Compare(a.Name, b.Name)
 }
 
 // blocksChange says whether policy id's change makes or removes an
