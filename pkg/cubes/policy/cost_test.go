@@ -13,9 +13,12 @@ import (
 	"github.com/netcube/netcube/pkg/model"
 )
 
-// TestPolicyCheckCost prints what a connection's first packet costs in
-// from_pod with the benchmark's policies (the sender egress-isolated) and
-// with none: BPF_PROG_RUN's per-run time. A figure, not a timed
+// TestPolicyCheckCost prints what a SYN costs in from_pod with the
+// benchmark's policies (the sender egress-isolated) and with none:
+// BPF_PROG_RUN's per-run time. The repeats are one connection's SYN,
+// retransmitted: the first is judged and written to conntrack, the rest
+// pass on that entry (what a new connection costs in full, the judgement
+// and the entry's insert and removal, is in `netcube-lab bench policy`). A figure, not a timed
 // assertion: `go test ./pkg/cubes/policy -run PolicyCheckCost -v`.
 func TestPolicyCheckCost(t *testing.T) {
 	testenv.RequireRoot(t)
@@ -60,7 +63,7 @@ func TestPolicyCheckCost(t *testing.T) {
 	if v0 == 2 || v1 == 2 || v2 == 2 {
 		t.Fatalf("dropped (verdicts %d, %d, %d)", v0, v1, v2)
 	}
-	t.Logf("from_pod, a TCP SYN: %.0f ns with no policy; with %d entries, %.0f ns with the sender egress-isolated (+%.0f ns: "+
-		"endpoint, identity, rules, record), %.0f ns with it not (+%.0f ns: endpoint, record)",
+	t.Logf("from_pod, a retransmitted TCP SYN: %.0f ns with no policy; with %d entries, %.0f ns with the sender egress-isolated (+%.0f ns: "+
+		"endpoint, conntrack entry), %.0f ns with it not (+%.0f ns: endpoint, conntrack entry)",
 		none, len(isolated.Entries), with, with-none, only, only-none)
 }
