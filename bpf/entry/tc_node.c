@@ -4,7 +4,11 @@
  *   a reply of such a flow (from a backend on another node, to this node's
  *   SNAT address)            -> conntrack -> reverse NAT -> back to the client
  *   a packet to an external frontend -> conntrack -> LB -> DNAT (+ SNAT to
- *   this node for externalTrafficPolicy Cluster) -> the backend's next hop
+ *   this node for externalTrafficPolicy Cluster; or, with --nodeport-mode
+ *   dsr|hybrid and a backend on another node, the frontend written into
+ *   the packet instead: cubes/lb/dsr.h) -> the backend's next hop
+ *   a DSR packet for a pod of this node -> its frontend kept for the
+ *   pod's replies, which leave from it straight to the client
  * A packet for a pod of this node goes straight into it (router.h); an
  * ICMP echo reply or error answering a pod's masqueraded flow goes back to
  * the pod (xlate_icmp.h); an ARP request or IPv6 neighbour solicitation
@@ -18,6 +22,19 @@
 #include "xlate_icmp.h"
 #include "cubes/lb/announce.h"
 #include "cubes_gen.h"
+
+/* forward_dsr sends packet f of a DSR flow to its backend on another node
+ * (x): DNATed, its frontend written in when it carries it (dsr.h), the
+ * client kept as its source. */
+static always_inline int forward_dsr(struct __sk_buff *skb, const struct flow *f, const struct xlate *x)
+{
+	if (nat_rewrite(skb, f, NAT_DST, &x->backend->addr, x->backend->port))
+		return mon_drop(skb, f, MON_DROP_NAT_REWRITE);
+	if (dsr_carries(f) &&
+	    ((f->proto == IPPROTO_TCP && dsr_clamp_mss(skb, 0, f)) || dsr_encode(skb, 0, f, &f->daddr, f->dport)))
+		return mon_drop(skb, f, MON_DROP_NAT_REWRITE);
+	return router_to_node(skb, f->family, &f->saddr, &x->backend->addr, 0, -1);
+}
 
 static always_inline int handle_from_net(struct __sk_buff *skb)
 {
@@ -40,6 +57,10 @@ static always_inline int handle_from_net(struct __sk_buff *skb)
 		return verdict;
 	if (xlate_reply(skb, &f, &verdict))
 		return verdict;
+	/* A DSR flow's packet for a pod of this node: its frontend kept,
+	 * for the pod's replies (cubes/lb/dsr.h). */
+	if (f.dsr && router_endpoint(&f.daddr) && dsr_record(skb, &f))
+		return mon_drop(skb, &f, MON_DROP_CT_CREATE);
 
 	svc = lb_lookup_service(&f.daddr, f.dport, f.proto);
 	if (!svc || !(svc->flags & LB_SVC_EXTERNAL)) {
@@ -63,6 +84,10 @@ static always_inline int handle_from_net(struct __sk_buff *skb)
 			/* The backend is this node (a host-network pod): its
 			 * stack answers the client directly, through to_net. */
 			flags = CT_F_HOST;
+		} else if (!(svc->flags & LB_SVC_LOCAL) && lb_dsr_wanted(&f) && !router_endpoint(&x.backend->addr)) {
+			/* Cluster, DSR: the backend's node answers the client. */
+			flags = CT_F_DSR;
+			x.dsr = 1;
 		} else if (!(svc->flags & LB_SVC_LOCAL)) { /* Cluster: SNAT to this node */
 			node = node_addr(f.family);
 			if (!node)
@@ -77,6 +102,8 @@ static always_inline int handle_from_net(struct __sk_buff *skb)
 			return mon_drop(skb, &f, MON_DROP_CT_CREATE);
 		xlate_trace_new(skb, &f, svc, &x);
 	}
+	if (x.dsr)
+		return forward_dsr(skb, &f, &x);
 	return xlate_forward(skb, &f, &x);
 }
 

@@ -3,7 +3,9 @@
  * before the kernel makes an skb of the frame.
  *   a packet to an external frontend (NodePort, ExternalIP, LoadBalancer
  *   IP) whose backend is a pod of another node -> conntrack -> LB -> DNAT
- *   + SNAT to this node -> back out of the uplink (XDP_TX)
+ *   + SNAT to this node (or, with --nodeport-mode dsr|hybrid, the
+ *   frontend written in: cubes/lb/dsr.h) -> back out of the uplink
+ *   (XDP_TX)
  *   a client outside the frontend's loadBalancerSourceRanges, or a new
  *   flow to a Local frontend with no endpoint on this node -> dropped
  * Everything else passes to from_net (tc_node.c), untouched and with
@@ -56,16 +58,21 @@ static always_inline int xdp_next_hop(struct xdp_md *ctx, __u8 family, const str
 	return p->ifindex == ctx->ingress_ifindex ? 0 : -1;
 }
 
-/* xdp_forward rewrites f to the backend from this node's SNAT address
- * (x) and sends it back out to the next hop p. */
+/* xdp_forward rewrites f to the backend (x) from this node's SNAT
+ * address, or for DSR from the client still, its frontend written in when
+ * it carries it (cubes/lb/dsr.h), and sends it back out to the next hop
+ * p. */
 static always_inline int xdp_forward(struct xdp_md *ctx, const struct flow *f, const struct xlate *x,
 				     const struct bpf_fib_lookup *p)
 {
-	void *data = (void *)(long)ctx->data;
-	void *end = (void *)(long)ctx->data_end;
-	struct ethhdr *eth = data;
+	const struct nc_addr *saddr = x->dsr ? &f->saddr : &x->snat;
+	void *data, *end;
+	struct ethhdr *eth;
 
-	if (nat_rewrite_xdp(ctx, f, &x->snat, x->sport, &x->backend->addr, x->backend->port))
+	if (nat_rewrite_xdp(ctx, f, saddr, x->dsr ? f->sport : x->sport, &x->backend->addr, x->backend->port))
+		return mon_xdp_drop(ctx, f, MON_DROP_NAT_REWRITE);
+	if (x->dsr && dsr_carries(f) &&
+	    ((f->proto == IPPROTO_TCP && dsr_clamp_mss(ctx, 1, f)) || dsr_encode(ctx, 1, f, &f->daddr, f->dport)))
 		return mon_xdp_drop(ctx, f, MON_DROP_NAT_REWRITE);
 	data = (void *)(long)ctx->data;
 	end = (void *)(long)ctx->data_end;
@@ -79,7 +86,7 @@ static always_inline int xdp_forward(struct xdp_md *ctx, const struct flow *f, c
 }
 
 /* xdp_trace_new reports a new flow XDP sent: its backend, its SNAT source
- * and its route, as from_net reports its own (MON_F_TRACE). */
+ * (none for DSR) and its route, as from_net reports its own (MON_F_TRACE). */
 static always_inline void xdp_trace_new(struct xdp_md *ctx, const struct flow *f, const struct lb_svc_val *svc,
 					const struct xlate *x, __u32 ifindex)
 {
@@ -88,9 +95,11 @@ static always_inline void xdp_trace_new(struct xdp_md *ctx, const struct flow *f
 	if (!mon_wanted(MON_F_TRACE))
 		return;
 	mon_xdp_trace_xlate(ctx, f, MON_TR_LB, &x->backend->addr, x->backend->port, svc->rev_nat_id);
-	mon_xdp_trace_xlate(ctx, f, MON_TR_SNAT, &x->snat, x->sport, svc->rev_nat_id);
-	out.saddr = x->snat;
-	out.sport = x->sport;
+	if (!x->dsr) {
+		mon_xdp_trace_xlate(ctx, f, MON_TR_SNAT, &x->snat, x->sport, svc->rev_nat_id);
+		out.saddr = x->snat;
+		out.sport = x->sport;
+	}
 	out.daddr = x->backend->addr;
 	out.dport = x->backend->port;
 	mon_xdp_trace_route(ctx, &out, ifindex);
@@ -129,8 +138,8 @@ static always_inline int handle_xdp_from_net(struct xdp_md *ctx)
 		/* Decided before anything is recorded: what XDP passes, tc
 		 * must find as it was. */
 		x.backend = lb_lookup_backend(ct->backend_id);
-		if (!x.backend || !(ct->flags & CT_F_SNAT) || !xdp_backend_elsewhere(&x.backend->addr, f.family) ||
-		    xdp_next_hop(ctx, f.family, &ct->nat_addr, &x.backend->addr, &p))
+		if (!x.backend || !(ct->flags & (CT_F_SNAT | CT_F_DSR)) || !xdp_backend_elsewhere(&x.backend->addr, f.family) ||
+		    xdp_next_hop(ctx, f.family, (ct->flags & CT_F_SNAT) ? &ct->nat_addr : &f.saddr, &x.backend->addr, &p))
 			return XDP_PASS;
 		if (xlate_established_entry(&f, ct, &x))
 			return xdp_forward(ctx, &f, &x, &p);
@@ -144,17 +153,22 @@ static always_inline int handle_xdp_from_net(struct xdp_md *ctx)
 	x.backend = x.backend_id ? lb_lookup_backend(x.backend_id) : NULL;
 	if (!x.backend || !xdp_backend_elsewhere(&x.backend->addr, f.family))
 		return XDP_PASS;
-	node = node_addr(f.family);
-	if (!node)
-		return XDP_PASS;
-	xlate_snat(&f, node, &x);
-	if (!x.sport)
-		return mon_xdp_drop(ctx, &f, MON_DROP_SNAT_NO_PORT);
+	x.dsr = lb_dsr_wanted(&f);
+	if (x.dsr) {
+		x.snat = f.saddr; /* the source stays the client's */
+	} else {
+		node = node_addr(f.family);
+		if (!node)
+			return XDP_PASS;
+		xlate_snat(&f, node, &x);
+		if (!x.sport)
+			return mon_xdp_drop(ctx, &f, MON_DROP_SNAT_NO_PORT);
+	}
 	__builtin_memset(&p, 0, sizeof(p));
 	if (xdp_next_hop(ctx, f.family, &x.snat, &x.backend->addr, &p))
 		return XDP_PASS;
-	if (ct_create_external(&f, x.backend_id, &x.backend->addr, x.backend->port, svc->rev_nat_id, CT_F_SNAT,
-			       &x.snat, x.sport))
+	if (ct_create_external(&f, x.backend_id, &x.backend->addr, x.backend->port, svc->rev_nat_id,
+			       x.dsr ? CT_F_DSR : CT_F_SNAT, &x.snat, x.sport))
 		return mon_xdp_drop(ctx, &f, MON_DROP_CT_CREATE);
 	xdp_trace_new(ctx, &f, svc, &x, p.ifindex);
 	return xdp_forward(ctx, &f, &x, &p);

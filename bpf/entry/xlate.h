@@ -9,6 +9,7 @@
 #include "lib/reject.h"
 #include "lib/fib.h"
 #include "cubes/lb/lb.h"
+#include "cubes/lb/dsr.h"
 #include "cubes/ct/ct.h"
 #include "cubes/nat/nat.h"
 #include "cubes/nat/node_addr.h"
@@ -22,7 +23,8 @@ struct xlate {
 	struct lb_backend *backend;
 	__u32 backend_id;
 	__be16 sport;        /* SNAT source port; 0: no SNAT */
-	__u16 pad;
+	__u8 dsr;            /* direct server return (cubes/lb/dsr.h) */
+	__u8 pad;
 	struct nc_addr snat; /* SNAT source address, with sport */
 };
 
@@ -39,23 +41,33 @@ static always_inline int xlate_admit(struct __sk_buff *skb, const struct flow *f
 
 /* reply_external sends the reply of an external flow back to its client:
  * source back to the frontend, destination back to the client if it was
- * SNATed, then to the client's next hop. */
+ * SNATed, then to the client's next hop. A DSR flow's reply leaves the
+ * backend's node so, never having passed the frontend's. */
 static always_inline int reply_external(struct __sk_buff *skb, const struct flow *f,
 					const struct ct_entry *ct)
 {
-	struct lb_frontend *fe = lb_lookup_revnat(ct->rev_nat_id);
+	const struct nc_addr *from = &ct->nat_addr; /* DSR: the frontend the flow's packets carried here */
+	__be16 from_port = ct->nat_port;
 	struct nc_addr client = f->daddr;
 
-	if (!fe)
-		return TC_ACT_OK;
-	if (ct->flags & CT_F_SNAT) {
-		client = ct->nat_addr;
-		if (nat_rewrite(skb, f, NAT_DST, &ct->nat_addr, ct->nat_port))
-			return mon_drop(skb, f, MON_DROP_NAT_REWRITE);
+	if (ct->flags & CT_F_DSR) {
+		mon_crossed(MON_CUBE_LB);
+	} else {
+		struct lb_frontend *fe = lb_lookup_revnat(ct->rev_nat_id);
+
+		if (!fe)
+			return TC_ACT_OK;
+		from = &fe->addr;
+		from_port = fe->port;
+		if (ct->flags & CT_F_SNAT) {
+			client = ct->nat_addr;
+			if (nat_rewrite(skb, f, NAT_DST, &ct->nat_addr, ct->nat_port))
+				return mon_drop(skb, f, MON_DROP_NAT_REWRITE);
+		}
 	}
-	if (nat_rewrite(skb, f, NAT_SRC, &fe->addr, fe->port))
+	if (nat_rewrite(skb, f, NAT_SRC, from, from_port))
 		return mon_drop(skb, f, MON_DROP_NAT_REWRITE);
-	return redirect_to_next_hop(skb, f->family, &fe->addr, &client);
+	return redirect_to_next_hop(skb, f->family, from, &client);
 }
 
 /* reply_masq sends the reply of a masqueraded flow back to its pod: the
@@ -232,6 +244,7 @@ static always_inline int xlate_established_entry(const struct flow *f, struct ct
 	if (!x->backend || !ct_established(f, ct, &x->backend->addr, x->backend->port, &r, &rk, now))
 		return 0;
 	x->backend_id = ct->backend_id;
+	x->dsr = !!(ct->flags & CT_F_DSR);
 	if (ct->flags & CT_F_SNAT) {
 		x->snat = ct->nat_addr;
 		x->sport = ct->nat_port;

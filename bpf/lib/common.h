@@ -91,3 +91,15 @@ static always_inline __u16 csum_fold(__u32 sum)
 	sum = (sum & 0xffff) + (sum >> 16);
 	return (__u16)~sum;
 }
+
+/* csum_apply adds diff (bpf_csum_diff's 32-bit sum of old words
+ * complemented and new ones) to the checksum check. */
+static always_inline __u16 csum_apply(__u16 check, __s64 diff)
+{
+	__u64 s = (__u16)~check;
+
+	s += (__u32)diff;
+	s = (s & 0xffffffff) + (s >> 32);
+	return csum_fold((__u32)s);
+}
+

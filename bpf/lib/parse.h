@@ -26,6 +26,39 @@ struct flow {
 	__u8 sctp_chunk; /* SCTP: its first chunk's type (enum sctp_chunk_type; 0 if it has none) */
 	enum frag_kind frag; /* FRAG_LATER: no L4 header in this packet */
 	__u8 point;     /* enum mon_point: the hook that saw it (monitor events) */
+	__u8 dsr;       /* it carries a DSR frontend (cubes/lb/dsr.h): after the
+			 * IPv4 header, or a destination options header skipped */
+};
+
+/* Direct server return: the frontend of a flow from outside, carried to
+ * the backend's node in an IPv4 option or an IPv6 destination option
+ * (types from RFC 4727's experimental values: the IPv4 one copied into
+ * fragments, the IPv6 one skipped by a host that does not know it). The
+ * frontend's node writes it (cubes/lb/dsr.h) right after the base
+ * header. */
+enum dsr_opt {
+	DSR_OPT4_TYPE = 0x9e, /* copy, class 0, number 30 */
+	DSR_OPT4_LEN = 8,     /* type, length, port, IPv4 address */
+	DSR_OPT6_TYPE = 0x1e, /* action 00 (skip), number 30 */
+	DSR_OPT6_LEN = 20,    /* port, 2 bytes pad, IPv6 address */
+	DSR_HDR6_LEN = 24,    /* the destination options header holding it */
+};
+
+struct dsr_opt4 {
+	__u8 type;
+	__u8 len;
+	__be16 port;
+	__be32 addr;
+};
+
+struct dsr_hdr6 {
+	__u8 nexthdr;
+	__u8 hdrlen; /* in 8 bytes, less the first 8: 2 */
+	__u8 type;
+	__u8 len;
+	__be16 port;
+	__u16 pad;
+	__u32 addr[4];
 };
 
 #define TCP_FLAG_FIN 0x01
@@ -97,6 +130,12 @@ static always_inline int parse_l3(struct __sk_buff *skb, struct flow *f, __u32 *
 		f->l4_off = L3_OFF + ip->ihl * 4;
 		addr_from_v4(&f->saddr, ip->saddr);
 		addr_from_v4(&f->daddr, ip->daddr);
+		if (ip->ihl == 5 + DSR_OPT4_LEN / 4) {
+			struct dsr_opt4 *o = (void *)(ip + 1);
+
+			if ((void *)(o + 1) <= end && o->type == DSR_OPT4_TYPE && o->len == DSR_OPT4_LEN)
+				f->dsr = 1;
+		}
 		if (ip->frag_off & bpf_htons(0x1fff)) /* offset: a later fragment */
 			f->frag = FRAG_LATER;
 		else if (ip->frag_off & bpf_htons(0x2000)) /* more fragments */
@@ -114,6 +153,19 @@ static always_inline int parse_l3(struct __sk_buff *skb, struct flow *f, __u32 *
 		f->l4_off = L3_OFF + sizeof(*ip6);
 		addr_from_v6(&f->saddr, ip6->saddr.in6_u.u6_addr32);
 		addr_from_v6(&f->daddr, ip6->daddr.in6_u.u6_addr32);
+		if (f->proto == IPPROTO_DSTOPTS) {
+			struct dsr_hdr6 *h = (void *)(ip6 + 1);
+
+			/* netcube's own, only (never on a fragment): any
+			 * other is an extension header parse_flow does not
+			 * read past */
+			if ((void *)(h + 1) <= end && h->nexthdr != IPPROTO_FRAGMENT && h->hdrlen == DSR_HDR6_LEN / 8 - 1 &&
+			    h->type == DSR_OPT6_TYPE && h->len == DSR_OPT6_LEN) {
+				f->proto = h->nexthdr;
+				f->l4_off += DSR_HDR6_LEN;
+				f->dsr = 1;
+			}
+		}
 		if (f->proto == IPPROTO_FRAGMENT) {
 			struct frag_hdr6 *fh = (void *)(ip6 + 1);
 

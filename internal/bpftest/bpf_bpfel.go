@@ -47,6 +47,7 @@ const (
 	bpfCtFlagsCT_F_SNAT     bpfCtFlags = 2
 	bpfCtFlagsCT_F_MASQ     bpfCtFlags = 4
 	bpfCtFlagsCT_F_HOST     bpfCtFlags = 8
+	bpfCtFlagsCT_F_DSR      bpfCtFlags = 16
 )
 
 type bpfCtKey struct {
@@ -66,6 +67,7 @@ type bpfCtScratch struct {
 	One     bpfCtAcct
 	Packets [2]uint64
 	Bytes   [2]uint64
+	Entry   bpfCtEntry
 }
 
 type bpfCtStat uint32
@@ -90,6 +92,8 @@ type bpfFlow struct {
 	SctpChunk uint8
 	Frag      uint8
 	Point     uint8
+	Dsr       uint8
+	_         [3]byte
 }
 
 type bpfFragKey struct {
@@ -153,6 +157,14 @@ type bpfLbFrontend struct {
 	Port uint16
 	Pad  uint16
 }
+
+type bpfLbNodeportMode uint32
+
+const (
+	bpfLbNodeportModeLB_NODEPORT_SNAT   bpfLbNodeportMode = 0
+	bpfLbNodeportModeLB_NODEPORT_DSR    bpfLbNodeportMode = 1
+	bpfLbNodeportModeLB_NODEPORT_HYBRID bpfLbNodeportMode = 2
+)
 
 type bpfLbSourceRangeKey struct {
 	_         structs.HostLayout
@@ -224,7 +236,6 @@ type bpfMonCubes struct {
 	RouteIfindex uint32
 	RouteVia     bpfNcAddr
 	Flow         bpfFlow
-	_            [4]byte
 }
 
 type bpfMonDrop uint32
@@ -387,6 +398,8 @@ type bpfTestIo struct {
 		SctpChunk uint8
 		Frag      uint8
 		Point     uint8
+		Dsr       uint8
+		_         [3]byte
 	}
 	BackendId uint32
 	RevNatId  uint32
@@ -409,6 +422,7 @@ type bpfTestIo struct {
 	}
 	Ret    int32
 	Result uint32
+	_      [4]byte
 	Entry  struct {
 		_         structs.HostLayout
 		BackendId uint32
@@ -484,6 +498,7 @@ const (
 	bpfVarFakeNowNs          = "fake_now_ns"
 	bpfVarFakeRandomU32      = "fake_random_u32"
 	bpfVarIo                 = "io"
+	bpfVarLbNodeport         = "lb_nodeport"
 	bpfVarMonCubeLayout      = "mon_cube_layout"
 	bpfVarMonEventLayout     = "mon_event_layout"
 	bpfVarMonFlowEndLayout   = "mon_flow_end_layout"
@@ -583,6 +598,7 @@ type bpfVariableSpecs struct {
 	FakeNowNs          *ebpf.VariableSpec `ebpf:"fake_now_ns"`
 	FakeRandomU32      *ebpf.VariableSpec `ebpf:"fake_random_u32"`
 	Io                 *ebpf.VariableSpec `ebpf:"io"`
+	LbNodeport         *ebpf.VariableSpec `ebpf:"lb_nodeport"`
 	MonCubeLayout      *ebpf.VariableSpec `ebpf:"mon_cube_layout"`
 	MonEventLayout     *ebpf.VariableSpec `ebpf:"mon_event_layout"`
 	MonFlowEndLayout   *ebpf.VariableSpec `ebpf:"mon_flow_end_layout"`
@@ -671,6 +687,7 @@ type bpfVariables struct {
 	FakeNowNs          *ebpf.Variable `ebpf:"fake_now_ns"`
 	FakeRandomU32      *ebpf.Variable `ebpf:"fake_random_u32"`
 	Io                 *ebpf.Variable `ebpf:"io"`
+	LbNodeport         *ebpf.Variable `ebpf:"lb_nodeport"`
 	MonCubeLayout      *ebpf.Variable `ebpf:"mon_cube_layout"`
 	MonEventLayout     *ebpf.Variable `ebpf:"mon_event_layout"`
 	MonFlowEndLayout   *ebpf.Variable `ebpf:"mon_flow_end_layout"`

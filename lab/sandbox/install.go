@@ -111,6 +111,9 @@ func (sb *Sandbox) chartValues(cgroupRoot string) []string {
 	if a := sb.Config.NodePortAcceleration; a != "" {
 		values = append(values, "config.nodePortAcceleration="+a)
 	}
+	if m := sb.Config.NodePortMode; m != "" {
+		values = append(values, "config.nodePortMode="+m)
+	}
 	return values
 }
 

@@ -273,6 +273,9 @@ func (sb *Sandbox) startAgent(n Node) error {
 	if a := sb.Config.NodePortAcceleration; a != "" {
 		args = append(args, "--nodeport-acceleration", a)
 	}
+	if m := sb.Config.NodePortMode; m != "" {
+		args = append(args, "--nodeport-mode", m)
+	}
 	args = append(args, sb.Config.AgentArgs...)
 	if err := spawn(t, agentName(n.Name), n.Netns, "", args...); err != nil {
 		return err

@@ -41,6 +41,9 @@ type Config struct {
 	// NodePortAcceleration is the agents' --nodeport-acceleration: none
 	// (the default) or xdp.
 	NodePortAcceleration string `json:",omitempty"`
+	// NodePortMode is the agents' --nodeport-mode: snat (the default),
+	// dsr or hybrid.
+	NodePortMode string `json:",omitempty"`
 	// XDPUnderlay readies the underlay for XDP (xdpWire), as
 	// NodePortAcceleration xdp does: for a benchmark that compares with
 	// and without XDP on the same wire.

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -30,6 +31,7 @@ import (
 	"github.com/netcube/netcube/pkg/cni"
 	"github.com/netcube/netcube/pkg/cube"
 	"github.com/netcube/netcube/pkg/cubes"
+	"github.com/netcube/netcube/pkg/cubes/lb"
 	"github.com/netcube/netcube/pkg/datapath"
 	"github.com/netcube/netcube/pkg/k8s"
 	"github.com/netcube/netcube/pkg/lbipam"
@@ -61,6 +63,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	npVars, err := lb.NodePortVariables(cfg.NodePortMode, cfg.Routing)
+	if err != nil {
+		return err
+	}
+	maps.Copy(ctVars, npVars)
 	dp, err := datapath.Load(datapath.Config{PinDir: cfg.BPFRoot, Cubes: cubes.All, MapSizes: cfg.MapSizes, Variables: ctVars})
 	if err != nil {
 		return err

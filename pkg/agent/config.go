@@ -42,6 +42,15 @@ type Config struct {
 	// other nodes and drops what loadBalancerSourceRanges walls off,
 	// passing everything else to tc.
 	NodePortAcceleration string `json:"nodePortAcceleration,omitempty"`
+	// NodePortMode is how a flow from outside reaches a backend on
+	// another node: "snat" (to the node it came in on, whose address the
+	// backend sees; replies come back through it), "dsr" (direct server
+	// return: the frontend travels in the packet, an IPv4 option or IPv6
+	// destination option, the backend sees the client and its node
+	// answers the client itself), or "hybrid" (DSR for TCP, SNAT for
+	// UDP). DSR needs routing native or kernel, and an underlay that lets
+	// a node send from another node's address (the frontend's).
+	NodePortMode string `json:"nodePortMode,omitempty"`
 	// LBAlgorithm is how new flows pick a backend unless their Service's
 	// netcube.io/lb-algorithm annotation says: random or maglev.
 	LBAlgorithm string `json:"lbAlgorithm,omitempty"`
@@ -159,6 +168,7 @@ func Defaults() Config {
 		APIUnreachableGrace:  metav1.Duration{Duration: 30 * time.Second},
 		LBAlgorithm:          "random",
 		NodePortAcceleration: "none",
+		NodePortMode:         "snat",
 		NodePortRange:        "30000-32767",
 		Conntrack:            ct.Defaults(),
 	}

@@ -87,6 +87,7 @@ func flagSet(name string, cfg *Config) (fs *flag.FlagSet, configFile *string, cl
 		return nil
 	})
 	fs.StringVar(&cfg.NodePortAcceleration, "nodeport-acceleration", cfg.NodePortAcceleration, "where the uplinks serve NodePort, ExternalIP and LoadBalancer traffic: none (tc) or xdp (XDP first, native where the driver has it, else generic: flows to backends on other nodes forwarded and walled sources dropped there, the rest passed to tc)")
+	fs.StringVar(&cfg.NodePortMode, "nodeport-mode", cfg.NodePortMode, "how flows from outside reach backends on other nodes: snat (through the node they came in on), dsr (direct server return: the backend's node answers the client; the frontend in an IPv4 option / IPv6 destination option; needs --routing native or kernel), or hybrid (DSR for TCP, SNAT for UDP)")
 	fs.StringVar(&cfg.LBAlgorithm, "lb-algorithm", cfg.LBAlgorithm, "how new flows pick a backend unless their Service's netcube.io/lb-algorithm annotation says: random or maglev")
 	fs.StringVar(&cfg.NodePortRange, "nodeport-range", cfg.NodePortRange, "NodePort range (lo-hi) that the node's own processes may not bind (socket-LB)")
 	fs.BoolVar(&cfg.LoadBalancerIPs, "load-balancer-ips", cfg.LoadBalancerIPs, "with the Kubernetes API: one agent, elected by a Lease, gives LoadBalancer Services their IPs from the NetworkLoadBalancerPools")

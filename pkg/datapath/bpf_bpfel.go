@@ -47,6 +47,7 @@ const (
 	bpfCtFlagsCT_F_SNAT     bpfCtFlags = 2
 	bpfCtFlagsCT_F_MASQ     bpfCtFlags = 4
 	bpfCtFlagsCT_F_HOST     bpfCtFlags = 8
+	bpfCtFlagsCT_F_DSR      bpfCtFlags = 16
 )
 
 type bpfCtGcResult struct {
@@ -80,6 +81,7 @@ type bpfCtScratch struct {
 	One     bpfCtAcct
 	Packets [2]uint64
 	Bytes   [2]uint64
+	Entry   bpfCtEntry
 }
 
 type bpfCtStat uint32
@@ -162,6 +164,14 @@ type bpfLbFrontend struct {
 	Port uint16
 	Pad  uint16
 }
+
+type bpfLbNodeportMode uint32
+
+const (
+	bpfLbNodeportModeLB_NODEPORT_SNAT   bpfLbNodeportMode = 0
+	bpfLbNodeportModeLB_NODEPORT_DSR    bpfLbNodeportMode = 1
+	bpfLbNodeportModeLB_NODEPORT_HYBRID bpfLbNodeportMode = 2
+)
 
 type bpfLbScope uint8
 
@@ -258,8 +268,9 @@ type bpfMonCubes struct {
 		SctpChunk uint8
 		Frag      uint8
 		Point     uint8
+		Dsr       uint8
+		_         [3]byte
 	}
-	_ [4]byte
 }
 
 type bpfMonDrop uint32
@@ -763,6 +774,7 @@ const (
 	bpfVarCtTimeoutTcp       = "ct_timeout_tcp"
 	bpfVarCtTimeoutUdp       = "ct_timeout_udp"
 	bpfVarCtTimeoutUdpStream = "ct_timeout_udp_stream"
+	bpfVarLbNodeport         = "lb_nodeport"
 	bpfVarMonCubeLayout      = "mon_cube_layout"
 	bpfVarMonEventLayout     = "mon_event_layout"
 	bpfVarMonFlowEndLayout   = "mon_flow_end_layout"
@@ -888,6 +900,7 @@ type bpfVariableSpecs struct {
 	CtTimeoutTcp       *ebpf.VariableSpec `ebpf:"ct_timeout_tcp"`
 	CtTimeoutUdp       *ebpf.VariableSpec `ebpf:"ct_timeout_udp"`
 	CtTimeoutUdpStream *ebpf.VariableSpec `ebpf:"ct_timeout_udp_stream"`
+	LbNodeport         *ebpf.VariableSpec `ebpf:"lb_nodeport"`
 	MonCubeLayout      *ebpf.VariableSpec `ebpf:"mon_cube_layout"`
 	MonEventLayout     *ebpf.VariableSpec `ebpf:"mon_event_layout"`
 	MonFlowEndLayout   *ebpf.VariableSpec `ebpf:"mon_flow_end_layout"`
@@ -1011,6 +1024,7 @@ type bpfVariables struct {
 	CtTimeoutTcp       *ebpf.Variable `ebpf:"ct_timeout_tcp"`
 	CtTimeoutUdp       *ebpf.Variable `ebpf:"ct_timeout_udp"`
 	CtTimeoutUdpStream *ebpf.Variable `ebpf:"ct_timeout_udp_stream"`
+	LbNodeport         *ebpf.Variable `ebpf:"lb_nodeport"`
 	MonCubeLayout      *ebpf.Variable `ebpf:"mon_cube_layout"`
 	MonEventLayout     *ebpf.Variable `ebpf:"mon_event_layout"`
 	MonFlowEndLayout   *ebpf.Variable `ebpf:"mon_flow_end_layout"`

@@ -44,6 +44,15 @@ type (
 	QosClass  = bpfQosClass  // enum qos_class
 	QosConf   = bpfQosConf   // struct qos_conf: how the uplinks queue
 	QosMode   = bpfQosMode   // enum qos_mode
+
+	LBNodePortMode = bpfLbNodeportMode // enum lb_nodeport_mode: the constant lb_nodeport
+)
+
+// The NodePort modes (enum lb_nodeport_mode).
+const (
+	LBNodePortSNAT   = bpfLbNodeportModeLB_NODEPORT_SNAT
+	LBNodePortDSR    = bpfLbNodeportModeLB_NODEPORT_DSR
+	LBNodePortHybrid = bpfLbNodeportModeLB_NODEPORT_HYBRID
 )
 
 // The slice classes (enum qos_class).

@@ -153,3 +153,83 @@ func TestExternalXDP(t *testing.T) {
 		dropped(t, net.JoinHostPort(node1.IP4.String(), "30114"), "no-local-endpoint", "lb")
 	})
 }
+
+// TestExternalDSR: direct server return with real traffic from a client
+// outside the cluster to a NodePort on node1 whose endpoints are all on
+// node2, IPv4 and IPv6, in tc (--nodeport-mode dsr) and in XDP (hybrid,
+// with --nodeport-acceleration xdp). Every request is answered and the
+// backend sees the client's own address: the reply can only have left
+// node2 from the frontend's address straight to the client, since node1
+// never translated it back. In hybrid, UDP is SNATed to node1 (the
+// backend sees node1), the control that DSR is what changed. A 20 MB TCP
+// transfer each way of the families completes: the SYN's MSS was lowered
+// for the frontend's room, so full-size segments still fit the wire.
+func TestExternalDSR(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		cfg     sandbox.Config
+		udpDSR  bool
+		xdpUsed bool
+	}{
+		{"dsr, tc", sandbox.Config{NodePortMode: "dsr"}, true, false},
+		{"hybrid, XDP", sandbox.Config{NodePortMode: "hybrid", NodePortAcceleration: "xdp"}, false, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sb := upWith(t, "td", c.cfg)
+			top := sb.Topology
+			node1 := top.Nodes[0]
+			var onNode2 []sandbox.Pod
+			for _, p := range top.EchoBackends() {
+				if p.Node != node1.Name {
+					onNode2 = append(onNode2, p)
+				}
+			}
+			// iperf3's port on the first pod of node2, at NodePort 30122.
+			iperfPorts := []sandbox.PortSpec{{Name: "iperf", Port: 5201, Protocol: "TCP"}}
+			bulk := "apiVersion: v1\nkind: Service\nmetadata: {name: bulk, namespace: default}\nspec:\n" +
+				"  type: NodePort\n  ipFamilyPolicy: RequireDualStack\n  clusterIPs: [10.96.0.71, \"fd00:10:96::71\"]\n" +
+				"  ports: [{name: iperf, port: 5201, protocol: TCP, targetPort: 5201, nodePort: 30122}]\n---\n" +
+				sandbox.SliceYAML("bulk", false, iperfPorts, onNode2[:1]) + "---\n" + sandbox.SliceYAML("bulk", true, iperfPorts, onNode2[:1])
+			manifests := externalService("far", "NodePort", "Cluster", []string{"10.96.0.70", "fd00:10:96::70"}, [2]int{30120, 30121},
+				nil, nil, onNode2) + "---\n" + bulk
+			if err := top.WriteManifest("dsr.yaml", manifests); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				rs := fromOutside(t, sb, "tcp", net.JoinHostPort(node1.IP4.String(), "30120"), 1, "--timeout", "200ms")
+				if rs[0].Err == "" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("NodePort not served 10 s after the Service was written: %s", rs[0].Err)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			before := xdpCount(t, sb, node1, "forwarded")
+			for _, ip := range []netip.Addr{node1.IP4, node1.IP6} {
+				client := top.External.IP4
+				if ip.Is6() {
+					client = top.External.IP6
+				}
+				answeredBy(t, fromOutside(t, sb, "tcp", net.JoinHostPort(ip.String(), "30120"), 20), podNames(onNode2), client)
+				udpPeer := ip // hybrid: SNATed to node1
+				if c.udpDSR {
+					udpPeer = client
+				}
+				answeredBy(t, fromOutside(t, sb, "udp", net.JoinHostPort(ip.String(), "30121"), 20), podNames(onNode2), udpPeer)
+			}
+			if n := xdpCount(t, sb, node1, "forwarded") - before; c.xdpUsed != (n >= 40) {
+				t.Errorf("XDP forwarded %.0f packets for 40 TCP requests (XDP in use: %v)", n, c.xdpUsed)
+			}
+
+			startIperfServer(t, sb, onNode2[0])
+			for _, ip := range []netip.Addr{node1.IP4, node1.IP6} {
+				out, err := sb.Output(top.External.Name, "timeout", "20", "iperf3", "-c", ip.String(), "-p", "30122", "-n", "20M", "--connect-timeout", "2000")
+				if err != nil {
+					t.Errorf("20 MB to %s by DSR: %v\n%s", ip, err, out)
+				}
+			}
+		})
+	}
+}

@@ -216,7 +216,17 @@ static always_inline void ct_flow_end(const struct ct_key *a, const struct ct_ke
 static always_inline int ct_touch(struct ct_entry *e, struct ct_entry *other, const struct flow *f, __u8 dir,
 				  __u64 now)
 {
-	__u64 before = e->state, add = ct_packet_state(f, dir), after = before | add;
+	__u64 before = e->state, add = ct_packet_state(f, dir), after;
+
+	if (e->flags & CT_F_DSR) {
+		/* One way seen only: a client's packet past its SYN says the
+		 * backend answered; this way's FIN, that the flow closes. */
+		if (dir == CT_SERVICE && f->proto == IPPROTO_TCP && !(f->tcp_flags & TCP_FLAG_SYN))
+			add |= CT_ST_REPLIED;
+		if (f->proto == IPPROTO_TCP && (f->tcp_flags & TCP_FLAG_FIN))
+			add |= CT_ST_CLOSING;
+	}
+	after = before | add;
 
 	if ((after & CT_ST_FINS) == CT_ST_FINS) {
 		after |= CT_ST_CLOSING;

@@ -31,6 +31,13 @@ enum ct_flags : __u8 {
 	CT_F_HOST = 8,     /* CT_F_EXTERNAL to this node itself (a host-network
 			    * backend): its replies leave from the host stack
 			    * through the uplink, where to_net translates them */
+	CT_F_DSR = 16,     /* direct server return (cubes/lb/dsr.h): the flow
+			    * passes this node one way only. Service entry on
+			    * the frontend's node: the client's packets, whose
+			    * non-SYN TCP ones say the backend answered; reply
+			    * entry on the backend's node (nat_addr, nat_port:
+			    * the frontend, which its replies leave from). Its
+			    * own FIN closes such a flow (the other is unseen). */
 };
 
 /* What a flow has shown so far (both entries of a flow hold the same
@@ -143,6 +150,7 @@ struct ct_scratch {
 	struct ct_acct one;
 	__u64 packets[2]; /* a flow's end: its two ways */
 	__u64 bytes[2];
+	struct ct_entry entry; /* a DSR flow's reply entry (cubes/lb/dsr.h) */
 };
 
 struct {

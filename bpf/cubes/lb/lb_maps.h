@@ -9,6 +9,20 @@
 #endif
 
 /* Options of a frontend, in its master entry. */
+/* How a flow from outside reaches a backend on another node (the agent's
+ * --nodeport-mode, set at load): SNAT to this node (its replies come back
+ * through it), DSR (direct server return: the frontend travels with the
+ * packet, cubes/lb/dsr.h, and the backend's node answers the client
+ * itself), or hybrid (DSR for TCP, SNAT for UDP, whose datagrams may not
+ * have room for the frontend). */
+enum lb_nodeport_mode : __u32 {
+	LB_NODEPORT_SNAT = 0,
+	LB_NODEPORT_DSR = 1,
+	LB_NODEPORT_HYBRID = 2,
+};
+
+volatile const enum lb_nodeport_mode lb_nodeport = LB_NODEPORT_SNAT;
+
 enum lb_svc_flags : __u16 {
 	/* Reached from outside the cluster through this node (NodePort,
 	 * ExternalIP, LoadBalancer IP): handled by the node program. */

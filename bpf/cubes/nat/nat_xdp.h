@@ -8,17 +8,6 @@
 #include "lib/parse.h"
 #include "cubes/monitor/monitor.h"
 
-/* csum_apply adds diff (bpf_csum_diff's 32-bit sum of old words
- * complemented and new ones) to the checksum check. */
-static always_inline __u16 csum_apply(__u16 check, __s64 diff)
-{
-	__u64 s = (__u16)~check;
-
-	s += (__u32)diff;
-	s = (s & 0xffffffff) + (s >> 32);
-	return csum_fold((__u32)s);
-}
-
 struct nat_addrs {
 	struct nc_addr saddr;
 	struct nc_addr daddr;

@@ -51,7 +51,7 @@ func (Cube) Maps() []cube.MapSpec {
 		{Name: MapFragments, DefaultSize: 8192, SizeFlag: "frag-map-size"},
 		{Name: MapStats},
 		{Name: MapAcct, DefaultSize: 262144, SizeFlag: "ct-map-size"},
-		{Name: MapScratch},
+		{Name: MapScratch, Restart: true}, // scratch: a new layout replaces the pin
 	}
 }
 
