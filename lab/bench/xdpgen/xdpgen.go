@@ -185,9 +185,12 @@ func PortChecksum(csum0, port0, p uint16) uint16 {
 
 // Generator is the sending program with its frame.
 type Generator struct {
-	frame []byte
-	prog  *ebpf.Program
-	count *ebpf.Map // [0]: frames generated
+	// BatchSize is how many frames the kernel sends at a time (0: its
+	// default, 64; at most 256).
+	BatchSize uint32
+	frame     []byte
+	prog      *ebpf.Program
+	count     *ebpf.Map // [0]: frames generated
 }
 
 // NewGenerator loads the generator for f.
@@ -262,7 +265,7 @@ type xdpMD struct {
 // in ifindex's network namespace (InNetns).
 func (g *Generator) Send(ifindex int, n uint32) error {
 	_, err := g.prog.Run(&ebpf.RunOptions{
-		Data: g.frame, Repeat: n, Flags: unix.BPF_F_TEST_XDP_LIVE_FRAMES,
+		Data: g.frame, Repeat: n, Flags: unix.BPF_F_TEST_XDP_LIVE_FRAMES, BatchSize: g.BatchSize,
 		Context: xdpMD{DataEnd: uint32(len(g.frame)), IngressIfindex: uint32(ifindex)},
 	})
 	return err
@@ -350,16 +353,17 @@ func NewCounter(port uint16) (*Counter, error) {
 	return &Counter{prog: prog, count: count}, nil
 }
 
-// Attach attaches the counter to device ifname of network namespace ns
-// in generic (skb) mode: it sees packets however they reach the device,
-// bpf_redirect_peer's included, which skip a veth's native XDP.
-func (c *Counter) Attach(ns, ifname string) error {
+// Attach attaches the counter to device ifname of network namespace ns,
+// in mode: link.XDPGenericMode (skb) sees packets however they reach the
+// device, bpf_redirect_peer's included, which skip a veth's native XDP
+// (link.XDPDriverMode).
+func (c *Counter) Attach(ns, ifname string, mode link.XDPAttachFlags) error {
 	return InNetns(ns, func() error {
 		ifi, err := net.InterfaceByName(ifname)
 		if err != nil {
 			return err
 		}
-		c.link, err = link.AttachXDP(link.XDPOptions{Program: c.prog, Interface: ifi.Index, Flags: link.XDPGenericMode})
+		c.link, err = link.AttachXDP(link.XDPOptions{Program: c.prog, Interface: ifi.Index, Flags: mode})
 		return err
 	})
 }
