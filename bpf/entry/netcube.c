@@ -7,5 +7,6 @@
 #include "tc_node.c"
 #include "tc_pod.c"
 #include "tc_overlay.c"
+#include "xdp_node.c"
 
 char __license[] SEC("license") = "Dual BSD/GPL";

@@ -217,10 +217,11 @@ static always_inline int xlate_masquerade(struct __sk_buff *skb, const struct fl
  * is never trusted: replies would not be translated back, so the flow is
  * treated as new and both halves are written again; so is one timed out,
  * or a SYN reusing the port of an answered flow (ct_established). A packet
- * that ends the flow removes it (ct_observe). */
-static always_inline int xlate_established(const struct flow *f, struct xlate *x)
+ * that ends the flow removes it (ct_observe). xlate_established_entry
+ * does it for the flow's service entry ct, already looked up (or NULL). */
+static always_inline int xlate_established_entry(const struct flow *f, struct ct_entry *ct, struct xlate *x)
 {
-	struct ct_entry *ct = ct_lookup(f, CT_SERVICE), *r;
+	struct ct_entry *r;
 	struct ct_key sk, rk;
 	__u64 now;
 
@@ -240,6 +241,11 @@ static always_inline int xlate_established(const struct flow *f, struct xlate *x
 		ct_remove(&sk, &rk);
 	}
 	return 1;
+}
+
+static always_inline int xlate_established(const struct flow *f, struct xlate *x)
+{
+	return xlate_established_entry(f, ct_lookup(f, CT_SERVICE), x);
 }
 
 /* xlate_pick chooses a new flow's backend (x->backend). Without one

@@ -339,6 +339,15 @@ const (
 	bpfMonStatMON_STAT_MAX  bpfMonStat = 2
 )
 
+type bpfMonXdp uint32
+
+const (
+	bpfMonXdpMON_XDP_PASSED    bpfMonXdp = 0
+	bpfMonXdpMON_XDP_FORWARDED bpfMonXdp = 1
+	bpfMonXdpMON_XDP_DROPPED   bpfMonXdp = 2
+	bpfMonXdpMON_XDP_MAX       bpfMonXdp = 3
+)
+
 type bpfNcAddr struct {
 	_ structs.HostLayout
 	W [4]uint32
@@ -456,6 +465,7 @@ const (
 	bpfMapMonitorDrops       = "monitor_drops"
 	bpfMapMonitorEvents      = "monitor_events"
 	bpfMapMonitorStats       = "monitor_stats"
+	bpfMapMonitorXdp         = "monitor_xdp"
 	bpfProgChainInline       = "chain_inline"
 	bpfProgChainTail0        = "chain_tail0"
 	bpfProgChainTail1        = "chain_tail1"
@@ -558,6 +568,7 @@ type bpfMapSpecs struct {
 	MonitorDrops    *ebpf.MapSpec `ebpf:"monitor_drops"`
 	MonitorEvents   *ebpf.MapSpec `ebpf:"monitor_events"`
 	MonitorStats    *ebpf.MapSpec `ebpf:"monitor_stats"`
+	MonitorXdp      *ebpf.MapSpec `ebpf:"monitor_xdp"`
 }
 
 // bpfVariableSpecs contains global variables before they are loaded into the kernel.
@@ -618,6 +629,7 @@ type bpfMaps struct {
 	MonitorDrops    *ebpf.Map `ebpf:"monitor_drops"`
 	MonitorEvents   *ebpf.Map `ebpf:"monitor_events"`
 	MonitorStats    *ebpf.Map `ebpf:"monitor_stats"`
+	MonitorXdp      *ebpf.Map `ebpf:"monitor_xdp"`
 }
 
 func (m *bpfMaps) Close() error {
@@ -643,6 +655,7 @@ func (m *bpfMaps) Close() error {
 		m.MonitorDrops,
 		m.MonitorEvents,
 		m.MonitorStats,
+		m.MonitorXdp,
 	)
 }
 

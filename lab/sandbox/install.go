@@ -99,7 +99,7 @@ func (sb *Sandbox) buildImages(log io.Writer) ([]string, error) {
 // netcube itself programs; the nodes' uplink is eth0 (they have no default
 // route); socket-LB attaches at the cgroup v2 root the node sees.
 func (sb *Sandbox) chartValues(cgroupRoot string) []string {
-	return []string{
+	values := []string{
 		"image.pullPolicy=Never",
 		"apiServer.host=" + apiServerIP4.String(),
 		fmt.Sprintf("apiServer.port=%d", apiServerPort),
@@ -108,6 +108,10 @@ func (sb *Sandbox) chartValues(cgroupRoot string) []string {
 		"config.routing=" + sb.Config.routing(),
 		fmt.Sprintf("config.socketLB=%v", sb.Config.SocketLB),
 	}
+	if a := sb.Config.NodePortAcceleration; a != "" {
+		values = append(values, "config.nodePortAcceleration="+a)
+	}
+	return values
 }
 
 // installNetcube installs netcube as a user does: `helm install` of the

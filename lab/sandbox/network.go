@@ -11,7 +11,7 @@ import (
 // buildNetwork creates the underlay and the nodes. Routes to other nodes'
 // pods are the agents' (from the Node objects); pods come from the CNI
 // plugin (addPod), once the agents run.
-func buildNetwork(t Topology) error {
+func buildNetwork(t Topology, xdp bool) error {
 	if err := steps(
 		func() error { return ip("", "netns", "add", t.Underlay) },
 		func() error { return ip(t.Underlay, "link", "set", "lo", "up") },
@@ -49,6 +49,9 @@ func buildNetwork(t Topology) error {
 	}
 	if err := buildFar(t); err != nil {
 		return fmt.Errorf("router and far host: %w", err)
+	}
+	if xdp {
+		return xdpWire(t)
 	}
 	return nil
 }

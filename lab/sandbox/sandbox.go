@@ -90,7 +90,7 @@ func Up(cfg Config, log io.Writer) (sb *Sandbox, err error) {
 
 	fmt.Fprintf(log, "sandbox %s: %d nodes x %d pods, socket-LB %v, routing %s\n", cfg.Name, cfg.Nodes, cfg.PodsPerNode, cfg.SocketLB, cfg.routing())
 	fmt.Fprintf(log, "  network: underlay bridge, nodes, routes\n")
-	if err := buildNetwork(t); err != nil {
+	if err := buildNetwork(t, cfg.XDPUnderlay || cfg.NodePortAcceleration == "xdp"); err != nil {
 		return nil, err
 	}
 	for _, p := range t.Pods() {
@@ -269,6 +269,9 @@ func (sb *Sandbox) startAgent(n Node) error {
 		if agentHasFlag(agent, flag) {
 			args = append(args, "--"+flag, path)
 		}
+	}
+	if a := sb.Config.NodePortAcceleration; a != "" {
+		args = append(args, "--nodeport-acceleration", a)
 	}
 	args = append(args, sb.Config.AgentArgs...)
 	if err := spawn(t, agentName(n.Name), n.Netns, "", args...); err != nil {

@@ -38,6 +38,13 @@ type Config struct {
 	// (hack/build-flannel.sh), no netcube agent; it needs APIServer.
 	PodNetwork string `json:",omitempty"`
 	FlannelDir string `json:",omitempty"`
+	// NodePortAcceleration is the agents' --nodeport-acceleration: none
+	// (the default) or xdp.
+	NodePortAcceleration string `json:",omitempty"`
+	// XDPUnderlay readies the underlay for XDP (xdpWire), as
+	// NodePortAcceleration xdp does: for a benchmark that compares with
+	// and without XDP on the same wire.
+	XDPUnderlay bool `json:",omitempty"`
 	// AgentArgs are extra flags for every agent (map sizes, say).
 	AgentArgs []string `json:",omitempty"`
 	// Kubelet makes the nodes real (kubelet.go): containerd and a kubelet

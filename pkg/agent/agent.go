@@ -88,7 +88,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("--uplink-rate: %w", err)
 		}
 	}
-	node, uplinkMTU, uplinks, err := setupNode(dp, cfg.NodeName, cfg.NodeInterfaces)
+	node, uplinkMTU, uplinks, err := setupNode(dp, cfg.NodeName, cfg.NodeInterfaces, cfg.NodePortAcceleration)
 	if err != nil {
 		return err
 	}

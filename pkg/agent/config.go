@@ -35,6 +35,13 @@ type Config struct {
 	// cluster (NodePort, ExternalIPs, LoadBalancer IPs) is served there,
 	// and NodePorts on their addresses. Empty: the default routes'.
 	NodeInterfaces []string `json:"nodeInterfaces,omitempty"`
+	// NodePortAcceleration is where the uplinks serve Services reached
+	// from outside (NodePort, ExternalIPs, LoadBalancer IPs): "none", the
+	// tc program alone; "xdp", an XDP program before it (native where the
+	// driver runs it, else generic) that forwards flows to backends on
+	// other nodes and drops what loadBalancerSourceRanges walls off,
+	// passing everything else to tc.
+	NodePortAcceleration string `json:"nodePortAcceleration,omitempty"`
 	// LBAlgorithm is how new flows pick a backend unless their Service's
 	// netcube.io/lb-algorithm annotation says: random or maglev.
 	LBAlgorithm string `json:"lbAlgorithm,omitempty"`
@@ -135,24 +142,25 @@ const (
 // Defaults are kube-proxy's ports for metrics and health.
 func Defaults() Config {
 	return Config{
-		BPFRoot:             "/sys/fs/bpf/netcube",
-		SocketLB:            true,
-		PodIfacePrefix:      cni.HostIfPrefix,
-		CNISocket:           cni.DefaultAgentSocket,
-		APISocket:           DefaultAPISocket,
-		HubbleSocket:        DefaultHubbleSocket,
-		Monitor:             MonitorConfig{Drops: true, Policy: true, Cubes: true},
-		Routing:             "native",
-		Masquerade:          true,
-		LoadBalancerIPs:     true,
-		IPAMDir:             cni.DefaultDataDir,
-		MetricsBindAddress:  "127.0.0.1:10249",
-		HealthzBindAddress:  "0.0.0.0:10256",
-		GCPercent:           50,
-		APIUnreachableGrace: metav1.Duration{Duration: 30 * time.Second},
-		LBAlgorithm:         "random",
-		NodePortRange:       "30000-32767",
-		Conntrack:           ct.Defaults(),
+		BPFRoot:              "/sys/fs/bpf/netcube",
+		SocketLB:             true,
+		PodIfacePrefix:       cni.HostIfPrefix,
+		CNISocket:            cni.DefaultAgentSocket,
+		APISocket:            DefaultAPISocket,
+		HubbleSocket:         DefaultHubbleSocket,
+		Monitor:              MonitorConfig{Drops: true, Policy: true, Cubes: true},
+		Routing:              "native",
+		Masquerade:           true,
+		LoadBalancerIPs:      true,
+		IPAMDir:              cni.DefaultDataDir,
+		MetricsBindAddress:   "127.0.0.1:10249",
+		HealthzBindAddress:   "0.0.0.0:10256",
+		GCPercent:            50,
+		APIUnreachableGrace:  metav1.Duration{Duration: 30 * time.Second},
+		LBAlgorithm:          "random",
+		NodePortAcceleration: "none",
+		NodePortRange:        "30000-32767",
+		Conntrack:            ct.Defaults(),
 	}
 }
 

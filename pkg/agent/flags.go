@@ -86,6 +86,7 @@ func flagSet(name string, cfg *Config) (fs *flag.FlagSet, configFile *string, cl
 		cfg.NodeInterfaces = strings.Split(v, ",")
 		return nil
 	})
+	fs.StringVar(&cfg.NodePortAcceleration, "nodeport-acceleration", cfg.NodePortAcceleration, "where the uplinks serve NodePort, ExternalIP and LoadBalancer traffic: none (tc) or xdp (XDP first, native where the driver has it, else generic: flows to backends on other nodes forwarded and walled sources dropped there, the rest passed to tc)")
 	fs.StringVar(&cfg.LBAlgorithm, "lb-algorithm", cfg.LBAlgorithm, "how new flows pick a backend unless their Service's netcube.io/lb-algorithm annotation says: random or maglev")
 	fs.StringVar(&cfg.NodePortRange, "nodeport-range", cfg.NodePortRange, "NodePort range (lo-hi) that the node's own processes may not bind (socket-LB)")
 	fs.BoolVar(&cfg.LoadBalancerIPs, "load-balancer-ips", cfg.LoadBalancerIPs, "with the Kubernetes API: one agent, elected by a Lease, gives LoadBalancer Services their IPs from the NetworkLoadBalancerPools")

@@ -19,8 +19,11 @@ import (
 // NodePorts are served on every address found, as kube-proxy serves them on
 // every node address by default, and the first of each family is the SNAT
 // address; mtu is the smallest uplink MTU (0: no uplink).
-func setupNode(dp *datapath.Datapath, name string, ifaces []string) (node model.Node, mtu int, uplinks []string, err error) {
+func setupNode(dp *datapath.Datapath, name string, ifaces []string, accel string) (node model.Node, mtu int, uplinks []string, err error) {
 	node = model.Node{Name: name}
+	if accel != "none" && accel != "xdp" {
+		return node, 0, nil, fmt.Errorf("--nodeport-acceleration (nodePortAcceleration) %q: want none or xdp", accel)
+	}
 	switch {
 	case len(ifaces) == 0:
 		ifaces = defaultRouteInterfaces()
@@ -49,9 +52,27 @@ func setupNode(dp *datapath.Datapath, name string, ifaces []string) (node model.
 		if err := dp.AttachNode(ifname, ifc.Index); err != nil {
 			return node, 0, nil, err
 		}
+		if err := accelerate(dp, ifname, ifc.Index, accel); err != nil {
+			return node, 0, nil, err
+		}
 	}
 	slog.Info("node", "name", name, "interfaces", ifaces, "nodeport_addresses", node.Addrs, "mtu", mtu)
 	return node, mtu, ifaces, nil
+}
+
+// accelerate attaches the XDP program to an uplink (accel "xdp") or
+// removes one an earlier agent attached ("none"), after from_net is in
+// place: the uplink's Service traffic is served throughout.
+func accelerate(dp *datapath.Datapath, ifname string, ifindex int, accel string) error {
+	if accel == "none" {
+		return dp.DetachNodeXDP(ifname)
+	}
+	mode, err := dp.AttachNodeXDP(ifname, ifindex)
+	if err != nil {
+		return err
+	}
+	slog.Info("nodeport acceleration", "interface", ifname, "xdp", mode)
+	return nil
 }
 
 // defaultRouteInterfaces: the interfaces of the default routes (IPv4 and

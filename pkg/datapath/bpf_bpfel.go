@@ -386,6 +386,7 @@ const (
 	bpfMonPointMON_AT_FROM_OVERLAY bpfMonPoint = 5
 	bpfMonPointMON_AT_TO_OVERLAY   bpfMonPoint = 6
 	bpfMonPointMON_AT_SOCK         bpfMonPoint = 7
+	bpfMonPointMON_AT_XDP_FROM_NET bpfMonPoint = 8
 )
 
 type bpfMonPolMatch uint8
@@ -437,6 +438,15 @@ type bpfMonType uint8
 const (
 	bpfMonTypeMON_EV_DROP  bpfMonType = 1
 	bpfMonTypeMON_EV_TRACE bpfMonType = 2
+)
+
+type bpfMonXdp uint32
+
+const (
+	bpfMonXdpMON_XDP_PASSED    bpfMonXdp = 0
+	bpfMonXdpMON_XDP_FORWARDED bpfMonXdp = 1
+	bpfMonXdpMON_XDP_DROPPED   bpfMonXdp = 2
+	bpfMonXdpMON_XDP_MAX       bpfMonXdp = 3
 )
 
 type bpfNatIcmpStat uint32
@@ -706,6 +716,7 @@ const (
 	bpfMapMonitorDrops       = "monitor_drops"
 	bpfMapMonitorEvents      = "monitor_events"
 	bpfMapMonitorStats       = "monitor_stats"
+	bpfMapMonitorXdp         = "monitor_xdp"
 	bpfMapNatIcmpStats       = "nat_icmp_stats"
 	bpfMapNatNoMasq          = "nat_no_masq"
 	bpfMapNodeAddrs          = "node_addrs"
@@ -746,6 +757,7 @@ const (
 	bpfProgToNet             = "to_net"
 	bpfProgToOverlay         = "to_overlay"
 	bpfProgToPod             = "to_pod"
+	bpfProgXdpFromNet        = "xdp_from_net"
 	bpfVarCtTimeoutClose     = "ct_timeout_close"
 	bpfVarCtTimeoutSyn       = "ct_timeout_syn"
 	bpfVarCtTimeoutTcp       = "ct_timeout_tcp"
@@ -817,6 +829,7 @@ type bpfProgramSpecs struct {
 	ToNet            *ebpf.ProgramSpec `ebpf:"to_net"`
 	ToOverlay        *ebpf.ProgramSpec `ebpf:"to_overlay"`
 	ToPod            *ebpf.ProgramSpec `ebpf:"to_pod"`
+	XdpFromNet       *ebpf.ProgramSpec `ebpf:"xdp_from_net"`
 }
 
 // bpfMapSpecs contains maps before they are loaded into the kernel.
@@ -842,6 +855,7 @@ type bpfMapSpecs struct {
 	MonitorDrops      *ebpf.MapSpec `ebpf:"monitor_drops"`
 	MonitorEvents     *ebpf.MapSpec `ebpf:"monitor_events"`
 	MonitorStats      *ebpf.MapSpec `ebpf:"monitor_stats"`
+	MonitorXdp        *ebpf.MapSpec `ebpf:"monitor_xdp"`
 	NatIcmpStats      *ebpf.MapSpec `ebpf:"nat_icmp_stats"`
 	NatNoMasq         *ebpf.MapSpec `ebpf:"nat_no_masq"`
 	NodeAddrs         *ebpf.MapSpec `ebpf:"node_addrs"`
@@ -918,6 +932,7 @@ type bpfMaps struct {
 	MonitorDrops      *ebpf.Map `ebpf:"monitor_drops"`
 	MonitorEvents     *ebpf.Map `ebpf:"monitor_events"`
 	MonitorStats      *ebpf.Map `ebpf:"monitor_stats"`
+	MonitorXdp        *ebpf.Map `ebpf:"monitor_xdp"`
 	NatIcmpStats      *ebpf.Map `ebpf:"nat_icmp_stats"`
 	NatNoMasq         *ebpf.Map `ebpf:"nat_no_masq"`
 	NodeAddrs         *ebpf.Map `ebpf:"node_addrs"`
@@ -962,6 +977,7 @@ func (m *bpfMaps) Close() error {
 		m.MonitorDrops,
 		m.MonitorEvents,
 		m.MonitorStats,
+		m.MonitorXdp,
 		m.NatIcmpStats,
 		m.NatNoMasq,
 		m.NodeAddrs,
@@ -1023,6 +1039,7 @@ type bpfPrograms struct {
 	ToNet            *ebpf.Program `ebpf:"to_net"`
 	ToOverlay        *ebpf.Program `ebpf:"to_overlay"`
 	ToPod            *ebpf.Program `ebpf:"to_pod"`
+	XdpFromNet       *ebpf.Program `ebpf:"xdp_from_net"`
 }
 
 func (p *bpfPrograms) Close() error {
@@ -1046,6 +1063,7 @@ func (p *bpfPrograms) Close() error {
 		p.ToNet,
 		p.ToOverlay,
 		p.ToPod,
+		p.XdpFromNet,
 	)
 }
 

@@ -182,7 +182,7 @@ func (d *Datapath) Program(name string) *ebpf.Program { return d.objs.bpfProgram
 func (d *Datapath) Programs() Programs {
 	p := d.objs.bpfPrograms
 	return Programs{
-		FromPod: p.FromPod, ToPod: p.ToPod, FromNet: p.FromNet, ToNet: p.ToNet,
+		FromPod: p.FromPod, ToPod: p.ToPod, FromNet: p.FromNet, ToNet: p.ToNet, XDPFromNet: p.XdpFromNet,
 		Connect4: p.SockConnect4, Connect6: p.SockConnect6,
 		Sendmsg4: p.SockSendmsg4, Sendmsg6: p.SockSendmsg6,
 		Recvmsg4: p.SockRecvmsg4, Recvmsg6: p.SockRecvmsg6,
@@ -193,6 +193,7 @@ func (d *Datapath) Programs() Programs {
 // Programs are the entry programs of the object.
 type Programs struct {
 	FromPod, ToPod, FromNet, ToNet                 *ebpf.Program
+	XDPFromNet                                     *ebpf.Program
 	Connect4, Connect6, Sendmsg4, Sendmsg6         *ebpf.Program
 	Recvmsg4, Recvmsg6, Getpeername4, Getpeername6 *ebpf.Program
 }

@@ -16,6 +16,7 @@ type (
 	MonCubes    = bpfMonCubes    // struct mon_cubes: monitor_cubes[0], per CPU
 	MonFlowEnd  = bpfMonFlowEnd  // struct mon_flow_end: a flow's end and its counters
 	MonRoute    = bpfMonRoute    // enum mon_route: how the router sent a packet on
+	MonXDP      = bpfMonXdp      // enum mon_xdp: what the XDP program did (monitor_xdp)
 )
 
 const (
@@ -61,6 +62,7 @@ const (
 	MonAtFromOverlay = bpfMonPointMON_AT_FROM_OVERLAY
 	MonAtToOverlay   = bpfMonPointMON_AT_TO_OVERLAY
 	MonAtSock        = bpfMonPointMON_AT_SOCK
+	MonAtXDPFromNet  = bpfMonPointMON_AT_XDP_FROM_NET
 
 	MonPolPeerPort = bpfMonPolMatchMON_POL_PEER_PORT
 	MonPolPeerAll  = bpfMonPolMatchMON_POL_PEER_ALL
@@ -84,4 +86,9 @@ const (
 	MonStatSent = bpfMonStatMON_STAT_SENT
 	MonStatLost = bpfMonStatMON_STAT_LOST
 	MonStatMax  = bpfMonStatMON_STAT_MAX
+
+	MonXDPPassed    = bpfMonXdpMON_XDP_PASSED
+	MonXDPForwarded = bpfMonXdpMON_XDP_FORWARDED
+	MonXDPDropped   = bpfMonXdpMON_XDP_DROPPED
+	MonXDPMax       = bpfMonXdpMON_XDP_MAX
 )

@@ -54,6 +54,7 @@ var points = map[datapath.MonPoint]string{
 	datapath.MonAtFromOverlay: "from-overlay",
 	datapath.MonAtToOverlay:   "to-overlay",
 	datapath.MonAtSock:        "socket",
+	datapath.MonAtXDPFromNet:  "from-network-xdp",
 }
 
 var traces = map[datapath.MonTrace]struct{ name, cube string }{

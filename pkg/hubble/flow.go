@@ -39,9 +39,11 @@ var points = map[string]flowpb.TraceObservationPoint{
 	"from-pod":     flowpb.TraceObservationPoint_FROM_ENDPOINT,
 	"to-pod":       flowpb.TraceObservationPoint_TO_ENDPOINT,
 	"from-network": flowpb.TraceObservationPoint_FROM_NETWORK,
-	"to-network":   flowpb.TraceObservationPoint_TO_NETWORK,
-	"from-overlay": flowpb.TraceObservationPoint_FROM_OVERLAY,
-	"to-overlay":   flowpb.TraceObservationPoint_TO_OVERLAY,
+	// Hubble has no XDP point; Cilium reports its XDP drops as from the network too.
+	"from-network-xdp": flowpb.TraceObservationPoint_FROM_NETWORK,
+	"to-network":       flowpb.TraceObservationPoint_TO_NETWORK,
+	"from-overlay":     flowpb.TraceObservationPoint_FROM_OVERLAY,
+	"to-overlay":       flowpb.TraceObservationPoint_TO_OVERLAY,
 }
 
 // routePoints are where a route event's packet went, as Hubble names it.

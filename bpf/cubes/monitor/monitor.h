@@ -143,10 +143,14 @@ struct mon_detail {
 	__u64 netns;
 	enum mon_route route;
 	__u32 out_ifindex;
+	/* Where and how long, for an event of a program without an skb
+	 * (XDP); from the skb otherwise. */
+	__u32 ifindex;
+	__u32 len;
 };
 
 /* mon_report writes an event about f (NULL: none read), seen by skb's
- * program (NULL: a socket hook), with d; a full ring buffer is counted. */
+ * program (NULL: a socket hook or XDP, d says where), with d; a full ring buffer is counted. */
 static always_inline void mon_report(struct __sk_buff *skb, const struct flow *f, __u8 point,
 				     const struct mon_detail *d)
 {
@@ -177,6 +181,9 @@ static always_inline void mon_report(struct __sk_buff *skb, const struct flow *f
 	if (skb) {
 		ev->ifindex = skb->ifindex;
 		ev->len = skb->len;
+	} else {
+		ev->ifindex = d->ifindex;
+		ev->len = d->len;
 	}
 	if (f) {
 		ev->saddr = f->saddr;

@@ -72,6 +72,7 @@ enum mon_point : __u8 {
 	MON_AT_FROM_OVERLAY, /* the VXLAN device, what arrives */
 	MON_AT_TO_OVERLAY,   /* the VXLAN device, what leaves */
 	MON_AT_SOCK,         /* a pod's socket (connect, sendmsg) */
+	MON_AT_XDP_FROM_NET, /* the uplink's XDP hook, what arrives (before from_net) */
 };
 
 /* Which policy rule decided (MON_TR_POLICY; a policy drop is a connection
@@ -172,6 +173,24 @@ struct {
 	__uint(max_entries, MON_STAT_MAX);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } monitor_stats SEC(".maps");
+
+/* monitor_xdp: what the XDP program on the uplinks (xdp_node.c) did with
+ * the packets it saw (per CPU): passed on to tc, forwarded itself
+ * (XDP_TX), or dropped. */
+enum mon_xdp : __u32 {
+	MON_XDP_PASSED = 0,
+	MON_XDP_FORWARDED,
+	MON_XDP_DROPPED,
+	MON_XDP_MAX,
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, enum mon_xdp);
+	__type(value, __u64);
+	__uint(max_entries, MON_XDP_MAX);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} monitor_xdp SEC(".maps");
 
 /* The cubes a packet can cross, for monitor_cubes. A cube counts a
  * packet once however often it acts on it: lb, a packet to or from a

@@ -29,6 +29,7 @@ func sandboxCmd(args []string) error {
 		fs.StringVar(&cfg.Manifests, "manifests", "", "directory of Service/EndpointSlice YAML (default: the example Services)")
 		fs.BoolVar(&cfg.APIServer, "apiserver", false, "run a real kube-apiserver + etcd in the sandbox; agents watch it")
 		fs.StringVar(&cfg.Routing, "routing", "native", "how pods reach other nodes' pods: native (routes over the underlay) or vxlan (an overlay)")
+		fs.StringVar(&cfg.NodePortAcceleration, "nodeport-acceleration", "", "the agents' --nodeport-acceleration: none or xdp (\"\": the agent's default)")
 		fs.BoolVar(&cfg.Kubelet, "kubelet", false, "real nodes: containerd and kubelet on each, netcube installed by its Helm chart (implies --apiserver, no hand-made pods)")
 		fs.BoolVar(&cfg.KeepOnFailure, "keep-on-failure", false, "leave a sandbox that failed to come up as it is, to inspect its logs")
 		fs.StringVar(&cfg.Chart, "chart", "", "with --kubelet: netcube's Helm chart (default: deploy/helm/netcube beside bin/)")

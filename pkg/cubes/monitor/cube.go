@@ -25,6 +25,7 @@ const (
 	MapDrops  = "monitor_drops"
 	MapStats  = "monitor_stats"
 	MapEvents = "monitor_events"
+	MapXDP    = "monitor_xdp"
 )
 
 // APIPath is where the agent's local API serves the events (one JSON
@@ -42,7 +43,7 @@ func (Cube) Maps() []cube.MapSpec {
 	// Counters, scratch and the agent's own setting: a new reason or cube
 	// replaces an earlier agent's pins rather than stopping this one.
 	return []cube.MapSpec{{Name: MapConfig, Restart: true}, {Name: MapDrops, Restart: true}, {Name: MapStats, Restart: true},
-		{Name: MapCubes, Restart: true}, {Name: MapEvents}}
+		{Name: MapCubes, Restart: true}, {Name: MapXDP, Restart: true}, {Name: MapEvents}}
 }
 
 // DefaultFlags is what the datapath reports with the agent's defaults

@@ -12,9 +12,9 @@ import (
 // (monitor_drops), events written and lost (monitor_stats), and the events
 // subscribers had no room for (the hub).
 type metrics struct {
-	drops, stats, cubes cube.Map
-	hub                 *events.Hub
-	verdicts            *prometheus.CounterVec
+	drops, stats, cubes, xdp cube.Map
+	hub                      *events.Hub
+	verdicts                 *prometheus.CounterVec
 	// counters caches verdicts' children: count runs once per event, on
 	// the reader's goroutine alone.
 	counters   map[[2]string]prometheus.Counter
@@ -23,11 +23,19 @@ type metrics struct {
 	clientDesc *prometheus.Desc
 	packetDesc *prometheus.Desc
 	byteDesc   *prometheus.Desc
+	xdpDesc    *prometheus.Desc
+}
+
+// xdpActions names what the XDP program did, by monitor_xdp's key.
+var xdpActions = map[datapath.MonXDP]string{
+	datapath.MonXDPPassed:    "passed",
+	datapath.MonXDPForwarded: "forwarded",
+	datapath.MonXDPDropped:   "dropped",
 }
 
 func newMetrics(maps *cube.Maps, hub *events.Hub) *metrics {
 	return &metrics{
-		drops: maps.Map(MapDrops), stats: maps.Map(MapStats), cubes: maps.Map(MapCubes), hub: hub, counters: map[[2]string]prometheus.Counter{},
+		drops: maps.Map(MapDrops), stats: maps.Map(MapStats), cubes: maps.Map(MapCubes), xdp: maps.Map(MapXDP), hub: hub, counters: map[[2]string]prometheus.Counter{},
 		verdicts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "netcube_flows_total",
 			Help: "Flows the datapath reported, by verdict: dropped (each dropped packet) or forwarded (a connection a policy allowed, a flow a cube translated; trace and policy events only)."},
 			[]string{"verdict", "cube"}),
@@ -45,6 +53,9 @@ func newMetrics(maps *cube.Maps, hub *events.Hub) *metrics {
 		byteDesc: prometheus.NewDesc("netcube_cube_bytes_total",
 			"Bytes of the packets of netcube_cube_packets_total, as they arrived at the hook.",
 			[]string{"cube"}, nil),
+		xdpDesc: prometheus.NewDesc("netcube_xdp_packets_total",
+			"Packets the XDP program on the uplinks saw (--nodeport-acceleration=xdp), by what it did: passed on to the tc datapath, forwarded itself (a Service flow from outside to a backend on another node), or dropped.",
+			[]string{"action"}, nil),
 	}
 }
 
@@ -54,6 +65,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.clientDesc
 	ch <- m.packetDesc
 	ch <- m.byteDesc
+	ch <- m.xdpDesc
 	m.verdicts.Describe(ch)
 }
 
@@ -70,6 +82,9 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(m.packetDesc, prometheus.CounterValue, float64(t.Packets), name)
 			ch <- prometheus.MustNewConstMetric(m.byteDesc, prometheus.CounterValue, float64(t.Bytes), name)
 		}
+	}
+	for k, action := range xdpActions {
+		ch <- prometheus.MustNewConstMetric(m.xdpDesc, prometheus.CounterValue, float64(cube.PerCPUSum(m.xdp, uint32(k))), action)
 	}
 	m.verdicts.Collect(ch)
 }
