@@ -75,6 +75,9 @@ import (
 	"github.com/netcube/netcube/lab/bench/xdpgen"
 	"github.com/netcube/netcube/lab/kubeenv"
 	"github.com/netcube/netcube/lab/sandbox"
+	"github.com/netcube/netcube/pkg/cube"
+	"github.com/netcube/netcube/pkg/cubes/monitor"
+	"github.com/netcube/netcube/pkg/datapath"
 )
 
 // NodePortConfig configures `netcube-lab bench nodeport`.
@@ -153,6 +156,9 @@ type NodePortPPS struct {
 	Refused   float64 `json:"refused_pps"`   // the wire's ring full (ext rx_dropped)
 	Forwarded float64 `json:"forwarded_pps"` // node1 -> node2 (n2 tx)
 	Delivered float64 `json:"delivered_pps"` // counted in the backend pod
+	// XDPForwarded: what node1's XDP program sent back out itself
+	// (XDP_TX; its monitor_xdp counter): in mode xdp, all of Forwarded.
+	XDPForwarded float64 `json:"xdp_forwarded_pps"`
 }
 
 // RunNodePort runs the benchmark and writes nodeport.{json,md} and the
@@ -177,11 +183,6 @@ func RunNodePort(cfg NodePortConfig) (*NodePortReport, error) {
 	if cfg.Sandbox == "" {
 		cfg.Sandbox = "npb"
 	}
-	agentAccel := agentKnows(filepath.Join(cfg.BinDir, "netcube-agent"), "nodeport-acceleration")
-	if slices.Contains(cfg.Modes, NodePortXDP) && !agentAccel {
-		return nil, fmt.Errorf("mode %s: %s has no --nodeport-acceleration (this tree has no XDP NodePort path); measure the others with --modes %s,%s",
-			NodePortXDP, filepath.Join(cfg.BinDir, "netcube-agent"), NodePortTC, NodePortKubeProxy)
-	}
 	tmp, err := os.MkdirTemp("", "netcube-nodeport-")
 	if err != nil {
 		return nil, err
@@ -198,7 +199,7 @@ func RunNodePort(cfg NodePortConfig) (*NodePortReport, error) {
 			rep.NotMeasured[m] = "not measured in this run (--modes " + strings.Join(cfg.Modes, ",") + ")"
 		}
 	}
-	b := &nodePortBench{cfg: cfg, tmp: tmp, accelFlag: agentAccel, state: map[string]string{}, gens: map[string]*xdpgen.Generator{}}
+	b := &nodePortBench{cfg: cfg, tmp: tmp, state: map[string]string{}, gens: map[string]*xdpgen.Generator{}}
 	defer b.close()
 	stop := b.onInterrupt()
 	defer stop()
@@ -233,8 +234,11 @@ func RunNodePort(cfg NodePortConfig) (*NodePortReport, error) {
 				}
 				l := len(p.PPS) - 1
 				s := p.PPS[l]
-				fmt.Fprintf(cfg.Log, "  %-19s %s: delivered %.3f Mpps, node1 forwarded %.3f, offered %.3f (generated %.3f, refused %.3f); TCP %.2f Gbit/s; rr p50 %.1f µs p99 %.1f µs\n",
-					mode, fam, s.Delivered/1e6, s.Forwarded/1e6, s.Offered/1e6, s.Generated/1e6, s.Refused/1e6, p.TCP[l], p.RR[l].P50, p.RR[l].P99)
+				fmt.Fprintf(cfg.Log, "  %-19s %s: delivered %.3f Mpps, node1 forwarded %.3f (by XDP %.3f), offered %.3f (generated %.3f, refused %.3f); TCP %.2f Gbit/s; rr p50 %.1f µs p99 %.1f µs\n",
+					mode, fam, s.Delivered/1e6, s.Forwarded/1e6, s.XDPForwarded/1e6, s.Offered/1e6, s.Generated/1e6, s.Refused/1e6, p.TCP[l], p.RR[l].P50, p.RR[l].P99)
+				if mode == NodePortXDP && s.XDPForwarded < 0.9*s.Forwarded {
+					fmt.Fprintf(cfg.Log, "  warning: node1's XDP program sent out %.0f of the %.0f packets/s node1 forwarded: the rest took the tc path\n", s.XDPForwarded, s.Forwarded)
+				}
 			}
 		}
 	}
@@ -247,18 +251,11 @@ func RunNodePort(cfg NodePortConfig) (*NodePortReport, error) {
 	return rep, rep.Write(cfg.OutDir)
 }
 
-// agentKnows says whether the agent binary's usage lists --flag.
-func agentKnows(agent, flag string) bool {
-	out, _ := exec.Command(agent, "-h").CombinedOutput() // usage, exit 0 or 2
-	return strings.Contains(string(out), "-"+flag)
-}
-
 type nodePortBench struct {
-	cfg       NodePortConfig
-	tmp       string
-	ncperf    string
-	accelFlag bool              // the agent has --nodeport-acceleration
-	state     map[string]string // node -> its agent's acceleration ("none", "xdp"), "down"
+	cfg    NodePortConfig
+	tmp    string
+	ncperf string
+	state  map[string]string // node -> its agent's acceleration ("none", "xdp"), "down"
 
 	mu       sync.Mutex // close may run from the signal handler
 	closed   bool
@@ -266,7 +263,6 @@ type nodePortBench struct {
 	env      *kubeenv.Env
 	kp       *KubeProxy
 	counter  *xdpgen.Counter
-	pass     link.Link
 	underlay *netlink.Handle
 	gens     map[string]*xdpgen.Generator // by family
 	extIndex int                          // the client's eth0
@@ -291,8 +287,11 @@ func (b *nodePortBench) up() error {
 	}
 	_ = sandbox.Down(b.cfg.Sandbox, io.Discard)
 	fmt.Fprintf(b.cfg.Log, "sandbox %s: 2 nodes x 1 pod, native routing\n", b.cfg.Sandbox)
-	c := sandbox.Config{Name: b.cfg.Sandbox, Nodes: 2, PodsPerNode: 1, Routing: "native", BinDir: b.cfg.BinDir, Manifests: empty}
-	setAcceleration(&c, "none", b.accelFlag)
+	// The underlay readied for XDP in every mode (a pass-through program
+	// on its veth ends, for NAPI, and complete checksums): one wire for
+	// all.
+	c := sandbox.Config{Name: b.cfg.Sandbox, Nodes: 2, PodsPerNode: 1, Routing: "native", BinDir: b.cfg.BinDir, Manifests: empty,
+		XDPUnderlay: true, NodePortAcceleration: "none"}
 	var log strings.Builder
 	sb, err := sandbox.Up(c, &log)
 	if err != nil {
@@ -344,16 +343,6 @@ func (b *nodePortBench) up() error {
 	return nil
 }
 
-// setAcceleration makes c's agents start with --nodeport-acceleration
-// mode (when the agent has the flag; without it, the tc path is all
-// there is).
-func setAcceleration(c *sandbox.Config, mode string, agentHasFlag bool) {
-	c.AgentArgs = slices.DeleteFunc(slices.Clone(c.AgentArgs), func(a string) bool { return strings.HasPrefix(a, "--nodeport-acceleration") })
-	if agentHasFlag {
-		c.AgentArgs = append(c.AgentArgs, "--nodeport-acceleration="+mode)
-	}
-}
-
 // wire sets up what the packets/s measurement needs: the counter in the
 // backend pod, NAPI in a thread on CPU 1 on the client's wire, and a
 // generator per family.
@@ -375,15 +364,13 @@ func (b *nodePortBench) wire() error {
 		return err
 	}
 	// The client's frames go out with XDP_TX into ext's XDP ring: ext
-	// needs NAPI, which an XDP program gives it (the sandbox's, or ours).
+	// needs NAPI, which the sandbox's pass-through program gives it.
 	ext, err := b.underlay.LinkByName("ext")
 	if err != nil {
 		return err
 	}
 	if x := ext.Attrs().Xdp; x == nil || !x.Attached {
-		if b.pass, err = xdpgen.AttachPass(t.Underlay, "ext"); err != nil {
-			return fmt.Errorf("pass-through XDP on ext: %w", err)
-		}
+		return errors.New("the sandbox left no XDP program on the client's underlay port (ext): its NAPI is off, the generator's frames would be refused")
 	}
 	extMAC, err := linkMAC(t.External.Netns, "eth0")
 	if err != nil {
@@ -514,7 +501,7 @@ func (b *nodePortBench) setMode(mode string) error {
 		if b.state[n.Name] == accel {
 			return nil
 		}
-		setAcceleration(&b.sb.Config, accel, b.accelFlag)
+		b.sb.Config.NodePortAcceleration = accel
 		p := &netcubePeer{sb: b.sb, node: n}
 		if b.state[n.Name] != "down" {
 			if err := p.stop(); err != nil {
@@ -640,7 +627,7 @@ func (b *nodePortBench) measure(fam string, p *NodePortPoint) error {
 
 // ppsCounts are the packets/s measurement's counters at one moment.
 type ppsCounts struct {
-	generated, offered, refused, forwarded, delivered uint64
+	generated, offered, refused, forwarded, delivered, xdpForwarded uint64
 }
 
 func (b *nodePortBench) counts(gen *xdpgen.Generator) (c ppsCounts, err error) {
@@ -650,23 +637,35 @@ func (b *nodePortBench) counts(gen *xdpgen.Generator) (c ppsCounts, err error) {
 	if c.delivered, err = b.counter.Count(); err != nil {
 		return c, err
 	}
+	c.xdpForwarded = b.xdpForwarded()
 	for _, l := range []struct {
 		name string
 		get  func(*netlink.LinkStatistics)
 	}{
 		{"ext", func(s *netlink.LinkStatistics) { c.offered, c.refused = s.RxPackets, s.RxDropped }},
-		{fmt.Sprintf("n%d", 2), func(s *netlink.LinkStatistics) { c.forwarded = s.TxPackets }},
+		{"n2", func(s *netlink.LinkStatistics) { c.forwarded = s.TxPackets }},
 	} {
-		link, err := b.underlay.LinkByName(l.name)
+		dev, err := b.underlay.LinkByName(l.name)
 		if err != nil {
 			return c, err
 		}
-		if link.Attrs().Statistics == nil {
+		if dev.Attrs().Statistics == nil {
 			return c, fmt.Errorf("%s: no statistics", l.name)
 		}
-		l.get(link.Attrs().Statistics)
+		l.get(dev.Attrs().Statistics)
 	}
 	return c, nil
+}
+
+// xdpForwarded is how many packets node1's XDP program has sent back out
+// itself (0 without netcube's maps on node1: kube-proxy).
+func (b *nodePortBench) xdpForwarded() uint64 {
+	maps, done, err := datapath.OpenPinned(b.node1.PinDir)
+	if err != nil {
+		return 0
+	}
+	defer done()
+	return cube.PerCPUSum(maps.Map(monitor.MapXDP), uint32(datapath.MonXDPForwarded))
 }
 
 // pps sends for the measurement's duration (after a short warm-up that
@@ -693,7 +692,8 @@ func (b *nodePortBench) pps(fam string) (NodePortPPS, error) {
 	sec := d.Seconds()
 	rate := func(a, b uint64) float64 { return float64(b-a) / sec }
 	return NodePortPPS{Seconds: sec, Generated: rate(c0.generated, c1.generated), Offered: rate(c0.offered, c1.offered),
-		Refused: rate(c0.refused, c1.refused), Forwarded: rate(c0.forwarded, c1.forwarded), Delivered: rate(c0.delivered, c1.delivered)}, nil
+		Refused: rate(c0.refused, c1.refused), Forwarded: rate(c0.forwarded, c1.forwarded), Delivered: rate(c0.delivered, c1.delivered),
+		XDPForwarded: rate(c0.xdpForwarded, c1.xdpForwarded)}, nil
 }
 
 // send runs the generator for d from the external client's namespace.
@@ -820,9 +820,6 @@ func (b *nodePortBench) close() {
 	}
 	if b.counter != nil {
 		b.counter.Close()
-	}
-	if b.pass != nil {
-		b.pass.Close()
 	}
 	if b.underlay != nil {
 		b.underlay.Close()

@@ -36,6 +36,9 @@ var npMetrics = []npMetric{
 	{"forwarded", "packets/s node1 forwarded to node2", "Mpps", true, "%.3f", 1e6, func(p NodePortPoint) []float64 {
 		return ppsField(p.PPS, func(s NodePortPPS) float64 { return s.Forwarded })
 	}},
+	{"xdp", "packets/s node1's XDP program sent back out (XDP_TX)", "Mpps", true, "%.3f", 1e6, func(p NodePortPoint) []float64 {
+		return ppsField(p.PPS, func(s NodePortPPS) float64 { return s.XDPForwarded })
+	}},
 	{"offered", "packets/s offered (taken by the client's wire)", "Mpps", true, "%.3f", 1e6, func(p NodePortPoint) []float64 {
 		return ppsField(p.PPS, func(s NodePortPPS) float64 { return s.Offered })
 	}},
@@ -92,8 +95,9 @@ func npSpread(xs []float64, format string) string {
 }
 
 var npModeText = map[string]string{
-	NodePortTC:        "netcube's agents with `--nodeport-acceleration=none`: the tc program on node1's uplink balances the NodePort (`bpf/entry/tc_node.c`) and FIB-redirects to node2.",
-	NodePortXDP:       "`--nodeport-acceleration=xdp`: an XDP program on node1's uplink balances the NodePort packets whose backend is on another node (DNAT + SNAT) and sends them back out with XDP_TX; everything else passes to the tc program.",
+	NodePortTC: "netcube's agents with `--nodeport-acceleration=none`: the tc program on node1's uplink balances the NodePort (`bpf/entry/tc_node.c`) and FIB-redirects to node2.",
+	NodePortXDP: "`--nodeport-acceleration=xdp`: an XDP program on node1's uplink balances the NodePort packets whose backend is on another node (DNAT + SNAT) and sends them back out with XDP_TX; everything else passes to the tc program. " +
+		"On these veths it runs on the skb the bridge sent (veth's skb path: turned into an XDP buffer, copied when it must be), and the frame it sends out becomes an skb again at the underlay's end (`n1`): most of the skb costs a NIC's XDP saves stay.",
 	NodePortKubeProxy: "the real kube-proxy (iptables mode, nft backend) on node1, its netcube agent stopped and its pins removed (netcube's datapath cannot leave a Service to kube-proxy on a node it runs; as bench compare and slices do); node2 keeps netcube (tc). kube-proxy reads a kube-apiserver and etcd the bench runs on node1's loopback.",
 	NodePortXDPDSR:    "XDP with direct server return (the backend answers the client itself).",
 }

@@ -24,7 +24,7 @@ func npTestReport() *NodePortReport {
 	r := &NodePortReport{Commit: "0123456789ab", MeasuredAt: time.Date(2026, 11, 26, 16, 0, 0, 0, time.UTC), Machine: "vm (kernel 6.18, 2 CPUs)",
 		Runs: 3, DurationS: 3, Command: "bin/netcube-lab bench nodeport --modes tc,kube-proxy-iptables",
 		Modes: []string{NodePortTC, NodePortKubeProxy}, Families: []string{"IPv4", "IPv6"},
-		SenderPPS: map[string]float64{"IPv4": 3e6, "IPv6": 2e6},
+		SenderPPS:   map[string]float64{"IPv4": 3e6, "IPv6": 2e6},
 		NotMeasured: map[string]string{NodePortXDPDSR: "not measured: direct server return (DSR) is not built", NodePortXDP: "not measured in this run (--modes tc,kube-proxy-iptables)"},
 		Points: []NodePortPoint{
 			pt(NodePortTC, "IPv4", 1e6, 5, 40), pt(NodePortTC, "IPv6", 0.9e6, 4.5, 42),

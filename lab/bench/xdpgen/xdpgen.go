@@ -13,6 +13,10 @@
 // reset a recycled page to the frame given, so nothing is read back from
 // the packet.
 //
+// A veth takes XDP_TX'd frames only when its peer runs NAPI: the
+// sandbox's XDPUnderlay puts a pass-through program on the underlay's
+// ends for that.
+//
 // The counter counts and drops UDP to one destination port (IPv4 with a
 // 20-byte header, IPv6 with UDP as the first next header); everything
 // else passes.
@@ -378,28 +382,6 @@ func (c *Counter) Close() {
 	}
 	c.prog.Close()
 	c.count.Close()
-}
-
-// AttachPass attaches a program passing every packet to device ifname of
-// namespace ns (native mode): a veth with an XDP program runs NAPI, which
-// it needs to receive frames its peer sends with XDP_TX or redirect.
-// Closing the link detaches it.
-func AttachPass(ns, ifname string) (link.Link, error) {
-	prog, err := loadXDP("xdpgen_pass", asm.Instructions{asm.Mov.Imm(asm.R0, xdpPass), asm.Return()})
-	if err != nil {
-		return nil, err
-	}
-	defer prog.Close() // the link holds it
-	var l link.Link
-	err = InNetns(ns, func() error {
-		ifi, err := net.InterfaceByName(ifname)
-		if err != nil {
-			return err
-		}
-		l, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifi.Index, Flags: link.XDPDriverMode})
-		return err
-	})
-	return l, err
 }
 
 func counterMap(name string) (*ebpf.Map, error) {
