@@ -5,7 +5,7 @@ BIN     := bin
 # Tests share the machine's namespaces, cgroups and bpffs: run packages one at a time.
 TESTFLAGS ?= -p 1 -count=1 -timeout 30m
 
-.PHONY: all deps tools e2e-tools generate proto manifests build images test fuzz reliability e2e netpol demo sandbox sandbox-down bench bench-observability bench-slices bench-sync bench-compare bench-podnet lint clean
+.PHONY: all deps tools e2e-tools generate proto manifests build images test fuzz reliability e2e netpol demo sandbox sandbox-down bench bench-observability bench-slices bench-sync bench-compare bench-podnet bench-nodeport lint clean
 
 all: build
 
@@ -97,6 +97,9 @@ bench-compare: deps build tools ## netcube vs the real kube-proxy (iptables-nft,
 
 bench-podnet: deps build tools ## pod network: netcube (native, VXLAN, kernel-routed) vs flannel VXLAN + bridge: docs/benchmarks/podnet.md
 	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube-lab bench podnet --runs 3 --duration 3s --startups 100
+
+bench-nodeport: deps build tools ## external client->NodePort, backend on the other node: packets/s, TCP throughput, rr p50/p99, node1 on tc, XDP and kube-proxy iptables, IPv4 and IPv6 (about 5 minutes): docs/benchmarks/nodeport.{json,md}, plots/nodeport-accel-*.svg
+	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube-lab bench nodeport --runs 3 --duration 3s
 
 lint:
 	$(GO) vet ./...

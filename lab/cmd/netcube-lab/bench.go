@@ -40,8 +40,11 @@ func benchCmd(args []string) error {
 	if len(args) > 0 && args[0] == "slices" {
 		return benchSlices(args[1:])
 	}
+	if len(args) > 0 && args[0] == "nodeport" {
+		return benchNodePort(args[1:])
+	}
 	if len(args) == 0 || args[0] != "datapath" {
-		return errors.New("usage: netcube-lab bench datapath|sync|compare|podnet|policy|policy-latency|reliability|observability|slices [flags]")
+		return errors.New("usage: netcube-lab bench datapath|sync|compare|podnet|policy|policy-latency|reliability|observability|slices|nodeport [flags]")
 	}
 	fs := flag.NewFlagSet("bench datapath", flag.ExitOnError)
 	cfg := bench.DatapathConfig{Log: os.Stdout}
@@ -344,6 +347,50 @@ func benchSlices(args []string) error {
 	}
 	if err != nil {
 		return err
+	}
+	fmt.Println()
+	fmt.Print(rep.Markdown())
+	return nil
+}
+
+// benchNodePort: an external client to a NodePort whose backend is on
+// another node, node1's data plane tc, XDP or kube-proxy
+// (docs/benchmarks/nodeport.md).
+func benchNodePort(args []string) error {
+	fs := flag.NewFlagSet("bench nodeport", flag.ExitOnError)
+	cfg := bench.NodePortConfig{Log: os.Stdout}
+	modes := fs.String("modes", strings.Join(bench.NodePortModes, ","), "modes, comma-separated, measured in this order in every run")
+	families := fs.String("families", "IPv4,IPv6", "address families, comma-separated")
+	fs.IntVar(&cfg.Runs, "runs", 3, "repetitions (medians are reported)")
+	fs.DurationVar(&cfg.Duration, "duration", 3*time.Second, "length of each measurement (packets/s, throughput, latency)")
+	fs.StringVar(&cfg.OutDir, "out", "docs/benchmarks", "directory for nodeport.{json,md} and plots/nodeport-accel-*.svg (\"\": none)")
+	reportOnly := fs.Bool("report-only", false, "render nodeport.md and the plots again from --out's nodeport.json; measure nothing")
+	_ = fs.Parse(args)
+	if *reportOnly {
+		rep, err := bench.LoadNodePortReport(cfg.OutDir)
+		if err != nil {
+			return err
+		}
+		return rep.Write(cfg.OutDir)
+	}
+	cfg.Command = "bin/netcube-lab bench nodeport " + strings.Join(args, " ")
+	cfg.Modes, cfg.Families = strings.Split(*modes, ","), strings.Split(*families, ",")
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cfg.BinDir = filepath.Dir(exe)
+	if slices.Contains(cfg.Modes, bench.NodePortKubeProxy) {
+		if cfg.ToolsDir, err = kubeenv.ToolsDir(); err != nil { // kube-proxy, kube-apiserver, etcd
+			return err
+		}
+	}
+	rep, err := bench.RunNodePort(cfg)
+	if err != nil {
+		return err
+	}
+	if cfg.OutDir != "" {
+		fmt.Printf("report: %s\n", filepath.Join(cfg.OutDir, "nodeport.md"))
 	}
 	fmt.Println()
 	fmt.Print(rep.Markdown())
