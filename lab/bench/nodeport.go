@@ -10,14 +10,16 @@ package bench
 //     program on the uplink, bpf/entry/tc_node.c).
 //   - xdp: --nodeport-acceleration=xdp (an XDP program on the uplink
 //     balances the NodePort packets and sends them back out with XDP_TX).
+//   - xdp-dsr: the same with --nodeport-mode dsr (direct server return:
+//     the frontend written into the packet, node2 answering the client).
 //   - kube-proxy-iptables: the real kube-proxy (iptables mode, nft
 //     backend) on node1, its agent stopped and its pins removed (as bench
 //     compare and slices do: netcube's datapath cannot leave a Service to
 //     kube-proxy on a node it runs); node2 keeps netcube (tc). kube-proxy
 //     reads a kube-apiserver and etcd the bench runs on node1's loopback.
 //
-// Modes are switched within each run (tc, xdp, kube-proxy-iptables, then
-// again), and each measures, per family:
+// Modes are switched within each run (tc, xdp, xdp-dsr,
+// kube-proxy-iptables, then again), and each measures, per family:
 //
 //  1. packets/s: xdpgen's generator in the external client's namespace
 //     sends UDP frames (60 bytes IPv4, 80 IPv6) to node1's address and
@@ -99,13 +101,21 @@ const (
 	NodePortTC        = "tc"
 	NodePortXDP       = "xdp"
 	NodePortKubeProxy = "kube-proxy-iptables"
-	// NodePortXDPDSR is a row of the report, never measured yet: the
-	// XDP path with direct server return is not built.
+	// NodePortXDPDSR: XDP with direct server return (--nodeport-mode
+	// dsr): node2 answers the client itself.
 	NodePortXDPDSR = "xdp-dsr"
 )
 
 // NodePortModes are the measured modes, in the report's order.
-var NodePortModes = []string{NodePortTC, NodePortXDP, NodePortKubeProxy}
+var NodePortModes = []string{NodePortTC, NodePortXDP, NodePortXDPDSR, NodePortKubeProxy}
+
+// npAgentModes are the agents' settings of netcube's modes: acceleration
+// and NodePort mode.
+var npAgentModes = map[string][2]string{
+	NodePortTC:     {"none", "snat"},
+	NodePortXDP:    {"xdp", "snat"},
+	NodePortXDPDSR: {"xdp", "dsr"},
+}
 
 // Service ports: UDP for packets/s (nothing listens: the pod's counter
 // drops them), iperf3, ncperf.
@@ -169,7 +179,7 @@ func RunNodePort(cfg NodePortConfig) (*NodePortReport, error) {
 	}
 	for _, m := range cfg.Modes {
 		if !slices.Contains(NodePortModes, m) {
-			return nil, fmt.Errorf("mode %q: want one of %s (%s is not built)", m, strings.Join(NodePortModes, ", "), NodePortXDPDSR)
+			return nil, fmt.Errorf("mode %q: want one of %s", m, strings.Join(NodePortModes, ", "))
 		}
 	}
 	if len(cfg.Families) == 0 {
@@ -191,9 +201,7 @@ func RunNodePort(cfg NodePortConfig) (*NodePortReport, error) {
 	host, _ := os.Hostname()
 	rep := &NodePortReport{Commit: Commit(), MeasuredAt: time.Now().UTC(), Runs: cfg.Runs, DurationS: cfg.Duration.Seconds(),
 		Machine: fmt.Sprintf("%s (kernel %s, %d CPUs)", host, kernelRelease(), runtime.NumCPU()), Command: cfg.Command,
-		Modes: cfg.Modes, Families: cfg.Families, NotMeasured: map[string]string{
-			NodePortXDPDSR: "not measured: direct server return (DSR) is not built",
-		}}
+		Modes: cfg.Modes, Families: cfg.Families, NotMeasured: map[string]string{}}
 	for _, m := range NodePortModes {
 		if !slices.Contains(cfg.Modes, m) {
 			rep.NotMeasured[m] = "not measured in this run (--modes " + strings.Join(cfg.Modes, ",") + ")"
@@ -255,7 +263,7 @@ type nodePortBench struct {
 	cfg    NodePortConfig
 	tmp    string
 	ncperf string
-	state  map[string]string // node -> its agent's acceleration ("none", "xdp"), "down"
+	state  map[string]string // node -> its agent's acceleration/NodePort mode ("none/snat", "xdp/dsr"), "down"
 
 	mu       sync.Mutex // close may run from the signal handler
 	closed   bool
@@ -303,7 +311,7 @@ func (b *nodePortBench) up() error {
 	t := sb.Topology
 	b.node1, b.node2, b.backend = t.Nodes[0], t.Nodes[1], t.Nodes[1].Pods[0]
 	for _, n := range t.Nodes {
-		b.state[n.Name] = "none"
+		b.state[n.Name] = "none/snat"
 	}
 	if err := t.WriteManifest("nodeport.yaml", b.serviceYAML()); err != nil {
 		return err
@@ -497,11 +505,12 @@ func (b *nodePortBench) apiObjects() error {
 // pins with the mode's acceleration (tc, xdp: both nodes), or node1's
 // agent stopped and kube-proxy started (node2's agent on tc).
 func (b *nodePortBench) setMode(mode string) error {
-	restart := func(n sandbox.Node, accel string) error {
-		if b.state[n.Name] == accel {
+	restart := func(n sandbox.Node, agent [2]string) error {
+		setting := agent[0] + "/" + agent[1]
+		if b.state[n.Name] == setting {
 			return nil
 		}
-		b.sb.Config.NodePortAcceleration = accel
+		b.sb.Config.NodePortAcceleration, b.sb.Config.NodePortMode = agent[0], agent[1]
 		p := &netcubePeer{sb: b.sb, node: n}
 		if b.state[n.Name] != "down" {
 			if err := p.stop(); err != nil {
@@ -512,24 +521,23 @@ func (b *nodePortBench) setMode(mode string) error {
 		if err := p.start(); err != nil {
 			return err
 		}
-		b.state[n.Name] = accel
+		b.state[n.Name] = setting
 		return nil
 	}
 	who := "netcube"
 	switch mode {
-	case NodePortTC, NodePortXDP:
-		accel := map[string]string{NodePortTC: "none", NodePortXDP: "xdp"}[mode]
+	case NodePortTC, NodePortXDP, NodePortXDPDSR:
 		if err := b.stopKubeProxy(); err != nil {
 			return err
 		}
 		for _, n := range []sandbox.Node{b.node1, b.node2} {
-			if err := restart(n, accel); err != nil {
+			if err := restart(n, npAgentModes[mode]); err != nil {
 				return err
 			}
 		}
 	case NodePortKubeProxy:
 		who = "kube-proxy"
-		if err := restart(b.node2, "none"); err != nil {
+		if err := restart(b.node2, npAgentModes[NodePortTC]); err != nil {
 			return err
 		}
 		if b.kp == nil {

@@ -25,7 +25,7 @@ func npTestReport() *NodePortReport {
 		Runs: 3, DurationS: 3, Command: "bin/netcube-lab bench nodeport --modes tc,kube-proxy-iptables",
 		Modes: []string{NodePortTC, NodePortKubeProxy}, Families: []string{"IPv4", "IPv6"},
 		SenderPPS:   map[string]float64{"IPv4": 3e6, "IPv6": 2e6},
-		NotMeasured: map[string]string{NodePortXDPDSR: "not measured: direct server return (DSR) is not built", NodePortXDP: "not measured in this run (--modes tc,kube-proxy-iptables)"},
+		NotMeasured: map[string]string{NodePortXDPDSR: "not measured in this run (--modes tc,kube-proxy-iptables)", NodePortXDP: "not measured in this run (--modes tc,kube-proxy-iptables)"},
 		Points: []NodePortPoint{
 			pt(NodePortTC, "IPv4", 1e6, 5, 40), pt(NodePortTC, "IPv6", 0.9e6, 4.5, 42),
 			pt(NodePortKubeProxy, "IPv4", 0.5e6, 3, 50), pt(NodePortKubeProxy, "IPv6", 1.95e6, 2.8, 55),
@@ -38,9 +38,8 @@ func TestNodePortMarkdown(t *testing.T) {
 	md := npTestReport().Markdown()
 	for _, want := range []string{
 		"commit 0123456789ab",
-		"| metric | tc | xdp | kube-proxy-iptables | xdp-dsr | kube-proxy-iptables / tc |",
-		"| packets/s delivered to the backend pod (Mpps) | 1.010 [1.000–1.020] | not measured | 0.505 [0.500–0.510] | not measured | 0.50× |",
-		"**Not measured: direct server return (DSR) is not built.**",
+		"| metric | tc | xdp | xdp-dsr | kube-proxy-iptables | kube-proxy-iptables / tc |",
+		"| packets/s delivered to the backend pod (Mpps) | 1.010 [1.000–1.020] | not measured | not measured | 0.505 [0.500–0.510] | 0.50× |",
 		"**Not measured in this run (--modes tc,kube-proxy-iptables).**",
 		"makes 3.000 Mpps IPv4, 2.000 Mpps IPv6.",
 		"| tc | IPv4 | 2.94 | 0.100 | yes |",

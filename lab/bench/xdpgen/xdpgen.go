@@ -292,7 +292,8 @@ func (g *Generator) Close() {
 	g.count.Close()
 }
 
-// Counter counts and drops UDP to a port.
+// Counter counts and drops UDP to a port, also behind netcube's DSR
+// option (IPv4, 8 bytes) or destination options header (IPv6, 24 bytes).
 type Counter struct {
 	prog  *ebpf.Program
 	count *ebpf.Map
@@ -320,11 +321,19 @@ func NewCounter(port uint16) (*Counter, error) {
 		asm.Mov.Reg(asm.R4, asm.R2).WithSymbol("v4"),
 		asm.Add.Imm(asm.R4, 14+20+8),
 		asm.JGT.Reg(asm.R4, asm.R3, "pass"),
-		asm.LoadMem(asm.R5, asm.R2, 14, asm.Byte),
-		asm.JNE.Imm(asm.R5, 0x45, "pass"),
 		asm.LoadMem(asm.R5, asm.R2, 14+9, asm.Byte),
 		asm.JNE.Imm(asm.R5, unix.IPPROTO_UDP, "pass"),
+		asm.LoadMem(asm.R5, asm.R2, 14, asm.Byte),
+		asm.JEq.Imm(asm.R5, 0x47, "v4dsr"),
+		asm.JNE.Imm(asm.R5, 0x45, "pass"),
 		asm.LoadMem(asm.R5, asm.R2, 14+20+2, asm.Half),
+		asm.JNE.Imm(asm.R5, be, "pass"),
+		asm.Ja.Label("hit"),
+		// IPv4 with netcube's DSR option (8 bytes) before UDP
+		asm.Mov.Reg(asm.R4, asm.R2).WithSymbol("v4dsr"),
+		asm.Add.Imm(asm.R4, 14+28+8),
+		asm.JGT.Reg(asm.R4, asm.R3, "pass"),
+		asm.LoadMem(asm.R5, asm.R2, 14+28+2, asm.Half),
 		asm.JNE.Imm(asm.R5, be, "pass"),
 		asm.Ja.Label("hit"),
 		// IPv6
@@ -332,8 +341,18 @@ func NewCounter(port uint16) (*Counter, error) {
 		asm.Add.Imm(asm.R4, 14+40+8),
 		asm.JGT.Reg(asm.R4, asm.R3, "pass"),
 		asm.LoadMem(asm.R5, asm.R2, 14+6, asm.Byte),
+		asm.JEq.Imm(asm.R5, unix.IPPROTO_DSTOPTS, "v6dsr"),
 		asm.JNE.Imm(asm.R5, unix.IPPROTO_UDP, "pass"),
 		asm.LoadMem(asm.R5, asm.R2, 14+40+2, asm.Half),
+		asm.JNE.Imm(asm.R5, be, "pass"),
+		asm.Ja.Label("hit"),
+		// IPv6 with netcube's DSR destination options header (24 bytes)
+		asm.Mov.Reg(asm.R4, asm.R2).WithSymbol("v6dsr"),
+		asm.Add.Imm(asm.R4, 14+64+8),
+		asm.JGT.Reg(asm.R4, asm.R3, "pass"),
+		asm.LoadMem(asm.R5, asm.R2, 14+40, asm.Byte),
+		asm.JNE.Imm(asm.R5, unix.IPPROTO_UDP, "pass"),
+		asm.LoadMem(asm.R5, asm.R2, 14+64+2, asm.Half),
 		asm.JNE.Imm(asm.R5, be, "pass"),
 		// Count (any CPU may run it: atomically) and drop.
 		asm.StoreImm(asm.R10, -4, 0, asm.Word).WithSymbol("hit"),

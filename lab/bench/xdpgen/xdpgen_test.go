@@ -4,10 +4,12 @@ import (
 	"encoding/binary"
 	"net"
 	"net/netip"
-	"os"
 	"testing"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/netcube/netcube/internal/pkt"
+	"github.com/netcube/netcube/internal/testenv"
 )
 
 func testFrame(dst string) Frame {
@@ -103,9 +105,7 @@ func TestFrameErrors(t *testing.T) {
 // writes the ports in turn with their checksums; the counter drops and
 // counts UDP to its port and passes the rest.
 func TestPrograms(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (BPF)")
-	}
+	testenv.RequireRoot(t)
 	for _, dst := range families {
 		f := testFrame(dst)
 		f.Ports = 5
@@ -150,6 +150,38 @@ func TestPrograms(t *testing.T) {
 		b, _ := other.Bytes()
 		if ret, err := c.prog.Run(&ebpf.RunOptions{Data: b}); err != nil || ret != xdpPass {
 			t.Fatalf("counter on another port: %d, %v; want XDP_PASS", ret, err)
+		}
+	}
+}
+
+// The counter finds the UDP port behind netcube's DSR option (IPv4) or
+// destination options header (IPv6) too, as node1 sends it with
+// --nodeport-mode dsr; a datagram to another port passes (the control).
+func TestCounterBehindDSR(t *testing.T) {
+	testenv.RequireRoot(t)
+	c, err := NewCounter(9999)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, fam := range []struct{ client, np, pod string }{
+		{"172.30.0.200:20000", "172.30.0.11:30999", "10.244.2.1:9999"},
+		{"[fd00:172:30::200]:20000", "[fd00:172:30::11]:30999", "[fd00:10:244:2::1]:9999"},
+	} {
+		client, np, pod := netip.MustParseAddrPort(fam.client), netip.MustParseAddrPort(fam.np), netip.MustParseAddrPort(fam.pod)
+		other := netip.AddrPortFrom(pod.Addr(), 9998)
+		for _, f := range []struct {
+			name  string
+			frame []byte
+			want  uint32
+		}{
+			{"plain, to the port", pkt.UDP(client, pod, []byte("x")), xdpDrop},
+			{"DSR, to the port", pkt.WithDSR(pkt.UDP(client, pod, []byte("x")), np), xdpDrop},
+			{"DSR, another port", pkt.WithDSR(pkt.UDP(client, other, []byte("x")), np), xdpPass},
+		} {
+			if ret, err := c.prog.Run(&ebpf.RunOptions{Data: f.frame}); err != nil || ret != f.want {
+				t.Errorf("%s %s: %d, %v; want %d", fam.pod, f.name, ret, err, f.want)
+			}
 		}
 	}
 }
