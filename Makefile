@@ -79,8 +79,9 @@ sandbox: deps build
 sandbox-down:
 	$(BIN)/netcube-lab sandbox down
 
-bench: deps build ## pod->Service vs pod->pod, socket-LB on and off
+bench: deps build tools ## pod->Service vs pod->pod, socket-LB on and off; then bench-nodeport (traffic from outside: tc, XDP, XDP+DSR, kube-proxy)
 	$(BIN)/netcube-lab bench datapath
+	$(MAKE) bench-nodeport
 
 bench-observability: deps build tools ## what observability costs the traffic: off, default (events, per-cube counts), a hubble client attached; events/s delivered to one client
 	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube-lab bench observability
@@ -98,7 +99,7 @@ bench-compare: deps build tools ## netcube vs the real kube-proxy (iptables-nft,
 bench-podnet: deps build tools ## pod network: netcube (native, VXLAN, kernel-routed) vs flannel VXLAN + bridge: docs/benchmarks/podnet.md
 	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube-lab bench podnet --runs 3 --duration 3s --startups 100
 
-bench-nodeport: deps build tools ## external client->NodePort, backend on the other node: packets/s, TCP throughput, rr p50/p99, node1 on tc, XDP and kube-proxy iptables, IPv4 and IPv6 (about 5 minutes): docs/benchmarks/nodeport.{json,md}, plots/nodeport-accel-*.svg
+bench-nodeport: deps build tools ## external client->NodePort, backend on the other node: packets/s, TCP throughput, rr p50/p99, node1 on tc, XDP, XDP with DSR and kube-proxy iptables, IPv4 and IPv6 (about 6 minutes): docs/benchmarks/nodeport.{json,md}, plots/nodeport-accel-*.svg
 	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube-lab bench nodeport --runs 3 --duration 3s
 
 lint:
