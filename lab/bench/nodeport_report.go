@@ -99,7 +99,7 @@ var npModeText = map[string]string{
 	NodePortXDP: "`--nodeport-acceleration=xdp`: an XDP program on node1's uplink balances the NodePort packets whose backend is on another node (DNAT + SNAT) and sends them back out with XDP_TX; everything else passes to the tc program. " +
 		"On these veths it runs on the skb the bridge sent (veth's skb path: turned into an XDP buffer, copied when it must be), and the frame it sends out becomes an skb again at the underlay's end (`n1`): most of the skb costs a NIC's XDP saves stay.",
 	NodePortKubeProxy: "the real kube-proxy (iptables mode, nft backend) on node1, its netcube agent stopped and its pins removed (netcube's datapath cannot leave a Service to kube-proxy on a node it runs; as bench compare and slices do); node2 keeps netcube (tc). kube-proxy reads a kube-apiserver and etcd the bench runs on node1's loopback.",
-	NodePortXDPDSR: "`--nodeport-acceleration=xdp --nodeport-mode=dsr`: XDP DNATs to the backend on node2 but keeps the client as the source and writes the frontend into the packet (an IPv4 option, 8 bytes, or an IPv6 destination options header, 24: on every UDP datagram, on a TCP flow's SYN); node2 answers the client itself from the frontend's address, so replies skip node1.",
+	NodePortXDPDSR:    "`--nodeport-acceleration=xdp --nodeport-mode=dsr`: XDP DNATs to the backend on node2 but keeps the client as the source and writes the frontend into the packet (an IPv4 option, 8 bytes, or an IPv6 destination options header, 24: on every UDP datagram, on a TCP flow's SYN); node2 answers the client itself from the frontend's address, so replies skip node1.",
 }
 
 // Markdown renders the report.
