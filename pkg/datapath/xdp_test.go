@@ -188,6 +188,7 @@ func TestXDPPacketFlows(t *testing.T) {
 		services []model.FrontendBackends
 		local    []netip.Addr // pods of this node
 		vxlan    bool
+		tcFirst  []step // first, through from_net
 		steps    []xdpStep
 		tc       []step // then, through from_net
 	}{
@@ -204,6 +205,16 @@ func TestXDPPacketFlows(t *testing.T) {
 					verdict: actOK, out: pkt.TCP(np4, ext4, synAck, nil)},
 				{name: "tc carries the flow on, same SNAT port", fromNet: true, in: ack4, verdict: actOK, out: pkt.Rewrite(ack4, snat(node4, 61234), be4)},
 			},
+		},
+		{
+			name:     "a flow tc began (XDP turned on under it) goes on in XDP, on its backend and SNAT port",
+			services: []model.FrontendBackends{{Frontend: frontend(np4, model.TCP), Flags: ext, Backends: backends(be4)}},
+			tcFirst: []step{
+				{name: "tc: SYN", fromNet: true, in: syn4, verdict: actOK, out: pkt.Rewrite(syn4, snat(node4, 61234), be4)},
+				{name: "tc: SYN-ACK back", fromNet: true, in: pkt.TCP(be4, snat(node4, 61234), synAck, nil), verdict: actOK,
+					out: pkt.TCP(np4, ext4, synAck, nil)},
+			},
+			steps: []xdpStep{{name: "XDP: data", in: ack4, verdict: xdpTx, out: tx(ack4, snat(node4, 61234), be4)}},
 		},
 		{
 			name: "NodePort TCPv6 and UDP, both families: checksums follow the rewrite; an IPv4 datagram without a checksum keeps none",
@@ -290,6 +301,9 @@ func TestXDPPacketFlows(t *testing.T) {
 				if err := cube.Put(dp.Maps(), router.MapNodes, key, datapath.RouterNode{Underlay: datapath.AddrFrom(netip.MustParseAddr("172.30.0.12"))}); err != nil {
 					t.Fatal(err)
 				}
+			}
+			for _, s := range c.tcFirst {
+				run(t, dp, s)
 			}
 			for _, s := range c.steps {
 				runXDP(t, dp, ns, ifindex, s)
