@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/netcube/netcube/lab/bench/native"
@@ -43,6 +45,11 @@ type PolicyPoint struct {
 type PolicyFigures struct {
 	ConnPerSec float64 `json:"conn_per_sec"`
 	RRP99      float64 `json:"rr_p99_us"`
+	// BPFNsPerConn and BPFRunsPerConn: netcube's programs' time and runs
+	// per new connection (bpf_stats, every node's programs), in a 1 s
+	// connection run of their own after the measured ones.
+	BPFNsPerConn   float64 `json:"bpf_ns_per_conn"`
+	BPFRunsPerConn float64 `json:"bpf_runs_per_conn"`
 }
 
 // PolicyReport is what `netcube-lab bench policy` writes.
@@ -166,6 +173,32 @@ func RunPolicy(cfg PolicyConfig) (*PolicyReport, error) {
 			}
 		}
 	}
+	// Where a connection's time goes: netcube's programs' share, with
+	// and without the policies, in runs of their own (the statistics
+	// cost two clock reads per program run).
+	bpfPerConn := map[string]bpfCost{}
+	conns := map[string]float64{}
+	for _, with := range []bool{false, true} {
+		if err := apply(with); err != nil {
+			return nil, err
+		}
+		mode := map[bool]string{false: "none", true: "policies"}[with]
+		for _, t := range targets {
+			for _, fam := range []string{"IPv4", "IPv6"} {
+				addr := t.pod.IP4
+				if fam == "IPv6" {
+					addr = t.pod.IP6
+				}
+				key := mode + " " + fam + " " + t.placement
+				c, n, err := profiledCRR(sb, client.Name, ncperf, addr)
+				if err != nil {
+					return nil, fmt.Errorf("%s: BPF statistics: %w", key, err)
+				}
+				bpfPerConn[key], conns[key] = c, n
+				fmt.Fprintf(cfg.Log, "  bpf_stats %-26s %6.0f ns, %4.1f runs per connection\n", key, float64(c.ns)/n, float64(c.runs)/n)
+			}
+		}
+	}
 	med := func(rs []native.Result, f func(native.Result) float64) float64 {
 		return pctl(ncField(rs, f), 0.5)
 	}
@@ -175,6 +208,14 @@ func RunPolicy(cfg PolicyConfig) (*PolicyReport, error) {
 			RRP99: med(p.Raw["none rr"], func(r native.Result) float64 { return r.P99 })}
 		p.Policies = PolicyFigures{ConnPerSec: med(p.Raw["policies crr"], func(r native.Result) float64 { return r.PerSec }),
 			RRP99: med(p.Raw["policies rr"], func(r native.Result) float64 { return r.P99 })}
+		for _, f := range []struct {
+			mode string
+			to   *PolicyFigures
+		}{{"none", &p.None}, {"policies", &p.Policies}} {
+			k := f.mode + " " + p.Family + " " + p.Placement
+			f.to.BPFNsPerConn = float64(bpfPerConn[k].ns) / conns[k]
+			f.to.BPFRunsPerConn = float64(bpfPerConn[k].runs) / conns[k]
+		}
 		rep.Points = append(rep.Points, *p)
 	}
 	if cfg.OutDir != "" {
@@ -183,6 +224,33 @@ func RunPolicy(cfg PolicyConfig) (*PolicyReport, error) {
 		}
 	}
 	return rep, nil
+}
+
+// profiledCRR runs 1 s of new connections from client to addr with the
+// kernel's BPF statistics on, and returns what netcube's programs ran
+// meanwhile and how many connections were made.
+func profiledCRR(sb *sandbox.Sandbox, client, ncperf string, addr netip.Addr) (bpfCost, float64, error) {
+	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		return bpfCost{}, 0, err
+	}
+	defer stats.Close()
+	c0, err := netcubeBPFCost()
+	if err != nil {
+		return bpfCost{}, 0, err
+	}
+	r, err := ncperfRun(sb, client, ncperf, "crr", addr, time.Second)
+	if err != nil {
+		return bpfCost{}, 0, err
+	}
+	c1, err := netcubeBPFCost()
+	if err != nil {
+		return bpfCost{}, 0, err
+	}
+	if r.Ops == 0 {
+		return bpfCost{}, 0, fmt.Errorf("ncperf crr to %s: no connection", addr)
+	}
+	return bpfCost{runs: c1.runs - c0.runs, ns: c1.ns - c0.ns}, float64(r.Ops), nil
 }
 
 type nodeTables struct {
@@ -253,6 +321,16 @@ func (r *PolicyReport) Markdown() string {
 		fmt.Fprintf(&b, "| %s %s | %.0f | %.0f | %.3f | %s | %.1f | %.1f | %.3f | %s |\n", p.Family, p.Placement,
 			p.None.ConnPerSec, p.Policies.ConnPerSec, c, met(c >= 1-policyTolerance),
 			p.None.RRP99, p.Policies.RRP99, l, met(l <= 1+policyTolerance))
+	}
+	b.WriteString("\n## Where a connection's time goes\n\n")
+	b.WriteString("A new connection's time on the CPU is 1/(conn/s); the policies add the difference. netcube's programs' own share of it (the tc programs and socket hooks of every node, their map lookups and helpers included) is from the kernel's BPF statistics, in a 1 s run of new connections of its own per path and mode, after the measured runs.\n\n")
+	b.WriteString("| path | µs per connection, no policy | policies | added | BPF ns per connection, no policy | policies | added by policy | BPF share of what the policies add | program runs per connection |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, p := range r.Points {
+		tn, tp := 1e6/p.None.ConnPerSec, 1e6/p.Policies.ConnPerSec
+		added := p.Policies.BPFNsPerConn - p.None.BPFNsPerConn
+		fmt.Fprintf(&b, "| %s %s | %.1f | %.1f | %.2f | %.0f | %.0f | %.0f | %.0f%% | %.1f |\n", p.Family, p.Placement,
+			tn, tp, tp-tn, p.None.BPFNsPerConn, p.Policies.BPFNsPerConn, added, 100*added/((tp-tn)*1000), p.Policies.BPFRunsPerConn)
 	}
 	b.WriteString("\nThe machine is shared and noisy: compare the ratios of one run, not figures across runs. A policy change reaching the maps: `go test ./pkg/cubes/policy -run PolicyChangeLatency -v`.\n")
 	return b.String()
