@@ -6,6 +6,7 @@ import (
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/netcube/netcube/pkg/ipam"
 )
@@ -46,5 +47,11 @@ func removeHostIf(name string) error {
 	if err != nil {
 		return err
 	}
-	return netlink.LinkDel(l)
+	// The pod's namespace, once gone, takes the veth with it: the kernel
+	// does so asynchronously, so it may vanish between the lookup and the
+	// delete. Gone is what DEL wants.
+	if err := netlink.LinkDel(l); err != nil && !errors.Is(err, unix.ENODEV) {
+		return err
+	}
+	return nil
 }
