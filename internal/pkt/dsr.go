@@ -21,30 +21,15 @@ func SYNWithMSS(src, dst netip.AddrPort, mss uint16) []byte {
 // WithMSS is a TCP packet with its MSS option set to mss, its checksum
 // recomputed.
 func WithMSS(packet []byte, mss uint16) []byte {
-	p := gopacket.NewPacket(packet, layers.LayerTypeEthernet, gopacket.Default)
-	var ls []gopacket.SerializableLayer
-	var network gopacket.NetworkLayer
-	for _, l := range p.Layers() {
-		switch l := l.(type) {
-		case *layers.Ethernet:
-			ls = append(ls, l)
-		case *layers.IPv4:
-			network = l
-			ls = append(ls, l)
-		case *layers.IPv6:
-			network = l
-			ls = append(ls, l)
-		case *layers.TCP:
-			for i, o := range l.Options {
+	return rebuild(packet, func(l gopacket.Layer) {
+		if tcp, ok := l.(*layers.TCP); ok {
+			for i, o := range tcp.Options {
 				if o.OptionType == layers.TCPOptionKindMSS {
-					l.Options[i].OptionData = binary.BigEndian.AppendUint16(nil, mss)
+					tcp.Options[i].OptionData = binary.BigEndian.AppendUint16(nil, mss)
 				}
 			}
-			_ = l.SetNetworkLayerForChecksum(network)
-			ls = append(ls, l, gopacket.Payload(l.Payload))
 		}
-	}
-	return serialize(ls...)
+	})
 }
 
 // WithDSR is packet as netcube's DSR sends it to the backend's node: the

@@ -44,6 +44,23 @@ func UDP(src, dst netip.AddrPort, payload []byte) []byte {
 // replaced, as the datapath's DNAT or reverse NAT should leave it; everything
 // else (TTL, IDs, flags, payload) is kept and checksums are recomputed.
 func Rewrite(packet []byte, src, dst netip.AddrPort) []byte {
+	return rebuild(packet, func(l gopacket.Layer) {
+		switch l := l.(type) {
+		case *layers.IPv4:
+			l.SrcIP, l.DstIP = src.Addr().AsSlice(), dst.Addr().AsSlice()
+		case *layers.IPv6:
+			l.SrcIP, l.DstIP = src.Addr().AsSlice(), dst.Addr().AsSlice()
+		case *layers.TCP:
+			l.SrcPort, l.DstPort = layers.TCPPort(src.Port()), layers.TCPPort(dst.Port())
+		case *layers.UDP:
+			l.SrcPort, l.DstPort = layers.UDPPort(src.Port()), layers.UDPPort(dst.Port())
+		}
+	})
+}
+
+// rebuild decodes an Ethernet/IP/TCP-or-UDP packet, lets edit change its
+// layers, and serializes it again with lengths and checksums recomputed.
+func rebuild(packet []byte, edit func(gopacket.Layer)) []byte {
 	p := gopacket.NewPacket(packet, layers.LayerTypeEthernet, gopacket.Default)
 	var ls []gopacket.SerializableLayer
 	var network gopacket.NetworkLayer
@@ -52,19 +69,19 @@ func Rewrite(packet []byte, src, dst netip.AddrPort) []byte {
 		case *layers.Ethernet:
 			ls = append(ls, l)
 		case *layers.IPv4:
-			l.SrcIP, l.DstIP = src.Addr().AsSlice(), dst.Addr().AsSlice()
+			edit(l)
 			network = l
 			ls = append(ls, l)
 		case *layers.IPv6:
-			l.SrcIP, l.DstIP = src.Addr().AsSlice(), dst.Addr().AsSlice()
+			edit(l)
 			network = l
 			ls = append(ls, l)
 		case *layers.TCP:
-			l.SrcPort, l.DstPort = layers.TCPPort(src.Port()), layers.TCPPort(dst.Port())
+			edit(l)
 			_ = l.SetNetworkLayerForChecksum(network)
 			ls = append(ls, l, gopacket.Payload(l.Payload))
 		case *layers.UDP:
-			l.SrcPort, l.DstPort = layers.UDPPort(src.Port()), layers.UDPPort(dst.Port())
+			edit(l)
 			_ = l.SetNetworkLayerForChecksum(network)
 			ls = append(ls, l, gopacket.Payload(l.Payload))
 		}

@@ -75,6 +75,7 @@ func TestExternalXDP(t *testing.T) {
 		nil, []string{"198.51.100.20", "2001:db8::20"}, onNode2) + "---\n" +
 		externalService("near", "NodePort", "Cluster", []string{"10.96.0.61", "fd00:10:96::61"}, [2]int{30112, 30113}, nil, nil, onNode1) + "---\n" +
 		externalService("local-node2", "NodePort", "Local", []string{"10.96.0.62", "fd00:10:96::62"}, [2]int{30114, 30115}, nil, nil, onNode2) + "---\n" +
+		externalService("local-node1", "NodePort", "Local", []string{"10.96.0.65", "fd00:10:96::65"}, [2]int{30124, 30125}, nil, nil, onNode1) + "---\n" +
 		withSourceRanges(externalService("ranged", "LoadBalancer", "Cluster", []string{"10.96.0.63", "fd00:10:96::63"}, [2]int{30116, 30117},
 			nil, []string{"198.51.100.21", "2001:db8::21"}, onNode2), top.External.IP4.String()+"/32", top.External.IP6.String()+"/128") + "---\n" +
 		withSourceRanges(externalService("walled", "LoadBalancer", "Cluster", []string{"10.96.0.64", "fd00:10:96::64"}, [2]int{30118, 30119},
@@ -149,6 +150,9 @@ func TestExternalXDP(t *testing.T) {
 		})
 	}
 	t.Run("Local NodePort without a local endpoint", func(t *testing.T) {
+		// The control on node1's own XDP path: a Local NodePort with an
+		// endpoint there is served (by tc, the client's address kept).
+		answeredBy(t, fromOutside(t, sb, "tcp", net.JoinHostPort(node1.IP4.String(), "30124"), 10), podNames(onNode1), top.External.IP4)
 		answeredBy(t, fromOutside(t, sb, "tcp", net.JoinHostPort(node2.IP4.String(), "30114"), 10), far, top.External.IP4)
 		dropped(t, net.JoinHostPort(node1.IP4.String(), "30114"), "no-local-endpoint", "lb")
 	})

@@ -70,19 +70,39 @@ static always_inline void mon_new_flow(void)
  *	return mon_cubes_end(skb, handle(skb), len);
  * mon_cubes_begin: a packet enters; no cube crossed yet. Returns its
  * length as it arrived. */
-static always_inline __u32 mon_cubes_begin(struct __sk_buff *skb, __u8 point)
+static always_inline void mon_cubes_reset(__u32 len, __u8 point)
 {
 	__u32 zero = 0;
 	struct mon_cubes *m = bpf_map_lookup_elem(&monitor_cubes, &zero);
 
 	if (m) {
 		m->seen = 0;
-		m->len = skb->len;
+		m->len = len;
 		m->route = MON_RT_NONE;
 		m->new_flow = 0;
 		m->point = point;
 	}
+}
+
+static always_inline __u32 mon_cubes_begin(struct __sk_buff *skb, __u8 point)
+{
+	mon_cubes_reset(skb->len, point);
 	return skb->len;
+}
+
+/* mon_cubes_count counts the packet (len bytes) once for each cube it
+ * crossed (m->seen). */
+static always_inline void mon_cubes_count(struct mon_cubes *m, __u32 len)
+{
+	__u32 seen = m->seen;
+
+#pragma unroll
+	for (int i = 0; i < MON_CUBE_MAX; i++) {
+		if (seen & (1u << i)) {
+			m->cube[i].packets += 1;
+			m->cube[i].bytes += len;
+		}
+	}
 }
 
 /* mon_packet_len is the length of the packet being processed, as it
@@ -106,23 +126,14 @@ static always_inline int mon_cubes_end(struct __sk_buff *skb, int verdict, __u32
 	struct mon_config *c = bpf_map_lookup_elem(&monitor_config, &zero);
 	__u32 flags = c ? c->flags : 0;
 	struct mon_cubes *m;
-	__u32 seen;
 
 	if (!(flags & (MON_F_CUBES | MON_F_TRACE)))
 		return verdict;
 	m = bpf_map_lookup_elem(&monitor_cubes, &zero);
 	if (!m)
 		return verdict;
-	if (flags & MON_F_CUBES) {
-		seen = m->seen;
-#pragma unroll
-		for (int i = 0; i < MON_CUBE_MAX; i++) {
-			if (seen & (1u << i)) {
-				m->cube[i].packets += 1;
-				m->cube[i].bytes += len;
-			}
-		}
-	}
+	if (flags & MON_F_CUBES)
+		mon_cubes_count(m, len);
 	if ((flags & MON_F_TRACE) && m->route != MON_RT_NONE && verdict != TC_ACT_SHOT)
 		mon_trace_route(skb, m);
 	return verdict;

@@ -14,16 +14,9 @@ static always_inline __u32 mon_xdp_len(struct xdp_md *ctx)
 /* mon_xdp_begin: a packet enters the XDP program; returns its length. */
 static always_inline __u32 mon_xdp_begin(struct xdp_md *ctx)
 {
-	__u32 zero = 0, len = mon_xdp_len(ctx);
-	struct mon_cubes *m = bpf_map_lookup_elem(&monitor_cubes, &zero);
+	__u32 len = mon_xdp_len(ctx);
 
-	if (m) {
-		m->seen = 0;
-		m->len = len;
-		m->route = MON_RT_NONE;
-		m->new_flow = 0;
-		m->point = MON_AT_XDP_FROM_NET;
-	}
+	mon_cubes_reset(len, MON_AT_XDP_FROM_NET);
 	return len;
 }
 
@@ -44,15 +37,8 @@ static always_inline int mon_xdp_end(int verdict, __u32 len)
 	if (!c || !(c->flags & MON_F_CUBES))
 		return verdict;
 	m = bpf_map_lookup_elem(&monitor_cubes, &zero);
-	if (!m)
-		return verdict;
-#pragma unroll
-	for (int i = 0; i < MON_CUBE_MAX; i++) {
-		if (m->seen & (1u << i)) {
-			m->cube[i].packets += 1;
-			m->cube[i].bytes += len;
-		}
-	}
+	if (m)
+		mon_cubes_count(m, len);
 	return verdict;
 }
 
