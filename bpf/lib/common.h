@@ -39,9 +39,14 @@ struct icmphdr {
 #define always_inline inline __attribute__((always_inline))
 
 /* The clock and the random numbers the cubes read. The per-header tests
- * (bpf/test) define them first, to control time and chance. */
+ * (bpf/test) define them first, to control time and chance. The clock is
+ * CLOCK_MONOTONIC_COARSE: its ticks (a few ms) are far finer than any
+ * timeout it is compared with, and it costs no clock-source read, which a
+ * policy-checked packet paid once per check (bpf_ktime_get_ns: read_tsc,
+ * ~30 ns in a VM). It is never ahead of CLOCK_MONOTONIC, what the agent
+ * writes restored entries with (pkg/cubes/ct.Now). */
 #ifndef nc_now
-#define nc_now() bpf_ktime_get_ns()
+#define nc_now() bpf_ktime_get_coarse_ns()
 #endif
 #ifndef nc_random
 #define nc_random() bpf_get_prandom_u32()

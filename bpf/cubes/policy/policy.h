@@ -18,7 +18,9 @@
  * than the policy) is judged as a first packet. In a direction no policy
  * isolates, the first packet is recorded too, for its replies; of TCP
  * only the SYN, FIN and RST are looked up there (a TCP connection whose
- * last ACK goes that way is left closing, for the GC).
+ * last ACK goes that way is left closing, for the GC). A packet between
+ * two pods of this node is judged for both on one lookup of its record
+ * (the memo, below).
  * Traffic from this node itself (kubelet's probes) is always allowed.
  */
 #pragma once
@@ -165,6 +167,51 @@ static always_inline void pol_record(struct pol_scratch *s, const struct flow *f
 		ct_count(CT_STAT_INSERT_FAILED);
 }
 
+/* The memo. A packet between two pods of this node is checked twice in
+ * one program run: egress for its sender, then ingress for its receiver,
+ * on the same conntrack entry. When the sender's check finds that entry's
+ * verdict, under the current rules, already allows the receiver's side
+ * too, it leaves the key in the memo and the receiver's check passes the
+ * packet without a second lookup. A verdict is a function of the rules
+ * and the packet's addresses, ports and protocol only, so a memo under the
+ * current revision is right for any packet with its key and direction; it
+ * is used once. TCP's SYN, FIN and RST never pass on one: the receiver's
+ * check moves the connection's state with them (and removes it at its
+ * end), which nothing else may skip. */
+static always_inline int pol_memo_key_equal(const struct ct_key *a, const struct ct_key *b)
+{
+	const __u64 *x = (const __u64 *)a, *y = (const __u64 *)b;
+
+	_Static_assert(sizeof(struct ct_key) == 40, "ct_key is five words");
+	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[3] == y[3] && x[4] == y[4];
+}
+
+/* pol_memo_leave: after an egress check that passed f on entry e (not
+ * ending it), whether f's receiving side is allowed already. */
+static always_inline void pol_memo_leave(struct pol_scratch *s, const struct flow *f, const struct ct_entry *e)
+{
+	__u8 receiver = s->reply ? CT_POL_EGRESS : CT_POL_INGRESS;
+
+	if (e->pol_rev != s->rev || !(e->pol_verdict & receiver))
+		return;
+	s->memo_key = s->key;
+	s->memo_rev = s->rev;
+	s->memo_swapped = s->swapped;
+	s->memo_valid = 1;
+}
+
+/* pol_memo_take: whether an ingress check of f (keyed s->key) may pass it
+ * on the memo; the memo is spent either way. */
+static always_inline int pol_memo_take(struct pol_scratch *s, const struct flow *f)
+{
+	int hit = s->memo_valid && s->memo_rev == s->rev && s->memo_swapped == s->swapped &&
+		  !(f->proto == IPPROTO_TCP && (f->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_FIN | TCP_FLAG_RST))) &&
+		  pol_memo_key_equal(&s->memo_key, &s->key);
+
+	s->memo_valid = 0;
+	return hit;
+}
+
 /* pol_check judges f, a packet of skb between real endpoints, for the pod
  * on side dir of it (POL_EGRESS: its source; POL_INGRESS: its
  * destination). Returns 1 to let it go on, 0 to drop it (counted and
@@ -191,10 +238,14 @@ static always_inline int pol_check(struct __sk_buff *skb, const struct flow *f, 
 	if (!s)
 		return 0;
 	mon_crossed(MON_CUBE_POLICY);
-	s->now = nc_now();
 	s->rev = pol_rev_now();
-	s->peer_id = 0;
 	s->swapped = pol_conn_key(&s->key, f);
+	if (dir == POL_EGRESS)
+		s->memo_valid = 0;
+	else if (pol_memo_take(s, f))
+		return 1;
+	s->now = nc_now();
+	s->peer_id = 0;
 	e = bpf_map_lookup_elem(&ct_flows, &s->key);
 	s->reply = e && s->swapped != !!(e->pol_verdict & CT_POL_SWAPPED);
 	if (e && (ct_expired(e, f->proto, s->now) || (!s->reply && ct_reopens(f, e))))
@@ -239,10 +290,12 @@ known:
 	/* The packet that ends a TCP connection is the entry's last: removed
 	 * by the last side to judge it here (the receiver's, when it is a
 	 * pod some policy selects on this node). */
-	if (ct_touch(e, NULL, f, s->reply ? CT_REPLY : CT_SERVICE, s->now) &&
-	    (dir == POL_INGRESS || !bpf_map_lookup_elem(&pol_endpoints, &f->daddr))) {
-		if (!bpf_map_delete_elem(&ct_flows, &s->key))
+	if (ct_touch(e, NULL, f, s->reply ? CT_REPLY : CT_SERVICE, s->now)) {
+		if ((dir == POL_INGRESS || !bpf_map_lookup_elem(&pol_endpoints, &f->daddr)) &&
+		    !bpf_map_delete_elem(&ct_flows, &s->key))
 			ct_count(CT_STAT_CLOSED);
+	} else if (dir == POL_EGRESS) {
+		pol_memo_leave(s, f, e);
 	}
 	return 1;
 }

@@ -36,10 +36,11 @@ func upgradeEntry(old []byte) ([]byte, bool) {
 	return nil, false
 }
 
-// Now is the datapath's clock (bpf_ktime_get_ns: CLOCK_MONOTONIC), in
-// nanoseconds: what an entry's last_ns is compared with.
+// Now is the datapath's clock (bpf_ktime_get_coarse_ns:
+// CLOCK_MONOTONIC_COARSE, bpf/lib/common.h's nc_now), in nanoseconds:
+// what an entry's last_ns is compared with.
 func Now() uint64 {
 	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC_COARSE, &ts)
 	return uint64(ts.Nano())
 }

@@ -23,7 +23,7 @@ func (Cube) Maps() []cube.MapSpec {
 		{Name: MapEndpoints, DefaultSize: 4096, SizeFlag: "router-endpoints-max"},
 		{Name: MapEntries, DefaultSize: 262144, SizeFlag: "policy-map-size"},
 		{Name: MapRevision, DefaultSize: 1},
-		{Name: MapScratch, DefaultSize: 1},
+		{Name: MapScratch, DefaultSize: 1, Restart: true}, // per-packet room, and the memo (policy.h)
 		{Name: MapDrops, DefaultSize: 16384},
 	}
 }

@@ -2,9 +2,11 @@ package policy_test
 
 import (
 	"net/netip"
+	"runtime"
 	"testing"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/netcube/netcube/internal/pkt"
@@ -12,6 +14,7 @@ import (
 	"github.com/netcube/netcube/pkg/cube"
 	"github.com/netcube/netcube/pkg/cubes/ct"
 	"github.com/netcube/netcube/pkg/cubes/policy"
+	"github.com/netcube/netcube/pkg/cubes/router"
 	"github.com/netcube/netcube/pkg/datapath"
 	"github.com/netcube/netcube/pkg/model"
 )
@@ -290,5 +293,187 @@ func TestVerdictInConntrack(t *testing.T) {
 	}
 	if run(progs.FromPod, reply) != tcShot {
 		t.Error("the policy allowing the connection was revoked; the server's next packet of it passed")
+	}
+}
+
+// TestSameNodeOneLookup: a packet between two pods of this node is judged
+// for its sender (egress) and its receiver (ingress); the receiver's check
+// may pass it on what the sender's found in the connection's conntrack
+// entry (policy.h's memo), but only for that packet's connection, under
+// the rules it was found under. Each step is a packet through from_pod
+// (the sender's check, then the receiver's when from_pod delivers it) or
+// to_pod (the receiver's alone, after a from_pod run that handed the
+// packet to the kernel left its memo).
+func TestSameNodeOneLookup(t *testing.T) {
+	testenv.RequireRoot(t)
+	// The memo is per CPU, as a program run is: every run of this test on
+	// one CPU, so that each finds what the run before it left.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var was, one unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &was); err != nil {
+		t.Fatal(err)
+	}
+	one.Set(0)
+	if err := unix.SchedSetaffinity(0, &one); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.SchedSetaffinity(0, &was) //nolint:errcheck
+	dp, err := datapath.Load(datapath.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dp.Close() })
+	pod := func(name, a4, a6 string) *model.Pod {
+		return &model.Pod{ID: model.PodID{Namespace: "x", Name: name}, Labels: map[string]string{"app": name},
+			IPs: []netip.Addr{netip.MustParseAddr(a4), netip.MustParseAddr(a6)}}
+	}
+	server, client, other := pod("server", "10.244.1.5", "fd00:10:244:1::5"), pod("client", "10.244.1.6", "fd00:10:244:1::6"),
+		pod("other", "10.244.1.7", "fd00:10:244:1::7")
+	cl := policy.NewCluster()
+	for i, p := range []*model.Pod{server, client, other} {
+		cl.SetPod(p.ID, p)
+		for _, a := range p.IPs {
+			ep := datapath.RouterEndpoint{Ifindex: uint32(100 + i), PodMac: [6]byte{2, 0xaa, 0, 0, 0, byte(i)}, HostMac: [6]byte{2, 0xbb, 0, 0, 0, byte(i)}}
+			if err := cube.Put(dp.Maps(), router.MapEndpoints, datapath.AddrFrom(a), ep); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The client may send only to the server's 8080; the server accepts
+	// only the client, on port (8080, then 9090: revoked).
+	comp := policy.NewCompiler()
+	setPolicies := func(port uint16) {
+		t.Helper()
+		sel := func(s string) labels.Selector { l, _ := labels.Parse(s); return l }
+		cl.SetPolicy(model.PolicyID{Namespace: "x", Name: "client"}, &model.Policy{ID: model.PolicyID{Namespace: "x", Name: "client"},
+			Pods: sel("app=client"), IsolatesEgress: true,
+			Egress: []model.PolicyRule{{Peers: []model.PolicyPeer{{Pods: sel("app=server")}}, Ports: []model.PolicyPort{{Proto: model.TCP, Port: 8080}}}}})
+		cl.SetPolicy(model.PolicyID{Namespace: "x", Name: "server"}, &model.Policy{ID: model.PolicyID{Namespace: "x", Name: "server"},
+			Pods: sel("app=server"), IsolatesIngress: true,
+			Ingress: []model.PolicyRule{{Peers: []model.PolicyPeer{{Pods: sel("app=client")}}, Ports: []model.PolicyPort{{Proto: model.TCP, Port: port}}}}})
+		have := comp.Tables()
+		if err := policy.Sync(dp.Maps(), have, comp.Compile(cl, func(*model.Pod) bool { return true }, nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// policyEntries counts the connections between two addresses that
+	// have a policy record.
+	policyEntries := func(a, b netip.Addr) int {
+		t.Helper()
+		n := 0
+		err := cube.Each(dp.Maps(), ct.MapFlows, func(k datapath.CTKey, _ datapath.CTEntry) bool {
+			if k.Dir == datapath.CTPolicy && (k.Saddr.IP() == a && k.Daddr.IP() == b || k.Saddr.IP() == b && k.Daddr.IP() == a) {
+				n++
+			}
+			return true
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	const actRedirect = 7
+	progs := dp.Programs()
+	for fam := range 2 {
+		setPolicies(8080)
+		c := netip.AddrPortFrom(client.IPs[fam], uint16(40000+fam))
+		s := netip.AddrPortFrom(server.IPs[fam], 8080)
+		o := netip.AddrPortFrom(other.IPs[fam], uint16(41000+fam))
+		ack := func(from, to netip.AddrPort) []byte {
+			return pkt.TCP(from, to, pkt.TCPOpts{ACK: true, Seq: 2, Ack: 10}, []byte("x"))
+		}
+		type step struct {
+			name   string
+			prog   *ebpf.Program
+			before func()
+			in     []byte
+			pass   bool
+		}
+		delivered := []step{
+			{"client SYN -> server: judged both ways, into the server", progs.FromPod, nil, pkt.TCP(c, s, pkt.TCPOpts{SYN: true, Seq: 1}, nil), true},
+			{"server SYN-ACK -> client: a reply", progs.FromPod, nil, pkt.TCP(s, c, pkt.TCPOpts{SYN: true, ACK: true, Seq: 9, Ack: 2}, nil), true},
+			{"client data -> server: on the entry (the receiver on the memo)", progs.FromPod, nil, ack(c, s), true},
+			{"another pod's data -> server: dropped", progs.FromPod, nil, ack(o, s), false},
+		}
+		// Without the server's route, from_pod hands the client's packets
+		// to the kernel (which would bring them to to_pod), memo left.
+		unroute := func() {
+			for _, a := range server.IPs {
+				if err := cube.Remove(dp.Maps(), router.MapEndpoints, datapath.AddrFrom(a)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		viaKernel := []step{
+			{"client data -> server, to the kernel (positive control for the next steps)", progs.FromPod, unroute, ack(c, s), true},
+			{"... then to_pod on the memo it left, rules unchanged: passes", progs.ToPod, nil, ack(c, s), true},
+			{"client data -> server, to the kernel, leaves a memo", progs.FromPod, nil, ack(c, s), true},
+			{"another pod's data -> server, in to_pod on that memo: dropped (not its connection)", progs.ToPod, nil, ack(o, s), false},
+			{"client data -> server, to the kernel, leaves a memo", progs.FromPod, nil, ack(c, s), true},
+			{"client RST -> server, in to_pod on that memo: passes, judged in full (below: the record is gone)", progs.ToPod,
+				nil, pkt.TCP(c, s, pkt.TCPOpts{RST: true, Seq: 2}, nil), true},
+		}
+		resetThenRevoked := []step{
+			{"client data -> server, to the kernel, leaves a memo", progs.FromPod, nil, ack(c, s), true},
+			{"... to_pod, rules unchanged: passes (positive control for the next step)", progs.ToPod, nil, ack(c, s), true},
+			{"client data -> server, to the kernel, leaves a memo", progs.FromPod, nil, ack(c, s), true},
+			{"the server's policy revoked, then to_pod on that memo: dropped (judged under the new rules)", progs.ToPod, func() { setPolicies(9090) }, ack(c, s), false},
+		}
+		play := func(steps []step) {
+			t.Helper()
+			for _, step := range steps {
+				if step.before != nil {
+					step.before()
+				}
+				v := runProg(t, step.prog, step.in)
+				if step.pass && v == tcShot || !step.pass && v != tcShot {
+					t.Fatalf("%s: %s: verdict %d, want pass %v", []string{"IPv4", "IPv6"}[fam], step.name, v, step.pass)
+				}
+			}
+		}
+		play(delivered)
+		before := policyEntries(c.Addr(), s.Addr())
+		play(viaKernel)
+		if n := policyEntries(c.Addr(), s.Addr()); before != 1 || n != 0 {
+			t.Fatalf("%s: the connection's policy records: %d before its RST (want 1), %d after (want 0)", []string{"IPv4", "IPv6"}[fam], before, n)
+		}
+		// The client's next packet opens the connection again (a packet of
+		// no known connection is judged as sent): the server's receiver
+		// check records it, and the memo goes on.
+		play([]step{{"client SYN -> server again, via to_pod after from_pod", progs.FromPod, nil, pkt.TCP(c, s, pkt.TCPOpts{SYN: true, Seq: 1}, nil), true},
+			{"... to_pod", progs.ToPod, nil, pkt.TCP(c, s, pkt.TCPOpts{SYN: true, Seq: 1}, nil), true}})
+		play(resetThenRevoked)
+		for i, a := range server.IPs { // routed again
+			ep := datapath.RouterEndpoint{Ifindex: 100, PodMac: [6]byte{2, 0xaa, 0, 0, 0, byte(i)}, HostMac: [6]byte{2, 0xbb, 0, 0, 0, byte(i)}}
+			if err := cube.Put(dp.Maps(), router.MapEndpoints, datapath.AddrFrom(a), ep); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// A connection closed between the two pods leaves no record: the
+		// memo never stands in for the packets that end it.
+		setPolicies(8080)
+		c2 := netip.AddrPortFrom(client.IPs[fam], uint16(42000+fam))
+		base := policyEntries(c2.Addr(), s.Addr()) // the first connection's
+		for _, in := range [][]byte{
+			pkt.TCP(c2, s, pkt.TCPOpts{SYN: true, Seq: 1}, nil),
+			pkt.TCP(s, c2, pkt.TCPOpts{SYN: true, ACK: true, Seq: 9, Ack: 2}, nil),
+			ack(c2, s),
+			pkt.TCP(c2, s, pkt.TCPOpts{FIN: true, ACK: true, Seq: 3, Ack: 10}, nil),
+			pkt.TCP(s, c2, pkt.TCPOpts{FIN: true, ACK: true, Seq: 10, Ack: 4}, nil),
+		} {
+			if runProg(t, progs.FromPod, in) != actRedirect {
+				t.Fatalf("%s: a packet of the closing connection was not delivered", []string{"IPv4", "IPv6"}[fam])
+			}
+		}
+		if n := policyEntries(c2.Addr(), s.Addr()) - base; n != 1 {
+			t.Fatalf("%s: before the last ACK, %d policy entries for the connection, want 1 (the positive control)", []string{"IPv4", "IPv6"}[fam], n)
+		}
+		if runProg(t, progs.FromPod, pkt.TCP(c2, s, pkt.TCPOpts{ACK: true, Seq: 4, Ack: 11}, nil)) != actRedirect {
+			t.Fatal("the connection's last ACK was not delivered")
+		}
+		if n := policyEntries(c2.Addr(), s.Addr()) - base; n != 0 {
+			t.Errorf("%s: after the close, %d policy entries left for the connection, want 0", []string{"IPv4", "IPv6"}[fam], n)
+		}
 	}
 }
