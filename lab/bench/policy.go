@@ -18,6 +18,7 @@ import (
 	"github.com/netcube/netcube/lab/bench/native"
 	"github.com/netcube/netcube/lab/sandbox"
 	"github.com/netcube/netcube/pkg/cube"
+	"github.com/netcube/netcube/pkg/cubes/monitor"
 	"github.com/netcube/netcube/pkg/cubes/policy"
 	"github.com/netcube/netcube/pkg/datapath"
 	"github.com/netcube/netcube/pkg/model"
@@ -50,6 +51,10 @@ type PolicyFigures struct {
 	// connection run of their own after the measured ones.
 	BPFNsPerConn   float64 `json:"bpf_ns_per_conn"`
 	BPFRunsPerConn float64 `json:"bpf_runs_per_conn"`
+	// BPFNsPerConnQuiet: the same with the datapath's policy verdict
+	// events off (the agent's --monitor-policy=false), policies only: how
+	// much of the policies' time is the events a user can switch off.
+	BPFNsPerConnQuiet float64 `json:"bpf_ns_per_conn_no_verdict_events,omitempty"`
 }
 
 // PolicyReport is what `netcube-lab bench policy` writes.
@@ -178,11 +183,17 @@ func RunPolicy(cfg PolicyConfig) (*PolicyReport, error) {
 	// cost two clock reads per program run).
 	bpfPerConn := map[string]bpfCost{}
 	conns := map[string]float64{}
-	for _, with := range []bool{false, true} {
-		if err := apply(with); err != nil {
+	for _, mode := range []string{"none", "policies", "quiet"} {
+		if err := apply(mode != "none"); err != nil {
 			return nil, err
 		}
-		mode := map[bool]string{false: "none", true: "policies"}[with]
+		if mode == "quiet" {
+			restore, err := verdictEventsOff(nodes)
+			if err != nil {
+				return nil, err
+			}
+			defer restore() //nolint:errcheck
+		}
 		for _, t := range targets {
 			for _, fam := range []string{"IPv4", "IPv6"} {
 				addr := t.pod.IP4
@@ -216,6 +227,8 @@ func RunPolicy(cfg PolicyConfig) (*PolicyReport, error) {
 			f.to.BPFNsPerConn = float64(bpfPerConn[k].ns) / conns[k]
 			f.to.BPFRunsPerConn = float64(bpfPerConn[k].runs) / conns[k]
 		}
+		q := "quiet " + p.Family + " " + p.Placement
+		p.Policies.BPFNsPerConnQuiet = float64(bpfPerConn[q].ns) / conns[q]
 		rep.Points = append(rep.Points, *p)
 	}
 	if cfg.OutDir != "" {
@@ -224,6 +237,32 @@ func RunPolicy(cfg PolicyConfig) (*PolicyReport, error) {
 		}
 	}
 	return rep, nil
+}
+
+// verdictEventsOff turns the datapath's policy verdict events off on
+// every node, as the agent's --monitor-policy=false would; restore puts
+// back what the agents had set.
+func verdictEventsOff(nodes []nodeTables) (restore func() error, err error) {
+	var was []datapath.MonFlags
+	restore = func() error {
+		for i, f := range was {
+			if err := monitor.SetFlags(nodes[i].maps, f); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, n := range nodes {
+		c, _, err := cube.Get[uint32, datapath.MonConfig](n.maps, monitor.MapConfig, 0)
+		if err != nil {
+			return restore, err
+		}
+		was = append(was, c.Flags)
+		if err := monitor.SetFlags(n.maps, c.Flags&^datapath.MonFlagPolicy); err != nil {
+			return restore, err
+		}
+	}
+	return restore, nil
 }
 
 // profiledCRR runs 1 s of new connections from client to addr with the
@@ -324,14 +363,19 @@ func (r *PolicyReport) Markdown() string {
 	}
 	b.WriteString("\n## Where a connection's time goes\n\n")
 	b.WriteString("A new connection's time on the CPU is 1/(conn/s); the policies add the difference. netcube's programs' own share of it (the tc programs and socket hooks of every node, their map lookups and helpers included) is from the kernel's BPF statistics, in a 1 s run of new connections of its own per path and mode, after the measured runs.\n\n")
-	b.WriteString("| path | µs per connection, no policy | policies | added | BPF ns per connection, no policy | policies | added by policy | BPF share of what the policies add | program runs per connection |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| path | µs per connection, no policy | policies | added | BPF ns per connection, no policy | policies | added by policy | BPF share of what the policies add | of the added BPF ns, the verdict events' | program runs per connection |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, p := range r.Points {
 		tn, tp := 1e6/p.None.ConnPerSec, 1e6/p.Policies.ConnPerSec
 		added := p.Policies.BPFNsPerConn - p.None.BPFNsPerConn
-		fmt.Fprintf(&b, "| %s %s | %.1f | %.1f | %.2f | %.0f | %.0f | %.0f | %.0f%% | %.1f |\n", p.Family, p.Placement,
-			tn, tp, tp-tn, p.None.BPFNsPerConn, p.Policies.BPFNsPerConn, added, 100*added/((tp-tn)*1000), p.Policies.BPFRunsPerConn)
+		events := "n/a"
+		if p.Policies.BPFNsPerConnQuiet > 0 {
+			events = fmt.Sprintf("%.0f", p.Policies.BPFNsPerConn-p.Policies.BPFNsPerConnQuiet)
+		}
+		fmt.Fprintf(&b, "| %s %s | %.1f | %.1f | %.2f | %.0f | %.0f | %.0f | %.0f%% | %s | %.1f |\n", p.Family, p.Placement,
+			tn, tp, tp-tn, p.None.BPFNsPerConn, p.Policies.BPFNsPerConn, added, 100*added/((tp-tn)*1000), events, p.Policies.BPFRunsPerConn)
 	}
+	b.WriteString("\nThe verdict events' share: the policies' BPF time per connection with the datapath's policy verdict events on (the agent's default) less the same with them off (`--monitor-policy=false`), in runs of their own: each allowed connection is reported once per judged side, for Hubble's policy verdicts.\n")
 	b.WriteString("\nThe machine is shared and noisy: compare the ratios of one run, not figures across runs. A policy change reaching the maps: `go test ./pkg/cubes/policy -run PolicyChangeLatency -v`.\n")
 	return b.String()
 }
