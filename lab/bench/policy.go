@@ -55,6 +55,9 @@ type PolicyFigures struct {
 	// events off (the agent's --monitor-policy=false), policies only: how
 	// much of the policies' time is the events a user can switch off.
 	BPFNsPerConnQuiet float64 `json:"bpf_ns_per_conn_no_verdict_events,omitempty"`
+	// ConnPerSecQuiet: new connections/s with the verdict events off
+	// (policies only; measured in each run after the policies').
+	ConnPerSecQuiet float64 `json:"conn_per_sec_no_verdict_events,omitempty"`
 }
 
 // PolicyReport is what `netcube-lab bench policy` writes.
@@ -145,11 +148,21 @@ func RunPolicy(cfg PolicyConfig) (*PolicyReport, error) {
 	points := map[string]*PolicyPoint{}
 	var order []string
 	for run := 1; run <= cfg.Runs; run++ {
-		for _, with := range []bool{false, true} {
-			if err := apply(with); err != nil {
+		// quiet: the policies with the datapath's verdict events off,
+		// new connections only (the events are one per judged side of a
+		// connection).
+		for _, mode := range []string{"none", "policies", "quiet"} {
+			if err := apply(mode != "none"); err != nil {
 				return nil, err
 			}
-			mode := map[bool]string{false: "none", true: "policies"}[with]
+			restore := func() error { return nil }
+			if mode == "quiet" {
+				var err error
+				if restore, err = verdictEventsOff(nodes); err != nil {
+					restore() //nolint:errcheck
+					return nil, err
+				}
+			}
 			for _, t := range targets {
 				for _, fam := range []string{"IPv4", "IPv6"} {
 					addr := t.pod.IP4
@@ -165,16 +178,24 @@ func RunPolicy(cfg PolicyConfig) (*PolicyReport, error) {
 					}
 					crr, err := ncperfRun(sb, client.Name, ncperf, "crr", addr, cfg.Duration)
 					if err != nil {
+						restore() //nolint:errcheck
 						return nil, fmt.Errorf("%s, %s: %w", key, mode, err)
+					}
+					p.Raw[mode+" crr"] = append(p.Raw[mode+" crr"], crr)
+					if mode == "quiet" {
+						fmt.Fprintf(cfg.Log, "  run %d %-8s %-16s %7.0f conn/s\n", run, mode, key, crr.PerSec)
+						continue
 					}
 					rr, err := ncperfRun(sb, client.Name, ncperf, "rr", addr, cfg.Duration)
 					if err != nil {
 						return nil, fmt.Errorf("%s, %s: %w", key, mode, err)
 					}
-					p.Raw[mode+" crr"] = append(p.Raw[mode+" crr"], crr)
 					p.Raw[mode+" rr"] = append(p.Raw[mode+" rr"], rr)
 					fmt.Fprintf(cfg.Log, "  run %d %-8s %-16s %7.0f conn/s, rr p99 %6.1f µs\n", run, mode, key, crr.PerSec, rr.P99)
 				}
+			}
+			if err := restore(); err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -189,10 +210,10 @@ func RunPolicy(cfg PolicyConfig) (*PolicyReport, error) {
 		}
 		if mode == "quiet" {
 			restore, err := verdictEventsOff(nodes)
+			defer restore() //nolint:errcheck
 			if err != nil {
 				return nil, err
 			}
-			defer restore() //nolint:errcheck
 		}
 		for _, t := range targets {
 			for _, fam := range []string{"IPv4", "IPv6"} {
@@ -229,6 +250,7 @@ func RunPolicy(cfg PolicyConfig) (*PolicyReport, error) {
 		}
 		q := "quiet " + p.Family + " " + p.Placement
 		p.Policies.BPFNsPerConnQuiet = float64(bpfPerConn[q].ns) / conns[q]
+		p.Policies.ConnPerSecQuiet = med(p.Raw["quiet crr"], func(r native.Result) float64 { return r.PerSec })
 		rep.Points = append(rep.Points, *p)
 	}
 	if cfg.OutDir != "" {
@@ -352,15 +374,20 @@ func (r *PolicyReport) Markdown() string {
 		r.Commit, r.MeasuredAt.Format("2006-01-02"), r.Machine, r.Command, r.Runs, r.DurationS)
 	fmt.Fprintf(&b, "With policies: %s (%s). The client pod is egress-isolated and the servers ingress-isolated, each allowed by one rule, so every new connection is judged on both ends: the peer's identity and the entry lookups. Native code (ncperf), client and server pinned to one CPU. No eBPF policy peer builds here (`sigs.k8s.io/kube-network-policies` is not on the module proxy): the reference is netcube with no policy.\n\n", r.Scale, r.Tables)
 	fmt.Fprintf(&b, "Targets: new connections/s and request/response p99 within %.0f%% of no policy.\n\n", policyTolerance*100)
-	b.WriteString("| path | conn/s, no policy | conn/s, policies | ratio | target | rr p99 µs, no policy | rr p99 µs, policies | ratio | target |\n")
-	b.WriteString("|---|---:|---:|---:|---|---:|---:|---:|---|\n")
+	b.WriteString("| path | conn/s, no policy | conn/s, policies | ratio | target | rr p99 µs, no policy | rr p99 µs, policies | ratio | target | conn/s, policies without verdict events | ratio |\n")
+	b.WriteString("|---|---:|---:|---:|---|---:|---:|---:|---|---:|---:|\n")
 	for _, p := range r.Points {
 		c := p.Policies.ConnPerSec / p.None.ConnPerSec
 		l := p.Policies.RRP99 / p.None.RRP99
-		fmt.Fprintf(&b, "| %s %s | %.0f | %.0f | %.3f | %s | %.1f | %.1f | %.3f | %s |\n", p.Family, p.Placement,
+		quiet, qr := "n/a", "n/a"
+		if p.Policies.ConnPerSecQuiet > 0 {
+			quiet, qr = fmt.Sprintf("%.0f", p.Policies.ConnPerSecQuiet), fmt.Sprintf("%.3f", p.Policies.ConnPerSecQuiet/p.None.ConnPerSec)
+		}
+		fmt.Fprintf(&b, "| %s %s | %.0f | %.0f | %.3f | %s | %.1f | %.1f | %.3f | %s | %s | %s |\n", p.Family, p.Placement,
 			p.None.ConnPerSec, p.Policies.ConnPerSec, c, met(c >= 1-policyTolerance),
-			p.None.RRP99, p.Policies.RRP99, l, met(l <= 1+policyTolerance))
+			p.None.RRP99, p.Policies.RRP99, l, met(l <= 1+policyTolerance), quiet, qr)
 	}
+	b.WriteString("\nThe target is judged with the agent's defaults, which report a policy verdict event per judged side of each allowed connection (Hubble's policy verdicts); the last two columns are the same policies with those events off (`--monitor-policy=false`), measured in each run right after the policies' own.\n")
 	b.WriteString("\n## Where a connection's time goes\n\n")
 	b.WriteString("A new connection's time on the CPU is 1/(conn/s); the policies add the difference. netcube's programs' own share of it (the tc programs and socket hooks of every node, their map lookups and helpers included) is from the kernel's BPF statistics, in a 1 s run of new connections of its own per path and mode, after the measured runs.\n\n")
 	b.WriteString("| path | µs per connection, no policy | policies | added | BPF ns per connection, no policy | policies | added by policy | BPF share of what the policies add | of the added BPF ns, the verdict events' | program runs per connection |\n")
