@@ -40,6 +40,7 @@ static always_inline int handle_from_net(struct __sk_buff *skb)
 {
 	struct flow f = {.point = MON_AT_FROM_NET};
 	struct xlate x = {};
+	struct ct_entry *reply;
 	struct lb_svc_val *svc;
 	const struct nc_addr *node;
 	int verdict;
@@ -55,7 +56,8 @@ static always_inline int handle_from_net(struct __sk_buff *skb)
 	verdict = cubes_from_net(skb, &f);
 	if (verdict != CUBE_PASS)
 		return verdict;
-	if (xlate_reply(skb, &f, &verdict))
+	reply = ct_lookup(&f, CT_REPLY); /* once: for xlate_reply and xlate_deliver */
+	if (xlate_reply(skb, &f, reply, &verdict))
 		return verdict;
 	/* A DSR flow's packet for a pod of this node: its frontend kept,
 	 * for the pod's replies (cubes/lb/dsr.h). */
@@ -68,7 +70,7 @@ static always_inline int handle_from_net(struct __sk_buff *skb)
 		const struct router_endpoint *ep = router_endpoint(&f.daddr);
 
 		if (ep)
-			return xlate_deliver(skb, &f, ep);
+			return xlate_deliver(skb, &f, ep, reply);
 		return TC_ACT_OK;
 	}
 	if (!lb_source_allowed(svc, &f.saddr))

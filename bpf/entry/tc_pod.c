@@ -28,6 +28,7 @@ static always_inline int handle_from_pod(struct __sk_buff *skb)
 {
 	struct flow f = {.point = MON_AT_FROM_POD}, real;
 	struct xlate x = {};
+	struct ct_entry *reply;
 	struct lb_svc_val *svc;
 	struct nc_addr hairpin;
 	int verdict, miss;
@@ -45,7 +46,8 @@ static always_inline int handle_from_pod(struct __sk_buff *skb)
 	 * for a Service, once its backend is known. */
 	if (!svc && !pol_check(skb, &f, POL_EGRESS))
 		return TC_ACT_SHOT;
-	if (xlate_reply(skb, &f, &verdict))
+	reply = ct_lookup(&f, CT_REPLY); /* once: for xlate_reply and xlate_deliver */
+	if (xlate_reply(skb, &f, reply, &verdict))
 		return verdict;
 	if (!svc) { /* not addressed to a Service: routed as it is */
 		const struct router_endpoint *ep;
@@ -55,7 +57,7 @@ static always_inline int handle_from_pod(struct __sk_buff *skb)
 			ct_forget_reply(&f);
 		ep = router_endpoint(&f.daddr);
 		if (ep)
-			return xlate_deliver(skb, &f, ep);
+			return xlate_deliver(skb, &f, ep, reply);
 		/* Another node's pods are inside the cluster whatever
 		 * nat_no_masq says. */
 		remote = router_remote_node(&f.daddr) != NULL;

@@ -145,13 +145,14 @@ static always_inline void xlate_track_reply(const struct flow *f, struct ct_entr
 	}
 }
 
-/* xlate_reply says whether f is the reply of an external or a
- * masqueraded flow; if so it has been sent back to its client, with
- * *verdict. */
-static always_inline int xlate_reply(struct __sk_buff *skb, const struct flow *f, int *verdict)
+/* xlate_reply says whether f, whose reply entry is ct (ct_lookup(f,
+ * CT_REPLY), NULL: none), is the reply of an external or a masqueraded
+ * flow; if so it has been sent back to its client, with *verdict. The
+ * caller looks ct up once for this and for xlate_deliver, which needs the
+ * same entry when the packet is for a pod of this node. */
+static always_inline int xlate_reply(struct __sk_buff *skb, const struct flow *f, struct ct_entry *ct,
+				     int *verdict)
 {
-	struct ct_entry *ct = ct_lookup(f, CT_REPLY);
-
 	if (!ct)
 		return 0;
 	if (ct->flags & CT_F_MASQ) {
@@ -333,16 +334,15 @@ static always_inline int xlate_forward(struct __sk_buff *skb, const struct flow 
 	return router_to_node(skb, f->family, &saddr, &x->backend->addr, x->sport != 0, -1);
 }
 
-/* xlate_revnat translates the reply of a Service flow (whose entry has
- * the flags want) to its client: its source back to the frontend. to_pod
+/* xlate_revnat_entry translates the reply f of a Service flow (its reply
+ * entry ct, NULL: none, with the flags want) to its client: its source back to the frontend. to_pod
  * does it for packets the kernel delivers to a pod; xlate_deliver for
  * those the router hands to the pod directly; to_net for the node's own
  * replies as a backend (CT_F_HOST). */
-static always_inline int xlate_revnat(struct __sk_buff *skb, const struct flow *f, __u8 want)
+static always_inline int xlate_revnat_entry(struct __sk_buff *skb, const struct flow *f, struct ct_entry *ct,
+					      __u8 want)
 {
-	struct ct_entry *ct = ct_lookup(f, CT_REPLY);
 	struct lb_frontend *fe;
-
 	int err;
 
 	if (!ct || (ct->flags & want) != want)
@@ -355,17 +355,24 @@ static always_inline int xlate_revnat(struct __sk_buff *skb, const struct flow *
 	return err;
 }
 
+/* xlate_revnat: xlate_revnat_entry on f's reply entry, looked up here. */
+static always_inline int xlate_revnat(struct __sk_buff *skb, const struct flow *f, __u8 want)
+{
+	return xlate_revnat_entry(skb, f, ct_lookup(f, CT_REPLY), want);
+}
+
 /* xlate_deliver hands an untranslated packet for a pod of this node (ep)
  * to the pod, if its policies allow it, a Service reply translated back
- * first (the redirect skips the pod veth's egress, where to_pod would). */
+ * first (the redirect skips the pod veth's egress, where to_pod would);
+ * reply is f's reply entry, as the caller looked it up (xlate_reply). */
 static always_inline int xlate_deliver(struct __sk_buff *skb, const struct flow *f,
-				       const struct router_endpoint *ep)
+				       const struct router_endpoint *ep, struct ct_entry *reply)
 {
 	int v = xlate_admit(skb, f);
 
 	if (v != CUBE_PASS)
 		return v;
-	if (xlate_revnat(skb, f, 0))
+	if (xlate_revnat_entry(skb, f, reply, 0))
 		return mon_drop(skb, f, MON_DROP_NAT_REWRITE);
 	return router_to_endpoint(skb, ep);
 }

@@ -203,7 +203,7 @@ static always_inline int xlate_icmp_from_net(struct __sk_buff *skb)
 
 	switch (parse_icmp(skb, &f)) {
 	case ICMP_MSG_ECHO_REPLY:
-		if (xlate_reply(skb, &f, &verdict))
+		if (xlate_reply(skb, &f, ct_lookup(&f, CT_REPLY), &verdict))
 			return verdict;
 		return TC_ACT_OK;
 	case ICMP_MSG_ERROR:
