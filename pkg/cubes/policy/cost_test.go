@@ -4,12 +4,16 @@ import (
 	"net/netip"
 	"sort"
 	"testing"
+	"time"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/ringbuf"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/netcube/netcube/internal/pkt"
 	"github.com/netcube/netcube/internal/testenv"
 	"github.com/netcube/netcube/pkg/cube"
+	"github.com/netcube/netcube/pkg/cubes/monitor"
 	"github.com/netcube/netcube/pkg/cubes/policy"
 	"github.com/netcube/netcube/pkg/cubes/router"
 	"github.com/netcube/netcube/pkg/datapath"
@@ -142,4 +146,98 @@ func TestSameNodePacketCost(t *testing.T) {
 	sort.Float64s(with)
 	t.Logf("from_pod, an established TCP packet between two pods of this node: %.0f ns with no policy, %.0f ns with both isolated (+%.0f ns; %d entries)",
 		none[2], with[2], with[2]-none[2], len(on.Entries))
+}
+
+// TestVerdictEventCost prints what a new connection's first packet costs
+// in from_pod between two isolated pods of this node, judged both ways,
+// with the policy verdict events on (two per connection: the agent's
+// default) and off: BPF_PROG_RUN's time of each SYN, a new connection
+// each, summed over blocks of connections that alternate the two modes.
+// The ring buffer is read between blocks, as the agent reads it, never
+// while a block runs: this is the events' cost in the program itself,
+// without a reader's cache traffic. A figure, not a
+// timed assertion: `go test ./pkg/cubes/policy -run VerdictEventCost -v`.
+func TestVerdictEventCost(t *testing.T) {
+	testenv.RequireRoot(t)
+	dp, err := datapath.Load(datapath.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dp.Close() })
+	cl := policy.ScaleCluster(10, 20, 100, []string{"node1", "node2"})
+	c := netip.MustParseAddr("10.200.0.1")                            // ns0/p0: app a0, node1
+	s4 := netip.AddrPortFrom(netip.MustParseAddr("10.200.0.7"), 8080) // ns0/p6: app a1, node1
+	for i, a := range []netip.Addr{c, s4.Addr()} {
+		ep := datapath.RouterEndpoint{Ifindex: uint32(100 + i), PodMac: [6]byte{2, 0xaa, 0, 0, 0, byte(i)}, HostMac: [6]byte{2, 0xbb, 0, 0, 0, byte(i)}}
+		if err := cube.Put(dp.Maps(), router.MapEndpoints, datapath.AddrFrom(a), ep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a0, _ := labels.Parse("app=a0")
+	a1, _ := labels.Parse("app=a1")
+	port := []model.PolicyPort{{Proto: model.TCP, Port: 8080}}
+	out, in := model.PolicyID{Namespace: "ns0", Name: "out"}, model.PolicyID{Namespace: "ns0", Name: "in"}
+	cl.SetPolicy(out, &model.Policy{ID: out, Pods: a0, IsolatesEgress: true, Egress: []model.PolicyRule{{Peers: []model.PolicyPeer{{Pods: a1}}, Ports: port}}})
+	cl.SetPolicy(in, &model.Policy{ID: in, Pods: a1, IsolatesIngress: true, Ingress: []model.PolicyRule{{Peers: []model.PolicyPeer{{Pods: a0}}, Ports: port}}})
+	if err := policy.Sync(dp.Maps(), nil, policy.NewCompiler().Compile(cl, func(p *model.Pod) bool { return p.Node == "node1" }, nil)); err != nil {
+		t.Fatal(err)
+	}
+	// The agent reads the ring buffer as it fills (an event wakes it
+	// once 64 KiB wait, bpf/cubes/monitor): a block of events here stays
+	// under that, and is read before the next.
+	km, ok := dp.Maps().Map(monitor.MapEvents).(interface{ Unwrap() *ebpf.Map })
+	if !ok {
+		t.Fatal("the events map is not the kernel's")
+	}
+	rd, err := ringbuf.NewReader(km.Unwrap())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	drain := func() {
+		rd.SetDeadline(time.Now().Add(20 * time.Millisecond))
+		for {
+			if _, err := rd.Read(); err != nil {
+				return
+			}
+		}
+	}
+	const actRedirect, block, blocks = 7, 200, 10
+	sent := func() uint64 { return cube.PerCPUSum(dp.Maps().Map(monitor.MapStats), uint32(datapath.MonStatSent)) }
+	next := uint16(10000)
+	total := map[bool]time.Duration{}
+	for b := range 2 * blocks {
+		events := b%2 == 0
+		flags := datapath.MonFlagDrops
+		if events {
+			flags |= datapath.MonFlagPolicy
+		}
+		if err := monitor.SetFlags(dp.Maps(), flags); err != nil {
+			t.Fatal(err)
+		}
+		drain()
+		before := sent()
+		for range block {
+			cp := netip.AddrPortFrom(c, next)
+			next++
+			v, d, err := dp.Programs().FromPod.Benchmark(pkt.TCP(cp, s4, pkt.TCPOpts{SYN: true, Seq: 1}, nil), 1, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v != actRedirect {
+				t.Fatalf("a SYN was not delivered (verdict %d)", v)
+			}
+			total[events] += d
+			// Closed at once, so the table stays as small as the bench's.
+			if v := runProg(t, dp.Programs().FromPod, pkt.TCP(cp, s4, pkt.TCPOpts{RST: true, Seq: 2}, nil)); v != actRedirect {
+				t.Fatalf("a RST was not delivered (verdict %d)", v)
+			}
+		}
+		if n, want := sent()-before, map[bool]uint64{true: 2 * block, false: 0}[events]; n != want {
+			t.Fatalf("events sent in a block (verdict events %v): %d, want %d: the figure would not be the one printed", events, n, want)
+		}
+	}
+	on, off := float64(total[true].Nanoseconds())/(block*blocks), float64(total[false].Nanoseconds())/(block*blocks)
+	t.Logf("from_pod, a new connection's SYN between two isolated pods of this node: %.0f ns with the verdict events on (two), %.0f ns off (+%.0f ns per event)",
+		on, off, (on-off)/2)
 }
