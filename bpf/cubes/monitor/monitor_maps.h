@@ -244,9 +244,10 @@ struct {
  * by it). Never read. */
 volatile const enum mon_cube mon_cube_layout = MON_CUBE_LB;
 
-/* monitor_events: the events, for the agent (1 MiB: about 8,000). An
- * event wakes the agent once MON_WAKEUP_BYTES are waiting; it reads the
- * rest at least every MonitorPoll (pkg/cubes/monitor). */
+/* monitor_events: the events, for the agent (1 MiB: about 8,700). The
+ * event that brings the data waiting past MON_WAKEUP_BYTES wakes the
+ * agent (mon_wakeup); it reads the rest at least every Poll
+ * (pkg/cubes/monitor). */
 #define MON_WAKEUP_BYTES (64 * 1024)
 
 struct {
