@@ -56,7 +56,7 @@ type PolicyFigures struct {
 	// much of the policies' time is the events a user can switch off.
 	BPFNsPerConnQuiet float64 `json:"bpf_ns_per_conn_no_verdict_events,omitempty"`
 	// ConnPerSecQuiet: new connections/s with the verdict events off
-	// (policies only; measured in each run after the policies').
+	// (policies only; measured back to back with the other modes).
 	ConnPerSecQuiet float64 `json:"conn_per_sec_no_verdict_events,omitempty"`
 }
 
@@ -147,88 +147,83 @@ func RunPolicy(cfg PolicyConfig) (*PolicyReport, error) {
 
 	points := map[string]*PolicyPoint{}
 	var order []string
-	for run := 1; run <= cfg.Runs; run++ {
-		// quiet: the policies with the datapath's verdict events off,
-		// new connections only (the events are one per judged side of a
-		// connection).
-		for _, mode := range []string{"none", "policies", "quiet"} {
-			if err := apply(mode != "none"); err != nil {
-				return nil, err
+	// Each target is measured in every mode back to back, in an order
+	// that turns every run (the machine's noise comes in bursts of
+	// seconds): none, the policies, and quiet (the policies with the
+	// datapath's verdict events off, new connections only: the events
+	// are one per judged side of a connection).
+	setMode := func(mode string) (restore func() error, err error) {
+		if err := apply(mode != "none"); err != nil {
+			return func() error { return nil }, err
+		}
+		if mode != "quiet" {
+			return func() error { return nil }, nil
+		}
+		return verdictEventsOff(nodes)
+	}
+	type target struct {
+		key, fam, placement string
+		addr                netip.Addr
+	}
+	var all []target
+	for _, t := range targets {
+		for _, fam := range []string{"IPv4", "IPv6"} {
+			addr := t.pod.IP4
+			if fam == "IPv6" {
+				addr = t.pod.IP6
 			}
-			restore := func() error { return nil }
-			if mode == "quiet" {
-				var err error
-				if restore, err = verdictEventsOff(nodes); err != nil {
-					restore() //nolint:errcheck
+			all = append(all, target{fam + " " + t.placement, fam, t.placement, addr})
+		}
+	}
+	modes := []string{"none", "policies", "quiet"}
+	for run := 1; run <= cfg.Runs; run++ {
+		seq := modes
+		if run%2 == 0 {
+			seq = []string{"quiet", "policies", "none"}
+		}
+		for _, t := range all {
+			p, ok := points[t.key]
+			if !ok {
+				p = &PolicyPoint{Family: t.fam, Placement: t.placement, Raw: map[string][]native.Result{}}
+				points[t.key] = p
+				order = append(order, t.key)
+			}
+			for _, mode := range seq {
+				restore, err := setMode(mode)
+				if err == nil {
+					err = measurePolicyMode(cfg, sb, client.Name, ncperf, run, mode, t.key, t.addr, p)
+				}
+				if rerr := restore(); err == nil {
+					err = rerr
+				}
+				if err != nil {
 					return nil, err
 				}
 			}
-			for _, t := range targets {
-				for _, fam := range []string{"IPv4", "IPv6"} {
-					addr := t.pod.IP4
-					if fam == "IPv6" {
-						addr = t.pod.IP6
-					}
-					key := fam + " " + t.placement
-					p, ok := points[key]
-					if !ok {
-						p = &PolicyPoint{Family: fam, Placement: t.placement, Raw: map[string][]native.Result{}}
-						points[key] = p
-						order = append(order, key)
-					}
-					crr, err := ncperfRun(sb, client.Name, ncperf, "crr", addr, cfg.Duration)
-					if err != nil {
-						restore() //nolint:errcheck
-						return nil, fmt.Errorf("%s, %s: %w", key, mode, err)
-					}
-					p.Raw[mode+" crr"] = append(p.Raw[mode+" crr"], crr)
-					if mode == "quiet" {
-						fmt.Fprintf(cfg.Log, "  run %d %-8s %-16s %7.0f conn/s\n", run, mode, key, crr.PerSec)
-						continue
-					}
-					rr, err := ncperfRun(sb, client.Name, ncperf, "rr", addr, cfg.Duration)
-					if err != nil {
-						return nil, fmt.Errorf("%s, %s: %w", key, mode, err)
-					}
-					p.Raw[mode+" rr"] = append(p.Raw[mode+" rr"], rr)
-					fmt.Fprintf(cfg.Log, "  run %d %-8s %-16s %7.0f conn/s, rr p99 %6.1f µs\n", run, mode, key, crr.PerSec, rr.P99)
-				}
-			}
-			if err := restore(); err != nil {
-				return nil, err
-			}
 		}
 	}
-	// Where a connection's time goes: netcube's programs' share, with
-	// and without the policies, in runs of their own (the statistics
-	// cost two clock reads per program run).
+	// Where a connection's time goes: netcube's programs' share in each
+	// mode, in runs of their own (the statistics cost two clock reads
+	// per program run), back to back per target.
 	bpfPerConn := map[string]bpfCost{}
 	conns := map[string]float64{}
-	for _, mode := range []string{"none", "policies", "quiet"} {
-		if err := apply(mode != "none"); err != nil {
-			return nil, err
-		}
-		if mode == "quiet" {
-			restore, err := verdictEventsOff(nodes)
-			defer restore() //nolint:errcheck
+	for _, t := range all {
+		for _, mode := range modes {
+			restore, err := setMode(mode)
+			var c bpfCost
+			var n float64
+			if err == nil {
+				c, n, err = profiledCRR(sb, client.Name, ncperf, t.addr)
+			}
+			if rerr := restore(); err == nil {
+				err = rerr
+			}
+			key := mode + " " + t.key
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("%s: BPF statistics: %w", key, err)
 			}
-		}
-		for _, t := range targets {
-			for _, fam := range []string{"IPv4", "IPv6"} {
-				addr := t.pod.IP4
-				if fam == "IPv6" {
-					addr = t.pod.IP6
-				}
-				key := mode + " " + fam + " " + t.placement
-				c, n, err := profiledCRR(sb, client.Name, ncperf, addr)
-				if err != nil {
-					return nil, fmt.Errorf("%s: BPF statistics: %w", key, err)
-				}
-				bpfPerConn[key], conns[key] = c, n
-				fmt.Fprintf(cfg.Log, "  bpf_stats %-26s %6.0f ns, %4.1f runs per connection\n", key, float64(c.ns)/n, float64(c.runs)/n)
-			}
+			bpfPerConn[key], conns[key] = c, n
+			fmt.Fprintf(cfg.Log, "  bpf_stats %-26s %6.0f ns, %4.1f runs per connection\n", key, float64(c.ns)/n, float64(c.runs)/n)
 		}
 	}
 	med := func(rs []native.Result, f func(native.Result) float64) float64 {
@@ -259,6 +254,28 @@ func RunPolicy(cfg PolicyConfig) (*PolicyReport, error) {
 		}
 	}
 	return rep, nil
+}
+
+// measurePolicyMode measures one target in one mode: new connections,
+// and (but quiet) request/response.
+func measurePolicyMode(cfg PolicyConfig, sb *sandbox.Sandbox, client, ncperf string, run int, mode, key string, addr netip.Addr,
+	p *PolicyPoint) error {
+	crr, err := ncperfRun(sb, client, ncperf, "crr", addr, cfg.Duration)
+	if err != nil {
+		return fmt.Errorf("%s, %s: %w", key, mode, err)
+	}
+	p.Raw[mode+" crr"] = append(p.Raw[mode+" crr"], crr)
+	if mode == "quiet" {
+		fmt.Fprintf(cfg.Log, "  run %d %-8s %-16s %7.0f conn/s\n", run, mode, key, crr.PerSec)
+		return nil
+	}
+	rr, err := ncperfRun(sb, client, ncperf, "rr", addr, cfg.Duration)
+	if err != nil {
+		return fmt.Errorf("%s, %s: %w", key, mode, err)
+	}
+	p.Raw[mode+" rr"] = append(p.Raw[mode+" rr"], rr)
+	fmt.Fprintf(cfg.Log, "  run %d %-8s %-16s %7.0f conn/s, rr p99 %6.1f µs\n", run, mode, key, crr.PerSec, rr.P99)
+	return nil
 }
 
 // verdictEventsOff turns the datapath's policy verdict events off on
@@ -370,7 +387,7 @@ func (r *PolicyReport) write(dir string) error {
 func (r *PolicyReport) Markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# NetworkPolicy: per-packet cost\n\n")
-	fmt.Fprintf(&b, "Measured at netcube commit `%s` on %s, %s, by `%s` (%d runs of %.0f s per figure, alternating no policy and policies; medians).\n\n",
+	fmt.Fprintf(&b, "Measured at netcube commit `%s` on %s, %s, by `%s` (%d runs of %.0f s per figure, each target measured with no policy, the policies, and the policies without verdict events back to back, the order reversed every other run; medians).\n\n",
 		r.Commit, r.MeasuredAt.Format("2006-01-02"), r.Machine, r.Command, r.Runs, r.DurationS)
 	fmt.Fprintf(&b, "With policies: %s (%s). The client pod is egress-isolated and the servers ingress-isolated, each allowed by one rule, so every new connection is judged on both ends: the peer's identity and the entry lookups. Native code (ncperf), client and server pinned to one CPU. No eBPF policy peer builds here (`sigs.k8s.io/kube-network-policies` is not on the module proxy): the reference is netcube with no policy.\n\n", r.Scale, r.Tables)
 	fmt.Fprintf(&b, "Targets: new connections/s and request/response p99 within %.0f%% of no policy.\n\n", policyTolerance*100)
@@ -387,9 +404,9 @@ func (r *PolicyReport) Markdown() string {
 			p.None.ConnPerSec, p.Policies.ConnPerSec, c, met(c >= 1-policyTolerance),
 			p.None.RRP99, p.Policies.RRP99, l, met(l <= 1+policyTolerance), quiet, qr)
 	}
-	b.WriteString("\nThe target is judged with the agent's defaults, which report a policy verdict event per judged side of each allowed connection (Hubble's policy verdicts); the last two columns are the same policies with those events off (`--monitor-policy=false`), measured in each run right after the policies' own.\n")
+	b.WriteString("\nThe target is judged with the agent's defaults, which report a policy verdict event per judged side of each allowed connection (Hubble's policy verdicts); the last two columns are the same policies with those events off (`--monitor-policy=false`), measured back to back with the other two.\n")
 	b.WriteString("\n## Where a connection's time goes\n\n")
-	b.WriteString("A new connection's time on the CPU is 1/(conn/s); the policies add the difference. netcube's programs' own share of it (the tc programs and socket hooks of every node, their map lookups and helpers included) is from the kernel's BPF statistics, in a 1 s run of new connections of its own per path and mode, after the measured runs.\n\n")
+	b.WriteString("A new connection's time on the CPU is 1/(conn/s); the policies add the difference. netcube's programs' own share of it (the tc programs and socket hooks of every node, their map lookups and helpers included) is from the kernel's BPF statistics, in a 1 s run of new connections of its own per path and mode, the modes back to back, after the measured runs.\n\n")
 	b.WriteString("| path | µs per connection, no policy | policies | added | BPF ns per connection, no policy | policies | added by policy | BPF share of what the policies add | of the added BPF ns, the verdict events' | program runs per connection |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, p := range r.Points {
