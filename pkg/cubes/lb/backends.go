@@ -13,15 +13,38 @@ import (
 // references taken are returned for the caller to release if it cannot finish.
 func (c *Tables) acquireAll(proto model.Proto, bs []model.Backend, held []uint32) (ids, acquired []uint32, err error) {
 	holding := newSmallSet[uint32](held)
-	seen := newSmallSet[model.Backend](nil)
+	// A backend listed twice has the same key, so the same id: duplicates
+	// are found among the ids taken so far (in ids itself while they are
+	// few), not in a set of backends, which a full sync built as garbage
+	// for every frontend.
+	var taken map[uint32]bool
+	if len(bs) > smallSetMax {
+		taken = make(map[uint32]bool, len(bs))
+	}
+	dup := func(id uint32) bool {
+		if taken != nil {
+			return taken[id]
+		}
+		return slices.Contains(ids, id)
+	}
+	take := func(id uint32) {
+		ids = append(ids, id)
+		if taken != nil {
+			taken[id] = true
+		}
+	}
 	ids = make([]uint32, 0, len(bs))
+	if len(held) == 0 { // a new frontend: every backend is acquired
+		acquired = make([]uint32, 0, len(bs))
+	}
 	for _, b := range bs {
-		if !seen.add(b) {
+		k := backendKey(b, proto)
+		have := c.backends.get(k)
+		if have != nil && dup(have.id) {
 			continue
 		}
-		k := backendKey(b, proto)
-		if have := c.backends.get(k); have != nil && holding.has(have.id) {
-			ids = append(ids, have.id)
+		if have != nil && holding.has(have.id) {
+			take(have.id)
 			continue
 		}
 		id, err := c.acquire(k)
@@ -30,7 +53,7 @@ func (c *Tables) acquireAll(proto model.Proto, bs []model.Backend, held []uint32
 			return nil, nil, err
 		}
 		acquired = append(acquired, id)
-		ids = append(ids, id)
+		take(id)
 	}
 	return ids, acquired, nil
 }

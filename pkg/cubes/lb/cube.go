@@ -242,10 +242,17 @@ func (c *Tables) upsert(fb model.FrontendBackends) (err error) {
 	}
 	old := f.slots
 	_, rewrite := c.unsure[f.revNATID]
-	var next, removed []uint32
+	prevHeld := c.held[f.revNATID]
+	var next, removed, acquired []uint32
 	defer func() {
 		if err == nil {
 			return
+		}
+		// The backends this update took are held until the next update
+		// (or Delete) releases them. (Recorded only now: doing it up front
+		// cost every update a copy and a map entry.)
+		if len(acquired) > 0 {
+			c.held[f.revNATID] = append(slices.Clone(prevHeld), acquired...)
 		}
 		err = fmt.Errorf("frontend %s: %w", fe, err)
 		c.unsure[f.revNATID] = max(c.unsure[f.revNATID], len(old), len(next))
@@ -258,13 +265,10 @@ func (c *Tables) upsert(fb model.FrontendBackends) (err error) {
 	}()
 
 	// 1. Backends first: every slot written below must point at one. A
-	// backend taken here is held at once: if the update fails, the next
-	// one (or Delete) releases it.
-	prevHeld := c.held[f.revNATID]
-	want, acquired, err := c.acquireAll(fe.Proto, backends, f.slots)
-	if len(acquired) > 0 {
-		c.held[f.revNATID] = append(slices.Clone(prevHeld), acquired...)
-	}
+	// backend taken here is held: if the update fails, the next one (or
+	// Delete) releases it.
+	var want []uint32
+	want, acquired, err = c.acquireAll(fe.Proto, backends, f.slots)
 	if err != nil {
 		return err
 	}
@@ -359,6 +363,7 @@ func (c *Tables) upsert(fb model.FrontendBackends) (err error) {
 	draining := c.holdDraining(fe.Proto, fb.Draining, next)
 	c.releaseAll(removed)
 	c.releaseAll(prevHeld) // this update's own references are now its slots
+	acquired = nil
 	if len(draining) > 0 {
 		c.held[f.revNATID] = draining
 	} else {
@@ -459,10 +464,11 @@ func (c *Tables) remove(key datapath.ServiceKey, f *frontend) error {
 }
 
 // nextSlots computes the slot list for the wanted backend ids, moving as few
-// slots as possible. It returns the ids that leave the frontend.
+// slots as possible (for a new frontend, want itself). It returns the ids
+// that leave the frontend.
 func nextSlots(old []uint32, want []uint32) (next, removed []uint32) {
 	if len(old) == 0 { // a new frontend: the common case of a full sync
-		return slices.Clone(want), nil
+		return want, nil // the caller's own (acquireAll's)
 	}
 	wanted := newSmallSet(want)
 	have := newSmallSet(old)

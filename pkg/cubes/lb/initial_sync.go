@@ -140,13 +140,15 @@ func (r *Reconciler) applyBatch(b *syncBatch, ids []model.ServiceID) (unapplied 
 		st.dirtySince = 0
 		w := r.wanted(st)
 		fes := frontendsOf(w)
-		won := make(map[model.Frontend]bool, len(w))
+		won := newFrontendSet(len(w))
 		w = slices.DeleteFunc(w, func(f model.FrontendBackends) bool {
-			owner, ok := r.owners.of[f.Frontend]
-			won[f.Frontend] = ok && owner == id
-			return !won[f.Frontend]
+			if owner, ok := r.owners.of[f.Frontend]; ok && owner == id {
+				won.add(f.Frontend)
+				return false
+			}
+			return true
 		})
-		r.reportConflicts(id, fes, won)
+		r.reportConflicts(id, fes, &won)
 		b.states, b.count, b.items = append(b.states, st), append(b.count, len(w)), append(b.items, w...)
 	}
 	r.mu.Unlock()

@@ -36,29 +36,27 @@ func newOwners() owners {
 // other Services whose share changed (to be synced again). Its cost is in
 // the Service's frontends and the few contended ones, never in the number
 // of Services. r.mu is held.
-func (r *Reconciler) claim(id model.ServiceID, wanted, applied []model.Frontend) (won map[model.Frontend]bool, changed []model.ServiceID) {
+func (r *Reconciler) claim(id model.ServiceID, wanted, applied []model.Frontend) (won frontendSet, changed []model.ServiceID) {
 	o := &r.owners
-	want := make(map[model.Frontend]bool, len(wanted))
-	for _, fe := range wanted {
-		want[fe] = true
-	}
+	want := newSmallSet(wanted)
 	// Let go of what id no longer wants: contended frontends first...
 	for fe, ids := range o.contenders {
-		if !want[fe] && slices.Contains(ids, id) {
+		if !want.has(fe) && slices.Contains(ids, id) {
 			changed = append(changed, r.release(fe, id)...)
 		}
 	}
 	// ... then frontends id owned alone.
 	for _, fe := range applied {
-		if owner, ok := o.of[fe]; ok && owner == id && !want[fe] {
+		if owner, ok := o.of[fe]; ok && owner == id && !want.has(fe) {
 			delete(o.of, fe)
 		}
 	}
-	won = make(map[model.Frontend]bool, len(wanted))
+	won = newFrontendSet(len(wanted))
 	for _, fe := range wanted {
 		owner, ok := o.of[fe]
 		if !ok || owner == id {
-			o.of[fe], won[fe] = id, true
+			o.of[fe] = id
+			won.add(fe)
 			continue
 		}
 		ids := o.contenders[fe]
@@ -70,7 +68,8 @@ func (r *Reconciler) claim(id model.ServiceID, wanted, applied []model.Frontend)
 		}
 		o.contenders[fe] = ids
 		if best := r.first(ids); best == id {
-			o.of[fe], won[fe] = id, true
+			o.of[fe] = id
+			won.add(fe)
 			changed = append(changed, others(ids, id)...)
 		}
 	}
@@ -108,6 +107,19 @@ func (r *Reconciler) age(id model.ServiceID) int64 {
 	return 1 << 62
 }
 
+// frontendSet is a set of frontends: a slice while small. A Service has a
+// handful of frontends, and a full sync builds these sets for every
+// Service, where maps were a fifth of its garbage.
+type frontendSet = smallSet[model.Frontend]
+
+// newFrontendSet returns an empty set with room for n frontends.
+func newFrontendSet(n int) frontendSet {
+	if n <= smallSetMax {
+		return frontendSet{list: make([]model.Frontend, 0, n)}
+	}
+	return frontendSet{m: make(map[model.Frontend]bool, n)}
+}
+
 func others(ids []model.ServiceID, id model.ServiceID) []model.ServiceID {
 	out := make([]model.ServiceID, 0, len(ids))
 	for _, x := range ids {
@@ -120,10 +132,10 @@ func others(ids []model.ServiceID, id model.ServiceID) []model.ServiceID {
 
 // reportConflicts reports the frontends id wants but another Service owns
 // (or clears the report). r.mu is held.
-func (r *Reconciler) reportConflicts(id model.ServiceID, wanted []model.Frontend, won map[model.Frontend]bool) {
+func (r *Reconciler) reportConflicts(id model.ServiceID, wanted []model.Frontend, won *frontendSet) {
 	var lost []string
 	for _, fe := range wanted {
-		if !won[fe] {
+		if !won.has(fe) {
 			lost = append(lost, fmt.Sprintf("%s is also claimed by Service %s, which is programmed (created earlier, or first by name)", fe, r.owners.of[fe]))
 		}
 	}
