@@ -192,9 +192,24 @@ func (t *backendTable) erase(index []uint32, i int, home func(p uint32) int) {
 
 // grow doubles both indexes (kept at most 3/4 full) and reinserts every
 // entry.
-func (t *backendTable) grow() {
+func (t *backendTable) grow() { t.resize(max(64, 2*len(t.byKey))) }
+
+// reserve makes room for n backends in all, so that adding them does not
+// grow the indexes step by step (each step's old arrays are garbage, and
+// the last ones come when the table is largest).
+func (t *backendTable) reserve(n int) {
+	size := max(64, len(t.byKey))
+	for 4*(n+1) > 3*size {
+		size *= 2
+	}
+	if size > len(t.byKey) {
+		t.resize(size)
+	}
+}
+
+// resize rebuilds both indexes with size slots (a power of two).
+func (t *backendTable) resize(size int) {
 	old := t.byKey
-	size := max(64, 2*len(old))
 	t.byKey, t.byID = make([]uint32, size), make([]uint32, size)
 	for _, v := range old {
 		if v != 0 {

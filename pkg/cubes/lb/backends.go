@@ -10,7 +10,8 @@ import (
 // acquireAll returns the ids of the (distinct) backends bs. A frontend holds
 // one reference per backend in its slots, so a reference is taken only for a
 // backend not already among held; new backends are written to the map. The
-// references taken are returned for the caller to release if it cannot finish.
+// references taken are returned for the caller to release if it cannot finish
+// (for a frontend holding none, that is ids itself).
 func (c *Tables) acquireAll(proto model.Proto, bs []model.Backend, held []uint32) (ids, acquired []uint32, err error) {
 	holding := newSmallSet[uint32](held)
 	// A backend listed twice has the same key, so the same id: duplicates
@@ -34,9 +35,6 @@ func (c *Tables) acquireAll(proto model.Proto, bs []model.Backend, held []uint32
 		}
 	}
 	ids = make([]uint32, 0, len(bs))
-	if len(held) == 0 { // a new frontend: every backend is acquired
-		acquired = make([]uint32, 0, len(bs))
-	}
 	for _, b := range bs {
 		k := backendKey(b, proto)
 		have := c.backends.get(k)
@@ -49,11 +47,19 @@ func (c *Tables) acquireAll(proto model.Proto, bs []model.Backend, held []uint32
 		}
 		id, err := c.acquire(k)
 		if err != nil {
+			if len(held) == 0 {
+				acquired = ids
+			}
 			c.releaseAll(acquired)
 			return nil, nil, err
 		}
-		acquired = append(acquired, id)
+		if len(held) > 0 {
+			acquired = append(acquired, id)
+		}
 		take(id)
+	}
+	if len(held) == 0 {
+		acquired = ids // a new frontend holds nothing: every id was acquired
 	}
 	return ids, acquired, nil
 }

@@ -36,6 +36,9 @@ type Tables struct {
 	// pending, while UpsertAll runs, collects writes instead of making
 	// them, to be flushed in batches; buffer is kept for the next call.
 	pending, buffer *pendingWrites
+	// fresh: UpsertAll's list of the frontends it adds, kept for the next
+	// call.
+	fresh []model.Frontend
 	// onLeft, if set, is told which backends left a frontend (after the
 	// maps no longer offer them), with c.mu held: it must not call back.
 	onLeft func(fe model.Frontend, revNATID uint32, left []model.Backend)
@@ -140,6 +143,22 @@ func New(maps *cube.Maps) *Tables {
 		vips:          map[datapath.Addr]uint32{},
 		announced:     map[datapath.Addr]uint32{},
 	}
+}
+
+// Reserve makes room in the cube's indexes for about frontends frontends
+// (addresses for as many ClusterIPs) and backends backends, before a full
+// sync adds them: growing them step by step left each step's old tables
+// as garbage, at the moment the agent's heap is largest. It only grows.
+func (c *Tables) Reserve(frontends, backends int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.frontends) == 0 && frontends > 0 {
+		c.frontends = make(map[datapath.ServiceKey]*frontend, frontends)
+	}
+	if len(c.vips) == 0 && frontends > 0 {
+		c.vips = make(map[datapath.Addr]uint32, frontends)
+	}
+	c.backends.reserve(backends)
 }
 
 // timeMaps adds the time since start to mapTime; c.mu is held.

@@ -48,7 +48,15 @@ func Frontends(svc *model.Service, slices []*model.EndpointSlice, node model.Nod
 	if svc == nil {
 		return nil
 	}
-	out := make(model.Frontends, 0, len(svc.ClusterIPs)*len(svc.Ports))
+	return appendFrontends(make(model.Frontends, 0, len(svc.ClusterIPs)*len(svc.Ports)), svc, slices, node)
+}
+
+// appendFrontends appends svc's frontends (Frontends) to out: a full sync
+// computes them into buffers it reuses from one Service to the next.
+func appendFrontends(out model.Frontends, svc *model.Service, slices []*model.EndpointSlice, node model.Node) model.Frontends {
+	if svc == nil {
+		return out
+	}
 	algo := model.FrontendFlags(0)
 	if svc.Algorithm == model.AlgorithmMaglev || svc.Algorithm == model.AlgorithmDefault && node.Algorithm == model.AlgorithmMaglev {
 		algo = model.Maglev

@@ -75,6 +75,31 @@ func (r *Reconciler) initialSyncOnce() {
 	close(r.synced)
 }
 
+// reserve sizes the owners' index and the LB's for the Services ids are
+// about to add (their ClusterIP frontends, and an endpoint per slice port:
+// a bound, and the usual count), rather than letting them grow step by
+// step, which left each step's old tables as garbage while the heap was at
+// its largest. r.mu is held.
+func (r *Reconciler) reserve(ids []model.ServiceID) {
+	frontends, backends := 0, 0
+	for _, id := range ids {
+		st := r.states[id]
+		if st.svc == nil {
+			continue
+		}
+		frontends += len(st.svc.ClusterIPs) * len(st.svc.Ports)
+		for _, s := range st.slices {
+			backends += len(s.Endpoints) * max(1, len(s.Ports))
+		}
+	}
+	if len(r.owners.of) == 0 {
+		r.owners.of = make(map[model.Frontend]model.ServiceID, frontends)
+	}
+	if lb, ok := r.lb.(interface{ Reserve(frontends, backends int) }); ok {
+		lb.Reserve(frontends, backends)
+	}
+}
+
 // initialBatch is how many Services the initial sync applies at a time:
 // enough for large map-update batches, few enough that the batch's
 // temporary state (wanted frontends, pending map writes) stays small
@@ -94,16 +119,19 @@ func (r *Reconciler) applyAll() (unapplied []model.Frontend) {
 			ids = append(ids, id)
 		}
 	}
+	r.reserve(ids)
 	// Ownership first, from every Service's frontends (without backends:
 	// cheap), so that each batch programs only what its Services own.
+	// The frontends are computed into buffers reused from one Service to
+	// the next (claim keeps none of them).
 	var changed []model.ServiceID
+	var fbs model.Frontends
+	var fes []model.Frontend
 	for _, id := range ids {
 		st := r.states[id]
-		c := model.Frontends(nil)
-		if st.svc != nil {
-			c = Frontends(st.svc, nil, r.thisNode)
-		}
-		_, ch := r.claim(id, frontendsOf(c), st.applied)
+		fbs = appendFrontends(fbs[:0], st.svc, nil, r.thisNode)
+		fes = appendFrontendsOf(fes[:0], fbs)
+		_, ch := r.claim(id, fes, st.applied)
 		changed = append(changed, ch...)
 	}
 	r.mu.Unlock()
@@ -125,6 +153,9 @@ type syncBatch struct {
 	states []*serviceState
 	count  []int // frontends of states[i] in items
 	items  []model.FrontendBackends
+	// fes and won: one Service's frontends, and those it owns.
+	fes []model.Frontend
+	won frontendSet
 	// healthChecked: applied Services with a health-check port, opened
 	// once the whole initial sync is done.
 	healthChecked []model.ServiceID
@@ -138,18 +169,23 @@ func (r *Reconciler) applyBatch(b *syncBatch, ids []model.ServiceID) (unapplied 
 		// every listed Service is still here, and still dirty.
 		st := r.states[id]
 		st.dirtySince = 0
-		w := r.wanted(st)
-		fes := frontendsOf(w)
-		won := newFrontendSet(len(w))
+		// Computed straight into the batch, the frontends another Service
+		// owns then dropped; fes and won are scratch.
+		start := len(b.items)
+		b.items = appendFrontends(b.items, st.svc, st.slices, r.thisNode)
+		w := b.items[start:]
+		b.fes = appendFrontendsOf(b.fes[:0], w)
+		b.won = frontendSet{list: b.won.list[:0]}
 		w = slices.DeleteFunc(w, func(f model.FrontendBackends) bool {
 			if owner, ok := r.owners.of[f.Frontend]; ok && owner == id {
-				won.add(f.Frontend)
+				b.won.add(f.Frontend)
 				return false
 			}
 			return true
 		})
-		r.reportConflicts(id, fes, &won)
-		b.states, b.count, b.items = append(b.states, st), append(b.count, len(w)), append(b.items, w...)
+		r.reportConflicts(id, b.fes, &b.won)
+		b.items = b.items[:start+len(w)]
+		b.states, b.count = append(b.states, st), append(b.count, len(w))
 	}
 	r.mu.Unlock()
 	err := r.lb.UpsertAll(b.items)

@@ -147,9 +147,13 @@ func (r *Reconciler) reportConflicts(id model.ServiceID, wanted []model.Frontend
 
 // frontendsOf lists fs's frontends.
 func frontendsOf(fs model.Frontends) []model.Frontend {
-	out := make([]model.Frontend, len(fs))
-	for i, f := range fs {
-		out[i] = f.Frontend
+	return appendFrontendsOf(make([]model.Frontend, 0, len(fs)), fs)
+}
+
+// appendFrontendsOf appends fs's frontends to out.
+func appendFrontendsOf(out []model.Frontend, fs model.Frontends) []model.Frontend {
+	for _, f := range fs {
+		out = append(out, f.Frontend)
 	}
 	return out
 }
