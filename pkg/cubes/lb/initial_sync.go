@@ -129,7 +129,7 @@ func (r *Reconciler) applyAll() (unapplied []model.Frontend) {
 	var fes []model.Frontend
 	for _, id := range ids {
 		st := r.states[id]
-		fbs = appendFrontends(fbs[:0], st.svc, nil, r.thisNode)
+		fbs = appendFrontends(nil, fbs[:0], st.svc, nil, r.thisNode)
 		fes = appendFrontendsOf(fes[:0], fbs)
 		_, ch := r.claim(id, fes, st.applied)
 		changed = append(changed, ch...)
@@ -153,6 +153,8 @@ type syncBatch struct {
 	states []*serviceState
 	count  []int // frontends of states[i] in items
 	items  []model.FrontendBackends
+	// backends: the items' backend lists.
+	backends backendArena
 	// fes and won: one Service's frontends, and those it owns.
 	fes []model.Frontend
 	won frontendSet
@@ -163,6 +165,7 @@ type syncBatch struct {
 
 func (r *Reconciler) applyBatch(b *syncBatch, ids []model.ServiceID) (unapplied []model.Frontend) {
 	b.states, b.count, b.items = b.states[:0], b.count[:0], b.items[:0]
+	b.backends.reset() // the last batch's items are done with
 	r.mu.Lock()
 	for _, id := range ids {
 		// Only the worker (this goroutine) cleans or forgets states, so
@@ -172,7 +175,7 @@ func (r *Reconciler) applyBatch(b *syncBatch, ids []model.ServiceID) (unapplied 
 		// Computed straight into the batch, the frontends another Service
 		// owns then dropped; fes and won are scratch.
 		start := len(b.items)
-		b.items = appendFrontends(b.items, st.svc, st.slices, r.thisNode)
+		b.items = appendFrontends(&b.backends, b.items, st.svc, st.slices, r.thisNode)
 		w := b.items[start:]
 		b.fes = appendFrontendsOf(b.fes[:0], w)
 		b.won = frontendSet{list: b.won.list[:0]}
