@@ -127,11 +127,12 @@ func (r *Reconciler) applyAll() (unapplied []model.Frontend) {
 	var changed []model.ServiceID
 	var fbs model.Frontends
 	var fes []model.Frontend
+	var won frontendSet
 	for _, id := range ids {
 		st := r.states[id]
 		fbs = appendFrontends(nil, fbs[:0], st.svc, nil, r.thisNode)
 		fes = appendFrontendsOf(fes[:0], fbs)
-		_, ch := r.claim(id, fes, st.applied)
+		ch := r.claimInto(&won, id, fes, st.applied)
 		changed = append(changed, ch...)
 	}
 	r.mu.Unlock()

@@ -37,6 +37,14 @@ func newOwners() owners {
 // the Service's frontends and the few contended ones, never in the number
 // of Services. r.mu is held.
 func (r *Reconciler) claim(id model.ServiceID, wanted, applied []model.Frontend) (won frontendSet, changed []model.ServiceID) {
+	won = newFrontendSet(len(wanted))
+	return won, r.claimInto(&won, id, wanted, applied)
+}
+
+// claimInto is claim, adding the frontends id owns to won (emptied first:
+// the initial sync's scratch, reused from one Service to the next).
+func (r *Reconciler) claimInto(won *frontendSet, id model.ServiceID, wanted, applied []model.Frontend) (changed []model.ServiceID) {
+	*won = frontendSet{list: won.list[:0]}
 	o := &r.owners
 	want := newSmallSet(wanted)
 	// Let go of what id no longer wants: contended frontends first...
@@ -51,7 +59,6 @@ func (r *Reconciler) claim(id model.ServiceID, wanted, applied []model.Frontend)
 			delete(o.of, fe)
 		}
 	}
-	won = newFrontendSet(len(wanted))
 	for _, fe := range wanted {
 		owner, ok := o.of[fe]
 		if !ok || owner == id {
@@ -73,7 +80,7 @@ func (r *Reconciler) claim(id model.ServiceID, wanted, applied []model.Frontend)
 			changed = append(changed, others(ids, id)...)
 		}
 	}
-	return won, changed
+	return changed
 }
 
 // release drops id from fe's contenders; if id owned fe, the next in order
