@@ -78,7 +78,7 @@ func backendOf(k datapath.Backend) model.Backend {
 func (c *Tables) backendByID(id uint32) model.Backend {
 	var k datapath.Backend
 	if b := c.backends.getID(id); b != nil {
-		k = b.key
+		k = c.backends.keyOf(b)
 	}
 	return backendOf(k)
 }

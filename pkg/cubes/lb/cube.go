@@ -110,7 +110,7 @@ func (c *Tables) tellLeft(fe model.Frontend, revNATID uint32, ids []uint32) {
 	left := make([]model.Backend, 0, len(ids))
 	for _, id := range ids {
 		if b := c.backends.getID(id); b != nil {
-			left = append(left, backendOf(b.key))
+			left = append(left, backendOf(c.backends.keyOf(b)))
 		}
 	}
 	c.onLeft(fe, revNATID, left)
