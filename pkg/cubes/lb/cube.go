@@ -195,6 +195,13 @@ func (c *Tables) Entries() map[string]int {
 	}
 }
 
+// FrontendCount is the number of frontends present in the maps.
+func (c *Tables) FrontendCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.frontends)
+}
+
 // Frontends lists the frontends present in the maps.
 func (c *Tables) Frontends() []model.Frontend {
 	c.mu.Lock()
