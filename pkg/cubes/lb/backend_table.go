@@ -174,8 +174,8 @@ func (t *backendTable) at(p uint32) *backendEntry {
 // findKey returns k's slot in byKey and its entry's position; if k is
 // absent, the empty slot where it would go.
 func (t *backendTable) findKey(k datapath.Backend) (slot int, p uint32, ok bool) {
-	mask := len(t.byKey) - 1
-	for i := t.keySlot(k); ; i = (i + 1) & mask {
+	size := len(t.byKey)
+	for i := t.keySlot(k); ; i = next(i, size) {
 		v := t.byKey[i]
 		if v == 0 {
 			return i, 0, false
@@ -187,8 +187,8 @@ func (t *backendTable) findKey(k datapath.Backend) (slot int, p uint32, ok bool)
 }
 
 func (t *backendTable) findID(id uint32) (slot int, p uint32, ok bool) {
-	mask := len(t.byID) - 1
-	for i := idSlot(id, len(t.byID)); ; i = (i + 1) & mask {
+	size := len(t.byID)
+	for i := idSlot(id, size); ; i = next(i, size) {
 		v := t.byID[i]
 		if v == 0 {
 			return i, 0, false
@@ -209,7 +209,19 @@ func (t *backendTable) keySlot(k datapath.Backend) int {
 	c := uint64(k.Port) | uint64(k.Proto)<<16 | uint64(k.Flags)<<24
 	h := mix(a^t.seed^0xa0761d6478bd642f, b^0xe7037ed1a0b428db)
 	h = mix(h^c, t.seed^0x8ebc6af09c88c6e3)
-	return int(h) & (len(t.byKey) - 1)
+	return reduce(h, len(t.byKey))
+}
+
+// reduce maps a 64-bit hash to a slot of an index of size slots (any
+// size: its high half times size, shifted down).
+func reduce(h uint64, size int) int { return int((h >> 32) * uint64(size) >> 32) }
+
+// next is the slot after i, wrapping around.
+func next(i, size int) int {
+	if i++; i == size {
+		return 0
+	}
+	return i
 }
 
 func mix(a, b uint64) uint64 {
@@ -220,15 +232,14 @@ func mix(a, b uint64) uint64 {
 // idSlot is id's home slot in an index of size slots: Fibonacci hashing
 // spreads the consecutive ids the cube allocates.
 func idSlot(id uint32, size int) int {
-	return int((uint64(id) * 0x9E3779B97F4A7C15) >> 32 & uint64(size-1))
+	return reduce(uint64(id)*0x9E3779B97F4A7C15, size)
 }
 
 // insert puts position p in the first empty slot from home on.
 func (t *backendTable) insert(index []uint32, home int, p uint32) {
-	mask := len(index) - 1
 	i := home
 	for index[i] != 0 {
-		i = (i + 1) & mask
+		i = next(i, len(index))
 	}
 	index[i] = p + 1
 }
@@ -237,12 +248,13 @@ func (t *backendTable) insert(index []uint32, home int, p uint32) {
 // otherwise no longer be found (linear probing's deletion: no tombstones,
 // so lookups stay short after any number of removals).
 func (t *backendTable) erase(index []uint32, i int, home func(p uint32) int) {
-	mask := len(index) - 1
+	size := len(index)
+	dist := func(from, to int) int { return (to - from + size) % size } // forward, wrapping
 	index[i] = 0
-	for j := (i + 1) & mask; index[j] != 0; j = (j + 1) & mask {
+	for j := next(i, size); index[j] != 0; j = next(j, size) {
 		h := home(index[j] - 1)
 		// The entry at j may move to i if its home is not in (i, j].
-		if (j-h)&mask >= (j-i)&mask {
+		if dist(h, j) >= dist(i, j) {
 			index[i], index[j] = index[j], 0
 			i = j
 		}
@@ -255,18 +267,16 @@ func (t *backendTable) grow() { t.resize(max(64, 2*len(t.byKey))) }
 
 // reserve makes room for n backends in all, so that adding them does not
 // grow the indexes step by step (each step's old arrays are garbage, and
-// the last ones come when the table is largest).
+// the last ones come when the table is largest). The indexes are sized
+// for n exactly (3/4 full), not to a power of two, which at a million
+// backends would have left them half empty (16 MB where 11 do).
 func (t *backendTable) reserve(n int) {
-	size := max(64, len(t.byKey))
-	for 4*(n+1) > 3*size {
-		size *= 2
-	}
-	if size > len(t.byKey) {
-		t.resize(size)
+	if size := (4*(n+1) + 2) / 3; 4*(n+1) > 3*len(t.byKey) {
+		t.resize(max(64, size+size/64)) // a little room to spare
 	}
 }
 
-// resize rebuilds both indexes with size slots (a power of two).
+// resize rebuilds both indexes with size slots (any size).
 func (t *backendTable) resize(size int) {
 	old := t.byKey
 	t.byKey, t.byID = make([]uint32, size), make([]uint32, size)

@@ -30,6 +30,9 @@ func TestBackendTableMatchesMaps(t *testing.T) {
 	}
 	nextID := uint32(1)
 	for step := range 200000 {
+		if step == 50000 { // indexes of a size that is no power of two
+			tab.reserve(tab.len() + 3001)
+		}
 		switch op := rng.IntN(10); {
 		case op < 5: // add a backend not there yet
 			k := key()
