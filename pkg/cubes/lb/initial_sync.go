@@ -93,7 +93,7 @@ func (r *Reconciler) reserve(ids []model.ServiceID) {
 		}
 	}
 	if len(r.owners.of) == 0 {
-		r.owners.of = make(map[model.Frontend]model.ServiceID, frontends)
+		r.owners.of = make(map[model.Frontend]*model.ServiceID, frontends)
 	}
 	if lb, ok := r.lb.(interface{ Reserve(frontends, backends int) }); ok {
 		lb.Reserve(frontends, backends)
@@ -181,7 +181,7 @@ func (r *Reconciler) applyBatch(b *syncBatch, ids []model.ServiceID) (unapplied 
 		b.fes = appendFrontendsOf(b.fes[:0], w)
 		b.won = frontendSet{list: b.won.list[:0]}
 		w = slices.DeleteFunc(w, func(f model.FrontendBackends) bool {
-			if owner, ok := r.owners.of[f.Frontend]; ok && owner == id {
+			if owner, ok := r.owners.owner(f.Frontend); ok && owner == id {
 				b.won.add(f.Frontend)
 				return false
 			}
@@ -282,7 +282,7 @@ func (r *Reconciler) nothingStale() bool {
 func (r *Reconciler) appliedByOwner(fe model.Frontend) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	owner, ok := r.owners.of[fe]
+	owner, ok := r.owners.owner(fe)
 	if !ok {
 		return false
 	}

@@ -252,7 +252,7 @@ func (r *Reconciler) syncService(id model.ServiceID, st *serviceState) error {
 	have := st.applied
 	ownedElsewhere := map[model.Frontend]bool{}
 	for _, fe := range have {
-		if owner, ok := r.owners.of[fe]; ok && owner != id {
+		if owner, ok := r.owners.owner(fe); ok && owner != id {
 			ownedElsewhere[fe] = true // its owner programs it over ours
 		}
 	}
