@@ -114,6 +114,7 @@ func ToService(svc *corev1.Service) (*model.Service, error) {
 		}
 		out.Ports = append(out.Ports, sp)
 	}
+	out.Ports = model.SharedServicePorts(out.Ports)
 	out.External = externalAccess(svc, bad)
 	out.Affinity = affinity(svc, bad)
 	out.InternalLocal = svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal
@@ -304,6 +305,7 @@ func ToEndpointSlice(s *discoveryv1.EndpointSlice) (*model.EndpointSlice, error)
 		}
 		out.Ports = append(out.Ports, model.EndpointPort{Name: name, Port: uint16(*p.Port), Proto: proto})
 	}
+	out.Ports = model.SharedEndpointPorts(out.Ports)
 	out.Reserve(len(s.Endpoints))
 	for i, ep := range s.Endpoints {
 		if len(ep.Addresses) == 0 {

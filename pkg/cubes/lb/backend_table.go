@@ -3,6 +3,7 @@ package lb
 import (
 	"math/bits"
 	"math/rand/v2"
+	"net/netip"
 
 	"github.com/netcube/netcube/pkg/datapath"
 )
@@ -12,10 +13,11 @@ import (
 // it) and by id (a slot releasing it). There is one entry per backend, a
 // million at 100,000 Services of 10 endpoints, which made two Go maps
 // (key -> id and refs, id -> key) the largest part of the agent's heap
-// (~92 bytes per backend). Here each entry is stored once, 28 bytes in
-// chunks that never move, and both indexes are open-addressed arrays of
-// 4-byte positions: ~45 bytes per backend, and nothing for the garbage
-// collector to scan.
+// (~92 bytes per backend). Here each entry is stored once, 16 bytes in
+// chunks that never move (an IPv4 backend's key in the entry itself; any
+// other key, 20 bytes, in a side table), and both indexes are
+// open-addressed arrays of 4-byte positions: ~32 bytes per IPv4 backend,
+// and nothing for the garbage collector to scan.
 type backendTable struct {
 	chunks [][]backendEntry // position p is chunks[p/backendChunk][p%backendChunk]
 	free   []uint32         // positions of removed entries, reused first
@@ -23,12 +25,65 @@ type backendTable struct {
 	seed   uint64 // of the key hash
 	// byKey and byID hold position+1 of each entry (0: empty slot).
 	byKey, byID []uint32
+	// wide holds the keys that are not an IPv4 address with no flags
+	// (IPv6 ones), by index; wideFree, the indexes of removed ones.
+	wide     []datapath.Backend
+	wideFree []uint32
 }
 
+// backendEntry is one backend. Its key is keyOf's: an IPv4 address (the
+// last word of its IPv4-mapped form) with port and protocol, or, if wide,
+// an index in backendTable.wide.
 type backendEntry struct {
-	key  datapath.Backend
-	id   uint32
-	refs uint32 // slots (and draining holds) pointing at the backend
+	addr  uint32 // !wide: the IPv4 address word; wide: index in backendTable.wide
+	port  uint16
+	proto uint8
+	wide  bool
+	id    uint32
+	refs  uint32 // slots (and draining holds) pointing at the backend
+}
+
+// v4Mapped is datapath.AddrFrom's third word of an IPv4 address.
+var v4Mapped = datapath.AddrFrom(netip.AddrFrom4([4]byte{})).W[2]
+
+// narrow says whether k fits in an entry: an IPv4 address, no flags.
+func narrow(k datapath.Backend) bool {
+	return k.Addr.W[0] == 0 && k.Addr.W[1] == 0 && k.Addr.W[2] == v4Mapped && k.Flags == 0
+}
+
+// keyOf is e's key.
+func (t *backendTable) keyOf(e *backendEntry) datapath.Backend {
+	if e.wide {
+		return t.wide[e.addr]
+	}
+	var k datapath.Backend
+	k.Addr.W[2], k.Addr.W[3] = v4Mapped, e.addr
+	k.Port, k.Proto = e.port, e.proto
+	return k
+}
+
+// is says whether e's key is k.
+func (t *backendTable) is(e *backendEntry, k datapath.Backend) bool {
+	if e.wide {
+		return t.wide[e.addr] == k
+	}
+	return e.addr == k.Addr.W[3] && e.port == k.Port && e.proto == k.Proto && narrow(k)
+}
+
+// entry makes the entry for k (taking a wide slot if it needs one).
+func (t *backendTable) entry(k datapath.Backend, id, refs uint32) backendEntry {
+	if narrow(k) {
+		return backendEntry{addr: k.Addr.W[3], port: k.Port, proto: k.Proto, id: id, refs: refs}
+	}
+	var i uint32
+	if n := len(t.wideFree); n > 0 {
+		i, t.wideFree = t.wideFree[n-1], t.wideFree[:n-1]
+		t.wide[i] = k
+	} else {
+		i = uint32(len(t.wide))
+		t.wide = append(t.wide, k)
+	}
+	return backendEntry{addr: i, wide: true, id: id, refs: refs}
 }
 
 // backendChunk entries are allocated at a time: growing never copies
@@ -85,7 +140,7 @@ func (t *backendTable) add(k datapath.Backend, id, refs uint32) {
 		p = uint32(last)*backendChunk + uint32(len(t.chunks[last]))
 		t.chunks[last] = t.chunks[last][:len(t.chunks[last])+1]
 	}
-	*t.at(p) = backendEntry{key: k, id: id, refs: refs}
+	*t.at(p) = t.entry(k, id, refs)
 	t.insert(t.byKey, t.keySlot(k), p)
 	t.insert(t.byID, idSlot(id, len(t.byID)), p)
 	t.n++
@@ -100,9 +155,13 @@ func (t *backendTable) remove(id uint32) {
 	if !ok {
 		return
 	}
-	ks, _, _ := t.findKey(t.at(p).key)
+	ks, _, _ := t.findKey(t.keyOf(t.at(p)))
 	t.erase(t.byID, is, func(p uint32) int { return idSlot(t.at(p).id, len(t.byID)) })
-	t.erase(t.byKey, ks, func(p uint32) int { return t.keySlot(t.at(p).key) })
+	t.erase(t.byKey, ks, func(p uint32) int { return t.keySlot(t.keyOf(t.at(p))) })
+	if e := t.at(p); e.wide {
+		t.wide[e.addr] = datapath.Backend{}
+		t.wideFree = append(t.wideFree, e.addr)
+	}
 	*t.at(p) = backendEntry{}
 	t.free = append(t.free, p)
 	t.n--
@@ -115,21 +174,21 @@ func (t *backendTable) at(p uint32) *backendEntry {
 // findKey returns k's slot in byKey and its entry's position; if k is
 // absent, the empty slot where it would go.
 func (t *backendTable) findKey(k datapath.Backend) (slot int, p uint32, ok bool) {
-	mask := len(t.byKey) - 1
-	for i := t.keySlot(k); ; i = (i + 1) & mask {
+	size := len(t.byKey)
+	for i := t.keySlot(k); ; i = next(i, size) {
 		v := t.byKey[i]
 		if v == 0 {
 			return i, 0, false
 		}
-		if t.at(v-1).key == k {
+		if t.is(t.at(v-1), k) {
 			return i, v - 1, true
 		}
 	}
 }
 
 func (t *backendTable) findID(id uint32) (slot int, p uint32, ok bool) {
-	mask := len(t.byID) - 1
-	for i := idSlot(id, len(t.byID)); ; i = (i + 1) & mask {
+	size := len(t.byID)
+	for i := idSlot(id, size); ; i = next(i, size) {
 		v := t.byID[i]
 		if v == 0 {
 			return i, 0, false
@@ -150,7 +209,19 @@ func (t *backendTable) keySlot(k datapath.Backend) int {
 	c := uint64(k.Port) | uint64(k.Proto)<<16 | uint64(k.Flags)<<24
 	h := mix(a^t.seed^0xa0761d6478bd642f, b^0xe7037ed1a0b428db)
 	h = mix(h^c, t.seed^0x8ebc6af09c88c6e3)
-	return int(h) & (len(t.byKey) - 1)
+	return reduce(h, len(t.byKey))
+}
+
+// reduce maps a 64-bit hash to a slot of an index of size slots (any
+// size: its high half times size, shifted down).
+func reduce(h uint64, size int) int { return int((h >> 32) * uint64(size) >> 32) }
+
+// next is the slot after i, wrapping around.
+func next(i, size int) int {
+	if i++; i == size {
+		return 0
+	}
+	return i
 }
 
 func mix(a, b uint64) uint64 {
@@ -161,15 +232,14 @@ func mix(a, b uint64) uint64 {
 // idSlot is id's home slot in an index of size slots: Fibonacci hashing
 // spreads the consecutive ids the cube allocates.
 func idSlot(id uint32, size int) int {
-	return int((uint64(id) * 0x9E3779B97F4A7C15) >> 32 & uint64(size-1))
+	return reduce(uint64(id)*0x9E3779B97F4A7C15, size)
 }
 
 // insert puts position p in the first empty slot from home on.
 func (t *backendTable) insert(index []uint32, home int, p uint32) {
-	mask := len(index) - 1
 	i := home
 	for index[i] != 0 {
-		i = (i + 1) & mask
+		i = next(i, len(index))
 	}
 	index[i] = p + 1
 }
@@ -178,12 +248,13 @@ func (t *backendTable) insert(index []uint32, home int, p uint32) {
 // otherwise no longer be found (linear probing's deletion: no tombstones,
 // so lookups stay short after any number of removals).
 func (t *backendTable) erase(index []uint32, i int, home func(p uint32) int) {
-	mask := len(index) - 1
+	size := len(index)
+	dist := func(from, to int) int { return (to - from + size) % size } // forward, wrapping
 	index[i] = 0
-	for j := (i + 1) & mask; index[j] != 0; j = (j + 1) & mask {
+	for j := next(i, size); index[j] != 0; j = next(j, size) {
 		h := home(index[j] - 1)
 		// The entry at j may move to i if its home is not in (i, j].
-		if (j-h)&mask >= (j-i)&mask {
+		if dist(h, j) >= dist(i, j) {
 			index[i], index[j] = index[j], 0
 			i = j
 		}
@@ -192,14 +263,27 @@ func (t *backendTable) erase(index []uint32, i int, home func(p uint32) int) {
 
 // grow doubles both indexes (kept at most 3/4 full) and reinserts every
 // entry.
-func (t *backendTable) grow() {
+func (t *backendTable) grow() { t.resize(max(64, 2*len(t.byKey))) }
+
+// reserve makes room for n backends in all, so that adding them does not
+// grow the indexes step by step (each step's old arrays are garbage, and
+// the last ones come when the table is largest). The indexes are sized
+// for n exactly (3/4 full), not to a power of two, which at a million
+// backends would have left them half empty (16 MB where 11 do).
+func (t *backendTable) reserve(n int) {
+	if size := (4*(n+1) + 2) / 3; 4*(n+1) > 3*len(t.byKey) {
+		t.resize(max(64, size+size/64)) // a little room to spare
+	}
+}
+
+// resize rebuilds both indexes with size slots (any size).
+func (t *backendTable) resize(size int) {
 	old := t.byKey
-	size := max(64, 2*len(old))
 	t.byKey, t.byID = make([]uint32, size), make([]uint32, size)
 	for _, v := range old {
 		if v != 0 {
 			e := t.at(v - 1)
-			t.insert(t.byKey, t.keySlot(e.key), v-1)
+			t.insert(t.byKey, t.keySlot(t.keyOf(e)), v-1)
 			t.insert(t.byID, idSlot(e.id, size), v-1)
 		}
 	}

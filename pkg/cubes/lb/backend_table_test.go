@@ -2,6 +2,7 @@ package lb
 
 import (
 	"math/rand/v2"
+	"net/netip"
 	"testing"
 
 	"github.com/netcube/netcube/pkg/datapath"
@@ -18,13 +19,20 @@ func TestBackendTableMatchesMaps(t *testing.T) {
 	refs := map[uint32]uint32{}
 	key := func() datapath.Backend {
 		var k datapath.Backend
-		k.Addr.W[0] = 10 | uint32(rng.IntN(8))<<24 // few addresses: keys repeat
+		if rng.IntN(2) == 0 { // an IPv4 address: kept in the entry itself
+			k.Addr = datapath.AddrFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(rng.IntN(8))}))
+		} else { // any other: in the table of wide keys
+			k.Addr.W[0] = 10 | uint32(rng.IntN(8))<<24 // few addresses: keys repeat
+		}
 		k.Port = uint16(rng.IntN(300))
 		k.Proto = uint8(6 + 11*rng.IntN(2))
 		return k
 	}
 	nextID := uint32(1)
 	for step := range 200000 {
+		if step == 50000 { // indexes of a size that is no power of two
+			tab.reserve(tab.len() + 3001)
+		}
 		switch op := rng.IntN(10); {
 		case op < 5: // add a backend not there yet
 			k := key()
@@ -57,7 +65,7 @@ func TestBackendTableMatchesMaps(t *testing.T) {
 		}
 		for id, k := range byID {
 			e := tab.getID(id)
-			if e == nil || e.key != k || e.refs != refs[id] {
+			if e == nil || tab.keyOf(e) != k || e.refs != refs[id] {
 				t.Fatalf("step %d: id %d: %+v, want key %+v refs %d", step, id, e, k, refs[id])
 			}
 			if e2 := tab.get(k); e2 != e {

@@ -10,27 +10,56 @@ import (
 // acquireAll returns the ids of the (distinct) backends bs. A frontend holds
 // one reference per backend in its slots, so a reference is taken only for a
 // backend not already among held; new backends are written to the map. The
-// references taken are returned for the caller to release if it cannot finish.
+// references taken are returned for the caller to release if it cannot finish
+// (for a frontend holding none, that is ids itself).
 func (c *Tables) acquireAll(proto model.Proto, bs []model.Backend, held []uint32) (ids, acquired []uint32, err error) {
 	holding := newSmallSet[uint32](held)
-	seen := newSmallSet[model.Backend](nil)
+	// A backend listed twice has the same key, so the same id: duplicates
+	// are found among the ids taken so far (in ids itself while they are
+	// few), not in a set of backends, which a full sync built as garbage
+	// for every frontend.
+	var taken map[uint32]bool
+	if len(bs) > smallSetMax {
+		taken = make(map[uint32]bool, len(bs))
+	}
+	dup := func(id uint32) bool {
+		if taken != nil {
+			return taken[id]
+		}
+		return slices.Contains(ids, id)
+	}
+	take := func(id uint32) {
+		ids = append(ids, id)
+		if taken != nil {
+			taken[id] = true
+		}
+	}
 	ids = make([]uint32, 0, len(bs))
 	for _, b := range bs {
-		if !seen.add(b) {
+		k := backendKey(b, proto)
+		have := c.backends.get(k)
+		if have != nil && dup(have.id) {
 			continue
 		}
-		k := backendKey(b, proto)
-		if have := c.backends.get(k); have != nil && holding.has(have.id) {
-			ids = append(ids, have.id)
+		if have != nil && holding.has(have.id) {
+			take(have.id)
 			continue
 		}
 		id, err := c.acquire(k)
 		if err != nil {
+			if len(held) == 0 {
+				acquired = ids
+			}
 			c.releaseAll(acquired)
 			return nil, nil, err
 		}
-		acquired = append(acquired, id)
-		ids = append(ids, id)
+		if len(held) > 0 {
+			acquired = append(acquired, id)
+		}
+		take(id)
+	}
+	if len(held) == 0 {
+		acquired = ids // a new frontend holds nothing: every id was acquired
 	}
 	return ids, acquired, nil
 }
@@ -49,7 +78,7 @@ func backendOf(k datapath.Backend) model.Backend {
 func (c *Tables) backendByID(id uint32) model.Backend {
 	var k datapath.Backend
 	if b := c.backends.getID(id); b != nil {
-		k = b.key
+		k = c.backends.keyOf(b)
 	}
 	return backendOf(k)
 }

@@ -25,7 +25,8 @@ func (c *Tables) UpsertAll(items []model.FrontendBackends) error {
 	c.mu.Lock()
 	p := c.batchBuffer()
 	c.pending = p
-	var fresh []model.Frontend
+	fresh := c.fresh[:0] // reused: a full sync calls UpsertAll batch after batch
+	defer func() { c.fresh = fresh[:0] }()
 	var later []model.FrontendBackends // frontends the maps already have
 	var err error
 	for _, it := range items {

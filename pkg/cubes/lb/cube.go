@@ -36,6 +36,9 @@ type Tables struct {
 	// pending, while UpsertAll runs, collects writes instead of making
 	// them, to be flushed in batches; buffer is kept for the next call.
 	pending, buffer *pendingWrites
+	// fresh: UpsertAll's list of the frontends it adds, kept for the next
+	// call.
+	fresh []model.Frontend
 	// onLeft, if set, is told which backends left a frontend (after the
 	// maps no longer offer them), with c.mu held: it must not call back.
 	onLeft func(fe model.Frontend, revNATID uint32, left []model.Backend)
@@ -107,7 +110,7 @@ func (c *Tables) tellLeft(fe model.Frontend, revNATID uint32, ids []uint32) {
 	left := make([]model.Backend, 0, len(ids))
 	for _, id := range ids {
 		if b := c.backends.getID(id); b != nil {
-			left = append(left, backendOf(b.key))
+			left = append(left, backendOf(c.backends.keyOf(b)))
 		}
 	}
 	c.onLeft(fe, revNATID, left)
@@ -142,6 +145,22 @@ func New(maps *cube.Maps) *Tables {
 	}
 }
 
+// Reserve makes room in the cube's indexes for about frontends frontends
+// (addresses for as many ClusterIPs) and backends backends, before a full
+// sync adds them: growing them step by step left each step's old tables
+// as garbage, at the moment the agent's heap is largest. It only grows.
+func (c *Tables) Reserve(frontends, backends int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.frontends) == 0 && frontends > 0 {
+		c.frontends = make(map[datapath.ServiceKey]*frontend, frontends)
+	}
+	if len(c.vips) == 0 && frontends > 0 {
+		c.vips = make(map[datapath.Addr]uint32, frontends)
+	}
+	c.backends.reserve(backends)
+}
+
 // timeMaps adds the time since start to mapTime; c.mu is held.
 func (c *Tables) timeMaps(start time.Time) { c.mapTime += time.Since(start) }
 
@@ -174,6 +193,13 @@ func (c *Tables) Entries() map[string]int {
 		MapVIPs:     len(c.vips),
 		MapAnnounce: len(c.announced) * len(c.uplinks),
 	}
+}
+
+// FrontendCount is the number of frontends present in the maps.
+func (c *Tables) FrontendCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.frontends)
 }
 
 // Frontends lists the frontends present in the maps.
@@ -242,10 +268,17 @@ func (c *Tables) upsert(fb model.FrontendBackends) (err error) {
 	}
 	old := f.slots
 	_, rewrite := c.unsure[f.revNATID]
-	var next, removed []uint32
+	prevHeld := c.held[f.revNATID]
+	var next, removed, acquired []uint32
 	defer func() {
 		if err == nil {
 			return
+		}
+		// The backends this update took are held until the next update
+		// (or Delete) releases them. (Recorded only now: doing it up front
+		// cost every update a copy and a map entry.)
+		if len(acquired) > 0 {
+			c.held[f.revNATID] = append(slices.Clone(prevHeld), acquired...)
 		}
 		err = fmt.Errorf("frontend %s: %w", fe, err)
 		c.unsure[f.revNATID] = max(c.unsure[f.revNATID], len(old), len(next))
@@ -258,13 +291,10 @@ func (c *Tables) upsert(fb model.FrontendBackends) (err error) {
 	}()
 
 	// 1. Backends first: every slot written below must point at one. A
-	// backend taken here is held at once: if the update fails, the next
-	// one (or Delete) releases it.
-	prevHeld := c.held[f.revNATID]
-	want, acquired, err := c.acquireAll(fe.Proto, backends, f.slots)
-	if len(acquired) > 0 {
-		c.held[f.revNATID] = append(slices.Clone(prevHeld), acquired...)
-	}
+	// backend taken here is held: if the update fails, the next one (or
+	// Delete) releases it.
+	var want []uint32
+	want, acquired, err = c.acquireAll(fe.Proto, backends, f.slots)
 	if err != nil {
 		return err
 	}
@@ -359,6 +389,7 @@ func (c *Tables) upsert(fb model.FrontendBackends) (err error) {
 	draining := c.holdDraining(fe.Proto, fb.Draining, next)
 	c.releaseAll(removed)
 	c.releaseAll(prevHeld) // this update's own references are now its slots
+	acquired = nil
 	if len(draining) > 0 {
 		c.held[f.revNATID] = draining
 	} else {
@@ -459,10 +490,11 @@ func (c *Tables) remove(key datapath.ServiceKey, f *frontend) error {
 }
 
 // nextSlots computes the slot list for the wanted backend ids, moving as few
-// slots as possible. It returns the ids that leave the frontend.
+// slots as possible (for a new frontend, want itself). It returns the ids
+// that leave the frontend.
 func nextSlots(old []uint32, want []uint32) (next, removed []uint32) {
 	if len(old) == 0 { // a new frontend: the common case of a full sync
-		return slices.Clone(want), nil
+		return want, nil // the caller's own (acquireAll's)
 	}
 	wanted := newSmallSet(want)
 	have := newSmallSet(old)

@@ -48,7 +48,15 @@ func Frontends(svc *model.Service, slices []*model.EndpointSlice, node model.Nod
 	if svc == nil {
 		return nil
 	}
-	out := make(model.Frontends, 0, len(svc.ClusterIPs)*len(svc.Ports))
+	return appendFrontends(nil, make(model.Frontends, 0, len(svc.ClusterIPs)*len(svc.Ports)), svc, slices, node)
+}
+
+// appendFrontends appends svc's frontends (Frontends) to out: a full sync
+// computes them into buffers it reuses from one Service to the next.
+func appendFrontends(a *backendArena, out model.Frontends, svc *model.Service, slices []*model.EndpointSlice, node model.Node) model.Frontends {
+	if svc == nil {
+		return out
+	}
 	algo := model.FrontendFlags(0)
 	if svc.Algorithm == model.AlgorithmMaglev || svc.Algorithm == model.AlgorithmDefault && node.Algorithm == model.AlgorithmMaglev {
 		algo = model.Maglev
@@ -60,9 +68,9 @@ func Frontends(svc *model.Service, slices []*model.EndpointSlice, node model.Nod
 	for _, ip := range svc.ClusterIPs {
 		for _, sp := range svc.Ports {
 			fe := model.Frontend{Addr: ip, Port: sp.Port, Proto: sp.Proto}
-			bs := clusterBackends(svc, ip.Is6(), sp, slices, node, internalNode)
+			bs := clusterBackends(a, svc, ip.Is6(), sp, slices, node, internalNode)
 			out = append(out, model.FrontendBackends{Frontend: fe, Flags: internalFlags, Affinity: svc.Affinity,
-				Backends: bs, Draining: draining(ip.Is6(), sp, slices, bs)})
+				Backends: bs, Draining: draining(a, ip.Is6(), sp, slices, bs)})
 		}
 	}
 	if svc.External == nil {
@@ -75,16 +83,16 @@ func Frontends(svc *model.Service, slices []*model.EndpointSlice, node model.Nod
 	for _, family := range svc.ClusterIPs {
 		v6 := family.Is6()
 		for _, sp := range svc.Ports {
-			bs := clusterBackends(svc, v6, sp, slices, node, local)
-			drain := draining(v6, sp, slices, bs)
+			bs := clusterBackends(a, svc, v6, sp, slices, node, local)
+			drain := draining(a, v6, sp, slices, bs)
 			// With Local, clients inside the cluster (pods, the node) reach
 			// an in-cluster twin with every endpoint, as kube-proxy's
 			// "short-circuit" sends them: Local keeps an outside client's
 			// address, which an inside one keeps anyway.
 			var everyBackend, everyDraining []model.Backend
 			if svc.External.LocalOnly {
-				everyBackend = clusterBackends(svc, v6, sp, slices, node, "")
-				everyDraining = draining(v6, sp, slices, everyBackend)
+				everyBackend = clusterBackends(a, svc, v6, sp, slices, node, "")
+				everyDraining = draining(a, v6, sp, slices, everyBackend)
 			}
 			add := func(addr netip.Addr, port uint16, extra model.FrontendFlags, ranges []netip.Prefix) {
 				if addr.Is6() != v6 {
@@ -140,17 +148,17 @@ func Frontends(svc *model.Service, slices []*model.EndpointSlice, node model.Nod
 // Local policy), else, for a Service preferring close endpoints whose
 // endpoints are all hinted and some for this node's zone, those; else all.
 // The conditions are kube-proxy's: hints are all or nothing.
-func clusterBackends(svc *model.Service, v6 bool, sp model.ServicePort, slices []*model.EndpointSlice, node model.Node, onNode string) []model.Backend {
+func clusterBackends(a *backendArena, svc *model.Service, v6 bool, sp model.ServicePort, slices []*model.EndpointSlice, node model.Node, onNode string) []model.Backend {
 	if onNode != "" || !svc.PreferClose {
-		return readyBackends(v6, sp, slices, onNode)
+		return readyBackends(a, v6, sp, slices, onNode)
 	}
 	if svc.PreferSameNode && node.Name != "" && allReady(v6, slices, func(e *model.Endpoint) bool { return e.HintedForNode("") }) {
-		if bs := backendsWhere(v6, sp, slices, func(e *model.Endpoint) bool { return e.Ready && e.HintedForNode(node.Name) }); len(bs) > 0 {
+		if bs := backendsWhere(a, v6, sp, slices, func(e *model.Endpoint) bool { return e.Ready && e.HintedForNode(node.Name) }); len(bs) > 0 {
 			return bs
 		}
 	}
 	if node.Zone == "" {
-		return readyBackends(v6, sp, slices, "")
+		return readyBackends(a, v6, sp, slices, "")
 	}
 	inZone, hinted := 0, true
 	for _, s := range slices {
@@ -170,9 +178,9 @@ func clusterBackends(svc *model.Service, v6 bool, sp model.ServicePort, slices [
 		}
 	}
 	if !hinted || inZone == 0 {
-		return readyBackends(v6, sp, slices, "")
+		return readyBackends(a, v6, sp, slices, "")
 	}
-	return backendsWhere(v6, sp, slices, func(e *model.Endpoint) bool { return e.Ready && e.HintedFor(node.Zone) })
+	return backendsWhere(a, v6, sp, slices, func(e *model.Endpoint) bool { return e.Ready && e.HintedFor(node.Zone) })
 }
 
 // allReady says whether every ready endpoint of the family satisfies ok.
@@ -192,23 +200,23 @@ func allReady(v6 bool, slices []*model.EndpointSlice, ok func(*model.Endpoint) b
 
 // readyBackends: the ready endpoints, else the serving terminating ones;
 // only those on node onNode unless it is "".
-func readyBackends(v6 bool, sp model.ServicePort, slices []*model.EndpointSlice, onNode string) []model.Backend {
+func readyBackends(a *backendArena, v6 bool, sp model.ServicePort, slices []*model.EndpointSlice, onNode string) []model.Backend {
 	ready, terminating := isReady, isServingTerminating
 	if onNode != "" {
 		ready = func(e *model.Endpoint) bool { return e.NodeName() == onNode && isReady(e) }
 		terminating = func(e *model.Endpoint) bool { return e.NodeName() == onNode && isServingTerminating(e) }
 	}
-	if bs := backendsWhere(v6, sp, slices, ready); len(bs) > 0 {
+	if bs := backendsWhere(a, v6, sp, slices, ready); len(bs) > 0 {
 		return bs
 	}
-	return backendsWhere(v6, sp, slices, terminating)
+	return backendsWhere(a, v6, sp, slices, terminating)
 }
 
 // draining: the terminating endpoints not among selected, whose
 // established flows are kept.
-func draining(v6 bool, sp model.ServicePort, from []*model.EndpointSlice, selected []model.Backend) []model.Backend {
+func draining(a *backendArena, v6 bool, sp model.ServicePort, from []*model.EndpointSlice, selected []model.Backend) []model.Backend {
 	var out []model.Backend
-	for _, b := range backendsWhere(v6, sp, from, func(e *model.Endpoint) bool { return e.Terminating }) {
+	for _, b := range backendsWhere(a, v6, sp, from, func(e *model.Endpoint) bool { return e.Terminating }) {
 		if !slices.Contains(selected, b) {
 			out = append(out, b)
 		}
@@ -220,8 +228,24 @@ func isReady(e *model.Endpoint) bool { return e.Ready }
 
 func isServingTerminating(e *model.Endpoint) bool { return e.Serving && e.Terminating }
 
-func backendsWhere(v6 bool, sp model.ServicePort, from []*model.EndpointSlice, usable func(*model.Endpoint) bool) []model.Backend {
-	var bs []model.Backend
+func backendsWhere(a *backendArena, v6 bool, sp model.ServicePort, from []*model.EndpointSlice, usable func(*model.Endpoint) bool) []model.Backend {
+	// Sized once, for the usable endpoints: a full sync computes this for
+	// every frontend, and growing it by appending made a quarter of that
+	// sync's garbage (which, at GOGC=50, sets the agent's peak memory).
+	n := 0
+	for _, s := range from {
+		if s.IPv6 == v6 {
+			for i := range s.Endpoints {
+				if usable(&s.Endpoints[i]) {
+					n++
+				}
+			}
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	bs := a.take(n)
 	var seen map[model.Backend]bool // an endpoint may be in two slices while it moves between them
 	for n, s := range from {
 		if s.IPv6 != v6 {
@@ -251,6 +275,39 @@ func backendsWhere(v6 bool, sp model.ServicePort, from []*model.EndpointSlice, u
 		}
 	}
 	return bs
+}
+
+// backendArena hands out the backend lists of a batch of frontends from
+// one buffer, reused from batch to batch: the initial sync computes them
+// for every frontend, only to pass them to the LB, which keeps none. A nil
+// arena allocates each list.
+type backendArena struct {
+	buf  []model.Backend
+	used int // taken since reset: the buffer's size for the next batch
+}
+
+// take returns an empty list with room for n backends (exactly: an
+// append beyond reallocates, never overwriting the next list).
+func (a *backendArena) take(n int) []model.Backend {
+	if a == nil {
+		return make([]model.Backend, 0, n)
+	}
+	a.used += n
+	if cap(a.buf)-len(a.buf) < n {
+		// The lists already taken keep the full buffer alive.
+		a.buf = make([]model.Backend, 0, max(n, 2*cap(a.buf), 1024))
+	}
+	l := len(a.buf)
+	a.buf = a.buf[:l+n]
+	return a.buf[l : l : l+n]
+}
+
+// reset reuses the buffer: the lists taken so far must no longer be used.
+func (a *backendArena) reset() {
+	if a.used > cap(a.buf) {
+		a.buf = make([]model.Backend, 0, a.used)
+	}
+	a.buf, a.used = a.buf[:0], 0
 }
 
 // slicePort finds the slice port serving Service port sp: same name and

@@ -50,14 +50,12 @@ func (r *Reconciler) initialSyncOnce() {
 		return
 	}
 	start := time.Now()
-	defer func() {
-		r.mu.Lock()
-		r.initialSync.Apply += time.Since(start)
-		r.mu.Unlock()
-	}()
 	unapplied := r.applyAll()
 	if err := r.removeStale(unapplied); err != nil {
 		slog.Error("removing stale frontends", "err", err)
+		r.mu.Lock()
+		r.initialSync.Apply += time.Since(start)
+		r.mu.Unlock()
 		r.queue.AddRateLimited(allSynced)
 		return
 	}
@@ -67,12 +65,41 @@ func (r *Reconciler) initialSyncOnce() {
 			slog.Error("removing unused backends", "err", err)
 		}
 	}
+	// Counted before Synced is closed: whoever waits on it reads this (it
+	// was added after, in a deferred call, and the sync benchmark once
+	// read an apply time of 0).
 	r.mu.Lock()
+	r.initialSync.Apply += time.Since(start)
 	if !r.firstEvent.IsZero() {
 		r.initialSync.Wall = time.Since(r.firstEvent)
 	}
 	r.mu.Unlock()
 	close(r.synced)
+}
+
+// reserve sizes the owners' index and the LB's for the Services ids are
+// about to add (their ClusterIP frontends, and an endpoint per slice port:
+// a bound, and the usual count), rather than letting them grow step by
+// step, which left each step's old tables as garbage while the heap was at
+// its largest. r.mu is held.
+func (r *Reconciler) reserve(ids []model.ServiceID) {
+	frontends, backends := 0, 0
+	for _, id := range ids {
+		st := r.states[id]
+		if st.svc == nil {
+			continue
+		}
+		frontends += len(st.svc.ClusterIPs) * len(st.svc.Ports)
+		for _, s := range st.slices {
+			backends += len(s.Endpoints) * max(1, len(s.Ports))
+		}
+	}
+	if len(r.owners.of) == 0 {
+		r.owners.of = make(map[model.Frontend]*model.ServiceID, frontends)
+	}
+	if lb, ok := r.lb.(interface{ Reserve(frontends, backends int) }); ok {
+		lb.Reserve(frontends, backends)
+	}
 }
 
 // initialBatch is how many Services the initial sync applies at a time:
@@ -94,16 +121,20 @@ func (r *Reconciler) applyAll() (unapplied []model.Frontend) {
 			ids = append(ids, id)
 		}
 	}
+	r.reserve(ids)
 	// Ownership first, from every Service's frontends (without backends:
 	// cheap), so that each batch programs only what its Services own.
+	// The frontends are computed into buffers reused from one Service to
+	// the next (claim keeps none of them).
 	var changed []model.ServiceID
+	var fbs model.Frontends
+	var fes []model.Frontend
+	var won frontendSet
 	for _, id := range ids {
 		st := r.states[id]
-		c := model.Frontends(nil)
-		if st.svc != nil {
-			c = Frontends(st.svc, nil, r.thisNode)
-		}
-		_, ch := r.claim(id, frontendsOf(c), st.applied)
+		fbs = appendFrontends(nil, fbs[:0], st.svc, nil, r.thisNode)
+		fes = appendFrontendsOf(fes[:0], fbs)
+		ch := r.claimInto(&won, id, fes, st.applied)
 		changed = append(changed, ch...)
 	}
 	r.mu.Unlock()
@@ -125,6 +156,11 @@ type syncBatch struct {
 	states []*serviceState
 	count  []int // frontends of states[i] in items
 	items  []model.FrontendBackends
+	// backends: the items' backend lists.
+	backends backendArena
+	// fes and won: one Service's frontends, and those it owns.
+	fes []model.Frontend
+	won frontendSet
 	// healthChecked: applied Services with a health-check port, opened
 	// once the whole initial sync is done.
 	healthChecked []model.ServiceID
@@ -132,22 +168,30 @@ type syncBatch struct {
 
 func (r *Reconciler) applyBatch(b *syncBatch, ids []model.ServiceID) (unapplied []model.Frontend) {
 	b.states, b.count, b.items = b.states[:0], b.count[:0], b.items[:0]
+	b.backends.reset() // the last batch's items are done with
 	r.mu.Lock()
 	for _, id := range ids {
 		// Only the worker (this goroutine) cleans or forgets states, so
 		// every listed Service is still here, and still dirty.
 		st := r.states[id]
 		st.dirtySince = 0
-		w := r.wanted(st)
-		fes := frontendsOf(w)
-		won := make(map[model.Frontend]bool, len(w))
+		// Computed straight into the batch, the frontends another Service
+		// owns then dropped; fes and won are scratch.
+		start := len(b.items)
+		b.items = appendFrontends(&b.backends, b.items, st.svc, st.slices, r.thisNode)
+		w := b.items[start:]
+		b.fes = appendFrontendsOf(b.fes[:0], w)
+		b.won = frontendSet{list: b.won.list[:0]}
 		w = slices.DeleteFunc(w, func(f model.FrontendBackends) bool {
-			owner, ok := r.owners.of[f.Frontend]
-			won[f.Frontend] = ok && owner == id
-			return !won[f.Frontend]
+			if owner, ok := r.owners.owner(f.Frontend); ok && owner == id {
+				b.won.add(f.Frontend)
+				return false
+			}
+			return true
 		})
-		r.reportConflicts(id, fes, won)
-		b.states, b.count, b.items = append(b.states, st), append(b.count, len(w)), append(b.items, w...)
+		r.reportConflicts(id, b.fes, &b.won)
+		b.items = b.items[:start+len(w)]
+		b.states, b.count = append(b.states, st), append(b.count, len(w))
 	}
 	r.mu.Unlock()
 	err := r.lb.UpsertAll(b.items)
@@ -197,6 +241,8 @@ func (r *Reconciler) removeStale(unapplied []model.Frontend) error {
 	}
 	if len(unapplied) > 0 {
 		want()
+	} else if r.nothingStale() {
+		return nil
 	}
 	for _, fe := range r.lb.Frontends() {
 		if wanted == nil && r.appliedByOwner(fe) {
@@ -214,11 +260,31 @@ func (r *Reconciler) removeStale(unapplied []model.Frontend) error {
 	return nil
 }
 
+// nothingStale says whether the LB has no frontend but those the Services
+// have applied: it has every one of them (a frontend a Service applied
+// stays in the maps until that Service deletes it), no two Services list
+// the same one (each applies only what it owns), so if it has as many as
+// they list, it has no other. Then no list of every frontend is made (3
+// MB at 100,000 Services, at the moment the agent's heap is largest).
+func (r *Reconciler) nothingStale() bool {
+	lb, ok := r.lb.(interface{ FrontendCount() int })
+	if !ok {
+		return false
+	}
+	r.mu.Lock()
+	applied := 0
+	for _, st := range r.states {
+		applied += len(st.applied)
+	}
+	r.mu.Unlock()
+	return lb.FrontendCount() == applied
+}
+
 // appliedByOwner says whether fe's owner has it applied.
 func (r *Reconciler) appliedByOwner(fe model.Frontend) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	owner, ok := r.owners.of[fe]
+	owner, ok := r.owners.owner(fe)
 	if !ok {
 		return false
 	}

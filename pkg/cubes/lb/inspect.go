@@ -140,8 +140,7 @@ func (r *Reconciler) ownersHandler() http.Handler {
 func (r *Reconciler) ServiceAt(fe model.Frontend) (model.ServiceID, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	id, ok := r.owners.of[fe]
-	return id, ok
+	return r.owners.owner(fe)
 }
 
 // serviceNames names Services for the datapath's events

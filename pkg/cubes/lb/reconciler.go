@@ -248,11 +248,11 @@ func (r *Reconciler) syncService(id model.ServiceID, st *serviceState) error {
 	wanted := r.wanted(st)
 	fes := frontendsOf(wanted)
 	won, changed := r.claim(id, fes, st.applied)
-	r.reportConflicts(id, fes, won)
+	r.reportConflicts(id, fes, &won)
 	have := st.applied
 	ownedElsewhere := map[model.Frontend]bool{}
 	for _, fe := range have {
-		if owner, ok := r.owners.of[fe]; ok && owner != id {
+		if owner, ok := r.owners.owner(fe); ok && owner != id {
 			ownedElsewhere[fe] = true // its owner programs it over ours
 		}
 	}
@@ -265,7 +265,7 @@ func (r *Reconciler) syncService(id model.ServiceID, st *serviceState) error {
 	defer func() { st.applied = kept }()
 	for i, fe := range have {
 		switch {
-		case won[fe]:
+		case won.has(fe):
 			kept = append(kept, fe)
 		case ownedElsewhere[fe]:
 		default:
@@ -276,7 +276,7 @@ func (r *Reconciler) syncService(id model.ServiceID, st *serviceState) error {
 		}
 	}
 	for _, f := range wanted {
-		if !won[f.Frontend] {
+		if !won.has(f.Frontend) {
 			continue
 		}
 		if !slices.Contains(kept, f.Frontend) {

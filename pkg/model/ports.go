@@ -1,0 +1,60 @@
+package model
+
+import "sync"
+
+// Port lists are shared: most Services have one port, most of them one of
+// a few (80/TCP "http", 443/TCP "https", ...), and so do their
+// EndpointSlices. A Service or slice with a single port shares one list
+// with every other that has the same, rather than 100,000 Services keeping
+// 200,000 copies of a handful of lists (and of their names). Shared lists
+// are read only: their elements must never be changed.
+var sharedPorts struct {
+	mu       sync.Mutex
+	service  map[ServicePort][]ServicePort
+	endpoint map[EndpointPort][]EndpointPort
+}
+
+// maxSharedPorts bounds each table: beyond that many distinct lists, an
+// object keeps its own.
+const maxSharedPorts = 4096
+
+// SharedServicePorts returns ps, or an equal list shared with other
+// Services: a single port without a NodePort (a NodePort is the
+// Service's own).
+func SharedServicePorts(ps []ServicePort) []ServicePort {
+	if len(ps) != 1 || ps[0].NodePort != 0 {
+		return ps
+	}
+	sharedPorts.mu.Lock()
+	defer sharedPorts.mu.Unlock()
+	return share(&sharedPorts.service, ps)
+}
+
+// SharedEndpointPorts returns ps, or an equal list shared with other
+// EndpointSlices: a single port.
+func SharedEndpointPorts(ps []EndpointPort) []EndpointPort {
+	if len(ps) != 1 {
+		return ps
+	}
+	sharedPorts.mu.Lock()
+	defer sharedPorts.mu.Unlock()
+	return share(&sharedPorts.endpoint, ps)
+}
+
+// share returns the list held for ps's one element, holding ps (its
+// length its capacity: an append copies) if there is none and room.
+// sharedPorts.mu is held.
+func share[T comparable](table *map[T][]T, ps []T) []T {
+	if l, ok := (*table)[ps[0]]; ok {
+		return l
+	}
+	if *table == nil {
+		*table = map[T][]T{}
+	}
+	if len(*table) >= maxSharedPorts {
+		return ps
+	}
+	l := ps[:1:1]
+	(*table)[ps[0]] = l
+	return l
+}
