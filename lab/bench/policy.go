@@ -404,6 +404,22 @@ func (r *PolicyReport) Markdown() string {
 			p.None.ConnPerSec, p.Policies.ConnPerSec, c, met(c >= 1-policyTolerance),
 			p.None.RRP99, p.Policies.RRP99, l, met(l <= 1+policyTolerance), quiet, qr)
 	}
+	b.WriteString("\nThe runs' spread, new connections/s [min–max] of each mode (a ratio the spread of one mode's own runs covers says nothing about the policies):\n\n")
+	b.WriteString("| path | no policy | policies | policies without verdict events |\n|---|---|---|---|\n")
+	for _, p := range r.Points {
+		spread := func(mode string) string {
+			xs := ncField(p.Raw[mode+" crr"], func(r native.Result) float64 { return r.PerSec })
+			if len(xs) == 0 {
+				return "n/a"
+			}
+			lo, hi := xs[0], xs[0]
+			for _, x := range xs {
+				lo, hi = min(lo, x), max(hi, x)
+			}
+			return fmt.Sprintf("%.0f–%.0f (±%.0f%% of the median)", lo, hi, 50*(hi-lo)/pctl(xs, 0.5))
+		}
+		fmt.Fprintf(&b, "| %s %s | %s | %s | %s |\n", p.Family, p.Placement, spread("none"), spread("policies"), spread("quiet"))
+	}
 	b.WriteString("\nThe target is judged with the agent's defaults, which report a policy verdict event per judged side of each allowed connection (Hubble's policy verdicts); the last two columns are the same policies with those events off (`--monitor-policy=false`), measured back to back with the other two.\n")
 	b.WriteString("\n## Where a connection's time goes\n\n")
 	b.WriteString("A new connection's time on the CPU is 1/(conn/s); the policies add the difference. netcube's programs' own share of it (the tc programs and socket hooks of every node, their map lookups and helpers included) is from the kernel's BPF statistics, in a 1 s run of new connections of its own per path and mode, the modes back to back, after the measured runs.\n\n")
