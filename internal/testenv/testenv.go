@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -13,6 +14,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/netcube/netcube/pkg/datapath"
 )
@@ -111,4 +114,28 @@ func (w logWriter) Write(p []byte) (int, error) {
 	w.t.Helper()
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// OnCPU runs the rest of the calling test's goroutine on one CPU, cpu,
+// and returns what puts it back: BPF_PROG_RUN runs a program on the
+// caller's CPU, and what a program leaves per CPU (a scratch map, an
+// event's IRQ work) is seen only by the runs of that CPU. Call the
+// returned function (defer it) before the test ends.
+func OnCPU(t testing.TB, cpu int) (restore func()) {
+	t.Helper()
+	runtime.LockOSThread()
+	var was, one unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &was); err != nil {
+		runtime.UnlockOSThread()
+		t.Fatal(err)
+	}
+	one.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &one); err != nil {
+		runtime.UnlockOSThread()
+		t.Fatal(err)
+	}
+	return func() {
+		_ = unix.SchedSetaffinity(0, &was)
+		runtime.UnlockOSThread()
+	}
 }

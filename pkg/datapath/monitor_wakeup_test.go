@@ -3,16 +3,14 @@ package datapath_test
 import (
 	"bufio"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 	"unsafe"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/netcube/netcube/internal/pkt"
+	"github.com/netcube/netcube/internal/testenv"
 	"github.com/netcube/netcube/pkg/cubes/monitor"
 	"github.com/netcube/netcube/pkg/datapath"
 	"github.com/netcube/netcube/pkg/model"
@@ -53,17 +51,7 @@ func TestRingWakesReaderOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Every record is written on CPU 0, where its IRQ work is counted.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	var was, one unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &was); err != nil {
-		t.Fatal(err)
-	}
-	one.Set(0)
-	if err := unix.SchedSetaffinity(0, &one); err != nil {
-		t.Fatal(err)
-	}
-	defer unix.SchedSetaffinity(0, &was)                               //nolint:errcheck
+	defer testenv.OnCPU(t, 0)()
 	recBytes := (int(unsafe.Sizeof(datapath.MonEvent{})) + 8 + 7) &^ 7 // an event and its header
 	drop := pkt.TCP(client6, vip6, syn, nil)
 	events := func(n int) {

@@ -84,34 +84,8 @@ func TestPolicyCheckCost(t *testing.T) {
 // interleaved rounds. A figure, not a timed assertion:
 // `go test ./pkg/cubes/policy -run SameNodePacketCost -v`.
 func TestSameNodePacketCost(t *testing.T) {
-	testenv.RequireRoot(t)
-	dp, err := datapath.Load(datapath.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dp.Close() })
-	cl := policy.ScaleCluster(10, 20, 100, []string{"node1", "node2"})
-	c4 := netip.AddrPortFrom(netip.MustParseAddr("10.200.0.1"), 40000) // ns0/p0
-	s4 := netip.AddrPortFrom(netip.MustParseAddr("10.200.0.7"), 8080)  // ns0/p6: app a1, node1
-	for i, a := range []netip.Addr{c4.Addr(), s4.Addr()} {
-		ep := datapath.RouterEndpoint{Ifindex: uint32(100 + i), PodMac: [6]byte{2, 0xaa, 0, 0, 0, byte(i)}, HostMac: [6]byte{2, 0xbb, 0, 0, 0, byte(i)}}
-		if err := cube.Put(dp.Maps(), router.MapEndpoints, datapath.AddrFrom(a), ep); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The sender may send to app a1 on 8080 only; the receiver accepts
-	// app a0 on 8080 only.
-	a0, _ := labels.Parse("app=a0")
-	a1, _ := labels.Parse("app=a1")
-	port := []model.PolicyPort{{Proto: model.TCP, Port: 8080}}
-	out, in := model.PolicyID{Namespace: "ns0", Name: "out"}, model.PolicyID{Namespace: "ns0", Name: "in"}
-	cl.SetPolicy(out, &model.Policy{ID: out, Pods: a0, IsolatesEgress: true, Egress: []model.PolicyRule{{Peers: []model.PolicyPeer{{Pods: a1}}, Ports: port}}})
-	cl.SetPolicy(in, &model.Policy{ID: in, Pods: a1, IsolatesIngress: true, Ingress: []model.PolicyRule{{Peers: []model.PolicyPeer{{Pods: a0}}, Ports: port}}})
-	local := func(p *model.Pod) bool { return p.Node == "node1" }
-	on := policy.NewCompiler().Compile(cl, local, nil)
-	if _, ok := on.Endpoints[s4.Addr()]; !ok {
-		t.Fatal("the receiver is not a policy endpoint of node1: the figure would not be the one printed")
-	}
+	dp, client, server, on := sameNodePair(t)
+	c4, s4 := netip.AddrPortFrom(client, 40000), netip.AddrPortFrom(server, 8080)
 	ack := pkt.TCP(c4, s4, pkt.TCPOpts{ACK: true, Seq: 2, Ack: 10}, []byte("x"))
 	const actRedirect = 7
 	run := func() float64 {
@@ -158,28 +132,9 @@ func TestSameNodePacketCost(t *testing.T) {
 // without a reader's cache traffic. A figure, not a
 // timed assertion: `go test ./pkg/cubes/policy -run VerdictEventCost -v`.
 func TestVerdictEventCost(t *testing.T) {
-	testenv.RequireRoot(t)
-	dp, err := datapath.Load(datapath.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dp.Close() })
-	cl := policy.ScaleCluster(10, 20, 100, []string{"node1", "node2"})
-	c := netip.MustParseAddr("10.200.0.1")                            // ns0/p0: app a0, node1
-	s4 := netip.AddrPortFrom(netip.MustParseAddr("10.200.0.7"), 8080) // ns0/p6: app a1, node1
-	for i, a := range []netip.Addr{c, s4.Addr()} {
-		ep := datapath.RouterEndpoint{Ifindex: uint32(100 + i), PodMac: [6]byte{2, 0xaa, 0, 0, 0, byte(i)}, HostMac: [6]byte{2, 0xbb, 0, 0, 0, byte(i)}}
-		if err := cube.Put(dp.Maps(), router.MapEndpoints, datapath.AddrFrom(a), ep); err != nil {
-			t.Fatal(err)
-		}
-	}
-	a0, _ := labels.Parse("app=a0")
-	a1, _ := labels.Parse("app=a1")
-	port := []model.PolicyPort{{Proto: model.TCP, Port: 8080}}
-	out, in := model.PolicyID{Namespace: "ns0", Name: "out"}, model.PolicyID{Namespace: "ns0", Name: "in"}
-	cl.SetPolicy(out, &model.Policy{ID: out, Pods: a0, IsolatesEgress: true, Egress: []model.PolicyRule{{Peers: []model.PolicyPeer{{Pods: a1}}, Ports: port}}})
-	cl.SetPolicy(in, &model.Policy{ID: in, Pods: a1, IsolatesIngress: true, Ingress: []model.PolicyRule{{Peers: []model.PolicyPeer{{Pods: a0}}, Ports: port}}})
-	if err := policy.Sync(dp.Maps(), nil, policy.NewCompiler().Compile(cl, func(p *model.Pod) bool { return p.Node == "node1" }, nil)); err != nil {
+	dp, c, server, on := sameNodePair(t)
+	s4 := netip.AddrPortFrom(server, 8080)
+	if err := policy.Sync(dp.Maps(), nil, on); err != nil {
 		t.Fatal(err)
 	}
 	// The agent reads the ring buffer as it fills (an event wakes it
@@ -237,7 +192,42 @@ func TestVerdictEventCost(t *testing.T) {
 			t.Fatalf("events sent in a block (verdict events %v): %d, want %d: the figure would not be the one printed", events, n, want)
 		}
 	}
-	on, off := float64(total[true].Nanoseconds())/(block*blocks), float64(total[false].Nanoseconds())/(block*blocks)
+	withEvents, without := float64(total[true].Nanoseconds())/(block*blocks), float64(total[false].Nanoseconds())/(block*blocks)
 	t.Logf("from_pod, a new connection's SYN between two isolated pods of this node: %.0f ns with the verdict events on (two), %.0f ns off (+%.0f ns per event)",
-		on, off, (on-off)/2)
+		withEvents, without, (withEvents-without)/2)
+}
+
+// sameNodePair loads a datapath with the benchmark's policies (ScaleCluster:
+// 1,000 policies over 200 pods) and two pods of node1 routed to: the
+// sender ns0/p0 (app a0), egress-isolated, may send to app a1 on 8080
+// only; the receiver ns0/p6 (app a1) accepts app a0 on 8080 only. It
+// returns the datapath, the two pods' addresses and the node's tables
+// with the policies (not yet written).
+func sameNodePair(t *testing.T) (dp *datapath.Datapath, client, server netip.Addr, on *policy.Tables) {
+	t.Helper()
+	testenv.RequireRoot(t)
+	dp, err := datapath.Load(datapath.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dp.Close() })
+	client, server = netip.MustParseAddr("10.200.0.1"), netip.MustParseAddr("10.200.0.7")
+	for i, a := range []netip.Addr{client, server} {
+		ep := datapath.RouterEndpoint{Ifindex: uint32(100 + i), PodMac: [6]byte{2, 0xaa, 0, 0, 0, byte(i)}, HostMac: [6]byte{2, 0xbb, 0, 0, 0, byte(i)}}
+		if err := cube.Put(dp.Maps(), router.MapEndpoints, datapath.AddrFrom(a), ep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl := policy.ScaleCluster(10, 20, 100, []string{"node1", "node2"})
+	a0, _ := labels.Parse("app=a0")
+	a1, _ := labels.Parse("app=a1")
+	port := []model.PolicyPort{{Proto: model.TCP, Port: 8080}}
+	out, in := model.PolicyID{Namespace: "ns0", Name: "out"}, model.PolicyID{Namespace: "ns0", Name: "in"}
+	cl.SetPolicy(out, &model.Policy{ID: out, Pods: a0, IsolatesEgress: true, Egress: []model.PolicyRule{{Peers: []model.PolicyPeer{{Pods: a1}}, Ports: port}}})
+	cl.SetPolicy(in, &model.Policy{ID: in, Pods: a1, IsolatesIngress: true, Ingress: []model.PolicyRule{{Peers: []model.PolicyPeer{{Pods: a0}}, Ports: port}}})
+	on = policy.NewCompiler().Compile(cl, func(p *model.Pod) bool { return p.Node == "node1" }, nil)
+	if _, ok := on.Endpoints[server]; !ok {
+		t.Fatal("the receiver is not a policy endpoint of node1: the figure would not be the one printed")
+	}
+	return dp, client, server, on
 }

@@ -2,11 +2,9 @@ package policy_test
 
 import (
 	"net/netip"
-	"runtime"
 	"testing"
 
 	"github.com/cilium/ebpf"
-	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/netcube/netcube/internal/pkt"
@@ -308,17 +306,7 @@ func TestSameNodeOneLookup(t *testing.T) {
 	testenv.RequireRoot(t)
 	// The memo is per CPU, as a program run is: every run of this test on
 	// one CPU, so that each finds what the run before it left.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	var was, one unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &was); err != nil {
-		t.Fatal(err)
-	}
-	one.Set(0)
-	if err := unix.SchedSetaffinity(0, &one); err != nil {
-		t.Fatal(err)
-	}
-	defer unix.SchedSetaffinity(0, &was) //nolint:errcheck
+	defer testenv.OnCPU(t, 0)()
 	dp, err := datapath.Load(datapath.Config{})
 	if err != nil {
 		t.Fatal(err)
