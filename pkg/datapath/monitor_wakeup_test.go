@@ -9,6 +9,8 @@ import (
 	"time"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/netcube/netcube/internal/pkt"
 	"github.com/netcube/netcube/internal/testenv"
 	"github.com/netcube/netcube/pkg/cubes/monitor"
@@ -52,7 +54,7 @@ func TestRingWakesReaderOnce(t *testing.T) {
 	}
 	// Every record is written on CPU 0, where its IRQ work is counted.
 	defer testenv.OnCPU(t, 0)()
-	recBytes := (int(unsafe.Sizeof(datapath.MonEvent{})) + 8 + 7) &^ 7 // an event and its header
+	recBytes := (int(unsafe.Sizeof(datapath.MonEvent{})) + unix.BPF_RINGBUF_HDR_SZ + 7) &^ 7 // an event and its header
 	drop := pkt.TCP(client6, vip6, syn, nil)
 	events := func(n int) {
 		t.Helper()
@@ -81,13 +83,23 @@ func TestRingWakesReaderOnce(t *testing.T) {
 		}
 	}
 
+	crossing := 64*1024/recBytes + 1 // the records that cross the mark
 	below := 60 * 1024 / recBytes
+	// Positive control: a sleeping reader wakes when the records cross
+	// the mark in one go.
+	sleep()
+	events(crossing)
+	if !awake(2 * time.Second) {
+		t.Fatal("the reader was not woken once the data waiting crossed the mark")
+	}
+	e.drain(t)
+	// Below the mark it sleeps on; the record that crosses it wakes it.
 	sleep()
 	events(below)
 	if awake(300 * time.Millisecond) {
 		t.Fatal("the reader was woken with less than the mark waiting")
 	}
-	events(64*1024/recBytes + 1 - below)
+	events(crossing - below)
 	if !awake(2 * time.Second) {
 		t.Fatal("the reader was not woken once the data waiting crossed the mark")
 	}
