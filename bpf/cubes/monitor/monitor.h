@@ -173,7 +173,7 @@ struct mon_detail {
 static always_inline __u64 mon_wakeup(__u64 size)
 {
 	__u64 waiting = bpf_ringbuf_query(&monitor_events, BPF_RB_AVAIL_DATA);
-	__u64 rec = (size + 8 + 7) & ~7ULL; /* with its header, 8-byte aligned */
+	__u64 rec = (size + BPF_RINGBUF_HDR_SZ + 7) & ~7ULL; /* with its header, 8-byte aligned */
 
 	return waiting >= MON_WAKEUP_BYTES && waiting - rec < MON_WAKEUP_BYTES ? BPF_RB_FORCE_WAKEUP
 									      : BPF_RB_NO_WAKEUP;
