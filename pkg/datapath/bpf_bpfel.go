@@ -575,24 +575,23 @@ type bpfPolRev struct {
 }
 
 type bpfPolScratch struct {
-	_           structs.HostLayout
-	Key         bpfCtKey
-	Entry       bpfCtEntry
-	Peer        bpfNcPrefix
-	Rule        bpfPolEntryKey
-	Now         uint64
-	Rev         uint32
-	PeerId      uint32
-	Swapped     uint8
-	Reply       uint8
-	Role        uint8
-	Bit         uint8
-	MemoKey     bpfCtKey
-	MemoRev     uint32
-	MemoValid   uint8
-	MemoSwapped uint8
-	MemoPad     [2]uint8
-	_           [4]byte
+	_         structs.HostLayout
+	Key       bpfCtKey
+	Entry     bpfCtEntry
+	Peer      bpfNcPrefix
+	Rule      bpfPolEntryKey
+	Now       uint64
+	Rev       uint32
+	PeerId    uint32
+	Swapped   uint8
+	Reply     uint8
+	Role      uint8
+	Bit       uint8
+	NextKey   bpfCtKey
+	MemoRev   uint32
+	MemoValid uint8
+	MemoPad   [3]uint8
+	_         [4]byte
 }
 
 type bpfQosBucket struct {

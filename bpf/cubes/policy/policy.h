@@ -187,29 +187,39 @@ static always_inline int pol_memo_key_equal(const struct ct_key *a, const struct
 }
 
 /* pol_memo_leave: after an egress check that passed f on entry e (not
- * ending it), whether f's receiving side is allowed already. */
-static always_inline void pol_memo_leave(struct pol_scratch *s, const struct flow *f, const struct ct_entry *e)
+ * ending it), whether f's receiving side is allowed already. The memo is
+ * s->key and s->swapped as this check left them: nothing is copied, so a
+ * packet that leaves the node pays only this test. */
+static always_inline void pol_memo_leave(struct pol_scratch *s, const struct ct_entry *e)
 {
 	__u8 receiver = s->reply ? CT_POL_EGRESS : CT_POL_INGRESS;
 
 	if (e->pol_rev != s->rev || !(e->pol_verdict & receiver))
 		return;
-	s->memo_key = s->key;
 	s->memo_rev = s->rev;
-	s->memo_swapped = s->swapped;
 	s->memo_valid = 1;
 }
 
-/* pol_memo_take: whether an ingress check of f (keyed s->key) may pass it
- * on the memo; the memo is spent either way. */
+/* pol_memo_take: whether an ingress check of f may pass it on the memo;
+ * the memo is spent either way. On a miss, f's key and direction are in
+ * s->key and s->swapped for the full check. */
 static always_inline int pol_memo_take(struct pol_scratch *s, const struct flow *f)
 {
-	int hit = s->memo_valid && s->memo_rev == s->rev && s->memo_swapped == s->swapped &&
-		  !(f->proto == IPPROTO_TCP && (f->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_FIN | TCP_FLAG_RST))) &&
-		  pol_memo_key_equal(&s->memo_key, &s->key);
+	int valid = s->memo_valid && s->memo_rev == s->rev &&
+		    !(f->proto == IPPROTO_TCP && (f->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_FIN | TCP_FLAG_RST)));
+	__u8 swapped;
 
 	s->memo_valid = 0;
-	return hit;
+	if (!valid) {
+		s->swapped = pol_conn_key(&s->key, f);
+		return 0;
+	}
+	swapped = pol_conn_key(&s->next_key, f);
+	if (swapped == s->swapped && pol_memo_key_equal(&s->next_key, &s->key))
+		return 1;
+	s->key = s->next_key;
+	s->swapped = swapped;
+	return 0;
 }
 
 /* pol_check judges f, a packet of skb between real endpoints, for the pod
@@ -239,11 +249,12 @@ static always_inline int pol_check(struct __sk_buff *skb, const struct flow *f, 
 		return 0;
 	mon_crossed(MON_CUBE_POLICY);
 	s->rev = pol_rev_now();
-	s->swapped = pol_conn_key(&s->key, f);
-	if (dir == POL_EGRESS)
+	if (dir == POL_EGRESS) {
 		s->memo_valid = 0;
-	else if (pol_memo_take(s, f))
+		s->swapped = pol_conn_key(&s->key, f);
+	} else if (pol_memo_take(s, f)) {
 		return 1;
+	}
 	s->now = nc_now();
 	s->peer_id = 0;
 	e = bpf_map_lookup_elem(&ct_flows, &s->key);
@@ -295,7 +306,7 @@ known:
 		    !bpf_map_delete_elem(&ct_flows, &s->key))
 			ct_count(CT_STAT_CLOSED);
 	} else if (dir == POL_EGRESS) {
-		pol_memo_leave(s, f, e);
+		pol_memo_leave(s, e);
 	}
 	return 1;
 }

@@ -123,14 +123,14 @@ struct pol_scratch {
 	__u8 reply;    /* the packet goes its connection's reply way */
 	__u8 role;     /* the pod is its connection's source (POL_EGRESS) */
 	__u8 bit;      /* the verdict bit of that side */
-	/* The memo (policy.h, pol_memo_*): what the last egress check on this
-	 * CPU found, so that the same packet's ingress check, when the packet
-	 * goes to a pod of this node, need not look its connection up again. */
-	struct ct_key memo_key;
-	__u32 memo_rev;     /* the rules' revision it holds under */
-	__u8 memo_valid;    /* set by an egress check, cleared by its use */
-	__u8 memo_swapped;  /* the packet's direction (pol_conn_key) */
-	__u8 memo_pad[2];
+	/* The memo (policy.h, pol_memo_*): the last egress check on this CPU
+	 * leaves its key and direction in key and swapped above, so that the
+	 * same packet's ingress check, when the packet goes to a pod of this
+	 * node, need not look its connection up again. */
+	struct ct_key next_key; /* the ingress check's key, while compared */
+	__u32 memo_rev;          /* the rules' revision the memo holds under */
+	__u8 memo_valid;         /* set by an egress check, cleared by its use */
+	__u8 memo_pad[3];
 };
 
 struct {
