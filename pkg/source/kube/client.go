@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -42,6 +43,10 @@ func newClient(cfg *rest.Config) (*client, error) {
 		c := rest.CopyConfig(cfg)
 		c.GroupVersion, c.APIPath = &gv, apiPath
 		c.NegotiatedSerializer = codecs.WithoutConversion()
+		// Protobuf: a third of JSON's size, and decoded a page item by
+		// item (pagedList).
+		c.ContentType = runtime.ContentTypeProtobuf
+		c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 		return rest.RESTClientFor(c)
 	}
 	core, err := restFor(corev1.SchemeGroupVersion, "/api")
@@ -70,6 +75,7 @@ type resource struct {
 	rest  *rest.RESTClient
 	name  string
 	list  func() runtime.Object     // a new, empty list
+	item  func() protoObject        // a new, empty item (nil: lists decoded whole)
 	tweak func(*metav1.ListOptions) // selectors; nil: every object
 	// phases, if set, gets the time lists spend waiting for the API
 	// server and decoding (Do reads the whole body; Into decodes it).
@@ -82,13 +88,31 @@ func (r resource) options(o *metav1.ListOptions) {
 	}
 }
 
+// List asks for one page. A protobuf page is returned undecoded (a
+// pagedList): its items are decoded one at a time as they are handed on,
+// so a page of 2,000 objects is never a slice of decoded objects, grown
+// by doubling as it decodes (which, with the garbage collector scanning
+// it, was a fifth of the agent's CPU time listing 100,000 Services).
 func (r resource) List(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 	r.options(&o)
-	into := r.list()
 	start := time.Now()
-	res := r.rest.Get().Resource(r.name).VersionedParams(&o, r.c.params).Do(ctx)
+	var contentType string
+	res := r.rest.Get().Resource(r.name).VersionedParams(&o, r.c.params).Do(ctx).ContentType(&contentType)
+	body, err := res.Raw()
 	start = r.phases.since(phaseList, start)
-	err := res.Into(into)
+	if err != nil {
+		return nil, err
+	}
+	if r.item != nil && strings.HasPrefix(contentType, runtime.ContentTypeProtobuf) {
+		page, err := newPagedList(body, r.item, r.phases)
+		r.phases.since(phaseDecode, start)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", r.name, err)
+		}
+		return page, nil
+	}
+	into := r.list()
+	err = res.Into(into)
 	r.phases.since(phaseDecode, start)
 	return into, err
 }

@@ -43,6 +43,7 @@ func (d dynamicResource) Watch(ctx context.Context, o metav1.ListOptions) (watch
 func (s *Source) sliceStream(c *client, h source.SliceHandler) *stream[*model.Slice] {
 	return &stream[*model.Slice]{
 		reach:    &s.reach,
+		pageSize: s.PageSize,
 		name:     "networkslices",
 		optional: true,
 		api:      dynamicResource{c.dynamic.Resource(NetworkSlices)},

@@ -50,6 +50,9 @@ type Source struct {
 	// Report gets each object's invalid fields (the agent does not trust
 	// that the API server validated what it relies on).
 	Report *report.Reporter
+	// PageSize is the objects per list request (0: 2,000). Each page is
+	// decoded and handed on before the next is asked for.
+	PageSize int64
 
 	reach  reach
 	phases listPhases // of the initial lists of Services and EndpointSlices
@@ -91,9 +94,10 @@ func (s *Source) Run(ctx context.Context, h source.Handler) error {
 	}
 	selected := func(o *metav1.ListOptions) { o.LabelSelector = sel.String() }
 	services := &stream[*model.Service]{
-		reach: &s.reach,
-		name:  "services",
-		api:   resource{c: c, rest: c.core, name: "services", list: func() runtime.Object { return &corev1.ServiceList{} }, tweak: selected, phases: &s.phases},
+		reach:    &s.reach,
+		pageSize: s.PageSize,
+		name:     "services",
+		api:      resource{c: c, rest: c.core, name: "services", list: func() runtime.Object { return &corev1.ServiceList{} }, item: func() protoObject { return &corev1.Service{} }, tweak: selected, phases: &s.phases},
 		convert: func(o runtime.Object) *model.Service {
 			api := o.(*corev1.Service)
 			svc, err := k8s.ToService(api)
@@ -106,9 +110,10 @@ func (s *Source) Run(ctx context.Context, h source.Handler) error {
 		phases:  &s.phases,
 	}
 	slices := &stream[*model.EndpointSlice]{
-		reach: &s.reach,
-		name:  "endpointslices",
-		api:   resource{c: c, rest: c.discovery, name: "endpointslices", list: func() runtime.Object { return &discoveryv1.EndpointSliceList{} }, tweak: selected, phases: &s.phases},
+		reach:    &s.reach,
+		pageSize: s.PageSize,
+		name:     "endpointslices",
+		api:      resource{c: c, rest: c.discovery, name: "endpointslices", list: func() runtime.Object { return &discoveryv1.EndpointSliceList{} }, item: func() protoObject { return &discoveryv1.EndpointSlice{} }, tweak: selected, phases: &s.phases},
 		convert: func(o runtime.Object) *model.EndpointSlice {
 			api := o.(*discoveryv1.EndpointSlice)
 			slice, err := k8s.ToEndpointSlice(api)
@@ -164,9 +169,10 @@ func (s *Source) nodeStream(c *client, h source.Handler) *stream[*model.NodeInfo
 	var mu sync.Mutex
 	have := map[types.NamespacedName]bool{}
 	return &stream[*model.NodeInfo]{
-		reach: &s.reach,
-		name:  "nodes",
-		api:   resource{c: c, rest: c.core, name: "nodes", list: func() runtime.Object { return &corev1.NodeList{} }},
+		reach:    &s.reach,
+		pageSize: s.PageSize,
+		name:     "nodes",
+		api:      resource{c: c, rest: c.core, name: "nodes", list: func() runtime.Object { return &corev1.NodeList{} }, item: func() protoObject { return &corev1.Node{} }},
 		convert: func(o runtime.Object) *model.NodeInfo {
 			api := o.(*corev1.Node)
 			n, err := k8s.ToNode(api)
@@ -220,9 +226,10 @@ func (s *Source) runSlices(ctx context.Context, c *client, h source.SliceHandler
 // then tells it they are synced.
 func (s *Source) runPolicySources(ctx context.Context, c *client, h source.PolicyHandler) {
 	pods := &stream[*model.Pod]{
-		reach: &s.reach,
-		name:  "pods",
-		api:   resource{c: c, rest: c.core, name: "pods", list: func() runtime.Object { return &corev1.PodList{} }},
+		reach:    &s.reach,
+		pageSize: s.PageSize,
+		name:     "pods",
+		api:      resource{c: c, rest: c.core, name: "pods", list: func() runtime.Object { return &corev1.PodList{} }, item: func() protoObject { return &corev1.Pod{} }},
 		convert: func(o runtime.Object) *model.Pod {
 			api := o.(*corev1.Pod)
 			p, err := k8s.ToPod(api)
@@ -234,9 +241,10 @@ func (s *Source) runPolicySources(ctx context.Context, c *client, h source.Polic
 		known:   h.PodKeys,
 	}
 	namespaces := &stream[*model.Namespace]{
-		reach: &s.reach,
-		name:  "namespaces",
-		api:   resource{c: c, rest: c.core, name: "namespaces", list: func() runtime.Object { return &corev1.NamespaceList{} }},
+		reach:    &s.reach,
+		pageSize: s.PageSize,
+		name:     "namespaces",
+		api:      resource{c: c, rest: c.core, name: "namespaces", list: func() runtime.Object { return &corev1.NamespaceList{} }, item: func() protoObject { return &corev1.Namespace{} }},
 		convert: func(o runtime.Object) *model.Namespace {
 			return k8s.ToNamespace(o.(*corev1.Namespace))
 		},
@@ -244,10 +252,11 @@ func (s *Source) runPolicySources(ctx context.Context, c *client, h source.Polic
 		known:   h.NamespaceKeys,
 	}
 	policies := &stream[*model.Policy]{
-		reach: &s.reach,
-		name:  "networkpolicies",
+		reach:    &s.reach,
+		pageSize: s.PageSize,
+		name:     "networkpolicies",
 		api: resource{c: c, rest: c.networking, name: "networkpolicies",
-			list: func() runtime.Object { return &networkingv1.NetworkPolicyList{} }},
+			list: func() runtime.Object { return &networkingv1.NetworkPolicyList{} }, item: func() protoObject { return &networkingv1.NetworkPolicy{} }},
 		convert: func(o runtime.Object) *model.Policy {
 			api := o.(*networkingv1.NetworkPolicy)
 			p, err := k8s.ToPolicy(api)

@@ -177,13 +177,18 @@ func (s *stream[T]) listAll(ctx context.Context) (string, error) {
 			return "", fmt.Errorf("list %s: %w", s.name, err)
 		}
 		s.reach.answered()
-		err = meta.EachListItem(page, func(obj runtime.Object) error {
+		put := func(obj runtime.Object) error {
 			key, err := s.put(obj)
 			if seen != nil && err == nil {
 				seen[key] = struct{}{}
 			}
 			return err
-		})
+		}
+		if p, ok := page.(*pagedList); ok {
+			err = p.each(put)
+		} else {
+			err = meta.EachListItem(page, put)
+		}
 		if err != nil {
 			return "", err
 		}
