@@ -90,7 +90,7 @@ bench-slices: deps build tools ## network slices: the latency class's p99 idle v
 	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube-lab bench slices --runs 3 --duration 5s --services 1,10000 --uplink-rate 1G
 
 bench-sync: deps build tools ## control plane: sync cost at 1k..100k Services against a real kube-apiserver
-	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube-lab bench sync --services 1000,10000,30000,100000 --endpoints 1,10
+	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube-lab bench sync --services 1000,10000,30000,100000 --endpoints 1,10 --gzip-lists
 
 bench-compare: deps build tools ## netcube vs the real kube-proxy (iptables-nft, iptables-legacy, nftables) at 1..30k Services (netcube to 100k): docs/benchmarks/compare.md
 	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube-lab bench compare \

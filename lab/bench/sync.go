@@ -39,10 +39,14 @@ type SyncConfig struct {
 	// Starts: agent starts per point on empty maps, and restarts on full
 	// ones; the full-sync figures are their medians (0: 3).
 	Starts int
-	BinDir string
-	OutDir string
-	Merge  bool // keep the points already in OutDir's report
-	Log    io.Writer
+	// GzipLists: before each first start, start the agent once more with
+	// --api-compression (gzip-compressed lists), to report what
+	// compression costs; the two interleaved.
+	GzipLists bool
+	BinDir    string
+	OutDir    string
+	Merge     bool // keep the points already in OutDir's report
+	Log       io.Writer
 }
 
 // SyncResult is one (Services, endpoints) point.
@@ -73,6 +77,21 @@ type SyncResult struct {
 	PeakRSSMB                  float64 `json:"agent_peak_rss_mb"`
 	// Split is where a first start's full sync goes (medians of the starts).
 	Split SyncSplit `json:"first_sync_split"`
+	// APIServerCPUFirst: the API server's CPU seconds from a first start
+	// to ready (median of the starts): what one agent's initial lists cost it.
+	APIServerCPUFirst float64 `json:"apiserver_cpu_first_start_seconds"`
+	// Gzip: the same first starts with gzip-compressed lists
+	// (--api-compression), interleaved with them (GzipLists; nil: not run).
+	Gzip *SyncGzip `json:"gzip_lists,omitempty"`
+}
+
+// SyncGzip is first starts whose lists the API server compressed
+// (medians of the starts).
+type SyncGzip struct {
+	StartToReady float64 `json:"start_to_ready_ms"`
+	ListMS       float64 `json:"list_ms"`
+	DecodeMS     float64 `json:"decode_ms"`
+	APIServerCPU float64 `json:"apiserver_cpu_seconds"`
 }
 
 // SyncSplit is a full sync's time by phase, as the agent logs it: the
@@ -240,6 +259,7 @@ type agentProc struct {
 	metrics string
 	started time.Time
 	ready   time.Duration
+	apiCPU  float64       // the API server's CPU seconds from start to ready
 	exited  chan struct{} // closed when the process has exited (and been reaped)
 	waitErr error
 	// cpuProfiled is closed once the CPU profile of the start is saved
@@ -270,6 +290,8 @@ func startBenchAgent(cfg SyncConfig, env *kubeenv.Env, pins, run string, extra .
 	a.cmd.Args = append(a.cmd.Args, extra...)
 	a.cmd.Stdout, a.cmd.Stderr = logf, logf
 	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	apiCPU := func() float64 { cpu, _ := procUsage(env.APIServerPID()); return cpu }
+	apiBefore := apiCPU()
 	a.started = time.Now()
 	if err := a.cmd.Start(); err != nil {
 		return nil, err
@@ -285,6 +307,7 @@ func startBenchAgent(cfg SyncConfig, env *kubeenv.Env, pins, run string, extra .
 	for {
 		if _, err := os.Stat(readyFile); err == nil {
 			a.ready = time.Since(a.started)
+			a.apiCPU = apiCPU() - apiBefore
 			return a, nil
 		}
 		if a.hasExited() || time.Since(a.started) > 10*time.Minute {
@@ -402,9 +425,21 @@ func syncPoint(cfg SyncConfig, env *kubeenv.Env, n, eps int) (SyncResult, error)
 		starts = 3
 	}
 	// Starts on empty maps; the last agent stays for the endpoint changes.
-	var first timings
+	var first, gzip timings
 	var a *agentProc
 	for i := range starts {
+		if cfg.GzipLists {
+			_ = datapath.Unpin(pins)
+			g, err := startBenchAgent(cfg, env, pins, "gzip", "--api-compression")
+			if err != nil {
+				return r, err
+			}
+			err = gzip.add(g)
+			g.stop()
+			if err != nil {
+				return r, err
+			}
+		}
 		_ = datapath.Unpin(pins)
 		var err error
 		if a, err = startBenchAgent(cfg, env, pins, "first"); err != nil {
@@ -421,6 +456,11 @@ func syncPoint(cfg SyncConfig, env *kubeenv.Env, n, eps int) (SyncResult, error)
 	defer a.stop()
 	r.StartToReady, r.FullSyncFirst, r.FirstEventToAppliedFirst = first.medians()
 	r.Split = first.split()
+	r.APIServerCPUFirst = medianOf(first.apiCPU)
+	if cfg.GzipLists {
+		sp := gzip.split()
+		r.Gzip = &SyncGzip{StartToReady: medianOf(gzip.ready), ListMS: sp.ListMS, DecodeMS: sp.DecodeMS, APIServerCPU: medianOf(gzip.apiCPU)}
+	}
 	if dir := os.Getenv("NETCUBE_BENCH_PROFILES"); dir != "" { // the heap as of the initial sync's last GC
 		a.saveHeapProfile(filepath.Join(dir, fmt.Sprintf("agent-heap-%d-%d-synced.pprof", n, eps)))
 		<-a.cpuProfiled
@@ -500,6 +540,7 @@ func syncPoint(cfg SyncConfig, env *kubeenv.Env, n, eps int) (SyncResult, error)
 // timings collects the initial-sync figures of agent starts.
 type timings struct {
 	ready, apply, wall []float64
+	apiCPU             []float64 // the API server's CPU seconds, start -> ready
 	updates            []int
 	phases             []SyncSplit
 }
@@ -511,6 +552,7 @@ func (t *timings) add(a *agentProc) error {
 	}
 	t.ready, t.apply, t.wall = append(t.ready, ms(a.ready)), append(t.apply, ms(apply)), append(t.wall, ms(wall))
 	t.updates = append(t.updates, updates)
+	t.apiCPU = append(t.apiCPU, a.apiCPU)
 	t.phases = append(t.phases, a.initialPhases(apply))
 	return nil
 }

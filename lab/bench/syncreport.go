@@ -50,15 +50,27 @@ func SyncMarkdown(cfg SyncConfig, results []SyncResult, at time.Time) string {
 	b.WriteString("**translate**: API objects → netcube's model, as they arrive (*convert*), then, once the lists are complete, the model → frontends and backends, ownership and the cube's bookkeeping (*compute*); ")
 	b.WriteString("**map writes**: the system calls writing lb_services, lb_backends and lb_revnat (batched). ")
 	b.WriteString("List, decode and convert are summed over the two resources, which are listed at the same time; compute + map writes = full sync apply.\n\n")
-	b.WriteString("| Services | endpoints each | list (ms) | decode (ms) | translate: convert + compute (ms) | map writes (ms) |\n")
-	b.WriteString("|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("**API server CPU**: the kube-apiserver process's CPU seconds from the agent's start to ready (/proc), what one agent's initial lists cost it.\n\n")
+	b.WriteString("| Services | endpoints each | list (ms) | decode (ms) | translate: convert + compute (ms) | map writes (ms) | API server CPU (s) |\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range results {
 		p := r.Split
 		if p == (SyncSplit{}) {
-			fmt.Fprintf(&b, "| %d | %d | – | – | – | – |\n", r.Services, r.Endpoints) // measured before the agent logged it
+			fmt.Fprintf(&b, "| %d | %d | – | – | – | – | – |\n", r.Services, r.Endpoints) // measured before the agent logged it
 			continue
 		}
-		fmt.Fprintf(&b, "| %d | %d | %.0f | %.0f | %.0f + %.0f | %.0f |\n", r.Services, r.Endpoints, p.ListMS, p.DecodeMS, p.ConvertMS, p.ComputeMS, p.MapWriteMS)
+		fmt.Fprintf(&b, "| %d | %d | %.0f | %.0f | %.0f + %.0f | %.0f | %s |\n", r.Services, r.Endpoints, p.ListMS, p.DecodeMS, p.ConvertMS, p.ComputeMS, p.MapWriteMS, fmtOrDash(r.APIServerCPUFirst, "%.2f"))
+	}
+	if slices.ContainsFunc(results, func(r SyncResult) bool { return r.Gzip != nil }) {
+		b.WriteString("\nGzip-compressed lists (`--api-compression`; the agent's default asks for none): the same first starts, each just before one of the uncompressed starts above (medians).\n\n")
+		b.WriteString("| Services | endpoints each | start → ready, uncompressed / gzip (ms) | list, uncompressed / gzip (ms) | decode, uncompressed / gzip (ms) | API server CPU, uncompressed / gzip (s) |\n")
+		b.WriteString("|---:|---:|---:|---:|---:|---:|\n")
+		for _, r := range results {
+			if g := r.Gzip; g != nil {
+				fmt.Fprintf(&b, "| %d | %d | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %.2f / %.2f |\n", r.Services, r.Endpoints,
+					r.StartToReady, g.StartToReady, r.Split.ListMS, g.ListMS, r.Split.DecodeMS, g.DecodeMS, r.APIServerCPUFirst, g.APIServerCPU)
+			}
+		}
 	}
 	b.WriteString("\nTargets (issue 3): at 10,000 Services one endpoint change applied < 1 ms after its event arrives and full sync < 100 ms; ")
 	b.WriteString("at 100,000 Services full sync < 1 s and agent RSS < 150 MB. ")
@@ -77,8 +89,12 @@ func SyncMarkdown(cfg SyncConfig, results []SyncResult, at time.Time) string {
 	if starts <= 0 {
 		starts = 3
 	}
-	fmt.Fprintf(&b, "Reproduce: `make bench-sync` (`bin/netcube-lab bench sync --services %s --endpoints %s --changes %d --starts %d`; `--merge` adds to the points already in the report).\n",
-		strings.Join(sizes, ","), strings.Join(eps, ","), cfg.Changes, starts)
+	gz := ""
+	if cfg.GzipLists {
+		gz = " --gzip-lists"
+	}
+	fmt.Fprintf(&b, "Reproduce: `make bench-sync` (`bin/netcube-lab bench sync --services %s --endpoints %s --changes %d --starts %d%s`; `--merge` adds to the points already in the report).\n",
+		strings.Join(sizes, ","), strings.Join(eps, ","), cfg.Changes, starts, gz)
 	return b.String()
 }
 
@@ -126,4 +142,13 @@ func mergeResults(path string, results []SyncResult) []SyncResult {
 		return a.Services - b.Services
 	})
 	return out
+}
+
+// fmtOrDash formats v, or "–" when it was not measured (0: a point from
+// before the report had the column).
+func fmtOrDash(v float64, format string) string {
+	if v == 0 {
+		return "–"
+	}
+	return fmt.Sprintf(format, v)
 }

@@ -197,6 +197,15 @@ func (e *Env) waitReady(timeout time.Duration) error {
 		filepath.Join(e.Dir, "kube-apiserver.log"), logs.Tail(filepath.Join(e.Dir, "kube-apiserver.log"), 20))
 }
 
+// APIServerPID is the running kube-apiserver's process (0: none), for
+// benchmarks that read its CPU time.
+func (e *Env) APIServerPID() int {
+	if e.api == nil || e.api.Process == nil {
+		return 0
+	}
+	return e.api.Process.Pid
+}
+
 // processGone: the process has exited (and been reaped by spawn's Wait).
 func processGone(c *exec.Cmd) bool {
 	return c.Process == nil || syscall.Kill(c.Process.Pid, 0) != nil

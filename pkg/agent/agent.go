@@ -292,6 +292,7 @@ func newSource(cfg Config, rep *report.Reporter) (source.Source, error) {
 	// when listing 100,000 objects.
 	rc.ContentType = "application/vnd.kubernetes.protobuf"
 	rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	rc.DisableCompression = !cfg.APICompression
 	events, err := kube.NewEventSink(rc, cfg.NodeName)
 	if err != nil {
 		return nil, err

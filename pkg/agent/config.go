@@ -20,7 +20,13 @@ type Config struct {
 	// Where the desired state comes from: a kubeconfig (or in-cluster
 	// config when empty and running in a Pod), or a directory of YAML.
 	Kubeconfig string `json:"kubeconfig,omitempty"`
-	Manifests  string `json:"manifests,omitempty"`
+	// APICompression asks the API server for gzip-compressed lists. Off by
+	// default: compressing a list costs the API server CPU time for each
+	// agent that lists, and saves only bandwidth, which a cluster's own
+	// network has (sig-scalability's finding, kubernetes#112296). A
+	// kubeconfig's disable-compression is overridden by this.
+	APICompression bool   `json:"apiCompression,omitempty"`
+	Manifests      string `json:"manifests,omitempty"`
 	// ProxyName: handle only Services labelled
 	// service.kubernetes.io/service-proxy-name=<it>; "" = unlabelled ones.
 	ProxyName string `json:"proxyName,omitempty"`

@@ -51,6 +51,7 @@ func flagSet(name string, cfg *Config) (fs *flag.FlagSet, configFile *string, cl
 	configFile = fs.String("config", "", "config file (YAML, fields as in pkg/agent.Config); flags given override it")
 	cleanup = fs.Bool("cleanup", false, "remove everything pinned under --bpf-root (detaches the datapath, drops flow state) and exit")
 	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", cfg.Kubeconfig, "kubeconfig of the API server (default: in-cluster config)")
+	fs.BoolVar(&cfg.APICompression, "api-compression", cfg.APICompression, "ask the API server for gzip-compressed lists (saves bandwidth, costs the API server CPU per list)")
 	fs.StringVar(&cfg.Manifests, "manifests", cfg.Manifests, "instead of the API: a directory of Service and EndpointSlice YAML, watched for changes")
 	fs.StringVar(&cfg.ProxyName, "proxy-name", cfg.ProxyName, "handle only Services labelled service.kubernetes.io/service-proxy-name=<this> (default: unlabelled ones)")
 	fs.StringVar(&cfg.NodeName, "node-name", cfg.NodeName, "this node's name (default $NODE_NAME, then the hostname)")

@@ -73,6 +73,7 @@ func benchSync(args []string) error {
 	cfg := bench.SyncConfig{Log: os.Stdout}
 	fs.IntVar(&cfg.Changes, "changes", 100, "endpoint changes timed per size")
 	fs.IntVar(&cfg.Starts, "starts", 3, "agent starts (and restarts) per size; full-sync figures are their medians")
+	fs.BoolVar(&cfg.GzipLists, "gzip-lists", false, "also start the agent with --api-compression before each first start, and report what gzip-compressed lists cost")
 	fs.BoolVar(&cfg.Merge, "merge", false, "add to the points already in the report instead of replacing it")
 	fs.StringVar(&cfg.OutDir, "out", "docs/benchmarks", "directory for sync.json and sync.md (\"\": none)")
 	_ = fs.Parse(args)
