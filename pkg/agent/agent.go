@@ -53,6 +53,14 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	// The source lists from the API server while the datapath loads (the
+	// verifier's second or so): what it hands on is kept until the cubes
+	// can take it.
+	early := &source.Deferred{}
+	srcCtx, stopSource := context.WithCancel(ctx)
+	defer stopSource()
+	errc := make(chan error, 1)
+	go func() { errc <- src.Run(srcCtx, early) }()
 	if err := datapath.CheckKernel(); err != nil {
 		return err
 	}
@@ -152,9 +160,8 @@ func Run(ctx context.Context, cfg Config) error {
 			handler = slicesTee{policyTee: policyTee{nodeTee: tee, PolicyHandler: cs.policy}, slices: cs.slices}
 		}
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- src.Run(ctx, handler) }()
 	go rec.Run(ctx)
+	early.Attach(handler)
 
 	select {
 	case <-rec.Synced():
