@@ -20,7 +20,7 @@ import (
 // source relists, which waits for Attach.
 type Deferred struct {
 	mu       sync.Mutex
-	h        Handler       // nil until Attach
+	h        Handler // nil until Attach
 	kept     []func(Handler)
 	attached chan struct{} // closed by Attach
 	once     sync.Once
