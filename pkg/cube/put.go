@@ -1,8 +1,11 @@
 package cube
 
 import (
+	"errors"
 	"fmt"
 	"unsafe"
+
+	"github.com/cilium/ebpf"
 )
 
 // Put writes key=value into the named map like Maps.Update, but hands the
@@ -44,8 +47,35 @@ func Get[K, V any](m *Maps, name string, key K) (v V, ok bool, err error) {
 	return v, true, nil
 }
 
-// Each calls fn for every entry of the named map, until fn returns false.
+// batchReader is a map that reads its entries many per system call
+// (the kernel's hash and array maps).
+type batchReader interface {
+	LookupBatches(keys, values any, fn func(n int) bool) error
+}
+
+// eachBatch is how many entries Each reads per batch.
+const eachBatch = 4096
+
+// Each calls fn for every entry of the named map, until fn returns false:
+// read in batches where the map can, else entry by entry.
 func Each[K, V any](m *Maps, name string, fn func(K, V) bool) error {
+	if br, ok := m.Map(name).(batchReader); ok {
+		ks, vs := make([]K, eachBatch), make([]V, eachBatch)
+		err := br.LookupBatches(ks, vs, func(n int) bool {
+			for i := range n {
+				if !fn(ks[i], vs[i]) {
+					return false
+				}
+			}
+			return true
+		})
+		if !errors.Is(err, ebpf.ErrNotSupported) {
+			if err != nil {
+				return fmt.Errorf("read %s: %w", name, err)
+			}
+			return nil
+		}
+	}
 	var k K
 	var v V
 	it := m.Map(name).Iterate()

@@ -1,8 +1,6 @@
 package lb
 
 import (
-	"fmt"
-
 	"github.com/netcube/netcube/pkg/cube"
 	"github.com/netcube/netcube/pkg/datapath"
 	"github.com/netcube/netcube/pkg/model"
@@ -17,15 +15,13 @@ func Restore(maps *cube.Maps) (*Tables, error) {
 	c := New(maps)
 
 	backends := map[uint32]datapath.Backend{}
-	var id uint32
-	var b datapath.Backend
-	it := maps.Map(MapBackends).Iterate()
-	for it.Next(&id, &b) {
+	err := cube.Each(maps, MapBackends, func(id uint32, b datapath.Backend) bool {
 		backends[id] = b
 		c.nextBackendID = max(c.nextBackendID, id+1)
-	}
-	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("read %s: %w", MapBackends, err)
+		return true
+	})
+	if err != nil {
+		return nil, err
 	}
 
 	type slotEntry struct {
@@ -34,19 +30,17 @@ func Restore(maps *cube.Maps) (*Tables, error) {
 	}
 	masters := map[datapath.ServiceKey]datapath.ServiceValue{}
 	var slots []slotEntry
-	var key datapath.ServiceKey
-	var val datapath.ServiceValue
-	it = maps.Map(MapServices).Iterate()
-	for it.Next(&key, &val) {
+	err = cube.Each(maps, MapServices, func(key datapath.ServiceKey, val datapath.ServiceValue) bool {
 		if key.Slot == 0 {
 			masters[key] = val
 			c.nextRevNATID = max(c.nextRevNATID, val.RevNatId+1)
 		} else {
 			slots = append(slots, slotEntry{key, val.BackendId})
 		}
-	}
-	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("read %s: %w", MapServices, err)
+		return true
+	})
+	if err != nil {
+		return nil, err
 	}
 
 	for k, m := range masters {
@@ -146,16 +140,14 @@ func (c *Tables) removeOrphanRevNAT() error {
 // those keep does not want (keep may also take note of the others).
 func sweep[K, V any](c *Tables, name string, keep func(K, V) bool) error {
 	var stale []K
-	var k K
-	var v V
-	it := c.maps.Map(name).Iterate()
-	for it.Next(&k, &v) {
+	err := cube.Each(c.maps, name, func(k K, v V) bool {
 		if !keep(k, v) {
 			stale = append(stale, k)
 		}
-	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("read %s: %w", name, err)
+		return true
+	})
+	if err != nil {
+		return err
 	}
 	for _, k := range stale {
 		c.ops.Deletes++
