@@ -25,32 +25,28 @@ func Dump(maps *cube.Maps) (map[model.Frontend][]model.Backend, error) {
 
 func dump(maps *cube.Maps) (map[model.Frontend][]model.Backend, error) {
 	backends := map[uint32]model.Backend{}
-	var id uint32
-	var b datapath.Backend
-	it := maps.Map(MapBackends).Iterate()
-	for it.Next(&id, &b) {
+	err := cube.Each(maps, MapBackends, func(id uint32, b datapath.Backend) bool {
 		backends[id] = model.Backend{Addr: b.Addr.IP(), Port: datapath.HostPort(b.Port)}
-	}
-	if err := it.Err(); err != nil {
+		return true
+	})
+	if err != nil {
 		return nil, err
 	}
 	masters := map[model.Frontend]uint16{}
 	slots := map[model.Frontend]map[uint16]uint32{}
-	var key datapath.ServiceKey
-	var val datapath.ServiceValue
-	it = maps.Map(MapServices).Iterate()
-	for it.Next(&key, &val) {
+	err = cube.Each(maps, MapServices, func(key datapath.ServiceKey, val datapath.ServiceValue) bool {
 		fe := frontendOf(key)
 		if key.Slot == 0 {
 			masters[fe] = val.Count
-			continue
+			return true
 		}
 		if slots[fe] == nil {
 			slots[fe] = map[uint16]uint32{}
 		}
 		slots[fe][key.Slot] = val.BackendId
-	}
-	if err := it.Err(); err != nil {
+		return true
+	})
+	if err != nil {
 		return nil, err
 	}
 	out := map[model.Frontend][]model.Backend{}

@@ -56,28 +56,28 @@ func Inspect(maps *cube.Maps) ([]Programmed, error) {
 
 func inspect(maps *cube.Maps) ([]Programmed, error) {
 	backends := map[uint32]datapath.Backend{}
-	var id uint32
-	var b datapath.Backend
-	for it := maps.Map(MapBackends).Iterate(); it.Next(&id, &b); {
+	err := cube.Each(maps, MapBackends, func(id uint32, b datapath.Backend) bool {
 		backends[id] = b
+		return true
+	})
+	if err != nil {
+		return nil, err
 	}
 	masters := map[model.Frontend]datapath.ServiceValue{}
 	slots := map[model.Frontend]map[uint16]uint32{}
-	var key datapath.ServiceKey
-	var val datapath.ServiceValue
-	it := maps.Map(MapServices).Iterate()
-	for it.Next(&key, &val) {
+	err = cube.Each(maps, MapServices, func(key datapath.ServiceKey, val datapath.ServiceValue) bool {
 		fe := frontendOf(key)
 		if key.Slot == 0 {
 			masters[fe] = val
-			continue
+			return true
 		}
 		if slots[fe] == nil {
 			slots[fe] = map[uint16]uint32{}
 		}
 		slots[fe][key.Slot] = val.BackendId
-	}
-	if err := it.Err(); err != nil {
+		return true
+	})
+	if err != nil {
 		return nil, err
 	}
 	fes := make([]model.Frontend, 0, len(masters))
