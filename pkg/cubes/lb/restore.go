@@ -14,15 +14,24 @@ import (
 func Restore(maps *cube.Maps) (*Tables, error) {
 	c := New(maps)
 
-	backends := map[uint32]datapath.Backend{}
+	// Read first, then indexed in a map and a table sized once: a million
+	// backends grown into them entry by entry rehashed both many times.
+	var ids []uint32
+	var bs []datapath.Backend
 	err := cube.Each(maps, MapBackends, func(id uint32, b datapath.Backend) bool {
-		backends[id] = b
+		ids, bs = append(ids, id), append(bs, b)
 		c.nextBackendID = max(c.nextBackendID, id+1)
 		return true
 	})
 	if err != nil {
 		return nil, err
 	}
+	backends := make(map[uint32]datapath.Backend, len(ids))
+	for i, id := range ids {
+		backends[id] = bs[i]
+	}
+	ids, bs = nil, nil
+	c.backends.reserve(len(backends))
 
 	type slotEntry struct {
 		key datapath.ServiceKey
