@@ -535,6 +535,9 @@ func Down(name string, log io.Writer) error {
 	if err := datapath.Unpin(t.PinRoot); err != nil {
 		errs = append(errs, err)
 	}
+	// The sandboxes' common parent goes with the last of them (os.Remove
+	// leaves a directory another sandbox still pins under).
+	_ = os.Remove(filepath.Dir(t.PinRoot))
 	if root, err := cgroup.Root(); err == nil {
 		if err := cgroup.Remove(root, t.CgroupRoot); err != nil {
 			errs = append(errs, err)
