@@ -430,13 +430,7 @@ func syncPoint(cfg SyncConfig, env *kubeenv.Env, n, eps int) (SyncResult, error)
 	for i := range starts {
 		if cfg.GzipLists {
 			_ = datapath.Unpin(pins)
-			g, err := startBenchAgent(cfg, env, pins, "gzip", "--api-compression")
-			if err != nil {
-				return r, err
-			}
-			err = gzip.add(g)
-			g.stop()
-			if err != nil {
+			if err := gzip.measure(cfg, env, pins, "gzip", "--api-compression"); err != nil {
 				return r, err
 			}
 		}
@@ -522,13 +516,7 @@ func syncPoint(cfg SyncConfig, env *kubeenv.Env, n, eps int) (SyncResult, error)
 	// Restart against the pinned maps: nothing changed meanwhile.
 	var restart timings
 	for range starts {
-		a2, err := startBenchAgent(cfg, env, pins, "restart")
-		if err != nil {
-			return r, err
-		}
-		err = restart.add(a2)
-		a2.stop()
-		if err != nil {
+		if err := restart.measure(cfg, env, pins, "restart"); err != nil {
 			return r, err
 		}
 	}
@@ -555,6 +543,16 @@ func (t *timings) add(a *agentProc) error {
 	t.apiCPU = append(t.apiCPU, a.apiCPU)
 	t.phases = append(t.phases, a.initialPhases(apply))
 	return nil
+}
+
+// measure starts an agent on pins, records its initial sync and stops it.
+func (t *timings) measure(cfg SyncConfig, env *kubeenv.Env, pins, run string, extra ...string) error {
+	a, err := startBenchAgent(cfg, env, pins, run, extra...)
+	if err != nil {
+		return err
+	}
+	defer a.stop()
+	return t.add(a)
 }
 
 func (t *timings) medians() (ready, apply, wall float64) {
