@@ -54,9 +54,6 @@ func TestDeferredKeepsOrder(t *testing.T) {
 	d.OnPod(key("p"), nil)
 	d.OnSynced()
 	l := &log{}
-	if got := l.snapshot(); len(got) != 0 {
-		t.Fatalf("handed on before Attach: %v", got)
-	}
 	// A source goroutine goes on handing changes on while Attach runs.
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -96,6 +93,12 @@ func TestDeferredKeepsOrder(t *testing.T) {
 // TestDeferredKeysWaitForAttach: a relist's question (what does the
 // handler hold?) is answered by the real handler, once there is one.
 func TestDeferredKeysWaitForAttach(t *testing.T) {
+	// Positive control: once attached, the question is answered at once.
+	var attached Deferred
+	attached.Attach(&log{keys: []types.NamespacedName{key("b")}})
+	if got := attached.ServiceKeys(); !slices.Equal(got, []types.NamespacedName{key("b")}) {
+		t.Fatalf("ServiceKeys of an attached Deferred: %v, want [ns/b]", got)
+	}
 	var d Deferred
 	answer := make(chan []types.NamespacedName, 1)
 	go func() { answer <- d.ServiceKeys() }()
