@@ -69,15 +69,26 @@ func eventFor(t *testing.T, ns, kind, name, reason string) string {
 // its valid parts programmed, its LoadBalancer IP walled (no client), and
 // both fields named in a Warning Event; an EndpointSlice without the
 // service-name label is reported rather than silently dropped.
+//
+// The Service's LoadBalancer IP was assigned by another controller (its
+// class is not netcube's): with netcube's own class, or none, the agent
+// that leads LoadBalancer IP assignment takes the Service as its own and
+// clears an address no pool of its gave (CI saw that race, once an
+// earlier test had installed the pool CRD). The CRD is installed here, so
+// that the leader assigns throughout and the test checks it leaves a
+// Service of another class alone.
 func TestInvalidFieldsFromTheAPI(t *testing.T) {
+	installPoolCRD(t)
 	a := startAgent(t, pinDir(t))
 	single := corev1.IPFamilyPolicySingleStack
+	otherClass := "example.com/cloud-lb"
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "unvalidated", Namespace: "default", UID: "4f6c1a7e-0000-4000-8000-000000000001"},
 		Spec: corev1.ServiceSpec{
 			Type: corev1.ServiceTypeLoadBalancer, ClusterIP: "10.96.201.1", ClusterIPs: []string{"10.96.201.1"},
 			IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol}, IPFamilyPolicy: &single, SessionAffinity: corev1.ServiceAffinityNone,
 			ExternalTrafficPolicy:    corev1.ServiceExternalTrafficPolicyCluster,
+			LoadBalancerClass:        &otherClass,
 			ExternalIPs:              []string{"not-an-ip", "192.0.2.202"},
 			LoadBalancerSourceRanges: []string{"10.0.0.0/8", "bad-range"},
 			Ports:                    []corev1.ServicePort{{Name: "http", Port: 80, NodePort: 30201, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)}},
