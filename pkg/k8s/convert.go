@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -283,6 +284,14 @@ func ToEndpointSlice(s *discoveryv1.EndpointSlice) (*model.EndpointSlice, error)
 		return nil, errors.Join(errs...)
 	}
 	out := &model.EndpointSlice{Service: id, IPv6: v6}
+	if t, ok := s.Annotations[corev1.EndpointsLastChangeTriggerTime]; ok {
+		if at, err := time.Parse(time.RFC3339Nano, t); err == nil {
+			out.ChangeTriggered = at.UnixNano()
+		} else {
+			bad("metadata.annotations[%s]: %q is not an RFC 3339 time; the change is not counted in network programming latency",
+				corev1.EndpointsLastChangeTriggerTime, t)
+		}
+	}
 	for i, p := range s.Ports {
 		if p.Port == nil {
 			continue // a port without a number: no target for this name (the API allows it)

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -232,6 +233,27 @@ func TestEndpointSliceFieldsValidated(t *testing.T) {
 	s.AddressType = discoveryv1.AddressTypeFQDN
 	if got, err := ToEndpointSlice(s); got != nil || err != nil {
 		t.Errorf("FQDN slice: %v, %v; want nothing, no error", got, err)
+	}
+}
+
+// TestEndpointSliceTriggerTime: the EndpointSlice controller's
+// last-change-trigger-time is read to the nanosecond (network programming
+// latency is timed from it); an unreadable one is named, and the slice's
+// endpoints are still used.
+func TestEndpointSliceTriggerTime(t *testing.T) {
+	s := apiobj.Slice(discoveryv1.AddressTypeIPv4, nil, apiobj.EP{Addr: "10.0.0.1"})
+	s.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: "2026-11-27T01:02:03.456789012Z"}
+	got, err := ToEndpointSlice(s)
+	if want := time.Date(2026, 11, 27, 1, 2, 3, 456789012, time.UTC).UnixNano(); err != nil || got.ChangeTriggered != want {
+		t.Fatalf("trigger time %d (err %v), want %d", got.ChangeTriggered, err, want)
+	}
+	s.Annotations[corev1.EndpointsLastChangeTriggerTime] = "yesterday"
+	got, err = ToEndpointSlice(s)
+	if err == nil || !strings.Contains(err.Error(), `metadata.annotations[endpoints.kubernetes.io/last-change-trigger-time]: "yesterday" is not an RFC 3339 time`) {
+		t.Errorf("unreadable trigger time: error %v does not name it", err)
+	}
+	if got == nil || got.ChangeTriggered != 0 || len(got.Endpoints) != 1 {
+		t.Errorf("unreadable trigger time: got %+v, want the endpoint and no time", got)
 	}
 }
 

@@ -74,6 +74,7 @@ func (r *Reconciler) initialSyncOnce() {
 		r.initialSync.Wall = time.Since(r.firstEvent)
 	}
 	r.mu.Unlock()
+	r.programmedInitially()
 	close(r.synced)
 }
 

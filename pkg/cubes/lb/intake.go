@@ -44,7 +44,11 @@ func (r *Reconciler) markDirty(id model.ServiceID) {
 func (r *Reconciler) OnEndpointSlice(key types.NamespacedName, slice *model.EndpointSlice) {
 	var dirty []model.ServiceID
 	r.mu.Lock()
-	if prev, ok := r.slices[key]; ok {
+	prev := r.slices[key]
+	if slice != nil {
+		r.triggers.record(slice.Service, prev, slice)
+	}
+	if prev != nil {
 		st := r.state(prev.Service)
 		st.slices = slices.DeleteFunc(st.slices, func(s *model.EndpointSlice) bool { return s == prev })
 		delete(r.slices, key)

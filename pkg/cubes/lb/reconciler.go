@@ -39,9 +39,13 @@ type HealthChecks interface {
 
 // Observer is told about every Service sync (metrics); optional. pending is
 // how long the Service waited since the first change that made it dirty
-// arrived; took is the sync itself.
+// arrived; took is the sync itself. Programmed is told, for each endpoint
+// change a sync programmed, the time from the change's trigger (its
+// EndpointSlice's last-change-trigger-time) to the sync's last map write:
+// network programming latency, as Kubernetes defines it.
 type Observer interface {
 	ServiceSynced(pending, took time.Duration, err error)
+	Programmed(sinceTrigger time.Duration)
 }
 
 // allSynced is queued once the source has delivered its initial state: when
@@ -86,6 +90,10 @@ type Reconciler struct {
 	// time spent applying Services until the first full sync was done.
 	firstEvent  time.Time
 	initialSync InitialSync
+	// triggers: the trigger times (Unix ns) of the endpoint changes not
+	// yet programmed, by Service (triggers.go). Apart from the states:
+	// almost always empty.
+	triggers triggerTimes
 }
 
 var _ source.Handler = (*Reconciler)(nil)
@@ -135,6 +143,7 @@ func NewReconciler(lb LoadBalancer, observer Observer) *Reconciler {
 		owners:     newOwners(),
 		synced:     make(chan struct{}),
 		sourceDone: make(chan struct{}),
+		triggers:   newTriggerTimes(),
 	}
 }
 
@@ -194,9 +203,17 @@ func (r *Reconciler) handle(id model.ServiceID) error {
 	st := r.state(id)
 	since, ok := st.dirtySince.Time(), !st.dirtySince.IsZero()
 	st.dirtySince = 0 // a change arriving from here on is a new one
+	triggered := r.triggers.take(id)
 	r.mu.Unlock()
 	start := time.Now()
 	err := errors.Join(r.syncService(id, st), r.syncHealthCheck(id))
+	if err == nil {
+		r.programmed(triggered)
+	} else {
+		r.mu.Lock()
+		r.triggers.giveBack(id, triggered)
+		r.mu.Unlock()
+	}
 	if !r.isSynced() {
 		r.mu.Lock()
 		r.initialSync.Apply += time.Since(start)

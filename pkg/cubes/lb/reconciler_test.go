@@ -27,10 +27,15 @@ func svc(i int) *model.Service {
 }
 
 func slice(i int, endpoints ...string) *model.EndpointSlice {
+	return sliceAnnotated(i, nil, endpoints...)
+}
+
+// sliceAnnotated is slice with the EndpointSlice's annotations.
+func sliceAnnotated(i int, annotations map[string]string, endpoints ...string) *model.EndpointSlice {
 	port, proto, name := int32(8080), corev1.ProtocolTCP, ""
 	s := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: fmt.Sprintf("s%d-abc", i), Namespace: "default",
+			Name: fmt.Sprintf("s%d-abc", i), Namespace: "default", Annotations: annotations,
 			Labels: map[string]string{discoveryv1.LabelServiceName: fmt.Sprintf("s%d", i)},
 		},
 		AddressType: discoveryv1.AddressTypeIPv4,
