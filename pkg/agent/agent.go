@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -31,11 +30,11 @@ import (
 	"github.com/netcube/netcube/pkg/cni"
 	"github.com/netcube/netcube/pkg/cube"
 	"github.com/netcube/netcube/pkg/cubes"
-	"github.com/netcube/netcube/pkg/cubes/lb"
 	"github.com/netcube/netcube/pkg/datapath"
 	"github.com/netcube/netcube/pkg/k8s"
 	"github.com/netcube/netcube/pkg/lbipam"
 	"github.com/netcube/netcube/pkg/localapi"
+	"github.com/netcube/netcube/pkg/model"
 	"github.com/netcube/netcube/pkg/podnetns"
 	"github.com/netcube/netcube/pkg/report"
 	"github.com/netcube/netcube/pkg/source"
@@ -47,6 +46,9 @@ import (
 func Run(ctx context.Context, cfg Config) error {
 	if _, set := os.LookupEnv("GOGC"); !set && cfg.GCPercent > 0 {
 		debug.SetGCPercent(cfg.GCPercent)
+	}
+	if err := checkDatapath(cfg); err != nil {
+		return err
 	}
 	rep := report.New()
 	src, err := newSource(cfg, rep)
@@ -61,40 +63,10 @@ func Run(ctx context.Context, cfg Config) error {
 	defer stopSource()
 	errc := make(chan error, 1)
 	go func() { errc <- src.Run(srcCtx, early) }()
-	if err := datapath.CheckKernel(); err != nil {
-		return err
-	}
-	if err := datapath.EnsureBPFFS(); err != nil {
-		return err
-	}
-	ctVars, err := cfg.Conntrack.Variables()
-	if err != nil {
-		return err
-	}
-	npVars, err := lb.NodePortVariables(cfg.NodePortMode, cfg.Routing)
-	if err != nil {
-		return err
-	}
-	maps.Copy(ctVars, npVars)
-	dp, err := datapath.Load(datapath.Config{PinDir: cfg.BPFRoot, Cubes: cubes.All, MapSizes: cfg.MapSizes, Variables: ctVars})
-	if err != nil {
-		return err
-	}
-	defer dp.Close()
-	slog.Info("datapath loaded", "pins", cfg.BPFRoot)
-
-	if cfg.SocketLB {
-		if cfg.Cgroup == "" {
-			return errors.New("socket-LB needs --cgroup (the pods' parent cgroup v2)")
-		}
-		if err := dp.AttachCgroup(cfg.Cgroup); err != nil {
-			return err
-		}
-	} else if err := dp.DetachCgroup(); err != nil {
-		return err
-	}
-	slog.Info("socket-LB", "enabled", cfg.SocketLB, "cgroup", cfg.Cgroup)
-	settings := cube.Settings{SocketLB: cfg.SocketLB, Cgroup: cfg.Cgroup, LBAlgorithm: cfg.LBAlgorithm}
+	hollow := cfg.Datapath == DatapathMemory
+	var dp nodeDatapath
+	var kdp *datapath.Datapath // nil when hollow
+	settings := cube.Settings{SocketLB: cfg.SocketLB, Cgroup: cfg.Cgroup, LBAlgorithm: cfg.LBAlgorithm, Hollow: hollow}
 	if settings.NodePortLo, settings.NodePortHi, err = ParsePortRange(cfg.NodePortRange); err != nil {
 		return fmt.Errorf("--nodeport-range: %w", err)
 	}
@@ -103,9 +75,21 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("--uplink-rate: %w", err)
 		}
 	}
-	node, uplinkMTU, uplinks, err := setupNode(dp, cfg.NodeName, cfg.NodeInterfaces, cfg.NodePortAcceleration)
-	if err != nil {
-		return err
+	node, uplinkMTU, uplinks := model.Node{Name: cfg.NodeName}, 0, []string(nil)
+	if hollow {
+		if dp, err = newMemoryDatapath(cfg); err != nil {
+			return err
+		}
+		slog.Info("datapath in memory (hollow agent): no BPF loaded, nothing on the host changed", "node", cfg.NodeName)
+	} else {
+		if kdp, err = loadKernelDatapath(cfg); err != nil {
+			return err
+		}
+		defer kdp.Close()
+		dp = kdp
+		if node, uplinkMTU, uplinks, err = setupNode(kdp, cfg.NodeName, cfg.NodeInterfaces, cfg.NodePortAcceleration); err != nil {
+			return err
+		}
 	}
 	settings.Routing, settings.PodIfacePrefix, settings.UplinkMTU = cfg.Routing, cfg.PodIfacePrefix, uplinkMTU
 	settings.Uplinks = uplinks
@@ -143,12 +127,15 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 
-	if err := startPodNetwork(ctx, cfg, dp, cs.pods); err != nil {
-		return err
+	if !hollow {
+		if err := startPodNetwork(ctx, cfg, kdp, cs.pods); err != nil {
+			return err
+		}
+		// Every hook now runs this agent's programs: what the earlier
+		// agent's wrote meanwhile to a map this one took over can be
+		// copied.
+		kdp.CatchUpCarryOver()
 	}
-	// Every hook now runs this agent's programs: what the earlier agent's
-	// wrote meanwhile to a map this one took over can be copied.
-	dp.CatchUpCarryOver()
 	tee := nodeTee{Handler: rec, name: cfg.NodeName, nodes: cs.nodes}
 	if cfg.CNIConfDir != "" {
 		tee.cni = &cniConfig{cfg: cfg}
@@ -207,7 +194,7 @@ type started struct {
 
 // startCubes starts every registered cube, each with its own maps, and
 // attaches the programs of the devices they made; stop stops them all.
-func startCubes(ctx context.Context, dp *datapath.Datapath, m *metrics, env cube.Env) (cs started, stop func(), err error) {
+func startCubes(ctx context.Context, dp nodeDatapath, m *metrics, env cube.Env) (cs started, stop func(), err error) {
 	var stops []func()
 	stop = func() {
 		for _, s := range stops {

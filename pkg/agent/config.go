@@ -32,6 +32,11 @@ type Config struct {
 	ProxyName string `json:"proxyName,omitempty"`
 	NodeName  string `json:"nodeName,omitempty"`
 
+	// Datapath: "kernel" (the BPF object, attached to the node) or
+	// "memory" (a hollow agent: the maps in memory, nothing attached, no
+	// root needed; to measure the control plane with many agents on one
+	// machine).
+	Datapath       string            `json:"datapath,omitempty"`
 	BPFRoot        string            `json:"bpfRoot,omitempty"`  // bpffs directory of this node's pins
 	MapSizes       map[string]uint32 `json:"mapSizes,omitempty"` // by map name; 0 = default
 	SocketLB       bool              `json:"socketLB"`
@@ -157,6 +162,7 @@ const (
 // Defaults are kube-proxy's ports for metrics and health.
 func Defaults() Config {
 	return Config{
+		Datapath:             DatapathKernel,
 		BPFRoot:              "/sys/fs/bpf/netcube",
 		SocketLB:             true,
 		PodIfacePrefix:       cni.HostIfPrefix,

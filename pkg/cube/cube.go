@@ -109,6 +109,11 @@ type Settings struct {
 	// HubbleSocket is where the Hubble Observer API serves the events
 	// ("": not served).
 	HubbleSocket string
+	// Hollow: the maps are in memory (--datapath=memory, one of many
+	// agents on a machine measuring the control plane): a cube writes
+	// them as ever, and changes nothing on the host (devices, routes,
+	// qdiscs, listening ports) and runs no program.
+	Hollow bool
 }
 
 // Started is what the agent runs for a cube.

@@ -58,6 +58,9 @@ func (Cube) Maps() []cube.MapSpec {
 // Start runs the GC every Settings.ConntrackGCInterval and exports the
 // table's metrics.
 func (Cube) Start(ctx context.Context, env cube.Env) (cube.Started, error) {
+	if env.Settings.Hollow {
+		return cube.Started{}, nil // no datapath writes entries to collect, and no program runs
+	}
 	gc, err := NewGC(env.Program("ct_gc"), env.Maps.Map(MapFlows), env.Maps.Map(MapStats))
 	if err != nil {
 		return cube.Started{}, err

@@ -99,11 +99,15 @@ func (Cube) Start(ctx context.Context, env cube.Env) (cube.Started, error) {
 	rec = NewReconciler(tables, m)
 	rec.SetReporter(env.Report)
 	rec.SetNode(node)
-	health := healthcheck.New()
-	health.Mark = uint32(datapath.AgentSocketMark) // may bind in the NodePort range (bpf/cubes/lb/sock_maps.h)
-	rec.SetHealthChecks(health)
-	return cube.Started{Reconciler: running{rec, tables}, Metrics: m.collectors(), Stop: health.Close,
-		API: map[string]http.Handler{ServicesPath: rec.ownersHandler()}, ServiceNames: serviceNames{rec, env.Maps}}, nil
+	st := cube.Started{Reconciler: running{rec, tables}, Metrics: m.collectors(),
+		API: map[string]http.Handler{ServicesPath: rec.ownersHandler()}, ServiceNames: serviceNames{rec, env.Maps}}
+	if !env.Settings.Hollow { // hollow agents share the machine: none may listen on a health-check port
+		health := healthcheck.New()
+		health.Mark = uint32(datapath.AgentSocketMark) // may bind in the NodePort range (bpf/cubes/lb/sock_maps.h)
+		rec.SetHealthChecks(health)
+		st.Stop = health.Close
+	}
+	return st, nil
 }
 
 // protectNodePorts keeps ports lo..hi from bind() by the node's own

@@ -36,7 +36,9 @@ func (Cube) Start(ctx context.Context, env cube.Env) (cube.Started, error) {
 	rec := NewReconciler(env.Node.Name, NewTables(env.Maps), env.Report)
 	q := &queueing{maps: env.Maps, uplinks: env.Settings.Uplinks, rate: env.Settings.UplinkRate}
 	rec.onApplied = q.set
-	rec.onShaped = (&podShaping{prefix: env.Settings.PodIfacePrefix}).set
+	if !env.Settings.Hollow { // a hollow node has no pod veths to shape
+		rec.onShaped = (&podShaping{prefix: env.Settings.PodIfacePrefix}).set
+	}
 	go rec.Run(ctx)
 	return cube.Started{Slices: rec, Metrics: rec.metrics.collectors()}, nil
 }

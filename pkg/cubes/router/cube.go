@@ -52,35 +52,48 @@ func (Cube) Start(_ context.Context, env cube.Env) (cube.Started, error) {
 	conf := datapath.RouterConf{Mode: datapath.RouterNative}
 	var st cube.Started
 	overlay := 0
+	// A hollow agent (maps in memory) makes and removes no device.
+	hollow := env.Settings.Hollow
 	switch mode {
 	case Native, Kernel:
-		if err := removeOverlay(); err != nil {
-			return st, err
+		if !hollow {
+			if err := removeOverlay(); err != nil {
+				return st, err
+			}
 		}
 		if mode == Kernel {
 			conf.Mode = datapath.RouterKernel
 		}
 	case VXLAN:
-		dev, err := ensureOverlay(env.Settings.UplinkMTU)
-		if err != nil {
-			return st, err
+		conf = datapath.RouterConf{Mode: datapath.RouterVXLAN, Vni: VNI}
+		if !hollow {
+			dev, err := ensureOverlay(env.Settings.UplinkMTU)
+			if err != nil {
+				return st, err
+			}
+			overlay = dev.Attrs().Index
+			conf.VxlanIfindex = uint32(overlay)
+			copy(conf.VxlanMac[:], dev.Attrs().HardwareAddr)
+			st.Interfaces = []cube.Interface{{Name: OverlayDevice, Ingress: "from_overlay", Egress: "to_overlay"}}
 		}
-		overlay = dev.Attrs().Index
-		conf = datapath.RouterConf{Mode: datapath.RouterVXLAN, VxlanIfindex: uint32(overlay), Vni: VNI}
-		copy(conf.VxlanMac[:], dev.Attrs().HardwareAddr)
-		st.Interfaces = []cube.Interface{{Name: OverlayDevice, Ingress: "from_overlay", Egress: "to_overlay"}}
 	default:
 		return st, fmt.Errorf("--routing %q: want %s, %s or %s", mode, Native, VXLAN, Kernel)
 	}
 	if err := cube.Put(env.Maps, MapConfig, uint32(0), conf); err != nil {
 		return st, err
 	}
-	eps := &endpoints{maps: env.Maps, prefix: env.Settings.PodIfacePrefix, none: mode == Kernel}
+	// A hollow node has no pod devices to read, and its routes to the
+	// other nodes' pods stay in memory.
+	eps := &endpoints{maps: env.Maps, prefix: env.Settings.PodIfacePrefix, none: mode == Kernel, hollow: hollow}
 	if err := eps.syncAll(); err != nil {
 		return st, err
 	}
 	st.Pods = eps
-	st.Nodes = newNodes(env, mode, overlay, kernelRoutes{})
+	var table routeTable = kernelRoutes{}
+	if hollow {
+		table = &memoryRoutes{}
+	}
+	st.Nodes = newNodes(env, mode, overlay, table)
 	slog.Info("router", "mode", mode, "overlay_ifindex", overlay)
 	return st, nil
 }

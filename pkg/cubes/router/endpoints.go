@@ -19,6 +19,7 @@ type endpoints struct {
 	maps   *cube.Maps
 	prefix string
 	none   bool // kernel routing: the map stays empty
+	hollow bool // maps in memory: no pod devices to read
 	mu     sync.Mutex
 }
 
@@ -32,12 +33,12 @@ func (e *endpoints) PodDown(string) error { return e.syncAll() }
 func (e *endpoints) syncAll() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	want, err := e.fromKernel()
-	if err != nil {
-		return err
-	}
-	if e.none {
-		clear(want)
+	want := map[datapath.Addr]datapath.RouterEndpoint{}
+	var err error
+	if !e.none && !e.hollow {
+		if want, err = e.fromKernel(); err != nil {
+			return err
+		}
 	}
 	var stale []datapath.Addr
 	err = cube.Each(e.maps, MapEndpoints, func(k datapath.Addr, v datapath.RouterEndpoint) bool {

@@ -46,6 +46,33 @@ func (kernelRoutes) List() ([]route, error) {
 	return out, err
 }
 
+// memoryRoutes is a hollow agent's route table: the routes it would
+// install, kept in memory (the host's table is not its to change).
+type memoryRoutes struct {
+	routes map[netip.Prefix]route
+}
+
+func (m *memoryRoutes) Replace(r route) error {
+	if m.routes == nil {
+		m.routes = map[netip.Prefix]route{}
+	}
+	m.routes[r.Dst] = r
+	return nil
+}
+
+func (m *memoryRoutes) Delete(p netip.Prefix) error {
+	delete(m.routes, p)
+	return nil
+}
+
+func (m *memoryRoutes) List() ([]route, error) {
+	out := make([]route, 0, len(m.routes))
+	for _, r := range m.routes {
+		out = append(out, r)
+	}
+	return out, nil
+}
+
 func ipnet(p netip.Prefix) *net.IPNet {
 	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
 }

@@ -1,16 +1,18 @@
-// Package cubetest is a map layer in memory for testing cubes without root
-// or a kernel: each cube's declared maps, with the object's key and value
-// sizes, map types and sizes, behaving as the kernel's do for what a cube
-// does from Go (create or replace, delete, lookup, batch update in order,
-// iterate, a full map refusing new keys), and with faults to inject.
-package cubetest
+// Package memmaps is the cube map layer in memory: each cube's declared
+// maps, with the BPF object's key and value sizes, map types and sizes,
+// behaving as the kernel's do for what a cube does from Go (create or
+// replace, delete, lookup, batch update in order, iterate, a full map
+// refusing new keys), and with faults to inject. Hollow agents
+// (--datapath=memory: the real agent without BPF, hundreds to a machine)
+// run on it, and cube tests (package cubetest) without root or a kernel.
+// Nothing here runs a packet: an LPM trie is looked up by its exact key.
+package memmaps
 
 import (
 	"fmt"
 	"reflect"
 	"slices"
 	"sync"
-	"testing"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
@@ -27,31 +29,30 @@ type Op struct {
 	Key  []byte
 }
 
-// Fake is the memory maps of one or more cubes.
-type Fake struct {
+// Set is the memory maps of one or more cubes.
+type Set struct {
 	// Maps is the set a cube is given.
 	Maps  *cube.Maps
 	mu    sync.Mutex
-	maps  map[string]*fakeMap
+	maps  map[string]*memMap
 	fault func(Op) error
 }
 
 // New returns memory maps for the maps the cubes declare, sized as they
 // declare or as sizes says (by map name).
-func New(t testing.TB, sizes map[string]uint32, cubes ...cube.Cube) *Fake {
-	t.Helper()
+func New(sizes map[string]uint32, cubes ...cube.Cube) (*Set, error) {
 	spec, err := datapath.Spec()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	f := &Fake{maps: map[string]*fakeMap{}}
+	f := &Set{maps: map[string]*memMap{}}
 	var all []cube.Map
 	flags := map[string]string{}
 	for _, c := range cubes {
 		for _, ms := range c.Maps() {
 			s, ok := spec.Maps[ms.Name]
 			if !ok {
-				t.Fatalf("cube %s declares map %s, which the BPF object does not define", c.Name(), ms.Name)
+				return nil, fmt.Errorf("cube %s declares map %s, which the BPF object does not define", c.Name(), ms.Name)
 			}
 			size := s.MaxEntries
 			if ms.DefaultSize != 0 {
@@ -60,7 +61,7 @@ func New(t testing.TB, sizes map[string]uint32, cubes ...cube.Cube) *Fake {
 			if n := sizes[ms.Name]; n != 0 {
 				size = n
 			}
-			m := &fakeMap{fake: f, name: ms.Name, typ: s.Type, keySize: s.KeySize, valueSize: s.ValueSize,
+			m := &memMap{fake: f, name: ms.Name, typ: s.Type, keySize: s.KeySize, valueSize: s.ValueSize,
 				maxEntries: size, entries: map[string][]byte{}}
 			if s.InnerMap != nil {
 				m.innerSize = s.InnerMap.MaxEntries
@@ -72,26 +73,26 @@ func New(t testing.TB, sizes map[string]uint32, cubes ...cube.Cube) *Fake {
 		}
 	}
 	f.Maps = cube.NewMaps(all, flags)
-	return f
+	return f, nil
 }
 
 // FailWhen makes every operation for which fail returns an error fail with
 // it, changing nothing; nil stops injecting.
-func (f *Fake) FailWhen(fail func(Op) error) {
+func (f *Set) FailWhen(fail func(Op) error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.fault = fail
 }
 
 // Len is the number of entries of the named map.
-func (f *Fake) Len(name string) int {
+func (f *Set) Len(name string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.maps[name].entries)
 }
 
 // Inner returns the inner map under key of a map of maps (nil: none).
-func (f *Fake) Inner(name string, key any) []uint32 {
+func (f *Set) Inner(name string, key any) []uint32 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	m := f.maps[name]
@@ -102,8 +103,8 @@ func (f *Fake) Inner(name string, key any) []uint32 {
 	return slices.Clone(m.inner[string(kb)])
 }
 
-type fakeMap struct {
-	fake               *Fake
+type memMap struct {
+	fake               *Set
 	name               string
 	typ                ebpf.MapType
 	keySize, valueSize uint32
@@ -113,29 +114,29 @@ type fakeMap struct {
 	inner              map[string][]uint32
 }
 
-var _ cube.Map = (*fakeMap)(nil)
+var _ cube.Map = (*memMap)(nil)
 
-func (m *fakeMap) Name() string            { return m.name }
-func (m *fakeMap) KeySize() uint32         { return m.keySize }
-func (m *fakeMap) ValueSize() uint32       { return m.valueSize }
-func (m *fakeMap) MaxEntries() uint32      { return m.maxEntries }
-func (m *fakeMap) InnerMaxEntries() uint32 { return m.innerSize }
+func (m *memMap) Name() string            { return m.name }
+func (m *memMap) KeySize() uint32         { return m.keySize }
+func (m *memMap) ValueSize() uint32       { return m.valueSize }
+func (m *memMap) MaxEntries() uint32      { return m.maxEntries }
+func (m *memMap) InnerMaxEntries() uint32 { return m.innerSize }
 
 // injected returns the fault for op, with m.fake.mu held.
-func (m *fakeMap) injected(kind string, key []byte) error {
+func (m *memMap) injected(kind string, key []byte) error {
 	if m.fake.fault == nil {
 		return nil
 	}
 	return m.fake.fault(Op{Map: m.name, Kind: kind, Key: slices.Clone(key)})
 }
 
-func (m *fakeMap) Update(key, value any) error {
+func (m *memMap) Update(key, value any) error {
 	m.fake.mu.Lock()
 	defer m.fake.mu.Unlock()
 	return m.update(key, value)
 }
 
-func (m *fakeMap) update(key, value any) error {
+func (m *memMap) update(key, value any) error {
 	kb, err := bytesOf(key, m.keySize)
 	if err != nil {
 		return err
@@ -156,7 +157,7 @@ func (m *fakeMap) update(key, value any) error {
 
 // makeRoom refuses a new key when the map is full, as the kernel does
 // (an LRU map evicts instead; an array has all its keys).
-func (m *fakeMap) makeRoom(kb []byte) error {
+func (m *memMap) makeRoom(kb []byte) error {
 	if m.typ == ebpf.Array {
 		if idx := uint32(kb[0]) | uint32(kb[1])<<8 | uint32(kb[2])<<16 | uint32(kb[3])<<24; idx >= m.maxEntries {
 			return fmt.Errorf("update %s: index %d: %w", m.name, idx, unix.E2BIG)
@@ -175,7 +176,7 @@ func (m *fakeMap) makeRoom(kb []byte) error {
 	return fmt.Errorf("update %s: %w", m.name, unix.E2BIG)
 }
 
-func (m *fakeMap) Delete(key any) error {
+func (m *memMap) Delete(key any) error {
 	m.fake.mu.Lock()
 	defer m.fake.mu.Unlock()
 	kb, err := bytesOf(key, m.keySize)
@@ -193,7 +194,7 @@ func (m *fakeMap) Delete(key any) error {
 	return nil
 }
 
-func (m *fakeMap) Lookup(key, valueOut any) error {
+func (m *memMap) Lookup(key, valueOut any) error {
 	m.fake.mu.Lock()
 	defer m.fake.mu.Unlock()
 	kb, err := bytesOf(key, m.keySize)
@@ -212,13 +213,13 @@ func (m *fakeMap) Lookup(key, valueOut any) error {
 
 // perCPU says whether the map holds a value per CPU: as the kernel's,
 // it is written and read as a slice of them (any number of CPUs here).
-func (m *fakeMap) perCPU() bool {
+func (m *memMap) perCPU() bool {
 	return m.typ == ebpf.PerCPUArray || m.typ == ebpf.PerCPUHash || m.typ == ebpf.LRUCPUHash
 }
 
 // valueBytes is value as the map stores it: a per-CPU map's slice of
 // values one after the other.
-func (m *fakeMap) valueBytes(value any) ([]byte, error) {
+func (m *memMap) valueBytes(value any) ([]byte, error) {
 	if !m.perCPU() {
 		return bytesOf(value, m.valueSize)
 	}
@@ -256,7 +257,7 @@ func perCPUOut(out any, b []byte, size uint32) error {
 	return nil
 }
 
-func (m *fakeMap) BatchUpdate(keys, values any) (int, error) {
+func (m *memMap) BatchUpdate(keys, values any) (int, error) {
 	m.fake.mu.Lock()
 	defer m.fake.mu.Unlock()
 	ks, vs := reflect.ValueOf(keys), reflect.ValueOf(values)
@@ -271,7 +272,7 @@ func (m *fakeMap) BatchUpdate(keys, values any) (int, error) {
 	return ks.Len(), nil
 }
 
-func (m *fakeMap) ReplaceInner(key, values any) error {
+func (m *memMap) ReplaceInner(key, values any) error {
 	m.fake.mu.Lock()
 	defer m.fake.mu.Unlock()
 	if m.inner == nil {
@@ -296,7 +297,7 @@ func (m *fakeMap) ReplaceInner(key, values any) error {
 	return nil
 }
 
-func (m *fakeMap) Iterate() cube.Iterator {
+func (m *memMap) Iterate() cube.Iterator {
 	m.fake.mu.Lock()
 	defer m.fake.mu.Unlock()
 	keys := make([]string, 0, len(m.entries))
