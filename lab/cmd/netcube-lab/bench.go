@@ -43,8 +43,11 @@ func benchCmd(args []string) error {
 	if len(args) > 0 && args[0] == "nodeport" {
 		return benchNodePort(args[1:])
 	}
+	if len(args) > 0 && args[0] == "scale" {
+		return benchScale(args[1:])
+	}
 	if len(args) == 0 || args[0] != "datapath" {
-		return errors.New("usage: netcube-lab bench datapath|sync|compare|podnet|policy|policy-latency|reliability|observability|slices|nodeport [flags]")
+		return errors.New("usage: netcube-lab bench datapath|sync|compare|podnet|policy|policy-latency|reliability|observability|slices|nodeport|scale [flags]")
 	}
 	fs := flag.NewFlagSet("bench datapath", flag.ExitOnError)
 	cfg := bench.DatapathConfig{Log: os.Stdout}
@@ -94,6 +97,39 @@ func benchSync(args []string) error {
 		return err
 	}
 	fmt.Print(bench.SyncMarkdown(cfg, results, time.Now()))
+	return nil
+}
+
+func benchScale(args []string) error {
+	fs := flag.NewFlagSet("bench scale", flag.ExitOnError)
+	agents := fs.String("agents", "10,50,100", "numbers of hollow agents (--datapath=memory), ascending")
+	cfg := bench.ScaleConfig{Log: os.Stdout}
+	fs.IntVar(&cfg.Services, "services", 10000, "Services in the cluster")
+	fs.IntVar(&cfg.Endpoints, "endpoints", 5, "endpoints per Service")
+	fs.IntVar(&cfg.Pods, "pods", 1000, "running pods, spread over the nodes")
+	fs.IntVar(&cfg.Policies, "policies", 100, "NetworkPolicies")
+	fs.Float64Var(&cfg.Rate, "rate", 10, "endpoint changes per second during the stream")
+	fs.DurationVar(&cfg.Duration, "duration", 30*time.Second, "how long the stream of changes lasts, per number of agents")
+	fs.DurationVar(&cfg.PolicyEvery, "policy-every", time.Second, "a NetworkPolicy edited this often during the stream (0: none)")
+	fs.StringVar(&cfg.OutDir, "out", "docs/benchmarks", "directory for scale.json, scale.md and plots/ (\"\": none)")
+	_ = fs.Parse(args)
+	var err error
+	if cfg.Agents, err = ints(*agents); err != nil {
+		return err
+	}
+	if len(cfg.Agents) == 0 || cfg.Rate <= 0 || cfg.Duration <= 0 {
+		return errors.New("bench scale: --agents needs at least one number, --rate and --duration must be positive")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cfg.BinDir = filepath.Dir(exe)
+	results, err := bench.Scale(cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Print(bench.ScaleMarkdown(cfg, results, time.Now()))
 	return nil
 }
 

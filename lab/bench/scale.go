@@ -1,0 +1,519 @@
+package bench
+
+// `netcube-lab bench scale`: N hollow agents (the real agent binary with
+// --datapath=memory: the same sources, reconcilers and policy compiler,
+// the maps in memory) against one real kube-apiserver + etcd, each with
+// its own Node object. Per N: the cold start of all N at once, then a
+// steady stream of endpoint changes (and policy edits) timed as
+// Kubernetes defines network programming latency (every agent's
+// netcube_network_programming_duration_seconds, merged), and what the
+// API server pays: CPU, memory, and the watch bytes it sends per agent
+// per change.
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/netcube/netcube/lab/kubeenv"
+)
+
+// ScaleConfig configures `netcube-lab bench scale`.
+type ScaleConfig struct {
+	Agents    []int // N, ascending
+	Services  int   // Services in the cluster
+	Endpoints int   // endpoints per Service
+	Pods      int   // pods, spread over the largest N's nodes
+	Policies  int   // NetworkPolicies
+	// Rate: endpoint changes per second for Duration; a policy is edited
+	// every PolicyEvery.
+	Rate        float64
+	Duration    time.Duration
+	PolicyEvery time.Duration
+	BinDir      string
+	OutDir      string
+	Log         io.Writer
+}
+
+// ScaleResult is one N.
+type ScaleResult struct {
+	Commit    string `json:"commit"`
+	Agents    int    `json:"agents"`
+	Services  int    `json:"services"`
+	Endpoints int    `json:"endpoints_per_service"`
+	Pods      int    `json:"pods"`
+	Policies  int    `json:"policies"`
+	// Cold start: every agent started at once; until the last is ready,
+	// and the median agent.
+	AllReadyS    float64 `json:"all_ready_seconds"`
+	MedianReadyS float64 `json:"median_ready_seconds"`
+	// The API server's CPU seconds over the cold start, per agent.
+	APIServerCPUPerStartS float64 `json:"apiserver_cpu_per_agent_start_seconds"`
+	// The stream: endpoint changes written, policy edits, and the
+	// latencies every agent observed (merged histograms, interpolated;
+	// max is the upper bound of the highest bucket reached).
+	Changes       int     `json:"endpoint_changes"`
+	PolicyEdits   int     `json:"policy_edits"`
+	Observed      int     `json:"latencies_observed"` // expected Changes x Agents
+	LatencyP50MS  float64 `json:"programming_latency_p50_ms"`
+	LatencyP99MS  float64 `json:"programming_latency_p99_ms"`
+	LatencyMaxMS  float64 `json:"programming_latency_max_bucket_ms"`
+	APIServerCPUS float64 `json:"apiserver_cpu_during_changes_seconds"`
+	// WatchBytesPerAgentChange: the bytes of watch events the API server
+	// sent during the stream (apiserver_watch_events_sizes_sum, every
+	// resource), over agents x changes.
+	WatchBytesPerAgentChange float64 `json:"watch_bytes_per_agent_per_change"`
+	APIServerPeakRSSMB       float64 `json:"apiserver_peak_rss_mb"` // sampled over this N
+	AgentRSSMB               float64 `json:"agent_peak_rss_mb_mean"`
+	AgentKBPerService        float64 `json:"agent_peak_rss_kb_per_service"`
+	AgentCPUPerChangeMS      float64 `json:"agent_cpu_per_change_ms"` // the stream's, per agent
+	// Restart: the API server stopped for RestartDown and started again
+	// under the N agents. From the stop: until it is ready again, and
+	// until every agent has programmed a change written once it was (each
+	// relisted or resumed its watches); the new API server's CPU seconds
+	// and peak RSS meanwhile, and the LIST requests it served.
+	RestartDownS       float64 `json:"restart_down_seconds"`
+	RestartReadyS      float64 `json:"restart_stop_to_ready_seconds"`
+	RestartCurrentS    float64 `json:"restart_stop_to_all_current_seconds"`
+	RestartAPICPUS     float64 `json:"restart_apiserver_cpu_seconds"`
+	RestartAPIPeakRSS  float64 `json:"restart_apiserver_peak_rss_mb"`
+	RestartListsServed int     `json:"restart_list_requests"`
+}
+
+// Scale runs the benchmark; each N's result is written as it is measured.
+func Scale(cfg ScaleConfig) ([]ScaleResult, error) {
+	dir, err := os.MkdirTemp("", "netcube-bench-scale-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	env, err := kubeenv.Start(kubeenv.Options{Dir: filepath.Join(dir, "cp"), ServiceCIDRs: "10.96.0.0/12"})
+	if err != nil {
+		return nil, err
+	}
+	defer env.Stop()
+	maxN := cfg.Agents[len(cfg.Agents)-1]
+	fmt.Fprintf(cfg.Log, "== creating %d Services x %d endpoints, %d Nodes, %d pods, %d NetworkPolicies\n",
+		cfg.Services, cfg.Endpoints, maxN, cfg.Pods, cfg.Policies)
+	if err := createScaleCluster(cfg, env, maxN); err != nil {
+		return nil, err
+	}
+	var results []ScaleResult
+	for _, n := range cfg.Agents {
+		fmt.Fprintf(cfg.Log, "== %d hollow agents\n", n)
+		r, err := scalePoint(cfg, env, n, filepath.Join(dir, fmt.Sprintf("n%d", n)))
+		if err != nil {
+			return results, err
+		}
+		fmt.Fprintf(cfg.Log, "   %+v\n", r)
+		results = append(results, r)
+		if cfg.OutDir != "" {
+			if err := writeScaleReport(cfg, results); err != nil {
+				return results, err
+			}
+		}
+	}
+	return results, nil
+}
+
+func hollowNode(i int) string { return fmt.Sprintf("hollow-%04d", i) }
+
+// createScaleCluster makes the cluster every N shares: the Services and
+// slices and pods straight into etcd (kubeenv.StoreDirect), the Nodes and
+// policies through the API.
+func createScaleCluster(cfg ScaleConfig, env *kubeenv.Env, nodes int) error {
+	if err := createServices(env, 0, cfg.Services, cfg.Endpoints, cfg.Log); err != nil {
+		return err
+	}
+	ctx := context.Background()
+	for i := range nodes {
+		cidr := fmt.Sprintf("10.%d.%d.0/24", 128+i/256, i%256)
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: hollowNode(i)}, Spec: corev1.NodeSpec{PodCIDR: cidr, PodCIDRs: []string{cidr}}}
+		if _, err := env.Client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("node %s: %w", n.Name, err)
+		}
+	}
+	var pods []kubeenv.StoredObject
+	for i := range cfg.Pods {
+		node := i % nodes
+		ip := fmt.Sprintf("10.%d.%d.%d", 128+node/256, node%256, 2+i/nodes%250)
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%05d", i), Namespace: benchNS, UID: "",
+				Labels: map[string]string{"app": fmt.Sprintf("a%d", i%10)}},
+			Spec: corev1.PodSpec{NodeName: hollowNode(node), Containers: []corev1.Container{{Name: "c", Image: "x",
+				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}}}}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}},
+		}
+		pods = append(pods, kubeenv.StoredObject{Resource: corev1.Resource("pods"), Version: corev1.SchemeGroupVersion, Object: p})
+	}
+	if err := env.StoreDirect(ctx, pods); err != nil {
+		return err
+	}
+	for i := range cfg.Policies {
+		if _, err := env.Client.NetworkingV1().NetworkPolicies(benchNS).Create(ctx, scalePolicy(i, 0), metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("policy %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// scalePolicy i lets pods app=a(i+1) reach pods app=a(i) on a port that
+// edit gen changes.
+func scalePolicy(i, gen int) *networkingv1.NetworkPolicy {
+	tcp, port := corev1.ProtocolTCP, intstr.FromInt32(int32(8080+gen%1000))
+	return &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pol-%04d", i), Namespace: benchNS},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": fmt.Sprintf("a%d", i%10)}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				From:  []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": fmt.Sprintf("a%d", (i+1)%10)}}}},
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port}},
+			}},
+		},
+	}
+}
+
+// hollowAgent is one agent process of a point.
+type hollowAgent struct {
+	cmd       *exec.Cmd
+	metrics   string
+	readyFile string
+	log       string
+	ready     time.Duration
+}
+
+func startHollow(cfg ScaleConfig, env *kubeenv.Env, dir string, i int) (*hollowAgent, error) {
+	metrics, err := freeLoopbackAddr()
+	if err != nil {
+		return nil, err
+	}
+	a := &hollowAgent{metrics: metrics, readyFile: filepath.Join(dir, fmt.Sprintf("%d.ready", i)), log: filepath.Join(dir, fmt.Sprintf("%d.log", i))}
+	logf, err := os.Create(a.log)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	a.cmd = exec.Command(filepath.Join(cfg.BinDir, "netcube-agent"), "--datapath", "memory", "--kubeconfig", env.Kubeconfig,
+		"--node-name", hollowNode(i), "--socket-lb=false", "--node-ifaces", "none", "--cni-socket=", "--api-socket=", "--hubble-socket=",
+		"--ready-file", a.readyFile, "--metrics-bind-address", a.metrics, "--healthz-bind-address", "")
+	a.cmd.Stdout, a.cmd.Stderr = logf, logf
+	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return a, a.cmd.Start()
+}
+
+func (a *hollowAgent) stop() {
+	if a.cmd.Process != nil && a.cmd.ProcessState == nil {
+		_ = a.cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = a.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = a.cmd.Process.Kill()
+			<-done
+		}
+	}
+}
+
+func scalePoint(cfg ScaleConfig, env *kubeenv.Env, n int, dir string) (ScaleResult, error) {
+	r := ScaleResult{Commit: Commit(), Agents: n, Services: cfg.Services, Endpoints: cfg.Endpoints, Pods: cfg.Pods, Policies: cfg.Policies}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return r, err
+	}
+	apiPID := env.APIServerPID()
+	stopSampling := sampleRSS(apiPID, &r.APIServerPeakRSSMB)
+	defer stopSampling()
+
+	// Cold start: all N at once.
+	agents := make([]*hollowAgent, n)
+	defer func() {
+		var wg sync.WaitGroup
+		for _, a := range agents {
+			if a != nil {
+				wg.Go(a.stop)
+			}
+		}
+		wg.Wait()
+	}()
+	apiCPU0, _ := procUsage(apiPID)
+	start := time.Now()
+	for i := range n {
+		a, err := startHollow(cfg, env, dir, i)
+		if err != nil {
+			return r, err
+		}
+		agents[i] = a
+	}
+	waiting := n
+	lastShown := time.Now()
+	for waiting > 0 {
+		waiting = 0
+		for _, a := range agents {
+			if a.ready != 0 {
+				continue
+			}
+			if _, err := os.Stat(a.readyFile); err == nil {
+				a.ready = time.Since(start)
+				continue
+			}
+			if a.cmd.ProcessState != nil || (a.cmd.Process != nil && a.cmd.Process.Signal(syscall.Signal(0)) != nil) {
+				b, _ := os.ReadFile(a.log)
+				return r, fmt.Errorf("hollow agent %s exited before ready:\n%s", a.readyFile, tail(b, 40))
+			}
+			waiting++
+		}
+		if time.Since(start) > 15*time.Minute {
+			return r, fmt.Errorf("%d of %d hollow agents not ready after 15m", waiting, n)
+		}
+		if time.Since(lastShown) > 5*time.Second {
+			fmt.Fprintf(cfg.Log, "   %d/%d ready after %s\n", n-waiting, n, time.Since(start).Round(time.Second))
+			lastShown = time.Now()
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var readies []float64
+	for _, a := range agents {
+		readies = append(readies, a.ready.Seconds())
+	}
+	r.AllReadyS, r.MedianReadyS = time.Since(start).Seconds(), medianOf(readies)
+	apiCPU1, _ := procUsage(apiPID)
+	r.APIServerCPUPerStartS = (apiCPU1 - apiCPU0) / float64(n)
+	fmt.Fprintf(cfg.Log, "   all %d ready in %.1f s\n", n, r.AllReadyS)
+	time.Sleep(2 * time.Second) // the agents' post-start work (Events, LB IPs) settles
+
+	// The stream.
+	const metric = "netcube_network_programming_duration_seconds"
+	before := make([]histogram, n)
+	agentCPU0 := make([]float64, n)
+	for i, a := range agents {
+		before[i] = scrapeHistogram(a.metrics, metric)
+		agentCPU0[i], _ = procUsage(a.cmd.Process.Pid)
+	}
+	watch0, err := watchBytes(env)
+	if err != nil {
+		return r, err
+	}
+	apiCPU2, _ := procUsage(apiPID)
+	ctx := context.Background()
+	interval := time.Duration(float64(time.Second) / cfg.Rate)
+	streamStart := time.Now()
+	nextPolicy := streamStart.Add(cfg.PolicyEvery)
+	for k := 0; time.Since(streamStart) < cfg.Duration; k++ {
+		due := streamStart.Add(time.Duration(k) * interval)
+		if d := time.Until(due); d > 0 {
+			time.Sleep(d)
+		}
+		i := rand.IntN(cfg.Services)
+		s := benchSlice(i, cfg.Endpoints, 1+k)
+		s.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: time.Now().UTC().Format(time.RFC3339Nano)}
+		if _, err := env.Client.DiscoveryV1().EndpointSlices(benchNS).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+			return r, fmt.Errorf("endpoint change %d: %w", k, err)
+		}
+		r.Changes++
+		if cfg.Policies > 0 && cfg.PolicyEvery > 0 && time.Now().After(nextPolicy) {
+			p := scalePolicy(r.PolicyEdits%cfg.Policies, r.PolicyEdits+1)
+			if _, err := env.Client.NetworkingV1().NetworkPolicies(benchNS).Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+				return r, fmt.Errorf("policy edit %d: %w", r.PolicyEdits, err)
+			}
+			r.PolicyEdits++
+			nextPolicy = nextPolicy.Add(cfg.PolicyEvery)
+		}
+	}
+	// Every agent programs every change: wait for the counts.
+	want := float64(r.Changes * n)
+	merged := func() (b, a histogram) {
+		b, a = histogram{}, histogram{}
+		for i, ag := range agents {
+			for le, v := range before[i] {
+				b[le] += v
+			}
+			for le, v := range scrapeHistogram(ag.metrics, metric) {
+				a[le] += v
+			}
+		}
+		return b, a
+	}
+	var hb, ha histogram
+	waitUntil(2*time.Minute, 200*time.Millisecond, func() bool {
+		hb, ha = merged()
+		return ha[1e9]-hb[1e9] >= want
+	})
+	r.Observed = int(ha[1e9] - hb[1e9])
+	apiCPU3, _ := procUsage(apiPID)
+	r.APIServerCPUS = apiCPU3 - apiCPU2
+	watch1, err := watchBytes(env)
+	if err != nil {
+		return r, err
+	}
+	r.WatchBytesPerAgentChange = (watch1 - watch0) / float64(n*max(1, r.Changes))
+	r.LatencyP50MS, r.LatencyP99MS = histQuantile(hb, ha, 0.5)*1e3, histQuantile(hb, ha, 0.99)*1e3
+	r.LatencyMaxMS = maxBucket(hb, ha) * 1e3
+	var rss, cpu float64
+	for i, a := range agents {
+		c, m := procUsage(a.cmd.Process.Pid)
+		rss += m
+		cpu += c - agentCPU0[i]
+	}
+	r.AgentRSSMB = rss / float64(n)
+	r.AgentKBPerService = r.AgentRSSMB * 1024 / float64(cfg.Services)
+	r.AgentCPUPerChangeMS = cpu / float64(n) / float64(max(1, r.Changes)) * 1e3
+	if r.Observed < int(want) {
+		return r, fmt.Errorf("%d agents observed %d of %d programming latencies within 2m of the last change", n, r.Observed, int(want))
+	}
+	return r, restartStorm(cfg, env, agents, &r)
+}
+
+// restartDown is how long the API server stays down in the restart: long
+// enough for every agent's watches to fail and back off.
+const restartDown = 3 * time.Second
+
+// restartStorm restarts the API server under the agents and measures
+// until every agent is current again: a change written once the server
+// is back, programmed by every agent.
+func restartStorm(cfg ScaleConfig, env *kubeenv.Env, agents []*hollowAgent, r *ScaleResult) error {
+	const metric = "netcube_network_programming_duration_seconds"
+	counts := func() []float64 {
+		out := make([]float64, len(agents))
+		for i, a := range agents {
+			out[i] = scrapeHistogram(a.metrics, metric)[1e9]
+		}
+		return out
+	}
+	before := counts()
+	fmt.Fprintf(cfg.Log, "   restarting the API server under %d agents (down %s)\n", len(agents), restartDown)
+	stopped := time.Now()
+	if err := env.RestartAPIServer(func() error { time.Sleep(restartDown); return nil }); err != nil {
+		return err
+	}
+	r.RestartDownS, r.RestartReadyS = restartDown.Seconds(), time.Since(stopped).Seconds()
+	pid := env.APIServerPID()
+	stopSampling := sampleRSS(pid, &r.RestartAPIPeakRSS)
+	defer stopSampling()
+	s := benchSlice(rand.IntN(cfg.Services), cfg.Endpoints, 1_000_000)
+	s.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: time.Now().UTC().Format(time.RFC3339Nano)}
+	if _, err := env.Client.DiscoveryV1().EndpointSlices(benchNS).Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("the change after the restart: %w", err)
+	}
+	current := waitUntil(5*time.Minute, 50*time.Millisecond, func() bool {
+		now := counts()
+		for i := range agents {
+			if now[i] <= before[i] {
+				return false
+			}
+		}
+		return true
+	})
+	r.RestartCurrentS = time.Since(stopped).Seconds()
+	r.RestartAPICPUS, _ = procUsage(pid)
+	r.RestartListsServed = listRequests(env)
+	if !current {
+		return fmt.Errorf("not every agent programmed the change written after the API server's restart within 5m")
+	}
+	return nil
+}
+
+var listRe = regexp.MustCompile(`^apiserver_request_total\{[^}]*verb="LIST"[^}]*\} ([0-9.e+]+)$`)
+
+// listRequests is how many LIST requests the API server has served since
+// it started (its apiserver_request_total, every resource and code).
+func listRequests(env *kubeenv.Env) int {
+	b, err := env.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		return -1
+	}
+	n := 0.0
+	for _, l := range strings.Split(string(b), "\n") {
+		if m := listRe.FindStringSubmatch(l); m != nil {
+			v, _ := strconv.ParseFloat(m[1], 64)
+			n += v
+		}
+	}
+	return int(n)
+}
+
+// maxBucket is the upper bound of the lowest bucket holding every
+// observation made between the two scrapes (1e9: only +Inf does).
+func maxBucket(before, after histogram) float64 {
+	total := after[1e9] - before[1e9]
+	var bounds []float64
+	for le := range after {
+		bounds = append(bounds, le)
+	}
+	slices.Sort(bounds)
+	for _, le := range bounds {
+		if after[le]-before[le] >= total {
+			return le
+		}
+	}
+	return 1e9
+}
+
+var watchSizeRe = regexp.MustCompile(`^apiserver_watch_events_sizes_sum\{[^}]*\} ([0-9.e+]+)$`)
+
+// watchBytes is the API server's apiserver_watch_events_sizes_sum over
+// every resource: the bytes of the watch events it has sent, to every
+// watcher.
+func watchBytes(env *kubeenv.Env) (float64, error) {
+	b, err := env.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		return 0, fmt.Errorf("the API server's /metrics: %w", err)
+	}
+	sum := 0.0
+	sc := bufio.NewScanner(strings.NewReader(string(b)))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if m := watchSizeRe.FindStringSubmatch(sc.Text()); m != nil {
+			v, _ := strconv.ParseFloat(m[1], 64)
+			sum += v
+		}
+	}
+	return sum, nil
+}
+
+// sampleRSS records pid's largest VmRSS in MB into peak until stopped.
+func sampleRSS(pid int, peak *float64) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+				if m := vmRSS.FindSubmatch(b); m != nil {
+					kb, _ := strconv.ParseFloat(string(m[1]), 64)
+					*peak = max(*peak, kb/1024)
+				}
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
+var vmRSS = regexp.MustCompile(`VmRSS:\s+(\d+) kB`)
+
+// tail is the last n lines of b.
+func tail(b []byte, n int) string {
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}

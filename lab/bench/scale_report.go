@@ -1,0 +1,77 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// writeScaleReport writes scale.json, scale.md and the plots.
+func writeScaleReport(cfg ScaleConfig, results []ScaleResult) error {
+	at := time.Now()
+	if err := os.MkdirAll(filepath.Join(cfg.OutDir, "plots"), 0o755); err != nil {
+		return err
+	}
+	j, _ := json.MarshalIndent(map[string]any{"commit": Commit(), "measured_at": at.UTC(), "results": results}, "", "  ")
+	if err := os.WriteFile(filepath.Join(cfg.OutDir, "scale.json"), append(j, '\n'), 0o644); err != nil {
+		return err
+	}
+	var ns []int
+	p50, p99 := series{name: "programming latency p50 (ms)"}, series{name: "programming latency p99 (ms)"}
+	cpu, watch := series{name: "API server CPU ms per agent start"}, series{name: "watch bytes per agent per change"}
+	for _, r := range results {
+		ns = append(ns, r.Agents)
+		p50.ys, p99.ys = append(p50.ys, r.LatencyP50MS), append(p99.ys, r.LatencyP99MS)
+		cpu.ys, watch.ys = append(cpu.ys, r.APIServerCPUPerStartS*1e3), append(watch.ys, r.WatchBytesPerAgentChange)
+	}
+	plots := map[string]string{
+		"scale-latency.svg":   svgPlot("Network programming latency against hollow agents", "agents", ns, []series{p50, p99}),
+		"scale-apiserver.svg": svgPlot("What the API server pays per agent", "agents", ns, []series{cpu, watch}),
+	}
+	for name, svg := range plots {
+		if err := os.WriteFile(filepath.Join(cfg.OutDir, "plots", name), []byte(svg), 0o644); err != nil {
+			return err
+		}
+	}
+	return os.WriteFile(filepath.Join(cfg.OutDir, "scale.md"), []byte(ScaleMarkdown(cfg, results, at)), 0o644)
+}
+
+// ScaleMarkdown renders the report.
+func ScaleMarkdown(cfg ScaleConfig, results []ScaleResult, at time.Time) string {
+	var b strings.Builder
+	host, _ := os.Hostname()
+	fmt.Fprintf(&b, "# netcube past one machine: hollow agents against one control plane\n\n")
+	fmt.Fprintf(&b, "Measured %s (netcube commit %s) on %s (%d CPUs, kernel %s) against a real kube-apiserver + etcd (v1.36.3, built from the Go module proxy) on the same machine.\n\n",
+		at.UTC().Format("2006-01-02 15:04 UTC"), Commit(), host, runtime.NumCPU(), kernelRelease())
+	fmt.Fprintf(&b, "**Method.** N hollow agents: the real `netcube-agent` with `--datapath=memory` (its maps in memory; the same sources, reconcilers, ownership and policy compiler; no BPF, nothing on the host), each with its own Node object, all against one API server. The cluster: %d Services with %d endpoints each (ClusterIP, one port; stored straight into etcd, `kubeenv.StoreDirect`), %d running pods spread over the largest N's nodes, %d NetworkPolicies (each selecting a tenth of the pods, allowing another tenth on one port). For each N, every agent is started at once (**cold start**: until the last is ready); then, for %s, **%g endpoint changes per second** (a random Service's EndpointSlice rewritten through the API, its `endpoints.kubernetes.io/last-change-trigger-time` set to the moment of the write, as the EndpointSlice controller sets it to the pod's change) and a policy edit every %s.\n\n",
+		cfg.Services, cfg.Endpoints, cfg.Pods, cfg.Policies, cfg.Duration, cfg.Rate, cfg.PolicyEvery)
+	b.WriteString("- **network programming latency**: each agent's `netcube_network_programming_duration_seconds` (trigger time → that node's maps written, as kube-proxy's `kubeproxy_network_programming_duration_seconds`; factor-1.5 buckets from 1 ms), the agents' histograms merged: every change counts once per agent. p50/p99 interpolated within a bucket; *max* is the upper bound of the highest bucket reached. The trigger time is the test client's clock, the same machine's.\n")
+	b.WriteString("- **API server**: its CPU seconds over the cold start (per agent) and over the stream; its peak RSS sampled every 250 ms over the N; **watch bytes per agent per change**: the growth of its `apiserver_watch_events_sizes_sum` (every resource, every watcher) over the stream, divided by agents × endpoint changes.\n")
+	b.WriteString("- **agent**: peak RSS (VmHWM) averaged over the agents, and that over the Services (it includes the Go runtime and the binary's pages); CPU per change: the stream's agent CPU, per agent, per endpoint change.\n\n")
+	b.WriteString("| agents | cold start: all ready / median (s) | API server CPU per agent start (s) | changes (policy edits) | latencies observed | programming latency p50 / p99 / max (ms) | API server CPU over the stream (s) | watch bytes per agent per change | API server peak RSS (MB) | agent peak RSS (MB) | agent KB per Service | agent CPU per change (ms) |\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range results {
+		fmt.Fprintf(&b, "| %d | %.1f / %.1f | %.3f | %d (%d) | %d | %.1f / %.1f / ≤ %.0f | %.1f | %.0f | %.0f | %.0f | %.1f | %.2f |\n",
+			r.Agents, r.AllReadyS, r.MedianReadyS, r.APIServerCPUPerStartS, r.Changes, r.PolicyEdits, r.Observed,
+			r.LatencyP50MS, r.LatencyP99MS, r.LatencyMaxMS, r.APIServerCPUS, r.WatchBytesPerAgentChange,
+			r.APIServerPeakRSSMB, r.AgentRSSMB, r.AgentKBPerService, r.AgentCPUPerChangeMS)
+	}
+	b.WriteString("\n**API server restart.** After the stream, the API server is stopped for a few seconds and started again under the N agents (every watch ends; a resource version older than the new server's watch cache means a relist). From the stop: until the new server is ready (`/readyz`), and until every agent has programmed a change written once it was; the new server's CPU seconds (its start included) and peak RSS until then, and the LIST requests it served (`apiserver_request_total`, since it started).\n\n")
+	b.WriteString("| agents | API server down (s) | stop → API server ready (s) | stop → every agent current (s) | API server CPU (s) | API server peak RSS (MB) | LIST requests |\n|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range results {
+		fmt.Fprintf(&b, "| %d | %.0f | %.1f | %.1f | %.1f | %.0f | %d |\n", r.Agents, r.RestartDownS, r.RestartReadyS, r.RestartCurrentS, r.RestartAPICPUS, r.RestartAPIPeakRSS, r.RestartListsServed)
+	}
+	b.WriteString("\n![latency against N](plots/scale-latency.svg)\n\n![API server cost per agent against N](plots/scale-apiserver.svg)\n\n")
+	b.WriteString("Target (issue 34): network programming latency p99 < 1 s at N = 100 (the SLO is 30 s).\n\n")
+	var agents []string
+	for _, n := range cfg.Agents {
+		agents = append(agents, fmt.Sprint(n))
+	}
+	fmt.Fprintf(&b, "Reproduce: `make bench-scale` (`bin/netcube-lab bench scale --agents %s --services %d --endpoints %d --pods %d --policies %d --rate %g --duration %s --policy-every %s`).\n",
+		strings.Join(agents, ","), cfg.Services, cfg.Endpoints, cfg.Pods, cfg.Policies, cfg.Rate, cfg.Duration, cfg.PolicyEvery)
+	return b.String()
+}
