@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,6 +65,9 @@ type ScaleResult struct {
 	// and the median agent.
 	AllReadyS    float64 `json:"all_ready_seconds"`
 	MedianReadyS float64 `json:"median_ready_seconds"`
+	// ProblemsReported: config problems the agents reported after the
+	// cold start, summed (the benchmark fails unless 0).
+	ProblemsReported int `json:"problems_reported"`
 	// The API server's CPU seconds over the cold start, per agent.
 	APIServerCPUPerStartS float64 `json:"apiserver_cpu_per_agent_start_seconds"`
 	// The stream: endpoint changes written, policy edits, and the
@@ -145,7 +149,9 @@ func createScaleCluster(cfg ScaleConfig, env *kubeenv.Env, nodes int) error {
 	ctx := context.Background()
 	for i := range nodes {
 		cidr := fmt.Sprintf("10.%d.%d.0/24", 128+i/256, i%256)
-		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: hollowNode(i)}, Spec: corev1.NodeSpec{PodCIDR: cidr, PodCIDRs: []string{cidr}}}
+		addr := fmt.Sprintf("172.16.%d.%d", i/250, 1+i%250) // where the other nodes route its pods (never sent to)
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: hollowNode(i)}, Spec: corev1.NodeSpec{PodCIDR: cidr, PodCIDRs: []string{cidr}},
+			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: addr}}}}
 		if _, err := env.Client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("node %s: %w", n.Name, err)
 		}
@@ -297,6 +303,15 @@ func scalePoint(cfg ScaleConfig, env *kubeenv.Env, n int, dir string) (ScaleResu
 	apiCPU1, _ := procUsage(apiPID)
 	r.APIServerCPUPerStartS = (apiCPU1 - apiCPU0) / float64(n)
 	fmt.Fprintf(cfg.Log, "   all %d ready in %.1f s\n", n, r.AllReadyS)
+	// A problem an agent reports is an Event it writes: the cluster is
+	// built to have none, so that the API server's figures are the
+	// agents' lists and watches alone.
+	for _, a := range agents {
+		r.ProblemsReported += int(scrapeSum(a.metrics, "netcube_config_problems"))
+	}
+	if r.ProblemsReported > 0 {
+		return r, fmt.Errorf("the agents report %d problems with the benchmark's objects (each an Event): fix the cluster", r.ProblemsReported)
+	}
 	time.Sleep(2 * time.Second) // the agents' post-start work (Events, LB IPs) settles
 
 	// The stream.
@@ -464,6 +479,27 @@ func maxBucket(before, after histogram) float64 {
 		}
 	}
 	return 1e9
+}
+
+// scrapeSum is the sum of every sample of a metric on an agent's /metrics.
+func scrapeSum(addr, name string) float64 {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	sum := 0.0
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		l := sc.Text()
+		if !strings.HasPrefix(l, name+"{") && !strings.HasPrefix(l, name+" ") {
+			continue
+		}
+		if v, err := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64); err == nil {
+			sum += v
+		}
+	}
+	return sum
 }
 
 var watchSizeRe = regexp.MustCompile(`^apiserver_watch_events_sizes_sum\{[^}]*\} ([0-9.e+]+)$`)
