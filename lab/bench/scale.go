@@ -204,14 +204,17 @@ type hollowAgent struct {
 	readyFile string
 	log       string
 	ready     time.Duration
+	exited    chan struct{} // closed once the process has exited and been reaped
 }
 
+// metricsAddr is hollow agent i's /metrics: a loopback address of its
+// own (all of 127/8 is loopback), so that no two agents, nor the agents'
+// own connections from 127.0.0.1's ephemeral ports, take one port.
+func metricsAddr(i int) string { return fmt.Sprintf("127.1.%d.%d:10249", i/250, 1+i%250) }
+
 func startHollow(cfg ScaleConfig, env *kubeenv.Env, dir string, i int) (*hollowAgent, error) {
-	metrics, err := freeLoopbackAddr()
-	if err != nil {
-		return nil, err
-	}
-	a := &hollowAgent{metrics: metrics, readyFile: filepath.Join(dir, fmt.Sprintf("%d.ready", i)), log: filepath.Join(dir, fmt.Sprintf("%d.log", i))}
+	a := &hollowAgent{metrics: metricsAddr(i), readyFile: filepath.Join(dir, fmt.Sprintf("%d.ready", i)),
+		log: filepath.Join(dir, fmt.Sprintf("%d.log", i)), exited: make(chan struct{})}
 	logf, err := os.Create(a.log)
 	if err != nil {
 		return nil, err
@@ -222,20 +225,29 @@ func startHollow(cfg ScaleConfig, env *kubeenv.Env, dir string, i int) (*hollowA
 		"--ready-file", a.readyFile, "--metrics-bind-address", a.metrics, "--healthz-bind-address", "")
 	a.cmd.Stdout, a.cmd.Stderr = logf, logf
 	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	return a, a.cmd.Start()
+	if err := a.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() { _ = a.cmd.Wait(); close(a.exited) }()
+	return a, nil
+}
+
+func (a *hollowAgent) hasExited() bool {
+	select {
+	case <-a.exited:
+		return true
+	default:
+		return false
+	}
 }
 
 func (a *hollowAgent) stop() {
-	if a.cmd.Process != nil && a.cmd.ProcessState == nil {
-		_ = a.cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = a.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = a.cmd.Process.Kill()
-			<-done
-		}
+	_ = a.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-a.exited:
+	case <-time.After(10 * time.Second):
+		_ = a.cmd.Process.Kill()
+		<-a.exited
 	}
 }
 
@@ -280,7 +292,7 @@ func scalePoint(cfg ScaleConfig, env *kubeenv.Env, n int, dir string) (ScaleResu
 				a.ready = time.Since(start)
 				continue
 			}
-			if a.cmd.ProcessState != nil || (a.cmd.Process != nil && a.cmd.Process.Signal(syscall.Signal(0)) != nil) {
+			if a.hasExited() {
 				b, _ := os.ReadFile(a.log)
 				return r, fmt.Errorf("hollow agent %s exited before ready:\n%s", a.readyFile, tail(b, 40))
 			}

@@ -99,25 +99,23 @@ func loadKernelDatapath(cfg Config) (*datapath.Datapath, error) {
 	return dp, nil
 }
 
-// memoryDatapath is a hollow agent's: each cube's maps in memory
-// (package memmaps), sized as the kernel's would be.
+// memoryDatapath is a hollow agent's: the cubes' maps in memory (package
+// memmaps), sized as the kernel's would be, each cube given its own.
 type memoryDatapath struct {
-	byCube map[string]*cube.Maps
+	set *memmaps.Set
 }
 
 func newMemoryDatapath(cfg Config) (*memoryDatapath, error) {
-	d := &memoryDatapath{byCube: map[string]*cube.Maps{}}
-	for _, c := range cubes.All {
-		set, err := memmaps.New(cfg.MapSizes, c)
-		if err != nil {
-			return nil, err
-		}
-		d.byCube[c.Name()] = set.Maps
+	// One set for every cube: the BPF object's spec is read once (a
+	// hundred hollow agents starting together each read it).
+	set, err := memmaps.New(cfg.MapSizes, cubes.All...)
+	if err != nil {
+		return nil, err
 	}
-	return d, nil
+	return &memoryDatapath{set: set}, nil
 }
 
-func (d *memoryDatapath) MapsOf(c cube.Cube) *cube.Maps { return d.byCube[c.Name()] }
+func (d *memoryDatapath) MapsOf(c cube.Cube) *cube.Maps { return d.set.Of(c) }
 
 func (*memoryDatapath) Program(string) *ebpf.Program { return nil }
 

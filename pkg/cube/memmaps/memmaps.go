@@ -45,6 +45,11 @@ func New(sizes map[string]uint32, cubes ...cube.Cube) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
+	for name := range sizes {
+		if _, ok := spec.Maps[name]; !ok {
+			return nil, fmt.Errorf("map size for %s: the BPF object has no such map", name)
+		}
+	}
 	f := &Set{maps: map[string]*memMap{}}
 	var all []cube.Map
 	flags := map[string]string{}
@@ -74,6 +79,20 @@ func New(sizes map[string]uint32, cubes ...cube.Cube) (*Set, error) {
 	}
 	f.Maps = cube.NewMaps(all, flags)
 	return f, nil
+}
+
+// Of is the set's maps that cube c declares (a cube is given its own
+// maps only, as the kernel datapath gives them).
+func (f *Set) Of(c cube.Cube) *cube.Maps {
+	var own []cube.Map
+	flags := map[string]string{}
+	for _, ms := range c.Maps() {
+		if m, ok := f.maps[ms.Name]; ok {
+			own = append(own, m)
+			flags[ms.Name] = ms.SizeFlag
+		}
+	}
+	return cube.NewMaps(own, flags)
 }
 
 // FailWhen makes every operation for which fail returns an error fail with
