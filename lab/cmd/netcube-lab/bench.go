@@ -102,7 +102,7 @@ func benchSync(args []string) error {
 
 func benchScale(args []string) error {
 	fs := flag.NewFlagSet("bench scale", flag.ExitOnError)
-	agents := fs.String("agents", "10,50,100", "numbers of hollow agents (--datapath=memory), ascending")
+	agents := fs.String("agents", "10,50,100,200", "numbers of hollow agents (--datapath=memory), ascending")
 	cfg := bench.ScaleConfig{Log: os.Stdout}
 	fs.IntVar(&cfg.Services, "services", 10000, "Services in the cluster")
 	fs.IntVar(&cfg.Endpoints, "endpoints", 5, "endpoints per Service")
