@@ -268,9 +268,10 @@ type agentProc struct {
 }
 
 // startBenchAgent starts an agent on the pinned maps at pins; run names its
-// log (<tmp>/<pins>-<run>.log).
+// log (<pins>-<run>.log in the control plane's directory, which the run
+// removes when it ends).
 func startBenchAgent(cfg SyncConfig, env *kubeenv.Env, pins, run string, extra ...string) (*agentProc, error) {
-	state := filepath.Join(os.TempDir(), filepath.Base(pins)+"-"+run)
+	state := filepath.Join(env.Dir, filepath.Base(pins)+"-"+run)
 	metrics, err := freeLoopbackAddr()
 	if err != nil {
 		return nil, err
