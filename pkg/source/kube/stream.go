@@ -91,7 +91,14 @@ const defaultPageSize = 2000
 // for again (the CRD installed after the agent started).
 const defaultAbsentRetry = 10 * time.Second
 
-var defaultBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: 30 * time.Second}
+// defaultBackoff spaces the retries of failed API requests: from 100 ms,
+// doubling, each wait drawn anywhere between it and twice it (full
+// jitter), to at most 10-20 s. When the API server restarts under many
+// agents, every agent's watches fail together; full jitter spreads their
+// relists over the last interval instead of clumping them (as ±20% did),
+// and the 10 s cap bounds how long an agent stays behind once the server
+// is back (bench scale measures both).
+var defaultBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 1, Steps: math.MaxInt32, Cap: 10 * time.Second}
 
 // lister is the API: a resource's paged list and its watch.
 type lister interface {
