@@ -3,8 +3,10 @@
 // the programs to the node's uplinks, the pods' interfaces and cgroup,
 // starts every registered cube (package cubes) with its own maps, runs a
 // state source (Kubernetes API or YAML directory) into the cube that
-// reconciles Services, and serves metrics and health. It owns no logic of
-// its own beyond that wiring.
+// reconciles Services, and serves metrics and health. A hollow agent
+// (--datapath=memory, datapath.go) does the same with the maps in memory
+// and nothing loaded or attached. It owns no logic of its own beyond that
+// wiring.
 package agent
 
 import (
