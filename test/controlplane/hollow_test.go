@@ -80,9 +80,19 @@ func TestHollowAgent(t *testing.T) {
 	}
 
 	links := func() string { out, _ := exec.Command("ip", "-o", "link", "show").Output(); return string(out) }
-	pins := func() string {
-		out, _ := exec.Command("find", "/sys/fs/bpf", "-maxdepth", "2").Output()
-		return string(out)
+	pins := func() string { // bpffs two levels deep: each pin directory and what it holds
+		var names []string
+		top, _ := os.ReadDir("/sys/fs/bpf")
+		for _, d := range top {
+			names = append(names, d.Name())
+			if d.IsDir() {
+				sub, _ := os.ReadDir(filepath.Join("/sys/fs/bpf", d.Name()))
+				for _, e := range sub {
+					names = append(names, d.Name()+"/"+e.Name())
+				}
+			}
+		}
+		return strings.Join(names, "\n")
 	}
 	linksBefore, pinsBefore := links(), pins()
 	// As root first, where a host change would succeed (and be seen).
