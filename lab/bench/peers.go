@@ -191,14 +191,7 @@ func (k *KubeProxy) stop() error {
 }
 
 // Exited reports whether kube-proxy has died.
-func (k *KubeProxy) Exited() bool {
-	select {
-	case <-k.exited:
-		return true
-	default:
-		return false
-	}
-}
+func (k *KubeProxy) Exited() bool { return closed(k.exited) }
 
 // Start, Stop, Entries and Place are the peer's methods for tests.
 func (k *KubeProxy) Start() error                          { return k.start() }

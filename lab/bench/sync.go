@@ -391,14 +391,7 @@ func (a *agentProc) saveCPUProfile(path string) {
 	}
 }
 
-func (a *agentProc) hasExited() bool {
-	select {
-	case <-a.exited:
-		return true
-	default:
-		return false
-	}
-}
+func (a *agentProc) hasExited() bool { return closed(a.exited) }
 
 func (a *agentProc) stop() {
 	_ = a.cmd.Process.Signal(syscall.SIGTERM)
