@@ -243,14 +243,7 @@ func startHollow(cfg ScaleConfig, env *kubeenv.Env, dir string, i int) (*hollowA
 // agentNice is the hollow agents' nice value.
 const agentNice = 19
 
-func (a *hollowAgent) hasExited() bool {
-	select {
-	case <-a.exited:
-		return true
-	default:
-		return false
-	}
-}
+func (a *hollowAgent) hasExited() bool { return closed(a.exited) }
 
 func (a *hollowAgent) stop() {
 	_ = a.cmd.Process.Signal(syscall.SIGTERM)
@@ -345,7 +338,7 @@ func scalePoint(cfg ScaleConfig, env *kubeenv.Env, n int, dir string) (ScaleResu
 		before[i] = scrapeHistogram(a.metrics, metric)
 		agentCPU0[i], _ = procUsage(a.cmd.Process.Pid)
 	}
-	watch0, err := watchBytes(env)
+	m0, err := scrapeAPIServer(env)
 	if err != nil {
 		return r, err
 	}
@@ -397,11 +390,11 @@ func scalePoint(cfg ScaleConfig, env *kubeenv.Env, n int, dir string) (ScaleResu
 	r.Observed = int(ha[1e9] - hb[1e9])
 	apiCPU3, _ := procUsage(apiPID)
 	r.APIServerCPUS = apiCPU3 - apiCPU2
-	watch1, err := watchBytes(env)
+	m1, err := scrapeAPIServer(env)
 	if err != nil {
 		return r, err
 	}
-	r.WatchBytesPerAgentChange = (watch1 - watch0) / float64(n*max(1, r.Changes))
+	r.WatchBytesPerAgentChange = (m1.sum(watchSizeRe) - m0.sum(watchSizeRe)) / float64(n*max(1, r.Changes))
 	r.LatencyP50MS, r.LatencyP99MS = histQuantile(hb, ha, 0.5)*1e3, histQuantile(hb, ha, 0.99)*1e3
 	r.LatencyMaxMS = maxBucket(hb, ha) * 1e3
 	var rss, cpu float64
@@ -461,30 +454,15 @@ func restartStorm(cfg ScaleConfig, env *kubeenv.Env, agents []*hollowAgent, r *S
 	})
 	r.RestartCurrentS = time.Since(stopped).Seconds()
 	r.RestartAPICPUS, _ = procUsage(pid)
-	r.RestartListsServed = listRequests(env)
+	m, err := scrapeAPIServer(env)
+	if err != nil {
+		return err
+	}
+	r.RestartListsServed = int(m.sum(listRe))
 	if !current {
 		return fmt.Errorf("not every agent programmed the change written after the API server's restart within 5m")
 	}
 	return nil
-}
-
-var listRe = regexp.MustCompile(`^apiserver_request_total\{[^}]*verb="LIST"[^}]*\} ([0-9.e+]+)$`)
-
-// listRequests is how many LIST requests the API server has served since
-// it started (its apiserver_request_total, every resource and code).
-func listRequests(env *kubeenv.Env) int {
-	b, err := env.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
-	if err != nil {
-		return -1
-	}
-	n := 0.0
-	for _, l := range strings.Split(string(b), "\n") {
-		if m := listRe.FindStringSubmatch(l); m != nil {
-			v, _ := strconv.ParseFloat(m[1], 64)
-			n += v
-		}
-	}
-	return int(n)
 }
 
 // maxBucket is the upper bound of the lowest bucket holding every
@@ -525,27 +503,37 @@ func scrapeSum(addr, name string) float64 {
 	return sum
 }
 
-var watchSizeRe = regexp.MustCompile(`^apiserver_watch_events_sizes_sum\{[^}]*\} ([0-9.e+]+)$`)
+// apiServerMetrics is one scrape of the API server's /metrics.
+type apiServerMetrics string
 
-// watchBytes is the API server's apiserver_watch_events_sizes_sum over
-// every resource: the bytes of the watch events it has sent, to every
-// watcher.
-func watchBytes(env *kubeenv.Env) (float64, error) {
+func scrapeAPIServer(env *kubeenv.Env) (apiServerMetrics, error) {
 	b, err := env.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
 	if err != nil {
-		return 0, fmt.Errorf("the API server's /metrics: %w", err)
+		return "", fmt.Errorf("the API server's /metrics: %w", err)
 	}
-	sum := 0.0
-	sc := bufio.NewScanner(strings.NewReader(string(b)))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if m := watchSizeRe.FindStringSubmatch(sc.Text()); m != nil {
-			v, _ := strconv.ParseFloat(m[1], 64)
-			sum += v
+	return apiServerMetrics(b), nil
+}
+
+// sum adds the values of every sample re matches (its group 1).
+func (m apiServerMetrics) sum(re *regexp.Regexp) float64 {
+	n := 0.0
+	for _, l := range strings.Split(string(m), "\n") {
+		if g := re.FindStringSubmatch(l); g != nil {
+			v, _ := strconv.ParseFloat(g[1], 64)
+			n += v
 		}
 	}
-	return sum, nil
+	return n
 }
+
+var (
+	// watchSizeRe: the bytes of the watch events the API server has
+	// sent, to every watcher, per resource.
+	watchSizeRe = regexp.MustCompile(`^apiserver_watch_events_sizes_sum\{[^}]*\} ([0-9.e+]+)$`)
+	// listRe: the LIST requests it has served since it started, per
+	// resource and code.
+	listRe = regexp.MustCompile(`^apiserver_request_total\{[^}]*verb="LIST"[^}]*\} ([0-9.e+]+)$`)
+)
 
 // sampleRSS records pid's largest VmRSS in MB into peak until stopped.
 func sampleRSS(pid int, peak *float64) (stop func()) {
