@@ -25,23 +25,6 @@ import (
 // host alone: no pin, no link, no route. Configurations that would touch
 // the host are refused, naming the flags.
 func TestHollowAgent(t *testing.T) {
-	// Refused first: they need the host.
-	for _, c := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"--socket-lb"}, "--datapath=memory with --socket-lb"},
-		{[]string{"--socket-lb=false", "--cni-socket", "/tmp/x.sock"}, "--datapath=memory with --cni-socket"},
-		{[]string{"--datapath", "fpga"}, "want kernel or memory"},
-	} {
-		args := append([]string{"--datapath", "memory", "--kubeconfig", env.Kubeconfig, "--node-name", "hollow-refused", "--cni-socket=",
-			"--api-socket=", "--hubble-socket=", "--metrics-bind-address=", "--healthz-bind-address="}, c.args...)
-		out, err := exec.Command(filepath.Join(binDir, "netcube-agent"), args...).CombinedOutput()
-		if err == nil || !strings.Contains(string(out), c.want) {
-			t.Errorf("%v: %v, output %q; want it refused saying %q", c.args, err, out, c.want)
-		}
-	}
-
 	// Readable by an unprivileged user: the binary and a kubeconfig with
 	// its credentials inline.
 	dir, err := os.MkdirTemp("", "netcube-hollow-")
@@ -142,6 +125,24 @@ func TestHollowAgent(t *testing.T) {
 	testenv.WaitFor(t, bound, "the unprivileged hollow agent holds the Service's endpoints", func() bool {
 		return nobody.metric(`netcube_map_fill_ratio{map="lb_backends"}`) > 0
 	})
+
+	// Refused, after the same flags started an agent above: they need
+	// the host.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--socket-lb"}, "--datapath=memory with --socket-lb"},
+		{[]string{"--socket-lb=false", "--cni-socket", "/tmp/x.sock"}, "--datapath=memory with --cni-socket"},
+		{[]string{"--datapath", "fpga"}, "want kernel or memory"},
+	} {
+		args := append([]string{"--datapath", "memory", "--kubeconfig", env.Kubeconfig, "--node-name", "hollow-refused", "--cni-socket=",
+			"--api-socket=", "--hubble-socket=", "--metrics-bind-address=", "--healthz-bind-address="}, c.args...)
+		out, err := exec.Command(filepath.Join(binDir, "netcube-agent"), args...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), c.want) {
+			t.Errorf("%v: %v, output %q; want it refused saying %q", c.args, err, out, c.want)
+		}
+	}
 }
 
 // startHollow starts a hollow agent for node (as user cred; nil: this
