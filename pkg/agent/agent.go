@@ -82,7 +82,7 @@ func Run(ctx context.Context, cfg Config) error {
 		if dp, err = newMemoryDatapath(cfg); err != nil {
 			return err
 		}
-		slog.Info("datapath in memory (hollow agent): no BPF loaded, nothing on the host changed", "node", cfg.NodeName)
+		slog.Info("datapath in memory (hollow agent): no BPF loaded, nothing on the host changed (--bpf-root unused)", "node", cfg.NodeName)
 	} else {
 		if kdp, err = loadKernelDatapath(cfg); err != nil {
 			return err

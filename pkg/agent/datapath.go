@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
+	"strings"
 
 	"github.com/cilium/ebpf"
 
@@ -55,6 +57,12 @@ func checkDatapath(cfg Config) error {
 		if f.value != "" {
 			errs = append(errs, fmt.Errorf("--datapath=memory with --%s %q: a hollow agent wires no pods; give --%s=", f.flag, f.value, f.flag))
 		}
+	}
+	if a := cfg.NodePortAcceleration; a != "" && a != "none" {
+		errs = append(errs, fmt.Errorf("--datapath=memory with --nodeport-acceleration %q: a hollow agent attaches no XDP program; give --nodeport-acceleration=none", a))
+	}
+	if ifs := cfg.NodeInterfaces; len(ifs) > 0 && !slices.Equal(ifs, []string{"none"}) {
+		errs = append(errs, fmt.Errorf("--datapath=memory with --node-ifaces %q: a hollow agent serves no uplinks; give --node-ifaces=none", strings.Join(ifs, ",")))
 	}
 	return errors.Join(errs...)
 }

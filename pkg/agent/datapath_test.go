@@ -18,10 +18,16 @@ func TestCheckDatapath(t *testing.T) {
 	if err := checkDatapath(hollow); err != nil {
 		t.Fatalf("a hollow agent without socket-LB or CNI refused: %v", err)
 	}
+	hollow.NodeInterfaces = []string{"none"} // as bench scale starts them
+	if err := checkDatapath(hollow); err != nil {
+		t.Fatalf("a hollow agent with --node-ifaces=none refused: %v", err)
+	}
 	bad := Defaults() // socket-LB and the CNI socket on
 	bad.Datapath, bad.CNIConfDir = DatapathMemory, "/etc/cni/net.d"
+	bad.NodePortAcceleration, bad.NodeInterfaces = "xdp", []string{"eth0"}
 	err := checkDatapath(bad)
-	for _, want := range []string{"--datapath=memory with --socket-lb", "--datapath=memory with --cni-socket", "--datapath=memory with --cni-conf-dir"} {
+	for _, want := range []string{"--datapath=memory with --socket-lb", "--datapath=memory with --cni-socket", "--datapath=memory with --cni-conf-dir",
+		`--datapath=memory with --nodeport-acceleration "xdp"`, `--datapath=memory with --node-ifaces "eth0"`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not say %q", err, want)
 		}
