@@ -286,15 +286,22 @@ func newSource(cfg Config, rep *report.Reporter) (source.Source, error) {
 	rc.QPS, rc.Burst = 50, 100
 	// Protobuf: a third of JSON's size on the wire and far less garbage
 	// when listing 100,000 objects.
-	rc.ContentType = "application/vnd.kubernetes.protobuf"
-	rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	switch cfg.APIContentType {
+	case "", APIProtobuf:
+		rc.ContentType = "application/vnd.kubernetes.protobuf"
+		rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	case APIJSON:
+		rc.ContentType, rc.AcceptContentTypes = "application/json", "application/json"
+	default:
+		return nil, fmt.Errorf("--api-content-type (apiContentType) %q: want %s or %s", cfg.APIContentType, APIProtobuf, APIJSON)
+	}
 	rc.DisableCompression = !cfg.APICompression
 	events, err := kube.NewEventSink(rc, cfg.NodeName)
 	if err != nil {
 		return nil, err
 	}
 	rep.Sink = events
-	s := &sourceWithEvents{Source: &kube.Source{Config: rc, ProxyName: cfg.ProxyName, Report: rep}, events: events}
+	s := &sourceWithEvents{Source: &kube.Source{Config: rc, ProxyName: cfg.ProxyName, Report: rep, WatchList: cfg.APIWatchList}, events: events}
 	if cfg.LoadBalancerIPs {
 		if s.lbIPs, err = newLBIPAM(rc, cfg, rep); err != nil {
 			return nil, err

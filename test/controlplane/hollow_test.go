@@ -120,8 +120,10 @@ func TestHollowAgent(t *testing.T) {
 		t.Errorf("bpffs changed while a hollow agent ran:\nbefore %s\nafter %s", pinsBefore, got)
 	}
 
-	// And as an unprivileged user: it needs no root.
-	nobody := startHollow(t, dir, kubeconfig, "hollow-3", &syscall.Credential{Uid: 65534, Gid: 65534})
+	// And as an unprivileged user: it needs no root. This one streams
+	// its lists (watch-list) in JSON, the other ways to ask the API
+	// server that bench scale compares.
+	nobody := startHollow(t, dir, kubeconfig, "hollow-3", &syscall.Credential{Uid: 65534, Gid: 65534}, "--api-watch-list", "--api-content-type=json")
 	testenv.WaitFor(t, bound, "the unprivileged hollow agent holds the Service's endpoints", func() bool {
 		return nobody.metric(`netcube_map_fill_ratio{map="lb_backends"}`) > 0
 	})
@@ -135,6 +137,7 @@ func TestHollowAgent(t *testing.T) {
 		{[]string{"--socket-lb"}, "--datapath=memory with --socket-lb"},
 		{[]string{"--socket-lb=false", "--cni-socket", "/tmp/x.sock"}, "--datapath=memory with --cni-socket"},
 		{[]string{"--datapath", "fpga"}, "want kernel or memory"},
+		{[]string{"--socket-lb=false", "--api-content-type", "yaml"}, "want protobuf or json"},
 	} {
 		args := append([]string{"--datapath", "memory", "--kubeconfig", env.Kubeconfig, "--node-name", "hollow-refused", "--cni-socket=",
 			"--api-socket=", "--hubble-socket=", "--metrics-bind-address=", "--healthz-bind-address="}, c.args...)
@@ -147,7 +150,7 @@ func TestHollowAgent(t *testing.T) {
 
 // startHollow starts a hollow agent for node (as user cred; nil: this
 // process's) and waits until it is ready.
-func startHollow(t *testing.T, dir, kubeconfig, node string, cred *syscall.Credential) *agent {
+func startHollow(t *testing.T, dir, kubeconfig, node string, cred *syscall.Credential, extra ...string) *agent {
 	t.Helper()
 	a := &agent{metrics: freeAddr(t), healthz: freeAddr(t), log: filepath.Join(dir, node+".log")}
 	logf, err := os.Create(a.log)
@@ -158,6 +161,7 @@ func startHollow(t *testing.T, dir, kubeconfig, node string, cred *syscall.Crede
 	a.cmd = exec.Command(filepath.Join(dir, "netcube-agent"), "--datapath", "memory", "--kubeconfig", kubeconfig, "--node-name", node,
 		"--socket-lb=false", "--node-ifaces", "none", "--cni-socket=", "--api-socket=", "--hubble-socket=",
 		"--metrics-bind-address", a.metrics, "--healthz-bind-address", a.healthz)
+	a.cmd.Args = append(a.cmd.Args, extra...)
 	a.cmd.Stdout, a.cmd.Stderr = logf, logf
 	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: cred}
 	if err := a.cmd.Start(); err != nil {

@@ -3,15 +3,21 @@ package controlplane
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/netip"
+	"path"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/rest"
 
 	"github.com/netcube/netcube/internal/testenv"
 	"github.com/netcube/netcube/lab/kubeenv"
@@ -58,7 +64,9 @@ func (r *recorder) EndpointSliceKeys() []types.NamespacedName { return nil }
 // items one at a time as it hands them on (pkg/source/kube/paged.go). Every
 // Service and EndpointSlice of a list five pages long reaches the handler
 // as the API server stored it, and the initial state is declared complete
-// only once the last page is handed on.
+// only once the last page is handed on. The same holds with the state
+// streamed as one watch-list (no list request) and in JSON; in each, the
+// watch then carries a change.
 func TestListPagesFromTheAPI(t *testing.T) {
 	const n, pageSize, ns = 45, 10, "paged"
 	single := corev1.IPFamilyPolicySingleStack
@@ -102,21 +110,75 @@ func TestListPagesFromTheAPI(t *testing.T) {
 		return err == nil && len(l.Items) == n
 	})
 
-	r := &recorder{services: map[types.NamespacedName]*model.Service{}, slices: map[types.NamespacedName]*model.EndpointSlice{}, synced: make(chan struct{})}
-	src := &kube.Source{Config: env.Config, Report: report.New(), PageSize: pageSize}
-	run, stop := context.WithCancel(ctx(t))
-	done := make(chan error, 1)
-	go func() { done <- src.Run(run, r) }()
-	defer func() { stop(); <-done }()
-	testenv.WaitFor(t, bound, "the source's initial lists", func() bool {
-		select {
-		case <-r.synced:
-			return true
-		default:
-			return false
-		}
-	})
+	for _, c := range []struct {
+		name      string
+		watchList bool
+		json      bool
+	}{{"paged lists, protobuf", false, false}, {"watch-list, protobuf", true, false}, {"paged lists, JSON", false, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, requests := recordRequests(env.Config)
+			if c.json {
+				cfg.ContentType, cfg.AcceptContentTypes = runtime.ContentTypeJSON, runtime.ContentTypeJSON
+			}
+			r := &recorder{services: map[types.NamespacedName]*model.Service{}, slices: map[types.NamespacedName]*model.EndpointSlice{}, synced: make(chan struct{})}
+			src := &kube.Source{Config: cfg, Report: report.New(), PageSize: pageSize, WatchList: c.watchList}
+			run, stop := context.WithCancel(ctx(t))
+			done := make(chan error, 1)
+			go func() { done <- src.Run(run, r) }()
+			defer func() { stop(); <-done }()
+			testenv.WaitFor(t, bound, "the source's initial lists", func() bool {
+				select {
+				case <-r.synced:
+					return true
+				default:
+					return false
+				}
+			})
+			checkListed(t, r, n, pageSize, ns, clusterIP, backend)
 
+			// What went on the wire, for the Services: pages, or one
+			// watch that began with every object; in the encoding asked.
+			// (Other tests' Services are listed too: at least n/pageSize.)
+			lists, watchLists, accepts := requests("services")
+			if c.watchList && (lists != 0 || watchLists != 1) {
+				t.Errorf("Services: %d list requests and %d watch-lists, want one watch-list alone", lists, watchLists)
+			}
+			if !c.watchList && (lists < (n+pageSize-1)/pageSize || watchLists != 0) {
+				t.Errorf("Services: %d list requests and %d watch-lists, want at least %d pages and no watch-list", lists, watchLists, (n+pageSize-1)/pageSize)
+			}
+			wantAccept := runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+			if c.json {
+				wantAccept = runtime.ContentTypeJSON
+			}
+			if !slices.Equal(accepts, []string{wantAccept}) {
+				t.Errorf("Services asked for in %q, want %q", accepts, wantAccept)
+			}
+
+			// And the watch carries a change.
+			name := "after-sync-" + strings.ReplaceAll(strings.ToLower(c.name), ", ", "-")
+			name = strings.ReplaceAll(name, " ", "-")
+			svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, // "paged" is only in etcd
+				Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 81, Protocol: corev1.ProtocolTCP}}}}
+			if _, err := env.Client.CoreV1().Services("default").Create(ctx(t), svc, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				_ = env.Client.CoreV1().Services("default").Delete(context.Background(), name, metav1.DeleteOptions{})
+			})
+			testenv.WaitFor(t, bound, "the Service created after the sync delivered", func() bool {
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				return r.services[types.NamespacedName{Namespace: "default", Name: name}] != nil
+			})
+		})
+	}
+}
+
+// checkListed: every Service and EndpointSlice stored reached the handler
+// as stored, all of them before the initial state was declared complete.
+func checkListed(t *testing.T, r *recorder, n, pageSize int, ns string, clusterIP, backend func(int) netip.Addr) {
+	t.Helper()
+	port := int32(8080)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.atSync[0] < n || r.atSync[1] < n {
@@ -139,3 +201,44 @@ func TestListPagesFromTheAPI(t *testing.T) {
 		}
 	}
 }
+
+// recordRequests is cfg with every request to the API server recorded:
+// requests(resource) counts its list requests and its watch-lists, and
+// the encodings it was asked for.
+func recordRequests(cfg *rest.Config) (*rest.Config, func(resource string) (lists, watchLists int, accepts []string)) {
+	var mu sync.Mutex
+	var seen []*http.Request
+	c := rest.CopyConfig(cfg)
+	c.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			mu.Lock()
+			seen = append(seen, req)
+			mu.Unlock()
+			return rt.RoundTrip(req)
+		})
+	})
+	return c, func(resource string) (lists, watchLists int, accepts []string) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, req := range seen {
+			if path.Base(req.URL.Path) != resource {
+				continue
+			}
+			q := req.URL.Query()
+			switch {
+			case q.Get("watch") == "true" && q.Get("sendInitialEvents") == "true":
+				watchLists++
+			case q.Get("watch") != "true":
+				lists++
+			}
+			if a := req.Header.Get("Accept"); !slices.Contains(accepts, a) {
+				accepts = append(accepts, a)
+			}
+		}
+		return lists, watchLists, accepts
+	}
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

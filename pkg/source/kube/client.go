@@ -44,9 +44,14 @@ func newClient(cfg *rest.Config) (*client, error) {
 		c.GroupVersion, c.APIPath = &gv, apiPath
 		c.NegotiatedSerializer = codecs.WithoutConversion()
 		// Protobuf: a third of JSON's size, and decoded a page item by
-		// item (pagedList).
-		c.ContentType = runtime.ContentTypeProtobuf
-		c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+		// item (pagedList). JSON only when cfg asks for nothing else
+		// (the agent's --api-content-type=json, to compare).
+		if cfg.ContentType == runtime.ContentTypeJSON && cfg.AcceptContentTypes == runtime.ContentTypeJSON {
+			c.ContentType, c.AcceptContentTypes = runtime.ContentTypeJSON, runtime.ContentTypeJSON
+		} else {
+			c.ContentType = runtime.ContentTypeProtobuf
+			c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+		}
 		return rest.RESTClientFor(c)
 	}
 	core, err := restFor(corev1.SchemeGroupVersion, "/api")

@@ -42,11 +42,10 @@ func (d dynamicResource) Watch(ctx context.Context, o metav1.ListOptions) (watch
 // list is tried again now and then.
 func (s *Source) sliceStream(c *client, h source.SliceHandler) *stream[*model.Slice] {
 	return &stream[*model.Slice]{
-		reach:    &s.reach,
-		pageSize: s.PageSize,
-		name:     "networkslices",
-		optional: true,
-		api:      dynamicResource{c.dynamic.Resource(NetworkSlices)},
+		streamOptions: s.streamOptions(),
+		name:          "networkslices",
+		optional:      true,
+		api:           dynamicResource{c.dynamic.Resource(NetworkSlices)},
 		convert: func(o runtime.Object) *model.Slice {
 			u := o.(*unstructured.Unstructured)
 			obj := report.Object{Kind: "NetworkSlice", Name: u.GetName()}

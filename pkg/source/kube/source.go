@@ -1,5 +1,6 @@
 // Package kube is a Source watching a Kubernetes API server: a paged list
-// then a watch for Services and EndpointSlices (stream), with kube-proxy's
+// then a watch (or, with WatchList, one watch that begins with every
+// object) for Services and EndpointSlices (stream), with kube-proxy's
 // label selectors (Services of another proxy, and headless Services, are
 // never even listed), whose objects are converted to netcube's model on
 // arrival and handed on, never cached; every Node object; and, for the
@@ -53,12 +54,19 @@ type Source struct {
 	// PageSize is the objects per list request (0: 2,000). Each page is
 	// decoded and handed on before the next is asked for.
 	PageSize int64
+	// WatchList lists each resource as a watch that begins with every
+	// object (the API server's WatchList streaming): see stream.watchList.
+	WatchList bool
 
 	reach  reach
 	phases listPhases // of the initial lists of Services and EndpointSlices
 }
 
 var _ source.Source = (*Source)(nil)
+
+func (s *Source) streamOptions() streamOptions {
+	return streamOptions{reach: &s.reach, pageSize: s.PageSize, watchList: s.WatchList}
+}
 
 // Unreachable is how long every request to the API server has been
 // failing (0: it answers). The datapath keeps its last state meanwhile;
@@ -94,10 +102,9 @@ func (s *Source) Run(ctx context.Context, h source.Handler) error {
 	}
 	selected := func(o *metav1.ListOptions) { o.LabelSelector = sel.String() }
 	services := &stream[*model.Service]{
-		reach:    &s.reach,
-		pageSize: s.PageSize,
-		name:     "services",
-		api:      resource{c: c, rest: c.core, name: "services", list: func() runtime.Object { return &corev1.ServiceList{} }, item: func() protoObject { return &corev1.Service{} }, tweak: selected, phases: &s.phases},
+		streamOptions: s.streamOptions(),
+		name:          "services",
+		api:           resource{c: c, rest: c.core, name: "services", list: func() runtime.Object { return &corev1.ServiceList{} }, item: func() protoObject { return &corev1.Service{} }, tweak: selected, phases: &s.phases},
 		convert: func(o runtime.Object) *model.Service {
 			api := o.(*corev1.Service)
 			svc, err := k8s.ToService(api)
@@ -110,10 +117,9 @@ func (s *Source) Run(ctx context.Context, h source.Handler) error {
 		phases:  &s.phases,
 	}
 	slices := &stream[*model.EndpointSlice]{
-		reach:    &s.reach,
-		pageSize: s.PageSize,
-		name:     "endpointslices",
-		api:      resource{c: c, rest: c.discovery, name: "endpointslices", list: func() runtime.Object { return &discoveryv1.EndpointSliceList{} }, item: func() protoObject { return &discoveryv1.EndpointSlice{} }, tweak: selected, phases: &s.phases},
+		streamOptions: s.streamOptions(),
+		name:          "endpointslices",
+		api:           resource{c: c, rest: c.discovery, name: "endpointslices", list: func() runtime.Object { return &discoveryv1.EndpointSliceList{} }, item: func() protoObject { return &discoveryv1.EndpointSlice{} }, tweak: selected, phases: &s.phases},
 		convert: func(o runtime.Object) *model.EndpointSlice {
 			api := o.(*discoveryv1.EndpointSlice)
 			slice, err := k8s.ToEndpointSlice(api)
@@ -169,10 +175,9 @@ func (s *Source) nodeStream(c *client, h source.Handler) *stream[*model.NodeInfo
 	var mu sync.Mutex
 	have := map[types.NamespacedName]bool{}
 	return &stream[*model.NodeInfo]{
-		reach:    &s.reach,
-		pageSize: s.PageSize,
-		name:     "nodes",
-		api:      resource{c: c, rest: c.core, name: "nodes", list: func() runtime.Object { return &corev1.NodeList{} }, item: func() protoObject { return &corev1.Node{} }},
+		streamOptions: s.streamOptions(),
+		name:          "nodes",
+		api:           resource{c: c, rest: c.core, name: "nodes", list: func() runtime.Object { return &corev1.NodeList{} }, item: func() protoObject { return &corev1.Node{} }},
 		convert: func(o runtime.Object) *model.NodeInfo {
 			api := o.(*corev1.Node)
 			n, err := k8s.ToNode(api)
@@ -226,10 +231,9 @@ func (s *Source) runSlices(ctx context.Context, c *client, h source.SliceHandler
 // then tells it they are synced.
 func (s *Source) runPolicySources(ctx context.Context, c *client, h source.PolicyHandler) {
 	pods := &stream[*model.Pod]{
-		reach:    &s.reach,
-		pageSize: s.PageSize,
-		name:     "pods",
-		api:      resource{c: c, rest: c.core, name: "pods", list: func() runtime.Object { return &corev1.PodList{} }, item: func() protoObject { return &corev1.Pod{} }},
+		streamOptions: s.streamOptions(),
+		name:          "pods",
+		api:           resource{c: c, rest: c.core, name: "pods", list: func() runtime.Object { return &corev1.PodList{} }, item: func() protoObject { return &corev1.Pod{} }},
 		convert: func(o runtime.Object) *model.Pod {
 			api := o.(*corev1.Pod)
 			p, err := k8s.ToPod(api)
@@ -241,10 +245,9 @@ func (s *Source) runPolicySources(ctx context.Context, c *client, h source.Polic
 		known:   h.PodKeys,
 	}
 	namespaces := &stream[*model.Namespace]{
-		reach:    &s.reach,
-		pageSize: s.PageSize,
-		name:     "namespaces",
-		api:      resource{c: c, rest: c.core, name: "namespaces", list: func() runtime.Object { return &corev1.NamespaceList{} }, item: func() protoObject { return &corev1.Namespace{} }},
+		streamOptions: s.streamOptions(),
+		name:          "namespaces",
+		api:           resource{c: c, rest: c.core, name: "namespaces", list: func() runtime.Object { return &corev1.NamespaceList{} }, item: func() protoObject { return &corev1.Namespace{} }},
 		convert: func(o runtime.Object) *model.Namespace {
 			return k8s.ToNamespace(o.(*corev1.Namespace))
 		},
@@ -252,9 +255,8 @@ func (s *Source) runPolicySources(ctx context.Context, c *client, h source.Polic
 		known:   h.NamespaceKeys,
 	}
 	policies := &stream[*model.Policy]{
-		reach:    &s.reach,
-		pageSize: s.PageSize,
-		name:     "networkpolicies",
+		streamOptions: s.streamOptions(),
+		name:          "networkpolicies",
 		api: resource{c: c, rest: c.networking, name: "networkpolicies",
 			list: func() runtime.Object { return &networkingv1.NetworkPolicyList{} }, item: func() protoObject { return &networkingv1.NetworkPolicy{} }},
 		convert: func(o runtime.Object) *model.Policy {

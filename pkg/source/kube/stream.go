@@ -37,13 +37,10 @@ type stream[T any] struct {
 	deliver func(types.NamespacedName, T) // the zero T: deleted
 	forget  func(types.NamespacedName)    // optional: told of each deletion
 	known   func() []types.NamespacedName // what the handler holds
-	// pageSize: objects per list request (0: defaultPageSize).
-	pageSize int64
+	streamOptions
 	// backoff between failed API requests (zero: defaultBackoff).
 	backoff wait.Backoff
 
-	// reach (optional) is told whether the API server answers.
-	reach *reach
 	// optional: the resource may not be served (a CRD not installed). A
 	// list answered "not found" then means no objects: those delivered
 	// are deleted, the stream counts as synced, and it lists again after
@@ -55,6 +52,21 @@ type stream[T any] struct {
 
 	synced    atomic.Bool // the first full list has been delivered
 	delivered bool        // anything was ever delivered (a list must then report deletions)
+}
+
+// streamOptions are what every stream of a Source shares.
+type streamOptions struct {
+	// reach (optional) is told whether the API server answers.
+	reach *reach
+	// pageSize: objects per list request (0: defaultPageSize).
+	pageSize int64
+	// watchList: every list is a watch that begins with every object
+	// (sendInitialEvents, the API server's WatchList, KEP-3157), the
+	// state complete at a bookmark, and then goes on as the watch. One
+	// request instead of pages then a watch, which the API server serves
+	// from its watch cache as a stream of events rather than building
+	// list responses. Cleared, for good, if the API server refuses it.
+	watchList bool
 }
 
 // reach tracks whether the API server answers, for readiness: since when
@@ -126,9 +138,12 @@ func (s *stream[T]) run(ctx context.Context) {
 	absent := false // logged once per absence
 	for ctx.Err() == nil {
 		var err error
-		if rv == "" {
+		switch {
+		case rv == "" && s.watchList:
+			rv, err = s.watchListAll(ctx)
+		case rv == "":
 			rv, err = s.listAll(ctx)
-		} else {
+		default:
 			rv, err = s.watchFrom(ctx, rv)
 		}
 		switch {
@@ -231,13 +246,18 @@ func (s *stream[T]) delete(k types.NamespacedName) {
 	}
 }
 
+// watchTimeout is a watch's timeout in seconds. The API server ends
+// watches after it; a random one spreads the agents' re-watches (as
+// client-go's reflector does).
+func watchTimeout() *int64 {
+	t := int64(300 + rand.IntN(300))
+	return &t
+}
+
 // watchFrom delivers changes after resource version rv until the API server
 // ends the watch; it returns the last resource version seen.
 func (s *stream[T]) watchFrom(ctx context.Context, rv string) (string, error) {
-	// The API server ends watches after a timeout; a random one spreads
-	// the agents' re-watches (as client-go's reflector does).
-	timeout := int64(300 + rand.IntN(300))
-	w, err := s.api.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true, TimeoutSeconds: &timeout})
+	w, err := s.api.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true, TimeoutSeconds: watchTimeout()})
 	if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 		return rv, errRelist
 	}
@@ -245,7 +265,51 @@ func (s *stream[T]) watchFrom(ctx context.Context, rv string) (string, error) {
 		return rv, fmt.Errorf("watch %s: %w", s.name, err)
 	}
 	s.reach.answered()
+	return s.consume(ctx, w, rv, nil)
+}
+
+// watchListAll is listAll as one watch (watchList): every object arrives
+// as an addition, a bookmark annotated k8s.io/initial-events-end marks the
+// state complete (and, on a relist, what it lacked is deleted), and the
+// same watch then carries the changes. An API server that refuses the
+// request (one without WatchList) is listed instead, from then on.
+func (s *stream[T]) watchListAll(ctx context.Context) (string, error) {
+	yes := true
+	w, err := s.api.Watch(ctx, metav1.ListOptions{SendInitialEvents: &yes, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
+		AllowWatchBookmarks: true, TimeoutSeconds: watchTimeout()})
+	if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsMethodNotSupported(err) {
+		slog.Info("the API server refuses watch-list streaming: listing in pages instead", "resource", s.name, "err", err)
+		s.watchList = false
+		return s.listAll(ctx)
+	}
+	if err != nil {
+		return "", fmt.Errorf("watch-list %s: %w", s.name, err)
+	}
+	s.reach.answered()
+	initial := &initialEvents{}
+	if s.delivered {
+		initial.seen = map[types.NamespacedName]struct{}{}
+	}
+	return s.consume(ctx, w, "", initial)
+}
+
+// initialEvents is a watch-list's state until its initial events end.
+type initialEvents struct {
+	done bool
+	seen map[types.NamespacedName]struct{} // on a relist: every key delivered
+}
+
+// consume delivers w's events until it ends; it returns the last resource
+// version seen ("" while a watch-list's initial events have not ended:
+// the state is incomplete, and listed again).
+func (s *stream[T]) consume(ctx context.Context, w watch.Interface, rv string, initial *initialEvents) (string, error) {
 	defer w.Stop()
+	resume := func() string {
+		if initial != nil && !initial.done {
+			return ""
+		}
+		return rv
+	}
 	start, events := time.Now(), 0
 	for {
 		var ev watch.Event
@@ -253,9 +317,12 @@ func (s *stream[T]) watchFrom(ctx context.Context, rv string) (string, error) {
 		select {
 		case ev, ok = <-w.ResultChan():
 		case <-ctx.Done():
-			return rv, nil
+			return resume(), nil
 		}
 		if !ok {
+			if initial != nil && !initial.done {
+				return "", fmt.Errorf("watch-list %s: ended before its initial events did", s.name) // back off
+			}
 			if events == 0 && time.Since(start) < time.Second {
 				return rv, fmt.Errorf("watch %s: closed at once", s.name) // back off
 			}
@@ -265,21 +332,34 @@ func (s *stream[T]) watchFrom(ctx context.Context, rv string) (string, error) {
 		if ev.Type == watch.Error {
 			err := apierrors.FromObject(ev.Object)
 			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-				return rv, errRelist
+				return resume(), errRelist
 			}
-			return rv, fmt.Errorf("watch %s: %w", s.name, err)
+			return resume(), fmt.Errorf("watch %s: %w", s.name, err)
 		}
 		m, err := meta.Accessor(ev.Object)
 		if err != nil {
-			return rv, fmt.Errorf("watch %s: %w", s.name, err)
+			return resume(), fmt.Errorf("watch %s: %w", s.name, err)
 		}
 		switch ev.Type {
 		case watch.Added, watch.Modified:
-			if _, err := s.put(ev.Object); err != nil {
-				return rv, err
+			key, err := s.put(ev.Object)
+			if err != nil {
+				return resume(), err
+			}
+			if initial != nil && initial.seen != nil && !initial.done {
+				initial.seen[key] = struct{}{}
 			}
 		case watch.Deleted:
 			s.delete(types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()})
+		case watch.Bookmark:
+			if initial != nil && !initial.done && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
+				initial.done = true
+				if initial.seen != nil {
+					s.deleteMissing(initial.seen)
+					initial.seen = nil
+				}
+				s.synced.Store(true)
+			}
 		}
 		rv = m.GetResourceVersion()
 	}

@@ -39,6 +39,14 @@ type fakeAPI struct {
 	watchErr error
 	lists    int
 	watchers chan *watch.RaceFreeFakeWatcher
+	// A watch-list (sendInitialEvents) is refused as an API server
+	// without WatchList refuses it (refuseWatchList), or begins with
+	// every item then the bookmark ending them (cutInitial: the next
+	// one has no bookmark, and the test stops it); watchLists counts
+	// them.
+	refuseWatchList bool
+	cutInitial      bool
+	watchLists      int
 }
 
 func (f *fakeAPI) List(_ context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -74,10 +82,38 @@ func (f *fakeAPI) Watch(_ context.Context, o metav1.ListOptions) (watch.Interfac
 	if err != nil {
 		return nil, err
 	}
+	if o.SendInitialEvents != nil && *o.SendInitialEvents {
+		return f.watchList(o)
+	}
 	if o.ResourceVersion == "" {
 		return nil, fmt.Errorf("watch without a resource version")
 	}
 	w := watch.NewRaceFreeFake()
+	f.watchers <- w
+	return w, nil
+}
+
+func (f *fakeAPI) watchList(o metav1.ListOptions) (watch.Interface, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.refuseWatchList {
+		return nil, apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("ListOptions").GroupKind(), "", nil)
+	}
+	if o.ResourceVersionMatch != metav1.ResourceVersionMatchNotOlderThan || o.ResourceVersion != "" || !o.AllowWatchBookmarks {
+		return nil, fmt.Errorf("watch-list with options %+v, want resourceVersionMatch NotOlderThan from no version, with bookmarks", o)
+	}
+	f.watchLists++
+	w := watch.NewRaceFreeFake()
+	for _, it := range f.items {
+		w.Add(it)
+	}
+	if f.cutInitial { // the test ends it
+		f.cutInitial = false
+		f.watchers <- w
+		return w, nil
+	}
+	w.Action(watch.Bookmark, &corev1.Service{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "100",
+		Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"}}})
 	f.watchers <- w
 	return w, nil
 }
@@ -132,11 +168,11 @@ func TestStream(t *testing.T) {
 	h := &holder{held: map[types.NamespacedName]string{}}
 	s := &stream[*model.Service]{
 		name: "services", api: api,
-		convert:  func(o runtime.Object) *model.Service { svc, _ := k8s.ToService(o.(*corev1.Service)); return svc },
-		deliver:  h.deliver,
-		known:    h.keys,
-		pageSize: 2,
-		backoff:  wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1000},
+		convert:       func(o runtime.Object) *model.Service { svc, _ := k8s.ToService(o.(*corev1.Service)); return svc },
+		deliver:       h.deliver,
+		known:         h.keys,
+		streamOptions: streamOptions{pageSize: 2},
+		backoff:       wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1000},
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -200,5 +236,114 @@ func TestStream(t *testing.T) {
 	defer api.mu.Unlock()
 	if api.lists != lists {
 		t.Errorf("a failed watch start relisted (%d lists, want %d)", api.lists, lists)
+	}
+}
+
+// TestStreamWatchList: with watchList, the state comes as one watch that
+// begins with every object, complete at its bookmark, and the same watch
+// carries the changes: no list request. A watch-list cut before its
+// bookmark is not complete and is asked again; a relist delivers as
+// deleted what it lacks; an API server that refuses watch-lists is listed
+// in pages.
+func TestStreamWatchList(t *testing.T) {
+	api := &fakeAPI{
+		items:      []*corev1.Service{apiService("a", "10.96.0.1"), apiService("b", "10.96.0.2")},
+		watchers:   make(chan *watch.RaceFreeFakeWatcher, 1),
+		cutInitial: true,
+	}
+	h := &holder{held: map[types.NamespacedName]string{}}
+	s := &stream[*model.Service]{
+		name: "services", api: api,
+		convert:       func(o runtime.Object) *model.Service { svc, _ := k8s.ToService(o.(*corev1.Service)); return svc },
+		deliver:       h.deliver,
+		known:         h.keys,
+		streamOptions: streamOptions{pageSize: 1, watchList: true},
+		backoff:       wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1000},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.run(ctx)
+	nextWatcher := func() *watch.RaceFreeFakeWatcher {
+		t.Helper()
+		select {
+		case w := <-api.watchers:
+			return w
+		case <-time.After(5 * time.Second):
+			t.Fatal("no watch started")
+			return nil
+		}
+	}
+	expect := func(step string, want ...string) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		var got []string
+		for time.Now().Before(deadline) {
+			got = append(got, h.take()...)
+			slices.Sort(got)
+			if slices.Equal(got, want) {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+		t.Fatalf("%s: delivered %q, want %q", step, got, want)
+	}
+
+	// The first watch-list is cut before its bookmark: not synced, asked
+	// again; the second completes.
+	w := nextWatcher()
+	expect("the initial events before the bookmark", "ns/a 10.96.0.1", "ns/b 10.96.0.2")
+	if s.synced.Load() {
+		t.Fatal("synced before the initial events' bookmark")
+	}
+	w.Stop()
+	w = nextWatcher()
+	expect("the initial events, asked again after the cut", "ns/a 10.96.0.1", "ns/b 10.96.0.2")
+	waitSynced := func() {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); !s.synced.Load(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("not synced after the initial events' bookmark")
+			}
+		}
+	}
+	waitSynced()
+	api.mu.Lock()
+	if api.lists != 0 || api.watchLists != 2 {
+		t.Errorf("%d list requests and %d watch-lists, want none and 2 (one cut)", api.lists, api.watchLists)
+	}
+	api.mu.Unlock()
+
+	// The same watch carries the changes.
+	w.Add(apiService("c", "10.96.0.3"))
+	w.Delete(apiService("a", "10.96.0.1"))
+	expect("watch events on the watch-list", "delete ns/a", "ns/c 10.96.0.3")
+
+	// It expires while b is deleted and d created: the next watch-list
+	// delivers what exists and deletes what no longer does.
+	api.mu.Lock()
+	api.items = []*corev1.Service{apiService("c", "10.96.0.3"), apiService("d", "10.96.0.4")}
+	api.mu.Unlock()
+	w.Error(&apierrors.NewResourceExpired("too old").ErrStatus)
+	nextWatcher()
+	expect("relist by watch-list", "delete ns/b", "ns/c 10.96.0.3", "ns/d 10.96.0.4")
+
+	// An API server without WatchList: listed in pages, then watched.
+	old := &fakeAPI{items: api.items, watchers: make(chan *watch.RaceFreeFakeWatcher, 1), refuseWatchList: true}
+	h2 := &holder{held: map[types.NamespacedName]string{}}
+	s2 := &stream[*model.Service]{name: "services", api: old, convert: s.convert, deliver: h2.deliver, known: h2.keys,
+		streamOptions: streamOptions{pageSize: 1, watchList: true}, backoff: s.backoff}
+	go s2.run(ctx)
+	select {
+	case <-old.watchers:
+	case <-time.After(5 * time.Second):
+		t.Fatal("refused watch-list: no watch after the list")
+	}
+	if got := h2.take(); !slices.Equal(got, []string{"ns/c 10.96.0.3", "ns/d 10.96.0.4"}) || !s2.synced.Load() {
+		t.Errorf("refused watch-list: delivered %q (synced %v), want c and d listed", got, s2.synced.Load())
+	}
+	old.mu.Lock()
+	defer old.mu.Unlock()
+	if old.lists != 1 || old.watchLists != 0 {
+		t.Errorf("refused watch-list: %d lists and %d watch-lists, want 1 and 0", old.lists, old.watchLists)
 	}
 }
