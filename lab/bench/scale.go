@@ -15,6 +15,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -48,15 +49,37 @@ type ScaleConfig struct {
 	Rate        float64
 	Duration    time.Duration
 	PolicyEvery time.Duration
-	BinDir      string
-	OutDir      string
-	Log         io.Writer
+	// Variants: the ways the agents ask the API server, each measured at
+	// every N (scaleVariants; nil: the default alone), in an order that
+	// turns with N.
+	Variants []string
+	BinDir   string
+	OutDir   string
+	// Name: the report's files, <Name>.json, <Name>.md and plots
+	// (""": "scale").
+	Name string
+	Log  io.Writer
 }
+
+// scaleVariants are the ways an agent can ask the API server for its
+// state: the flags that choose each, and what the report says of it.
+var scaleVariants = map[string]struct {
+	flags []string
+	doc   string
+}{
+	"lists":      {nil, "the default, paged lists (2,000 objects a page) then a watch per resource, in protobuf"},
+	"watch-list": {[]string{"--api-watch-list"}, "`--api-watch-list`: one watch per resource that begins with every object (the API server's WatchList streaming, KEP-3157), then carries the changes, in protobuf"},
+	"json":       {[]string{"--api-content-type=json"}, "`--api-content-type=json`: paged lists then watches, in JSON"},
+}
+
+// ScaleVariants names the variants bench scale knows.
+func ScaleVariants() []string { return slices.Sorted(maps.Keys(scaleVariants)) }
 
 // ScaleResult is one N.
 type ScaleResult struct {
 	Commit    string `json:"commit"`
 	Agents    int    `json:"agents"`
+	Variant   string `json:"variant"` // how the agents ask the API server (scaleVariants)
 	Services  int    `json:"services"`
 	Endpoints int    `json:"endpoints_per_service"`
 	Pods      int    `json:"pods"`
@@ -99,6 +122,9 @@ type ScaleResult struct {
 	RestartAPICPUS     float64 `json:"restart_apiserver_cpu_seconds"`
 	RestartAPIPeakRSS  float64 `json:"restart_apiserver_peak_rss_mb"`
 	RestartListsServed int     `json:"restart_list_requests"`
+	// WATCH requests, each a watch-list or a watch (the watch-lists of
+	// the watch-list variant replace its LISTs).
+	RestartWatchesServed int `json:"restart_watch_requests"`
 }
 
 // Scale runs the benchmark; each N's result is written as it is measured.
@@ -119,18 +145,30 @@ func Scale(cfg ScaleConfig) ([]ScaleResult, error) {
 	if err := createScaleCluster(cfg, env, maxN); err != nil {
 		return nil, err
 	}
-	var results []ScaleResult
-	for _, n := range cfg.Agents {
-		fmt.Fprintf(cfg.Log, "== %d hollow agents\n", n)
-		r, err := scalePoint(cfg, env, n, filepath.Join(dir, fmt.Sprintf("n%d", n)))
-		if err != nil {
-			return results, err
+	if len(cfg.Variants) == 0 {
+		cfg.Variants = []string{"lists"}
+	}
+	for _, v := range cfg.Variants {
+		if _, ok := scaleVariants[v]; !ok {
+			return nil, fmt.Errorf("bench scale: variant %q: want one of %s", v, strings.Join(ScaleVariants(), ", "))
 		}
-		fmt.Fprintf(cfg.Log, "   %+v\n", r)
-		results = append(results, r)
-		if cfg.OutDir != "" {
-			if err := writeScaleReport(cfg, results); err != nil {
+	}
+	var results []ScaleResult
+	for k, n := range cfg.Agents {
+		// The order turns with N, so that no variant always runs first.
+		order := append(slices.Clone(cfg.Variants[k%len(cfg.Variants):]), cfg.Variants[:k%len(cfg.Variants)]...)
+		for _, v := range order {
+			fmt.Fprintf(cfg.Log, "== %d hollow agents, %s\n", n, v)
+			r, err := scalePoint(cfg, env, n, v, filepath.Join(dir, fmt.Sprintf("n%d-%s", n, v)))
+			if err != nil {
 				return results, err
+			}
+			fmt.Fprintf(cfg.Log, "   %+v\n", r)
+			results = append(results, r)
+			if cfg.OutDir != "" {
+				if err := writeScaleReport(cfg, results); err != nil {
+					return results, err
+				}
 			}
 		}
 	}
@@ -212,7 +250,7 @@ type hollowAgent struct {
 // own connections from 127.0.0.1's ephemeral ports, take one port.
 func metricsAddr(i int) string { return fmt.Sprintf("127.1.%d.%d:10249", i/250, 1+i%250) }
 
-func startHollow(cfg ScaleConfig, env *kubeenv.Env, dir string, i int) (*hollowAgent, error) {
+func startHollow(cfg ScaleConfig, env *kubeenv.Env, dir, variant string, i int) (*hollowAgent, error) {
 	a := &hollowAgent{metrics: metricsAddr(i), readyFile: filepath.Join(dir, fmt.Sprintf("%d.ready", i)),
 		log: filepath.Join(dir, fmt.Sprintf("%d.log", i)), exited: make(chan struct{})}
 	logf, err := os.Create(a.log)
@@ -223,6 +261,7 @@ func startHollow(cfg ScaleConfig, env *kubeenv.Env, dir string, i int) (*hollowA
 	a.cmd = exec.Command(filepath.Join(cfg.BinDir, "netcube-agent"), "--datapath", "memory", "--kubeconfig", env.Kubeconfig,
 		"--node-name", hollowNode(i), "--socket-lb=false", "--node-ifaces", "none", "--cni-socket=", "--api-socket=", "--hubble-socket=",
 		"--ready-file", a.readyFile, "--metrics-bind-address", a.metrics, "--healthz-bind-address", "")
+	a.cmd.Args = append(a.cmd.Args, scaleVariants[variant].flags...)
 	a.cmd.Stdout, a.cmd.Stderr = logf, logf
 	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := a.cmd.Start(); err != nil {
@@ -255,10 +294,15 @@ func (a *hollowAgent) stop() {
 	}
 }
 
-func scalePoint(cfg ScaleConfig, env *kubeenv.Env, n int, dir string) (ScaleResult, error) {
-	r := ScaleResult{Commit: Commit(), Agents: n, Services: cfg.Services, Endpoints: cfg.Endpoints, Pods: cfg.Pods, Policies: cfg.Policies}
+func scalePoint(cfg ScaleConfig, env *kubeenv.Env, n int, variant, dir string) (ScaleResult, error) {
+	r := ScaleResult{Commit: Commit(), Agents: n, Variant: variant, Services: cfg.Services, Endpoints: cfg.Endpoints, Pods: cfg.Pods, Policies: cfg.Policies}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return r, err
+	}
+	// A fresh API server: no point inherits the heap another's agents
+	// grew (its peak RSS is this point's).
+	if err := env.RestartAPIServer(func() error { return nil }); err != nil {
+		return r, fmt.Errorf("fresh API server: %w", err)
 	}
 	apiPID := env.APIServerPID()
 	stopSampling := sampleRSS(apiPID, &r.APIServerPeakRSSMB)
@@ -278,7 +322,7 @@ func scalePoint(cfg ScaleConfig, env *kubeenv.Env, n int, dir string) (ScaleResu
 	apiCPU0, _ := procUsage(apiPID)
 	start := time.Now()
 	for i := range n {
-		a, err := startHollow(cfg, env, dir, i)
+		a, err := startHollow(cfg, env, dir, variant, i)
 		if err != nil {
 			return r, err
 		}
@@ -458,7 +502,7 @@ func restartStorm(cfg ScaleConfig, env *kubeenv.Env, agents []*hollowAgent, r *S
 	if err != nil {
 		return err
 	}
-	r.RestartListsServed = int(m.sum(listRe))
+	r.RestartListsServed, r.RestartWatchesServed = int(m.sum(listRe)), int(m.sum(watchRe))
 	if !current {
 		return fmt.Errorf("not every agent programmed the change written after the API server's restart within 5m")
 	}
@@ -533,6 +577,8 @@ var (
 	// listRe: the LIST requests it has served since it started, per
 	// resource and code.
 	listRe = regexp.MustCompile(`^apiserver_request_total\{[^}]*verb="LIST"[^}]*\} ([0-9.e+]+)$`)
+	// watchRe: the WATCH requests, likewise.
+	watchRe = regexp.MustCompile(`^apiserver_request_total\{[^}]*verb="WATCH"[^}]*\} ([0-9.e+]+)$`)
 )
 
 // sampleRSS records pid's largest VmRSS in MB into peak until stopped.

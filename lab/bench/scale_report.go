@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -10,34 +12,59 @@ import (
 	"time"
 )
 
-// writeScaleReport writes scale.json, scale.md and the plots.
+// writeScaleReport writes <name>.json, <name>.md and the plots.
 func writeScaleReport(cfg ScaleConfig, results []ScaleResult) error {
 	at := time.Now()
+	name := cmp.Or(cfg.Name, "scale")
 	if err := os.MkdirAll(filepath.Join(cfg.OutDir, "plots"), 0o755); err != nil {
 		return err
 	}
 	j, _ := json.MarshalIndent(map[string]any{"commit": Commit(), "measured_at": at.UTC(), "results": results}, "", "  ")
-	if err := os.WriteFile(filepath.Join(cfg.OutDir, "scale.json"), append(j, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(cfg.OutDir, name+".json"), append(j, '\n'), 0o644); err != nil {
 		return err
 	}
-	var ns []int
-	p50, p99 := series{name: "programming latency p50 (ms)"}, series{name: "programming latency p99 (ms)"}
-	cpu, watch := series{name: "API server CPU ms per agent start"}, series{name: "watch bytes per agent per change"}
-	for _, r := range results {
-		ns = append(ns, r.Agents)
-		p50.ys, p99.ys = append(p50.ys, r.LatencyP50MS), append(p99.ys, r.LatencyP99MS)
-		cpu.ys, watch.ys = append(cpu.ys, r.APIServerCPUPerStartS*1e3), append(watch.ys, r.WatchBytesPerAgentChange)
-	}
-	plots := map[string]string{
-		"scale-latency.svg":   svgPlot("Network programming latency against hollow agents", "agents", ns, []series{p50, p99}),
-		"scale-apiserver.svg": svgPlot("What the API server pays per agent", "agents", ns, []series{cpu, watch}),
-	}
-	for name, svg := range plots {
-		if err := os.WriteFile(filepath.Join(cfg.OutDir, "plots", name), []byte(svg), 0o644); err != nil {
+	for file, svg := range scalePlots(cfg, results) {
+		if err := os.WriteFile(filepath.Join(cfg.OutDir, "plots", name+"-"+file), []byte(svg), 0o644); err != nil {
 			return err
 		}
 	}
-	return os.WriteFile(filepath.Join(cfg.OutDir, "scale.md"), []byte(ScaleMarkdown(cfg, results, at)), 0o644)
+	return os.WriteFile(filepath.Join(cfg.OutDir, name+".md"), []byte(ScaleMarkdown(cfg, results, at)), 0o644)
+}
+
+// scalePlots draws latency and the API server's cost against N, a line
+// per variant when there are several.
+func scalePlots(cfg ScaleConfig, results []ScaleResult) map[string]string {
+	ns := cfg.Agents
+	at := func(v string, n int, f func(ScaleResult) float64) float64 {
+		for _, r := range results {
+			if r.Agents == n && r.Variant == v {
+				return f(r)
+			}
+		}
+		return math.NaN()
+	}
+	var lat, cost []series
+	for _, v := range cfg.Variants {
+		label := func(what string) string {
+			if len(cfg.Variants) > 1 {
+				return v + ": " + what
+			}
+			return what
+		}
+		p50, p99 := series{name: label("latency p50 (ms)"), dashed: true}, series{name: label("latency p99 (ms)")}
+		cpu, watch := series{name: label("API CPU ms per agent start")}, series{name: label("watch bytes per agent per change"), dashed: true}
+		for _, n := range ns {
+			p50.ys = append(p50.ys, at(v, n, func(r ScaleResult) float64 { return r.LatencyP50MS }))
+			p99.ys = append(p99.ys, at(v, n, func(r ScaleResult) float64 { return r.LatencyP99MS }))
+			cpu.ys = append(cpu.ys, at(v, n, func(r ScaleResult) float64 { return r.APIServerCPUPerStartS * 1e3 }))
+			watch.ys = append(watch.ys, at(v, n, func(r ScaleResult) float64 { return r.WatchBytesPerAgentChange }))
+		}
+		lat, cost = append(lat, p50, p99), append(cost, cpu, watch)
+	}
+	return map[string]string{
+		"latency.svg":   svgPlot("Network programming latency against hollow agents", "agents", ns, lat),
+		"apiserver.svg": svgPlot("What the API server pays per agent", "agents", ns, cost),
+	}
 }
 
 // ScaleMarkdown renders the report.
@@ -52,26 +79,65 @@ func ScaleMarkdown(cfg ScaleConfig, results []ScaleResult, at time.Time) string 
 	b.WriteString("- **network programming latency**: each agent's `netcube_network_programming_duration_seconds` (trigger time → that node's maps written, as kube-proxy's `kubeproxy_network_programming_duration_seconds`; factor-1.5 buckets from 1 ms), the agents' histograms merged: every change counts once per agent. p50/p99 interpolated within a bucket; *max* is the upper bound of the highest bucket reached. The trigger time is the test client's clock, the same machine's.\n")
 	b.WriteString("- **API server**: its CPU seconds over the cold start (per agent) and over the stream; its peak RSS sampled every 250 ms over the N; **watch bytes per agent per change**: the growth of its `apiserver_watch_events_sizes_sum` (every resource, every watcher) over the stream, divided by agents × endpoint changes.\n")
 	b.WriteString("- **agent**: peak RSS (VmHWM) averaged over the agents, and that over the Services (it includes the Go runtime and the binary's pages); CPU per change: the stream's agent CPU, per agent, per endpoint change.\n\n")
-	b.WriteString("| agents | cold start: all ready / median (s) | API server CPU per agent start (s) | changes (policy edits) | latencies observed | programming latency p50 / p99 / max (ms) | API server CPU over the stream (s) | watch bytes per agent per change | API server peak RSS (MB) | agent peak RSS (MB) | agent KB per Service | agent CPU per change (ms) |\n")
-	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	variants := len(cfg.Variants) > 1
+	first := func(r ScaleResult) string { // the row's first cells
+		if variants {
+			return fmt.Sprintf("| %d | %s ", r.Agents, r.Variant)
+		}
+		return fmt.Sprintf("| %d ", r.Agents)
+	}
+	head := func(cells string) string {
+		if variants {
+			return "| agents | variant " + cells
+		}
+		return "| agents " + cells
+	}
+	align := func(n int) string {
+		if variants {
+			n++
+		}
+		return strings.Repeat("|---:", n) + "|\n"
+	}
+	if variants {
+		b.WriteString("**Variants**, each measured at every N in an order that turns with N: how the agents ask the API server for their state. ")
+		for _, v := range cfg.Variants {
+			fmt.Fprintf(&b, "`%s`: %s. ", v, scaleVariants[v].doc)
+		}
+		b.WriteString("Every point starts from a freshly started API server, so that none inherits the heap another point's agents grew.\n\n")
+	}
+	b.WriteString(head("| cold start: all ready / median (s) | API server CPU per agent start (s) | changes (policy edits) | latencies observed | programming latency p50 / p99 / max (ms) | API server CPU over the stream (s) | watch bytes per agent per change | API server peak RSS (MB) | agent peak RSS (MB) | agent KB per Service | agent CPU per change (ms) |\n"))
+	b.WriteString(align(12))
 	for _, r := range results {
-		fmt.Fprintf(&b, "| %d | %.1f / %.1f | %.3f | %d (%d) | %d | %.1f / %.1f / ≤ %.0f | %.1f | %.0f | %.0f | %.0f | %.1f | %.2f |\n",
-			r.Agents, r.AllReadyS, r.MedianReadyS, r.APIServerCPUPerStartS, r.Changes, r.PolicyEdits, r.Observed,
+		fmt.Fprintf(&b, "%s| %.1f / %.1f | %.3f | %d (%d) | %d | %.1f / %.1f / ≤ %.0f | %.1f | %.0f | %.0f | %.0f | %.1f | %.2f |\n",
+			first(r), r.AllReadyS, r.MedianReadyS, r.APIServerCPUPerStartS, r.Changes, r.PolicyEdits, r.Observed,
 			r.LatencyP50MS, r.LatencyP99MS, r.LatencyMaxMS, r.APIServerCPUS, r.WatchBytesPerAgentChange,
 			r.APIServerPeakRSSMB, r.AgentRSSMB, r.AgentKBPerService, r.AgentCPUPerChangeMS)
 	}
 	b.WriteString("\n**API server restart.** After the stream, the API server is stopped for a few seconds and started again under the N agents (every watch ends; a resource version older than the new server's watch cache means a relist). From the stop: until the new server is ready (`/readyz`), and until every agent has programmed a change written once it was; the new server's CPU seconds (its start included) and peak RSS until then, and the LIST requests it served (`apiserver_request_total`, since it started).\n\n")
-	b.WriteString("| agents | API server down (s) | stop → API server ready (s) | stop → every agent current (s) | API server CPU (s) | API server peak RSS (MB) | LIST requests |\n|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString(head("| API server down (s) | stop → API server ready (s) | stop → every agent current (s) | API server CPU (s) | API server peak RSS (MB) | LIST requests | WATCH requests |\n"))
+	b.WriteString(align(8))
 	for _, r := range results {
-		fmt.Fprintf(&b, "| %d | %.0f | %.1f | %.1f | %.1f | %.0f | %d |\n", r.Agents, r.RestartDownS, r.RestartReadyS, r.RestartCurrentS, r.RestartAPICPUS, r.RestartAPIPeakRSS, r.RestartListsServed)
+		fmt.Fprintf(&b, "%s| %.0f | %.1f | %.1f | %.1f | %.0f | %d | %d |\n", first(r), r.RestartDownS, r.RestartReadyS, r.RestartCurrentS, r.RestartAPICPUS, r.RestartAPIPeakRSS, r.RestartListsServed, r.RestartWatchesServed)
 	}
-	b.WriteString("\n![latency against N](plots/scale-latency.svg)\n\n![API server cost per agent against N](plots/scale-apiserver.svg)\n\n")
+	name := cmp.Or(cfg.Name, "scale")
+	fmt.Fprintf(&b, "\n![latency against N](plots/%s-latency.svg)\n\n![API server cost per agent against N](plots/%s-apiserver.svg)\n\n", name, name)
 	b.WriteString("Target (issue 34): network programming latency p99 < 1 s at N = 100 (the SLO is 30 s).\n\n")
 	var agents []string
 	for _, n := range cfg.Agents {
 		agents = append(agents, fmt.Sprint(n))
 	}
-	fmt.Fprintf(&b, "Reproduce: `make bench-scale` (`bin/netcube-lab bench scale --agents %s --services %d --endpoints %d --pods %d --policies %d --rate %g --duration %s --policy-every %s`).\n",
-		strings.Join(agents, ","), cfg.Services, cfg.Endpoints, cfg.Pods, cfg.Policies, cfg.Rate, cfg.Duration, cfg.PolicyEvery)
+	extra := ""
+	if variants {
+		extra = " --variants " + strings.Join(cfg.Variants, ",")
+	}
+	if cfg.Name != "" && cfg.Name != "scale" {
+		extra += " --name " + cfg.Name
+	}
+	fmt.Fprintf(&b, "Reproduce: `bin/netcube-lab bench scale --agents %s --services %d --endpoints %d --pods %d --policies %d --rate %g --duration %s --policy-every %s%s`",
+		strings.Join(agents, ","), cfg.Services, cfg.Endpoints, cfg.Pods, cfg.Policies, cfg.Rate, cfg.Duration, cfg.PolicyEvery, extra)
+	if !variants {
+		b.WriteString(" (`make bench-scale`)")
+	}
+	b.WriteString(".\n")
 	return b.String()
 }

@@ -111,12 +111,15 @@ func benchScale(args []string) error {
 	fs.Float64Var(&cfg.Rate, "rate", 10, "endpoint changes per second during the stream")
 	fs.DurationVar(&cfg.Duration, "duration", 30*time.Second, "how long the stream of changes lasts, per number of agents")
 	fs.DurationVar(&cfg.PolicyEvery, "policy-every", time.Second, "a NetworkPolicy edited this often during the stream (0: none)")
-	fs.StringVar(&cfg.OutDir, "out", "docs/benchmarks", "directory for scale.json, scale.md and plots/ (\"\": none)")
+	fs.StringVar(&cfg.OutDir, "out", "docs/benchmarks", "directory for <name>.json, <name>.md and plots/ (\"\": none)")
+	fs.StringVar(&cfg.Name, "name", "scale", "the report's name")
+	variants := fs.String("variants", "lists", "how the agents ask the API server, each measured at every N: "+strings.Join(bench.ScaleVariants(), ", "))
 	_ = fs.Parse(args)
 	var err error
 	if cfg.Agents, err = ints(*agents); err != nil {
 		return err
 	}
+	cfg.Variants = strings.Split(*variants, ",")
 	if len(cfg.Agents) == 0 || cfg.Rate <= 0 || cfg.Duration <= 0 {
 		return errors.New("bench scale: --agents needs at least one number, --rate and --duration must be positive")
 	}
