@@ -93,7 +93,7 @@ bench-sync: deps build tools ## control plane: sync cost at 1k..100k Services ag
 	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube-lab bench sync --services 1000,10000,30000,100000 --endpoints 1,10 --gzip-lists
 
 bench-scale: deps build tools ## past one machine: 10..200 hollow agents (--datapath=memory) against one kube-apiserver: docs/benchmarks/scale.md
-	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube-lab bench scale --agents 10,50,100,200 --services 10000 --endpoints 5 --pods 1000 --policies 100 --rate 10 --duration 30s
+	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube-lab bench scale --agents 10,50,100,200 --services 10000 --endpoints 5 --pods 1000 --policies 100 --rate 10 --pod-rate 10 --duration 30s
 
 bench-compare: deps build tools ## netcube vs the real kube-proxy (iptables-nft, iptables-legacy, nftables) at 1..30k Services (netcube to 100k): docs/benchmarks/compare.md
 	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube-lab bench compare \

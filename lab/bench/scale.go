@@ -13,6 +13,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -32,6 +33,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/netcube/netcube/lab/kubeenv"
@@ -45,8 +47,11 @@ type ScaleConfig struct {
 	Pods      int   // pods, spread over the largest N's nodes
 	Policies  int   // NetworkPolicies
 	// Rate: endpoint changes per second for Duration; a policy is edited
-	// every PolicyEvery.
+	// every PolicyEvery; PodRate: pod status changes per second (a pod's
+	// Ready condition flipped, as the kubelet reports it), which every
+	// agent is sent because it watches every pod.
 	Rate        float64
+	PodRate     float64
 	Duration    time.Duration
 	PolicyEvery time.Duration
 	// Variants: the ways the agents ask the API server, each measured at
@@ -77,9 +82,12 @@ func ScaleVariants() []string { return slices.Sorted(maps.Keys(scaleVariants)) }
 
 // ScaleResult is one N.
 type ScaleResult struct {
-	Commit    string `json:"commit"`
-	Agents    int    `json:"agents"`
-	Variant   string `json:"variant"` // how the agents ask the API server (scaleVariants)
+	Commit  string `json:"commit"`
+	Agents  int    `json:"agents"`
+	Variant string `json:"variant"` // how the agents ask the API server (scaleVariants)
+	// Error: why the point failed (its figures are partial, and the
+	// report lists it apart).
+	Error     string `json:"error,omitempty"`
 	Services  int    `json:"services"`
 	Endpoints int    `json:"endpoints_per_service"`
 	Pods      int    `json:"pods"`
@@ -103,14 +111,23 @@ type ScaleResult struct {
 	LatencyP99MS  float64 `json:"programming_latency_p99_ms"`
 	LatencyMaxMS  float64 `json:"programming_latency_max_bucket_ms"`
 	APIServerCPUS float64 `json:"apiserver_cpu_during_changes_seconds"`
-	// WatchBytesPerAgentChange: the bytes of watch events the API server
-	// sent during the stream (apiserver_watch_events_sizes_sum, every
-	// resource), over agents x changes.
-	WatchBytesPerAgentChange float64 `json:"watch_bytes_per_agent_per_change"`
-	APIServerPeakRSSMB       float64 `json:"apiserver_peak_rss_mb"` // sampled over this N
-	AgentRSSMB               float64 `json:"agent_peak_rss_mb_mean"`
-	AgentKBPerService        float64 `json:"agent_peak_rss_kb_per_service"`
-	AgentCPUPerChangeMS      float64 `json:"agent_cpu_per_change_ms"` // the stream's, per agent
+	PodChanges    int     `json:"pod_changes"`
+	// The bytes of watch events the API server sent during the stream
+	// (apiserver_watch_events_sizes_sum) of each resource changed, over
+	// agents x its changes.
+	WatchBytesPerEndpointChange float64 `json:"watch_bytes_per_agent_per_endpoint_change"`
+	WatchBytesPerPodChange      float64 `json:"watch_bytes_per_agent_per_pod_change"`
+	WatchBytesPerPolicyEdit     float64 `json:"watch_bytes_per_agent_per_policy_edit"`
+	// The policy cube's syncs over the stream (netcube_policy_sync_seconds,
+	// every agent's: compiling what changed and writing the maps), each a
+	// pod change or policy edit or several batched.
+	PolicySyncs         int     `json:"policy_syncs"`
+	PolicySyncP50MS     float64 `json:"policy_sync_p50_ms"`
+	PolicySyncP99MS     float64 `json:"policy_sync_p99_ms"`
+	APIServerPeakRSSMB  float64 `json:"apiserver_peak_rss_mb"` // sampled over this N
+	AgentRSSMB          float64 `json:"agent_peak_rss_mb_mean"`
+	AgentKBPerService   float64 `json:"agent_peak_rss_kb_per_service"`
+	AgentCPUPerChangeMS float64 `json:"agent_cpu_per_change_ms"` // the stream's, per agent, per change of any kind
 	// Restart: the API server stopped for RestartDown and started again
 	// under the N agents. From the stop: until it is ready again, and
 	// until every agent has programmed a change written once it was (each
@@ -154,14 +171,19 @@ func Scale(cfg ScaleConfig) ([]ScaleResult, error) {
 		}
 	}
 	var results []ScaleResult
+	var failed []error
 	for k, n := range cfg.Agents {
 		// The order turns with N, so that no variant always runs first.
 		order := append(slices.Clone(cfg.Variants[k%len(cfg.Variants):]), cfg.Variants[:k%len(cfg.Variants)]...)
 		for _, v := range order {
 			fmt.Fprintf(cfg.Log, "== %d hollow agents, %s\n", n, v)
+			// A point that fails is reported as failed, and the others
+			// still run: each starts from a fresh API server.
 			r, err := scalePoint(cfg, env, n, v, filepath.Join(dir, fmt.Sprintf("n%d-%s", n, v)))
 			if err != nil {
-				return results, err
+				r.Error = err.Error()
+				failed = append(failed, fmt.Errorf("%d agents, %s: %w", n, v, err))
+				fmt.Fprintf(cfg.Log, "   FAILED: %v\n", err)
 			}
 			fmt.Fprintf(cfg.Log, "   %+v\n", r)
 			results = append(results, r)
@@ -172,7 +194,7 @@ func Scale(cfg ScaleConfig) ([]ScaleResult, error) {
 			}
 		}
 	}
-	return results, nil
+	return results, errors.Join(failed...)
 }
 
 func hollowNode(i int) string { return fmt.Sprintf("hollow-%04d", i) }
@@ -199,7 +221,7 @@ func createScaleCluster(cfg ScaleConfig, env *kubeenv.Env, nodes int) error {
 		node := i % nodes
 		ip := fmt.Sprintf("10.%d.%d.%d", 128+node/256, node%256, 2+i/nodes%250)
 		p := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%05d", i), Namespace: benchNS, UID: "",
+			ObjectMeta: metav1.ObjectMeta{Name: scalePodName(i), Namespace: benchNS, UID: "",
 				Labels: map[string]string{"app": fmt.Sprintf("a%d", i%10)}},
 			Spec: corev1.PodSpec{NodeName: hollowNode(node), Containers: []corev1.Container{{Name: "c", Image: "x",
 				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}}}}},
@@ -217,6 +239,17 @@ func createScaleCluster(cfg ScaleConfig, env *kubeenv.Env, nodes int) error {
 	}
 	return nil
 }
+
+// flipPodReady sets pod i's Ready condition, True and False by turns (k),
+// through the status subresource as the kubelet does.
+func flipPodReady(ctx context.Context, env *kubeenv.Env, i, k int) error {
+	status := []string{"True", "False"}[k%2]
+	patch := fmt.Sprintf(`{"status":{"conditions":[{"type":"Ready","status":%q,"lastTransitionTime":%q}]}}`, status, time.Now().UTC().Format(time.RFC3339))
+	_, err := env.Client.CoreV1().Pods(benchNS).Patch(ctx, scalePodName(i), types.MergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
+	return err
+}
+
+func scalePodName(i int) string { return fmt.Sprintf("pod-%05d", i) }
 
 // scalePolicy i lets pods app=a(i+1) reach pods app=a(i) on a port that
 // edit gen changes.
@@ -377,9 +410,12 @@ func scalePoint(cfg ScaleConfig, env *kubeenv.Env, n int, variant, dir string) (
 	// The stream.
 	const metric = "netcube_network_programming_duration_seconds"
 	before := make([]histogram, n)
+	const policyMetric = "netcube_policy_sync_seconds"
+	policyBefore := make([]histogram, n)
 	agentCPU0 := make([]float64, n)
 	for i, a := range agents {
 		before[i] = scrapeHistogram(a.metrics, metric)
+		policyBefore[i] = scrapeHistogram(a.metrics, policyMetric)
 		agentCPU0[i], _ = procUsage(a.cmd.Process.Pid)
 	}
 	m0, err := scrapeAPIServer(env)
@@ -391,6 +427,10 @@ func scalePoint(cfg ScaleConfig, env *kubeenv.Env, n int, variant, dir string) (
 	interval := time.Duration(float64(time.Second) / cfg.Rate)
 	streamStart := time.Now()
 	nextPolicy := streamStart.Add(cfg.PolicyEvery)
+	nextPod, podInterval := streamStart, time.Duration(0)
+	if cfg.PodRate > 0 {
+		podInterval = time.Duration(float64(time.Second) / cfg.PodRate)
+	}
 	for k := 0; time.Since(streamStart) < cfg.Duration; k++ {
 		due := streamStart.Add(time.Duration(k) * interval)
 		if d := time.Until(due); d > 0 {
@@ -410,6 +450,12 @@ func scalePoint(cfg ScaleConfig, env *kubeenv.Env, n int, variant, dir string) (
 			}
 			r.PolicyEdits++
 			nextPolicy = nextPolicy.Add(cfg.PolicyEvery)
+		}
+		for ; podInterval > 0 && !time.Now().Before(nextPod); nextPod = nextPod.Add(podInterval) {
+			if err := flipPodReady(ctx, env, rand.IntN(cfg.Pods), r.PodChanges); err != nil {
+				return r, fmt.Errorf("pod change %d: %w", r.PodChanges, err)
+			}
+			r.PodChanges++
 		}
 	}
 	// Every agent programs every change: wait for the counts.
@@ -438,7 +484,24 @@ func scalePoint(cfg ScaleConfig, env *kubeenv.Env, n int, variant, dir string) (
 	if err != nil {
 		return r, err
 	}
-	r.WatchBytesPerAgentChange = (m1.sum(watchSizeRe) - m0.sum(watchSizeRe)) / float64(n*max(1, r.Changes))
+	perAgent := func(resource string, changes int) float64 {
+		re := watchSizeOf(resource)
+		return (m1.sum(re) - m0.sum(re)) / float64(n*max(1, changes))
+	}
+	r.WatchBytesPerEndpointChange = perAgent("endpointslices", r.Changes)
+	r.WatchBytesPerPodChange = perAgent("pods", r.PodChanges)
+	r.WatchBytesPerPolicyEdit = perAgent("networkpolicies", r.PolicyEdits)
+	pb, pa := histogram{}, histogram{}
+	for i, a := range agents {
+		for le, v := range policyBefore[i] {
+			pb[le] += v
+		}
+		for le, v := range scrapeHistogram(a.metrics, policyMetric) {
+			pa[le] += v
+		}
+	}
+	r.PolicySyncs = int(pa[1e9] - pb[1e9])
+	r.PolicySyncP50MS, r.PolicySyncP99MS = histQuantile(pb, pa, 0.5)*1e3, histQuantile(pb, pa, 0.99)*1e3
 	r.LatencyP50MS, r.LatencyP99MS = histQuantile(hb, ha, 0.5)*1e3, histQuantile(hb, ha, 0.99)*1e3
 	r.LatencyMaxMS = maxBucket(hb, ha) * 1e3
 	var rss, cpu float64
@@ -449,7 +512,7 @@ func scalePoint(cfg ScaleConfig, env *kubeenv.Env, n int, variant, dir string) (
 	}
 	r.AgentRSSMB = rss / float64(n)
 	r.AgentKBPerService = r.AgentRSSMB * 1024 / float64(cfg.Services)
-	r.AgentCPUPerChangeMS = cpu / float64(n) / float64(max(1, r.Changes)) * 1e3
+	r.AgentCPUPerChangeMS = cpu / float64(n) / float64(max(1, r.Changes+r.PodChanges+r.PolicyEdits)) * 1e3
 	if r.Observed < int(want) {
 		return r, fmt.Errorf("%d agents observed %d of %d programming latencies within 2m of the last change", n, r.Observed, int(want))
 	}
@@ -570,10 +633,13 @@ func (m apiServerMetrics) sum(re *regexp.Regexp) float64 {
 	return n
 }
 
+// watchSizeOf matches the bytes of the watch events the API server has
+// sent of resource, to every watcher.
+func watchSizeOf(resource string) *regexp.Regexp {
+	return regexp.MustCompile(`^apiserver_watch_events_sizes_sum\{[^}]*resource="` + regexp.QuoteMeta(resource) + `"[^}]*\} ([0-9.e+]+)$`)
+}
+
 var (
-	// watchSizeRe: the bytes of the watch events the API server has
-	// sent, to every watcher, per resource.
-	watchSizeRe = regexp.MustCompile(`^apiserver_watch_events_sizes_sum\{[^}]*\} ([0-9.e+]+)$`)
 	// listRe: the LIST requests it has served since it started, per
 	// resource and code.
 	listRe = regexp.MustCompile(`^apiserver_request_total\{[^}]*verb="LIST"[^}]*\} ([0-9.e+]+)$`)

@@ -41,12 +41,17 @@ func TestScaleMarkdownNamesItsRun(t *testing.T) {
 
 // TestScaleMarkdownVariants: with several variants, each row names its
 // variant, the method says what each asks of the API server, and the
-// command reproduces the comparison.
+// command reproduces the comparison; a failed point is listed apart,
+// with the first line of its error.
 func TestScaleMarkdownVariants(t *testing.T) {
 	cfg := ScaleConfig{Agents: []int{100}, Services: 10000, Endpoints: 5, Pods: 1000, Policies: 100, Rate: 10,
 		Duration: 30 * time.Second, PolicyEvery: time.Second, Variants: []string{"lists", "watch-list"}, Name: "scale-wire"}
-	md := ScaleMarkdown(cfg, []ScaleResult{{Agents: 100, Variant: "lists", RestartListsServed: 1500}, {Agents: 100, Variant: "watch-list", RestartWatchesServed: 1400}}, time.Now())
-	for _, want := range []string{"| agents | variant |", "| 100 | lists |", "| 100 | watch-list |", "`--api-watch-list`: one watch per resource",
+	md := ScaleMarkdown(cfg, []ScaleResult{{Agents: 100, Variant: "lists", RestartListsServed: 1500}, {Agents: 100, Variant: "watch-list", RestartWatchesServed: 1400},
+		{Agents: 200, Variant: "json", Error: "kube-apiserver not ready\nlog lines"}}, time.Now())
+	if strings.Contains(md, "| 200 | json |") {
+		t.Error("a failed point is in the tables")
+	}
+	for _, want := range []string{"**Failed points**", "- 200 agents, json: kube-apiserver not ready\n", "| agents | variant |", "| 100 | lists |", "| 100 | watch-list |", "`--api-watch-list`: one watch per resource",
 		"| 1500 | 0 |", "| 0 | 1400 |", "--variants lists,watch-list --name scale-wire", "plots/scale-wire-latency.svg"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report does not say %q", want)

@@ -109,6 +109,7 @@ func benchScale(args []string) error {
 	fs.IntVar(&cfg.Pods, "pods", 1000, "running pods, spread over the nodes")
 	fs.IntVar(&cfg.Policies, "policies", 100, "NetworkPolicies")
 	fs.Float64Var(&cfg.Rate, "rate", 10, "endpoint changes per second during the stream")
+	fs.Float64Var(&cfg.PodRate, "pod-rate", 10, "pod status changes (Ready flipped) per second during the stream (0: none)")
 	fs.DurationVar(&cfg.Duration, "duration", 30*time.Second, "how long the stream of changes lasts, per number of agents")
 	fs.DurationVar(&cfg.PolicyEvery, "policy-every", time.Second, "a NetworkPolicy edited this often during the stream (0: none)")
 	fs.StringVar(&cfg.OutDir, "out", "docs/benchmarks", "directory for <name>.json, <name>.md and plots/ (\"\": none)")
