@@ -172,6 +172,7 @@ func Scale(cfg ScaleConfig) ([]ScaleResult, error) {
 	}
 	var results []ScaleResult
 	var failed []error
+	edits := 0 // policy edits so far: each point's go on from them
 	for k, n := range cfg.Agents {
 		// The order turns with N, so that no variant always runs first.
 		order := append(slices.Clone(cfg.Variants[k%len(cfg.Variants):]), cfg.Variants[:k%len(cfg.Variants)]...)
@@ -179,7 +180,8 @@ func Scale(cfg ScaleConfig) ([]ScaleResult, error) {
 			fmt.Fprintf(cfg.Log, "== %d hollow agents, %s\n", n, v)
 			// A point that fails is reported as failed, and the others
 			// still run: each starts from a fresh API server.
-			r, err := scalePoint(cfg, env, n, v, filepath.Join(dir, fmt.Sprintf("n%d-%s", n, v)))
+			r, err := scalePoint(cfg, env, n, v, edits, filepath.Join(dir, fmt.Sprintf("n%d-%s", n, v)))
+			edits += r.PolicyEdits
 			if err != nil {
 				r.Error = err.Error()
 				failed = append(failed, fmt.Errorf("%d agents, %s: %w", n, v, err))
@@ -327,7 +329,10 @@ func (a *hollowAgent) stop() {
 	}
 }
 
-func scalePoint(cfg ScaleConfig, env *kubeenv.Env, n int, variant, dir string) (ScaleResult, error) {
+// scalePoint measures n agents asking as variant; its policy edits are
+// numbered on from firstEdit, so that none repeats an earlier point's
+// (an update that changes nothing sends no watch event).
+func scalePoint(cfg ScaleConfig, env *kubeenv.Env, n int, variant string, firstEdit int, dir string) (ScaleResult, error) {
 	r := ScaleResult{Commit: Commit(), Agents: n, Variant: variant, Services: cfg.Services, Endpoints: cfg.Endpoints, Pods: cfg.Pods, Policies: cfg.Policies}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return r, err
@@ -444,7 +449,8 @@ func scalePoint(cfg ScaleConfig, env *kubeenv.Env, n int, variant, dir string) (
 		}
 		r.Changes++
 		if cfg.Policies > 0 && cfg.PolicyEvery > 0 && time.Now().After(nextPolicy) {
-			p := scalePolicy(r.PolicyEdits%cfg.Policies, r.PolicyEdits+1)
+			e := firstEdit + r.PolicyEdits
+			p := scalePolicy(e%cfg.Policies, e+1)
 			if _, err := env.Client.NetworkingV1().NetworkPolicies(benchNS).Update(ctx, p, metav1.UpdateOptions{}); err != nil {
 				return r, fmt.Errorf("policy edit %d: %w", r.PolicyEdits, err)
 			}
@@ -491,6 +497,15 @@ func scalePoint(cfg ScaleConfig, env *kubeenv.Env, n int, variant, dir string) (
 	r.WatchBytesPerEndpointChange = perAgent("endpointslices", r.Changes)
 	r.WatchBytesPerPodChange = perAgent("pods", r.PodChanges)
 	r.WatchBytesPerPolicyEdit = perAgent("networkpolicies", r.PolicyEdits)
+	for _, c := range []struct {
+		what    string
+		changes int
+		bytes   float64
+	}{{"endpoint changes", r.Changes, r.WatchBytesPerEndpointChange}, {"pod changes", r.PodChanges, r.WatchBytesPerPodChange}, {"policy edits", r.PolicyEdits, r.WatchBytesPerPolicyEdit}} {
+		if c.changes > 0 && c.bytes == 0 {
+			return r, fmt.Errorf("the %d %s sent the agents no watch event: each must change its object", c.changes, c.what)
+		}
+	}
 	pb, pa := histogram{}, histogram{}
 	for i, a := range agents {
 		for le, v := range policyBefore[i] {
