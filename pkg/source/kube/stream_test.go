@@ -156,6 +156,47 @@ func (h *holder) take() []string {
 	return out
 }
 
+// nextWatcher is the next watch the stream started.
+func (f *fakeAPI) nextWatcher(t *testing.T) *watch.RaceFreeFakeWatcher {
+	t.Helper()
+	select {
+	case w := <-f.watchers:
+		return w
+	case <-time.After(5 * time.Second):
+		t.Fatal("no watch started")
+		return nil
+	}
+}
+
+// expect waits until the deliveries since the last take are want (in
+// any order).
+func (h *holder) expect(t *testing.T, step string, want ...string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	var got []string
+	for time.Now().Before(deadline) {
+		got = append(got, h.take()...)
+		slices.Sort(got)
+		if slices.Equal(got, want) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("%s: delivered %q, want %q", step, got, want)
+}
+
+// serviceStream streams api's Services to h, retrying at once.
+func serviceStream(api *fakeAPI, h *holder, o streamOptions) *stream[*model.Service] {
+	return &stream[*model.Service]{
+		name: "services", api: api,
+		convert:       func(o runtime.Object) *model.Service { svc, _ := k8s.ToService(o.(*corev1.Service)); return svc },
+		deliver:       h.deliver,
+		known:         h.keys,
+		streamOptions: o,
+		backoff:       wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1000},
+	}
+}
+
 // TestStream: a paged list delivers everything before the stream reports
 // synced; watch events follow; an expired watch makes it list again and
 // deliver as deleted what the new list lacks; failed requests are retried.
@@ -166,42 +207,13 @@ func TestStream(t *testing.T) {
 		watchers: make(chan *watch.RaceFreeFakeWatcher, 1),
 	}
 	h := &holder{held: map[types.NamespacedName]string{}}
-	s := &stream[*model.Service]{
-		name: "services", api: api,
-		convert:       func(o runtime.Object) *model.Service { svc, _ := k8s.ToService(o.(*corev1.Service)); return svc },
-		deliver:       h.deliver,
-		known:         h.keys,
-		streamOptions: streamOptions{pageSize: 2},
-		backoff:       wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1000},
-	}
+	s := serviceStream(api, h, streamOptions{pageSize: 2})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go s.run(ctx)
 
-	nextWatcher := func() *watch.RaceFreeFakeWatcher {
-		t.Helper()
-		select {
-		case w := <-api.watchers:
-			return w
-		case <-time.After(5 * time.Second):
-			t.Fatal("no watch started")
-			return nil
-		}
-	}
-	expect := func(step string, want ...string) {
-		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		var got []string
-		for time.Now().Before(deadline) {
-			got = append(got, h.take()...)
-			slices.Sort(got)
-			if slices.Equal(got, want) {
-				return
-			}
-			time.Sleep(time.Millisecond)
-		}
-		t.Fatalf("%s: delivered %q, want %q", step, got, want)
-	}
+	nextWatcher := func() *watch.RaceFreeFakeWatcher { t.Helper(); return api.nextWatcher(t) }
+	expect := func(step string, want ...string) { t.Helper(); h.expect(t, step, want...) }
 
 	w := nextWatcher() // the list failed once, was retried, and completed
 	if !s.synced.Load() {
@@ -252,41 +264,12 @@ func TestStreamWatchList(t *testing.T) {
 		cutInitial: true,
 	}
 	h := &holder{held: map[types.NamespacedName]string{}}
-	s := &stream[*model.Service]{
-		name: "services", api: api,
-		convert:       func(o runtime.Object) *model.Service { svc, _ := k8s.ToService(o.(*corev1.Service)); return svc },
-		deliver:       h.deliver,
-		known:         h.keys,
-		streamOptions: streamOptions{pageSize: 1, watchList: true},
-		backoff:       wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1000},
-	}
+	s := serviceStream(api, h, streamOptions{pageSize: 1, watchList: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go s.run(ctx)
-	nextWatcher := func() *watch.RaceFreeFakeWatcher {
-		t.Helper()
-		select {
-		case w := <-api.watchers:
-			return w
-		case <-time.After(5 * time.Second):
-			t.Fatal("no watch started")
-			return nil
-		}
-	}
-	expect := func(step string, want ...string) {
-		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		var got []string
-		for time.Now().Before(deadline) {
-			got = append(got, h.take()...)
-			slices.Sort(got)
-			if slices.Equal(got, want) {
-				return
-			}
-			time.Sleep(time.Millisecond)
-		}
-		t.Fatalf("%s: delivered %q, want %q", step, got, want)
-	}
+	nextWatcher := func() *watch.RaceFreeFakeWatcher { t.Helper(); return api.nextWatcher(t) }
+	expect := func(step string, want ...string) { t.Helper(); h.expect(t, step, want...) }
 
 	// The first watch-list is cut before its bookmark: not synced, asked
 	// again; the second completes.
@@ -330,8 +313,7 @@ func TestStreamWatchList(t *testing.T) {
 	// An API server without WatchList: listed in pages, then watched.
 	old := &fakeAPI{items: api.items, watchers: make(chan *watch.RaceFreeFakeWatcher, 1), refuseWatchList: true}
 	h2 := &holder{held: map[types.NamespacedName]string{}}
-	s2 := &stream[*model.Service]{name: "services", api: old, convert: s.convert, deliver: h2.deliver, known: h2.keys,
-		streamOptions: streamOptions{pageSize: 1, watchList: true}, backoff: s.backoff}
+	s2 := serviceStream(old, h2, streamOptions{pageSize: 1, watchList: true})
 	go s2.run(ctx)
 	select {
 	case <-old.watchers:
