@@ -303,13 +303,7 @@ func followHubble(hubble, socket string) (*hubbleClient, error) {
 
 // stop ends the client and returns the flows it received.
 func (c *hubbleClient) stop() uint64 {
-	_ = c.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-c.done:
-	case <-time.After(5 * time.Second):
-		_ = c.cmd.Process.Kill()
-		<-c.done
-	}
+	stopProcess(c.cmd.Process, c.done, os.Interrupt, 5*time.Second)
 	_ = c.cmd.Wait()
 	return c.flows.Load()
 }

@@ -314,20 +314,15 @@ func startHollow(cfg ScaleConfig, env *kubeenv.Env, dir, variant string, i int) 
 	return a, nil
 }
 
+// programmingLatency is the agents' network programming latency histogram.
+const programmingLatency = "netcube_network_programming_duration_seconds"
+
 // agentNice is the hollow agents' nice value.
 const agentNice = 19
 
 func (a *hollowAgent) hasExited() bool { return closed(a.exited) }
 
-func (a *hollowAgent) stop() {
-	_ = a.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-a.exited:
-	case <-time.After(10 * time.Second):
-		_ = a.cmd.Process.Kill()
-		<-a.exited
-	}
-}
+func (a *hollowAgent) stop() { stopProcess(a.cmd.Process, a.exited, syscall.SIGTERM, 10*time.Second) }
 
 // scalePoint measures n agents asking as variant; its policy edits are
 // numbered on from firstEdit, so that none repeats an earlier point's
@@ -413,7 +408,7 @@ func scalePoint(cfg ScaleConfig, env *kubeenv.Env, n int, variant string, firstE
 	time.Sleep(2 * time.Second) // the agents' post-start work (Events, LB IPs) settles
 
 	// The stream.
-	const metric = "netcube_network_programming_duration_seconds"
+	metric := programmingLatency
 	before := make([]histogram, n)
 	const policyMetric = "netcube_policy_sync_seconds"
 	policyBefore := make([]histogram, n)
@@ -542,7 +537,7 @@ const restartDown = 3 * time.Second
 // until every agent is current again: a change written once the server
 // is back, programmed by every agent.
 func restartStorm(cfg ScaleConfig, env *kubeenv.Env, agents []*hollowAgent, r *ScaleResult) error {
-	const metric = "netcube_network_programming_duration_seconds"
+	metric := programmingLatency
 	counts := func() []float64 {
 		out := make([]float64, len(agents))
 		for i, a := range agents {

@@ -25,6 +25,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -288,10 +289,10 @@ func newSource(cfg Config, rep *report.Reporter) (source.Source, error) {
 	// when listing 100,000 objects.
 	switch cfg.APIContentType {
 	case "", APIProtobuf:
-		rc.ContentType = "application/vnd.kubernetes.protobuf"
-		rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+		rc.ContentType = runtime.ContentTypeProtobuf
+		rc.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	case APIJSON:
-		rc.ContentType, rc.AcceptContentTypes = "application/json", "application/json"
+		rc.ContentType, rc.AcceptContentTypes = runtime.ContentTypeJSON, runtime.ContentTypeJSON
 	default:
 		return nil, fmt.Errorf("--api-content-type (apiContentType) %q: want %s or %s", cfg.APIContentType, APIProtobuf, APIJSON)
 	}

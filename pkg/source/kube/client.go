@@ -44,9 +44,9 @@ func newClient(cfg *rest.Config) (*client, error) {
 		c.GroupVersion, c.APIPath = &gv, apiPath
 		c.NegotiatedSerializer = codecs.WithoutConversion()
 		// Protobuf: a third of JSON's size, and decoded a page item by
-		// item (pagedList). JSON only when cfg asks for nothing else
-		// (the agent's --api-content-type=json, to compare).
-		if cfg.ContentType == runtime.ContentTypeJSON && cfg.AcceptContentTypes == runtime.ContentTypeJSON {
+		// item (pagedList). JSON only when cfg asks for it (the agent's
+		// --api-content-type=json, to compare).
+		if cfg.ContentType == runtime.ContentTypeJSON {
 			c.ContentType, c.AcceptContentTypes = runtime.ContentTypeJSON, runtime.ContentTypeJSON
 		} else {
 			c.ContentType = runtime.ContentTypeProtobuf

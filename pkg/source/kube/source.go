@@ -64,6 +64,8 @@ type Source struct {
 
 var _ source.Source = (*Source)(nil)
 
+// streamOptions are what the source's streams share: its reachability,
+// page size and whether lists are watch-lists.
 func (s *Source) streamOptions() streamOptions {
 	return streamOptions{reach: &s.reach, pageSize: s.PageSize, watchList: s.WatchList}
 }
