@@ -19,6 +19,10 @@ type Map interface {
 	// BatchUpdate writes keys[i]=values[i] (slices of the layouts) in
 	// order, stopping at the first failure; it returns how many landed.
 	BatchUpdate(keys, values any) (int, error)
+	// BatchDelete removes keys (a slice of the layout) in order, stopping
+	// at the first failure (a missing key: ebpf.ErrKeyNotExist); it
+	// returns how many were removed.
+	BatchDelete(keys any) (int, error)
 	// Iterate walks the entries.
 	Iterate() Iterator
 	// ReplaceInner, on a map of maps, puts under key a new inner map

@@ -90,6 +90,10 @@ func Each[K, V any](m *Maps, name string, fn func(K, V) bool) error {
 	return nil
 }
 
+// batchChunk is the most keys one batch call carries: it bounds the
+// kernel's time in one call.
+const batchChunk = 4096
+
 // PutBatch writes keys[i]=values[i] into the named map with one batch
 // update per chunk: a full sync's hundreds of thousands of entries would
 // otherwise cost a syscall each. The map writes in order and stops at the
@@ -105,9 +109,8 @@ func PutBatch[K, V any](m *Maps, name string, keys []K, values []V) (written int
 	if len(keys) != len(values) {
 		return 0, fmt.Errorf("map %s: %d keys, %d values", name, len(keys), len(values))
 	}
-	const chunk = 4096 // bounds the kernel's time in one call
-	for lo := 0; lo < len(keys) && err == nil; lo += chunk {
-		hi := min(lo+chunk, len(keys))
+	for lo := 0; lo < len(keys) && err == nil; lo += batchChunk {
+		hi := min(lo+batchChunk, len(keys))
 		var n int
 		n, err = mp.BatchUpdate(keys[lo:hi], values[lo:hi])
 		written += n
@@ -122,4 +125,36 @@ func PutBatch[K, V any](m *Maps, name string, keys []K, values []V) (written int
 		}
 	}
 	return written, err
+}
+
+// RemoveBatch deletes keys from the named map with one batch delete per
+// chunk, like Remove: a key already missing is not an error. It stops at
+// the first other failure; the error then says how many were removed.
+func RemoveBatch[K any](m *Maps, name string, keys []K) (removed int, err error) {
+	var k K
+	mp := m.Map(name)
+	if uintptr(mp.KeySize()) != unsafe.Sizeof(k) {
+		return 0, fmt.Errorf("map %s: key of %d bytes, want %d", name, unsafe.Sizeof(k), mp.KeySize())
+	}
+	for lo := 0; lo < len(keys); {
+		hi := min(lo+batchChunk, len(keys))
+		n, err := mp.BatchDelete(keys[lo:hi])
+		removed += n
+		for range n {
+			m.observe(name, "delete", nil)
+		}
+		lo += n
+		if isNotExist(err) {
+			// The kernel stops at a missing key: it is gone already, as
+			// Delete takes it; go on past it.
+			m.observe(name, "delete", nil)
+			lo++
+			continue
+		}
+		if err != nil {
+			m.observe(name, "delete", err)
+			return removed, fmt.Errorf("delete from map %s (%d of %d removed): %w", name, removed, len(keys), err)
+		}
+	}
+	return removed, nil
 }

@@ -26,6 +26,10 @@ func (m *kernelMap) BatchUpdate(keys, values any) (int, error) {
 	return m.Map.BatchUpdate(keys, values, nil)
 }
 
+func (m *kernelMap) BatchDelete(keys any) (int, error) {
+	return m.Map.BatchDelete(keys, nil)
+}
+
 func (m *kernelMap) Iterate() cube.Iterator { return m.Map.Iterate() }
 
 // LookupBatches reads a hash or array map len(keys) entries per system

@@ -198,6 +198,11 @@ func (m *memMap) makeRoom(kb []byte) error {
 func (m *memMap) Delete(key any) error {
 	m.fake.mu.Lock()
 	defer m.fake.mu.Unlock()
+	return m.delete(key)
+}
+
+// delete is Delete with the fake's lock held.
+func (m *memMap) delete(key any) error {
 	kb, err := bytesOf(key, m.keySize)
 	if err != nil {
 		return err
@@ -285,6 +290,21 @@ func (m *memMap) BatchUpdate(keys, values any) (int, error) {
 	}
 	for i := range ks.Len() {
 		if err := m.update(ks.Index(i).Addr().Interface(), vs.Index(i).Addr().Interface()); err != nil {
+			return i, err
+		}
+	}
+	return ks.Len(), nil
+}
+
+func (m *memMap) BatchDelete(keys any) (int, error) {
+	m.fake.mu.Lock()
+	defer m.fake.mu.Unlock()
+	ks := reflect.ValueOf(keys)
+	if ks.Kind() != reflect.Slice {
+		return 0, fmt.Errorf("batch delete %s: keys must be a slice", m.name)
+	}
+	for i := range ks.Len() {
+		if err := m.delete(ks.Index(i).Addr().Interface()); err != nil {
 			return i, err
 		}
 	}

@@ -179,11 +179,15 @@ func (c *Compiler) podChanged(id model.PodID, u *update) {
 	// The policies of its namespace selecting it, before or after (this
 	// node's pod): its own entries.
 	if wasLocal || (now != nil && now.local) {
-		for pid := range c.policiesByNS[id.Namespace] {
-			if pol := c.policies[pid].pol; selects(pol, oldPod) || selects(pol, p) {
-				u.pods[pid] = append(u.pods[pid], id)
+		var sets []map[string]string
+		for _, pod := range []*model.Pod{oldPod, p} {
+			if pod != nil && !pod.HostNetwork {
+				sets = append(sets, pod.Labels)
 			}
 		}
+		c.selectors.subjectPolicies(id.Namespace, sets, func(pid model.PolicyID) {
+			u.pods[pid] = append(u.pods[pid], id)
+		})
 	}
 	// The policies whose peers it changes: a class made or emptied (pod
 	// classes match the policies of their namespace, or those with wider
@@ -211,29 +215,27 @@ func (c *Compiler) podChanged(id model.PodID, u *update) {
 // it (whether the port is found may change): then the policy is
 // recompiled whole.
 func (c *Compiler) classChanged(u *update, k *class, born bool) {
-	for _, ids := range []map[model.PolicyID]struct{}{c.policiesByNS[k.ns], c.widePeers} {
-		for pid := range ids {
-			if _, ok := u.whole[pid]; ok {
-				continue
-			}
-			pol := c.policies[pid].pol
-			matched, named := false, false
-			for _, rules := range [][]model.PolicyRule{pol.Ingress, pol.Egress} {
-				for i := range rules {
-					if c.peersMatch(pol, &rules[i], k) {
-						matched = true
-						named = named || hasNamedPort(&rules[i])
-					}
+	c.selectors.peerPolicies(k, c.cl.nsLabels(k.ns), func(pid model.PolicyID) {
+		if _, ok := u.whole[pid]; ok {
+			return
+		}
+		pol := c.policies[pid].pol
+		matched, named := false, false
+		for _, rules := range [][]model.PolicyRule{pol.Ingress, pol.Egress} {
+			for i := range rules {
+				if c.peersMatch(pol, &rules[i], k) {
+					matched = true
+					named = named || hasNamedPort(&rules[i])
 				}
 			}
-			switch {
-			case named:
-				u.whole[pid] = struct{}{}
-			case matched && !slices.Contains(u.classOps[pid], classOp{k, born}):
-				u.classOps[pid] = append(u.classOps[pid], classOp{k, born})
-			}
 		}
-	}
+		switch {
+		case named:
+			u.whole[pid] = struct{}{}
+		case matched && !slices.Contains(u.classOps[pid], classOp{k, born}):
+			u.classOps[pid] = append(u.classOps[pid], classOp{k, born})
+		}
+	})
 }
 
 // classOp is a class made (born) or emptied, for one policy.

@@ -103,56 +103,95 @@ func Sync(m *cube.Maps, have, want *Tables) error {
 // SyncChanges writes the changed keys of t into the maps. New entries and
 // identities go in before the endpoints that use them, and stale ones
 // leave after, so a pod is never judged by a half written policy: during
-// a change it has the union of the old rules and the new. A failed write
-// returns at once; calling it again with the same changes converges
-// (every write is idempotent).
+// a change it has the union of the old rules and the new. Each map's
+// writes, and its deletes, are one batch call (a new identity's entries
+// are hundreds of keys: one system call each cost 2.5 times the time). A
+// failed write returns at once; calling it again with the same changes
+// converges (every write is idempotent).
 func SyncChanges(m *cube.Maps, t *Tables, ch Changes) error {
+	var w syncBatches
 	for p := range ch.Peers {
 		if id, ok := t.Peers[p]; ok {
-			if err := cube.Put(m, MapPeers, datapath.PrefixFrom(p), datapath.PolicyPeer{Identity: datapath.Identity(id)}); err != nil {
-				return err
-			}
+			w.peers = append(w.peers, datapath.PrefixFrom(p))
+			w.peerVals = append(w.peerVals, datapath.PolicyPeer{Identity: datapath.Identity(id)})
+		} else {
+			w.stalePeers = append(w.stalePeers, datapath.PrefixFrom(p))
 		}
 	}
 	for e := range ch.Entries {
 		if _, ok := t.Entries[e]; ok {
-			if err := cube.Put(m, MapEntries, entryKey(e), datapath.PolicyEntry{Allow: 1}); err != nil {
-				return err
-			}
+			w.entries = append(w.entries, entryKey(e))
+		} else {
+			w.staleEntries = append(w.staleEntries, entryKey(e))
 		}
 	}
 	for a := range ch.Endpoints {
 		if ep, ok := t.Endpoints[a]; ok {
-			if err := cube.Put(m, MapEndpoints, datapath.AddrFrom(a), endpointValue(ep)); err != nil {
-				return err
-			}
+			w.endpoints = append(w.endpoints, datapath.AddrFrom(a))
+			w.endpointVals = append(w.endpointVals, endpointValue(ep))
+		} else {
+			w.staleEndpoints = append(w.staleEndpoints, datapath.AddrFrom(a))
 		}
 	}
-	for a := range ch.Endpoints {
-		if _, ok := t.Endpoints[a]; !ok {
-			if err := cube.Remove(m, MapEndpoints, datapath.AddrFrom(a)); err != nil {
-				return err
-			}
-		}
-	}
-	for e := range ch.Entries {
-		if _, ok := t.Entries[e]; !ok {
-			if err := cube.Remove(m, MapEntries, entryKey(e)); err != nil {
-				return err
-			}
-		}
-	}
-	for p := range ch.Peers {
-		if _, ok := t.Peers[p]; !ok {
-			if err := cube.Remove(m, MapPeers, datapath.PrefixFrom(p)); err != nil {
-				return err
-			}
-		}
+	if err := w.write(m); err != nil {
+		return err
 	}
 	if ch.Len() == 0 {
 		return nil
 	}
 	return raiseRevision(m)
+}
+
+// syncBatches are one SyncChanges' keys, by map, to write and to delete.
+type syncBatches struct {
+	peers          []datapath.Prefix
+	peerVals       []datapath.PolicyPeer
+	entries        []datapath.PolicyEntryKey
+	endpoints      []datapath.Addr
+	endpointVals   []datapath.PolicyEndpoint
+	stalePeers     []datapath.Prefix
+	staleEntries   []datapath.PolicyEntryKey
+	staleEndpoints []datapath.Addr
+}
+
+// write puts the batches in the order SyncChanges promises: identities
+// and entries, then endpoints; then the stale endpoints, entries and
+// identities out.
+func (w *syncBatches) write(m *cube.Maps) error {
+	allow := make([]datapath.PolicyEntry, len(w.entries))
+	for i := range allow {
+		allow[i].Allow = 1
+	}
+	steps := []func() error{
+		func() error { return put(m, MapPeers, w.peers, w.peerVals) },
+		func() error { return put(m, MapEntries, w.entries, allow) },
+		func() error { return put(m, MapEndpoints, w.endpoints, w.endpointVals) },
+		func() error { return remove(m, MapEndpoints, w.staleEndpoints) },
+		func() error { return remove(m, MapEntries, w.staleEntries) },
+		func() error { return remove(m, MapPeers, w.stalePeers) },
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func put[K, V any](m *cube.Maps, name string, keys []K, values []V) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	_, err := cube.PutBatch(m, name, keys, values)
+	return err
+}
+
+func remove[K any](m *cube.Maps, name string, keys []K) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	_, err := cube.RemoveBatch(m, name, keys)
+	return err
 }
 
 // raiseRevision tells the datapath the rules changed: the verdicts its

@@ -7,7 +7,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/netcube/netcube/internal/testenv"
 	"github.com/netcube/netcube/pkg/cubes/policy"
+	"github.com/netcube/netcube/pkg/datapath"
 	"github.com/netcube/netcube/pkg/model"
 )
 
@@ -23,15 +25,41 @@ import (
 // same: its cost should not grow).
 // `go test -run XXX -bench PolicyUpdate ./pkg/cubes/policy`.
 func BenchmarkPolicyUpdate(b *testing.B) {
-	for _, c := range []struct {
-		spread string
-		perNS  int
-	}{{"same", 1}, {"same", 10}, {"same", 100}, {"same", 1000}, {"other", 100}, {"other", 1000}} {
-		benchmarkPolicyUpdate(b, c.spread, c.perNS)
+	for _, c := range updateBenchSizes {
+		benchmarkPolicyUpdate(b, c.spread, c.perNS, func(c *policy.Compiler) int { return c.Changes().Len() })
 	}
 }
 
-func benchmarkPolicyUpdate(b *testing.B, spread string, perNS int) {
+// BenchmarkPolicySync times the same changes compiled and written into
+// the kernel's maps (SyncChanges): the agent's whole work per change, as
+// netcube_policy_sync_seconds times it. Needs root.
+// `go test -run XXX -bench PolicySync ./pkg/cubes/policy`.
+func BenchmarkPolicySync(b *testing.B) {
+	testenv.RequireRoot(b)
+	for _, c := range updateBenchSizes {
+		dp, err := datapath.Load(datapath.Config{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchmarkPolicyUpdate(b, c.spread, c.perNS, func(c *policy.Compiler) int {
+			ch := c.Changes()
+			if err := policy.SyncChanges(dp.Maps(), c.Tables(), ch); err != nil {
+				b.Fatal(err)
+			}
+			return ch.Len()
+		})
+		dp.Close()
+	}
+}
+
+var updateBenchSizes = []struct {
+	spread string
+	perNS  int
+}{{"same", 1}, {"same", 10}, {"same", 100}, {"same", 1000}, {"other", 100}, {"other", 1000}}
+
+// benchmarkPolicyUpdate times each change compiled, then handed to sync,
+// which returns how many keys it took.
+func benchmarkPolicyUpdate(b *testing.B, spread string, perNS int, sync func(*policy.Compiler) int) {
 	{
 		cl := policy.ScaleCluster(10, 20, perNS, []string{"node1", "node2"})
 		if spread == "other" {
@@ -41,7 +69,7 @@ func benchmarkPolicyUpdate(b *testing.B, spread string, perNS int) {
 		}
 		c := policy.NewCompiler()
 		c.Compile(cl, func(p *model.Pod) bool { return p.Node == "node1" }, []netip.Addr{netip.MustParseAddr("172.30.0.11")})
-		c.Changes()
+		sync(c)
 		name := fmt.Sprintf("policies=%d/spread=%s", len(cl.Policies), spread)
 		b.Run(name+"/change=label", func(b *testing.B) {
 			id := model.PodID{Namespace: "ns1", Name: "p2"} // on node1
@@ -51,7 +79,7 @@ func benchmarkPolicyUpdate(b *testing.B, spread string, perNS int) {
 				p.Labels = map[string]string{"app": fmt.Sprintf("a%d", i%5), "tier": "t0"}
 				cl.SetPod(id, &p)
 				c.Update([]model.PodID{id}, nil, nil)
-				keys += c.Changes().Len()
+				keys += sync(c)
 			}
 			b.ReportMetric(float64(keys)/float64(b.N), "keys/op")
 		})
@@ -69,7 +97,7 @@ func benchmarkPolicyUpdate(b *testing.B, spread string, perNS int) {
 				}
 				cl.SetPod(id, &p)
 				c.Update([]model.PodID{id}, nil, nil)
-				keys += c.Changes().Len()
+				keys += sync(c)
 			}
 			b.ReportMetric(float64(keys)/float64(b.N), "keys/op")
 		})
@@ -83,7 +111,7 @@ func benchmarkPolicyUpdate(b *testing.B, spread string, perNS int) {
 					Ports: []model.PolicyPort{{Proto: model.TCP, Port: uint16(20000 + i%1000)}}}}
 				cl.SetPolicy(id, &pol)
 				c.Update(nil, nil, []model.PolicyID{id})
-				keys += c.Changes().Len()
+				keys += sync(c)
 			}
 			b.ReportMetric(float64(keys)/float64(b.N), "keys/op")
 		})

@@ -1,0 +1,64 @@
+package datapath_test
+
+import (
+	"testing"
+
+	"github.com/netcube/netcube/internal/testenv"
+	"github.com/netcube/netcube/pkg/cube"
+	"github.com/netcube/netcube/pkg/datapath"
+)
+
+// TestBatchWritesAnLPMTrie: the policy cube writes and deletes its LPM
+// tries in batches (cube.PutBatch, cube.RemoveBatch). The kernel takes
+// them across more than one chunk; a delete batch meeting keys already
+// gone goes on past them (the kernel stops at each), and removes the
+// rest.
+func TestBatchWritesAnLPMTrie(t *testing.T) {
+	testenv.RequireRoot(t)
+	dp, err := datapath.Load(datapath.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dp.Close()
+	m := dp.Maps()
+	const n = 5000 // more than one chunk
+	keys, vals := make([]datapath.PolicyEntryKey, n), make([]datapath.PolicyEntry, n)
+	for i := range keys {
+		keys[i] = datapath.PolicyEntryKey{Prefixlen: datapath.PolicyEntryBits + 16, Endpoint: uint32(i + 1),
+			Dir: datapath.PolicyIngress, Proto: 6, Peer: datapath.Identity(300 + i%7), Port: uint16(i)}
+		vals[i].Allow = 1
+	}
+	count := func() int {
+		got := 0
+		if err := cube.Each(m, "pol_entries", func(datapath.PolicyEntryKey, datapath.PolicyEntry) bool { got++; return true }); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if w, err := cube.PutBatch(m, "pol_entries", keys, vals); err != nil || w != n {
+		t.Fatalf("batch write of %d entries: %d written, err %v", n, w, err)
+	}
+	if got := count(); got != n {
+		t.Fatalf("pol_entries holds %d entries after a batch write of %d", got, n)
+	}
+
+	// Every other key removed one by one; then the batch over all of
+	// them meets a missing key at every other step.
+	for i := 0; i < n; i += 2 {
+		if err := cube.Remove(m, "pol_entries", keys[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := count(); got != n/2 {
+		t.Fatalf("pol_entries holds %d entries, want %d", got, n/2)
+	}
+	if r, err := cube.RemoveBatch(m, "pol_entries", keys); err != nil || r != n/2 {
+		t.Fatalf("batch delete over %d keys, %d of them present: removed %d, err %v", n, n/2, r, err)
+	}
+	if got := count(); got != 0 {
+		t.Fatalf("pol_entries holds %d entries after the batch delete", got)
+	}
+	if _, err := cube.RemoveBatch(m, "pol_entries", []uint32{1}); err == nil {
+		t.Error("a batch delete with keys of the wrong size: no error")
+	}
+}
