@@ -55,6 +55,8 @@ type PolicyLatencyReport struct {
 	// The agent's live heap with the pods alone.
 	HeapNoPoliciesMB float64              `json:"agent_live_heap_no_policies_mb"`
 	Points           []PolicyLatencyPoint `json:"points"`
+	// The agent's work per change alone, in process (measurePolicyWork).
+	Work []PolicyWorkPoint `json:"agent_work_alone"`
 }
 
 // PolicyLatencyPoint is one stage: the figures with Policies policies.
@@ -96,6 +98,31 @@ func RunPolicyLatency(cfg PolicyLatencyConfig) (*PolicyLatencyReport, error) {
 	if len(cfg.PoliciesPerNS) == 0 || !slices.IsSorted(cfg.PoliciesPerNS) || cfg.PoliciesPerNS[0] < 1 {
 		return nil, fmt.Errorf("policies per namespace %v: want ascending counts, the first at least 1", cfg.PoliciesPerNS)
 	}
+	if cfg.Namespaces < 2 || cfg.PodsPerNS < 3 {
+		return nil, fmt.Errorf("%d namespaces of %d pods: the changes need at least 2 of 3", cfg.Namespaces, cfg.PodsPerNS)
+	}
+	host, _ := os.Hostname()
+	rep := &PolicyLatencyReport{Commit: Commit(), MeasuredAt: time.Now().UTC(), Changes: cfg.Changes,
+		Machine: fmt.Sprintf("%s (kernel %s, %d CPUs)", host, kernelRelease(), runtime.NumCPU()),
+		Command: "netcube-lab bench policy-latency " + strings.Join(os.Args[3:], " "),
+		Scale:   fmt.Sprintf("%d pods in %d namespaces (half the pods on the measured node)", cfg.Namespaces*cfg.PodsPerNS, cfg.Namespaces)}
+
+	// The agent's work alone first, before the API server starts.
+	for _, perNS := range cfg.PoliciesPerNS {
+		spreads := []policy.ScaleSpread{policy.SpreadSame}
+		if perNS > 10 {
+			spreads = append(spreads, policy.SpreadOther)
+		}
+		for _, spread := range spreads {
+			fmt.Fprintf(cfg.Log, "policy-latency: the agent's work alone, %d policies, spread %s\n", cfg.Namespaces*perNS, spread)
+			pts, err := measurePolicyWork(cfg.Namespaces, cfg.PodsPerNS, perNS, spread, cfg.Changes)
+			if err != nil {
+				return nil, err
+			}
+			rep.Work = append(rep.Work, pts...)
+		}
+	}
+
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "netcube-bench-policy-latency-")
 	if err != nil {
@@ -108,11 +135,6 @@ func RunPolicyLatency(cfg PolicyLatencyConfig) (*PolicyLatencyReport, error) {
 	}
 	defer env.Stop()
 	c := env.Client
-	host, _ := os.Hostname()
-	rep := &PolicyLatencyReport{Commit: Commit(), MeasuredAt: time.Now().UTC(), Changes: cfg.Changes,
-		Machine: fmt.Sprintf("%s (kernel %s, %d CPUs)", host, kernelRelease(), runtime.NumCPU()),
-		Command: "netcube-lab bench policy-latency " + strings.Join(os.Args[3:], " "),
-		Scale:   fmt.Sprintf("%d pods in %d namespaces (half the pods on the measured node)", cfg.Namespaces*cfg.PodsPerNS, cfg.Namespaces)}
 
 	fmt.Fprintf(cfg.Log, "policy-latency: creating %d namespaces and %d pods\n", cfg.Namespaces, cfg.Namespaces*cfg.PodsPerNS)
 	for n := range cfg.Namespaces {
@@ -433,13 +455,23 @@ func (r *PolicyLatencyReport) plot() string {
 	var sizes []int
 	edit, label, agent := series{name: "policy edit, write -> enforced"}, series{name: "label change, write -> enforced"},
 		series{name: "agent: compile + map writes"}
+	alone := series{name: "agent alone: new identity (class, same spread)"}
 	for _, p := range r.Points {
 		sizes = append(sizes, p.Policies)
 		edit.ys = append(edit.ys, p.PolicyEditP99)
 		label.ys = append(label.ys, p.LabelP99)
 		agent.ys = append(agent.ys, p.SyncP99)
+		for _, w := range r.Work {
+			if w.Policies == p.Policies && w.Spread == string(policy.SpreadSame) && w.Change == "class" {
+				alone.ys = append(alone.ys, w.TotalP99)
+			}
+		}
 	}
-	return svgPlot("NetworkPolicy change p99 (ms)", "NetworkPolicies", sizes, []series{edit, label, agent})
+	all := []series{edit, label, agent}
+	if len(alone.ys) == len(sizes) {
+		all = append(all, alone)
+	}
+	return svgPlot("NetworkPolicy change p99 (ms)", "NetworkPolicies", sizes, all)
 }
 
 // Markdown renders the report.
@@ -466,8 +498,10 @@ func (r *PolicyLatencyReport) Markdown() string {
 		"counted in the next column (writes and deletes of the policy maps per pass, from `netcube_map_operations_total`): " +
 		"a label change here gives a pod a new identity, which every rule whose peers match it must name, so the writes grow " +
 		"with the policies in that namespace and those with namespace selectors. " +
-		"The write -> enforced figures include the API server and etcd, which share this machine's two CPUs with the agent. " +
-		"The compilation alone, in process, from 10 to 10,000 policies: `go test -run XXX -bench PolicyUpdate ./pkg/cubes/policy`.\n\n")
+		"The write -> enforced figures, and the agent's own, include waiting for the CPU: the API server, etcd and the probe share " +
+		"this machine's two CPUs with the agent at the moment it compiles. What a change costs the agent with a CPU to itself is " +
+		"the next table.\n\n")
+	workMarkdown(&b, r.Work, r.Changes)
 	b.WriteString("## Memory\n\n")
 	fmt.Fprintf(&b, "The agent's live Go heap (after a forced collection) with the pods alone: %.1f MB.\n\n", r.HeapNoPoliciesMB)
 	b.WriteString("| NetworkPolicies | identity cache entries | endpoints | entries | entry bytes per policy | agent live heap MB | KB per policy |\n|---:|---:|---:|---:|---:|---:|---:|\n")

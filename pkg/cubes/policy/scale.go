@@ -55,3 +55,73 @@ func ScaleCluster(namespaces, podsPerNS, policiesPerNS int, nodes []string) *Clu
 	}
 	return cl
 }
+
+// ScaleSpread is where a ScaleCluster's changed namespace (ns1) stands:
+// SpreadSame, it holds its share of the policies (a change's entries
+// grow with them); SpreadOther, it holds at most 10 and the others the
+// rest (a change's own work stays the same: its cost should too).
+type ScaleSpread string
+
+const (
+	SpreadSame  ScaleSpread = "same"
+	SpreadOther ScaleSpread = "other"
+)
+
+// ScaleClusterSpread is ScaleCluster with ns1's policies cut to 10 for
+// SpreadOther.
+func ScaleClusterSpread(namespaces, podsPerNS, policiesPerNS int, nodes []string, spread ScaleSpread) *Cluster {
+	cl := ScaleCluster(namespaces, podsPerNS, policiesPerNS, nodes)
+	if spread == SpreadOther {
+		for k := 10; k < policiesPerNS; k++ {
+			cl.SetPolicy(model.PolicyID{Namespace: "ns1", Name: fmt.Sprintf("pol%d", k)}, nil)
+		}
+	}
+	return cl
+}
+
+// ScaleChange is one kind of the benchmarks' changes to a ScaleCluster
+// whose first node is the compiled one: Make changes the cluster the
+// i-th time and returns what Compiler.Update takes.
+type ScaleChange struct {
+	Name string
+	Make func(cl *Cluster, i int) (pods []model.PodID, namespaces []string, policies []model.PolicyID)
+}
+
+// ScaleChanges are the changes the benchmarks time:
+//   - label: a pod of the compiled node relabelled (it leaves the
+//     policies selecting its old labels and joins those selecting the
+//     new);
+//   - class: a pod of the other node given a label no other pod has,
+//     and then back: a class made and emptied each time (the policies
+//     whose peers match it gain and lose its entries);
+//   - policy: a policy's rule rewritten to another peer and port.
+func ScaleChanges() []ScaleChange {
+	return []ScaleChange{
+		{"label", func(cl *Cluster, i int) ([]model.PodID, []string, []model.PolicyID) {
+			id := model.PodID{Namespace: "ns1", Name: "p2"}
+			p := *cl.Pods[id]
+			p.Labels = map[string]string{"app": fmt.Sprintf("a%d", i%5), "tier": "t0"}
+			cl.SetPod(id, &p)
+			return []model.PodID{id}, nil, nil
+		}},
+		{"class", func(cl *Cluster, i int) ([]model.PodID, []string, []model.PolicyID) {
+			id := model.PodID{Namespace: "ns1", Name: "p1"}
+			p := *cl.Pods[id]
+			p.Labels = map[string]string{"app": "a1", "tier": "t1"}
+			if i%2 == 0 {
+				p.Labels["role"] = "prober"
+			}
+			cl.SetPod(id, &p)
+			return []model.PodID{id}, nil, nil
+		}},
+		{"policy", func(cl *Cluster, i int) ([]model.PodID, []string, []model.PolicyID) {
+			id := model.PolicyID{Namespace: "ns1", Name: "pol0"}
+			pol := *cl.Policies[id]
+			from, _ := labels.Parse(fmt.Sprintf("app=a%d", i%5))
+			pol.Ingress = []model.PolicyRule{{Peers: []model.PolicyPeer{{Pods: from}},
+				Ports: []model.PolicyPort{{Proto: model.TCP, Port: uint16(20000 + i%1000)}}}}
+			cl.SetPolicy(id, &pol)
+			return nil, nil, []model.PolicyID{id}
+		}},
+	}
+}
