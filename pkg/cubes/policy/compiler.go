@@ -54,6 +54,7 @@ type Compiler struct {
 
 	t               *Tables
 	changed         Changes
+	spare           Changes // the maps of the Changes returned last, reused
 	warningsChanged bool
 }
 
@@ -118,12 +119,23 @@ func (c *Compiler) endpointID(id model.PodID) uint32 {
 func (c *Compiler) Tables() *Tables { return c.t }
 
 // Changes returns the keys of the tables that changed since the last
-// call (everything, after the first Compile), and forgets them.
+// call (everything, after the first Compile), and forgets them. What it
+// returns is the caller's until it calls again: the call after reuses
+// its maps (a change's thousands of keys would otherwise grow new ones
+// each time, and their garbage is what makes the collector run).
 func (c *Compiler) Changes() Changes {
 	ch := c.changed
-	c.changed = Changes{}
+	c.changed, c.spare = c.spare, Changes{}
+	c.changed.clear()
+	if ch.Len() <= maxSpareKeys {
+		c.spare = ch
+	}
 	return ch
 }
+
+// maxSpareKeys bounds the maps Changes keeps for reuse: those of a whole
+// compilation are dropped (clearing a map costs its capacity).
+const maxSpareKeys = 1 << 14
 
 // Requeue gives back changes not written (a failed write), so that the
 // next Changes returns them too.

@@ -42,6 +42,13 @@ func add[K comparable](s map[K]struct{}, k K) map[K]struct{} {
 	return s
 }
 
+// clear empties the maps, keeping them.
+func (ch *Changes) clear() {
+	clear(ch.Peers)
+	clear(ch.Entries)
+	clear(ch.Endpoints)
+}
+
 func (ch *Changes) merge(o Changes) {
 	for p := range o.Peers {
 		ch.peer(p)

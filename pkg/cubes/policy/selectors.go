@@ -26,6 +26,7 @@ type selectorIndex struct {
 	widePeers  map[*selectorUsers]struct{}
 	blockPeers map[netip.Prefix]map[model.PolicyID]int
 	subjects   map[string]map[string]*selectorUsers // namespace, selectorKey
+	seen       map[model.PolicyID]struct{}          // peerPolicies', kept from call to call
 }
 
 // selectorUsers is one distinct selector and the policies holding it
@@ -114,7 +115,11 @@ func (x *selectorIndex) addPeer(id model.PolicyID, peer model.PolicyPeer, delta 
 // class k (a pod class: in namespace k.ns, labelled k.labels; nsLabels
 // are that namespace's labels), once per policy.
 func (x *selectorIndex) peerPolicies(k *class, nsLabels map[string]string, fn func(model.PolicyID)) {
-	seen := map[model.PolicyID]struct{}{}
+	if x.seen == nil {
+		x.seen = map[model.PolicyID]struct{}{}
+	}
+	seen := x.seen
+	defer clear(seen)
 	each := func(users map[model.PolicyID]int) {
 		for id := range users {
 			if _, ok := seen[id]; !ok {
