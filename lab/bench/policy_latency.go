@@ -492,7 +492,7 @@ func (r *PolicyLatencyReport) Markdown() string {
 			p.PolicyEditP50, p.PolicyEditP99, p.LabelP50, p.LabelP99, p.SyncP50, p.SyncP99, p.WritesPerPass, met(p.SyncP99 < 5))
 	}
 	b.WriteString("\n![p99 against the number of policies](plots/policy-latency.svg)\n\n")
-	b.WriteString("The agent's figure is from its histogram `netcube_policy_sync_seconds` (factor-2 buckets from 50 µs, interpolated), " +
+	b.WriteString("The agent's figure is from its histogram `netcube_policy_sync_seconds` (buckets from 50 µs by factors of √2, interpolated), " +
 		"over every pass during the stage's changes: the compilation of what changed (`Compiler.Update`: a pod's own entries, the rules " +
 		"whose peers a new or emptied identity matches, the edited policy) and the map writes of the keys that changed, " +
 		"counted in the next column (writes and deletes of the policy maps per pass, from `netcube_map_operations_total`): " +
