@@ -1,6 +1,7 @@
 package datapath_test
 
 import (
+	"net/netip"
 	"testing"
 
 	"github.com/netcube/netcube/internal/testenv"
@@ -8,9 +9,9 @@ import (
 	"github.com/netcube/netcube/pkg/datapath"
 )
 
-// TestBatchWritesAnLPMTrie: the policy cube writes and deletes its LPM
-// tries in batches (cube.PutBatch, cube.RemoveBatch). The kernel takes
-// them across more than one chunk; a delete batch meeting keys already
+// TestBatchWritesAnLPMTrie: the policy cube writes and deletes its maps
+// in batches (cube.PutBatch, cube.RemoveBatch): an LPM trie across more
+// than one chunk, and a hash map. A delete batch meeting keys already
 // gone goes on past them (the kernel stops at each), and removes the
 // rest.
 func TestBatchWritesAnLPMTrie(t *testing.T) {
@@ -57,6 +58,25 @@ func TestBatchWritesAnLPMTrie(t *testing.T) {
 	}
 	if got := count(); got != 0 {
 		t.Fatalf("pol_entries holds %d entries after the batch delete", got)
+	}
+
+	// A hash map the same way: pol_endpoints.
+	addrs := []datapath.Addr{datapath.AddrFrom(netip.MustParseAddr("10.0.0.1")), datapath.AddrFrom(netip.MustParseAddr("10.0.0.2")),
+		datapath.AddrFrom(netip.MustParseAddr("fd00::3"))}
+	eps := []datapath.PolicyEndpoint{{Id: 1}, {Id: 2}, {Id: 3}}
+	if w, err := cube.PutBatch(m, "pol_endpoints", addrs, eps); err != nil || w != len(addrs) {
+		t.Fatalf("batch write of %d endpoints: %d written, err %v", len(addrs), w, err)
+	}
+	if err := cube.Remove(m, "pol_endpoints", addrs[1]); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := cube.RemoveBatch(m, "pol_endpoints", addrs); err != nil || r != 2 {
+		t.Fatalf("batch delete of 3 endpoints, 2 present: removed %d, err %v", r, err)
+	}
+	for _, a := range addrs {
+		if _, ok, err := cube.Get[datapath.Addr, datapath.PolicyEndpoint](m, "pol_endpoints", a); ok || err != nil {
+			t.Errorf("endpoint %v still there (err %v) after the batch delete", a, err)
+		}
 	}
 	if _, err := cube.RemoveBatch(m, "pol_entries", []uint32{1}); err == nil {
 		t.Error("a batch delete with keys of the wrong size: no error")

@@ -13,11 +13,11 @@ import (
 // the pods, namespaces and policies that changed and recompiles only the
 // policies a change can touch (Update says which), found through their
 // distinct selectors (selectorIndex) rather than by asking every policy,
-// so a change costs what it touches, with 10 policies as with 10,000. Each policy's entries are kept
-// apart and the tables' entries counted by how many policies hold them:
-// a policy recompiled takes out what it gave and puts in what it gives
-// now. Changes lists the keys of the tables that changed since it was
-// last called, for the map writes.
+// so a change costs what it touches, with 10 policies as with 10,000.
+// Each policy's entries are kept apart and the tables' entries counted
+// by how many policies hold them: a policy recompiled takes out what it
+// gave and puts in what it gives now. Changes lists the keys of the
+// tables that changed since it was last called, for the map writes.
 //
 // Identities and endpoint numbers stay stable from one compilation to
 // the next. The compiler reads the Cluster it was given (not safe for
@@ -42,12 +42,13 @@ type Compiler struct {
 	localByNS map[string]map[model.PodID]struct{} // this node's pods
 	addrOwner map[netip.Addr]model.PodID          // the pod whose address Peers and Endpoints hold
 	policies  map[model.PolicyID]*policyState
-	// The policies by what a change must look at: their namespace; a
-	// peer in other namespaces or an ipBlock; an egress rule on a named
-	// port (which reads the peers' pods).
+	// The policies by what a change must look at: their distinct
+	// selectors (whom they apply to, and their peers); a peer in other
+	// namespaces or an ipBlock (for a namespace's labels changed); an
+	// egress rule on a named port (which reads the peers' pods).
+	selectors   *selectorIndex
 	widePeers   map[model.PolicyID]struct{}
 	egressNamed map[model.PolicyID]struct{}
-	selectors   *selectorIndex               // the policies by their distinct selectors
 	nsLabels    map[string]map[string]string // each namespace's labels as compiled
 	eps         map[model.PodID]*endpointState
 	entryRefs   map[Entry]int // how many policies hold each entry
