@@ -25,7 +25,7 @@ func TestBatchWritesAnLPMTrie(t *testing.T) {
 	const n = 5000 // more than one chunk
 	keys, vals := make([]datapath.PolicyEntryKey, n), make([]datapath.PolicyEntry, n)
 	for i := range keys {
-		keys[i] = datapath.PolicyEntryKey{Prefixlen: datapath.PolicyEntryBits + 16, Endpoint: uint32(i + 1),
+		keys[i] = datapath.PolicyEntryKey{Prefixlen: datapath.PolicyEntryBits + 16, RuleSet: uint32(i + 1),
 			Dir: datapath.PolicyIngress, Proto: 6, Peer: datapath.Identity(300 + i%7), Port: uint16(i)}
 		vals[i].Allow = 1
 	}

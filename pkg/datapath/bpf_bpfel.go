@@ -520,10 +520,11 @@ const (
 )
 
 type bpfPolEndpoint struct {
-	_     structs.HostLayout
-	Id    uint32
-	Flags bpfPolEndpointFlags
-	Pad   [3]uint8
+	_       structs.HostLayout
+	Id      uint32
+	RuleSet uint32
+	Flags   bpfPolEndpointFlags
+	Pad     [3]uint8
 }
 
 type bpfPolEndpointFlags uint8
@@ -547,7 +548,7 @@ const (
 type bpfPolEntryKey struct {
 	_         structs.HostLayout
 	Prefixlen bpfPolEntryBits
-	Endpoint  uint32
+	RuleSet   uint32
 	Dir       bpfPolDir
 	Proto     uint8
 	Pad       uint16

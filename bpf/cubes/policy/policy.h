@@ -88,12 +88,12 @@ static always_inline int pol_entry_allows(struct pol_scratch *s, __u32 peer, __u
 /* pol_allows looks the rules up: the peer's identity or any peer, the
  * protocol (any port prefix) or every protocol. Returns the rule that
  * matched first (enum mon_pol_match), or MON_POL_NONE. */
-static always_inline __u8 pol_allows(struct pol_scratch *s, __u32 endpoint, __u8 dir, __u32 peer, __u8 proto,
+static always_inline __u8 pol_allows(struct pol_scratch *s, __u32 rule_set, __u8 dir, __u32 peer, __u8 proto,
 				     __be16 port)
 {
 	__builtin_memset(&s->rule, 0, sizeof(s->rule));
 	s->rule.prefixlen = (enum pol_entry_bits)(POL_ENTRY_BITS + 16);
-	s->rule.endpoint = endpoint;
+	s->rule.rule_set = rule_set;
 	s->rule.dir = dir;
 	if (pol_entry_allows(s, peer, proto, port))
 		return MON_POL_PEER_PORT;
@@ -148,7 +148,7 @@ static always_inline __u8 pol_judge(struct pol_scratch *s, const struct pol_endp
 	s->peer_id = pol_identity_of(s, role == POL_EGRESS ? dst : src);
 	if (role == POL_INGRESS && s->peer_id == POL_HOST)
 		return MON_POL_HOST;
-	return pol_allows(s, ep->id, role, s->peer_id, proto, port);
+	return pol_allows(s, ep->rule_set, role, s->peer_id, proto, port);
 }
 
 /* pol_record writes the conntrack entry of a connection f opens (keyed

@@ -36,9 +36,17 @@ enum pol_endpoint_flags : __u8 {
 };
 
 /* pol_endpoints: this node's pods that some policy selects, by address.
- * A pod not here is looked up no further: no policy costs nothing. */
+ * A pod not here is looked up no further: no policy costs nothing. id
+ * names the pod (pol_drops, the verdict events); rule_set is the number
+ * its rules are filed under in pol_entries, shared by this node's pods
+ * of one namespace with the same labels and named ports: the same
+ * policies select them and give them the same rules, so a new peer
+ * identity is written once per rule set, not once per pod. A rule set's
+ * number has the high bit set: never a pod's, under which an agent before
+ * rule sets filed its entries. */
 struct pol_endpoint {
 	__u32 id;
+	__u32 rule_set;
 	enum pol_endpoint_flags flags;
 	__u8 pad[3];
 };
@@ -57,18 +65,18 @@ enum pol_dir : __u8 {
 	POL_EGRESS = 2,
 };
 
-/* pol_entries: what an endpoint may receive (send) from (to) a peer
- * identity (POL_ANY_PEER: every peer) with a protocol (0: every protocol
- * and port) on a port prefix. The prefix length counts the bits from
- * endpoint on: POL_ENTRY_BITS for a port range's fixed part, + 16 for one
- * port. */
+/* pol_entries: what the endpoints of a rule set may receive (send) from
+ * (to) a peer identity (POL_ANY_PEER: every peer) with a protocol (0:
+ * every protocol and port) on a port prefix. The prefix length counts the
+ * bits from rule_set on: POL_ENTRY_BITS for a port range's fixed part,
+ * + 16 for one port. */
 enum pol_entry_bits : __u32 {
-	POL_ENTRY_BITS = 96, /* endpoint, dir, proto, pad, peer */
+	POL_ENTRY_BITS = 96, /* rule_set, dir, proto, pad, peer */
 };
 
 struct pol_entry_key {
 	enum pol_entry_bits prefixlen; /* POL_ENTRY_BITS + the port's bits */
-	__u32 endpoint;
+	__u32 rule_set;
 	enum pol_dir dir;
 	__u8 proto;
 	__u16 pad;

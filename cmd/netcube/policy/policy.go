@@ -112,7 +112,8 @@ func printText(w io.Writer, a policy.Applied, names map[string]string) {
 		}
 		return "not isolated: everything passes"
 	}
-	fmt.Fprintf(w, "  endpoint %d\n  ingress: %s\n  egress:  %s\n", a.Endpoint, dir(a.IsolatedIngress), dir(a.IsolatedEgress))
+	fmt.Fprintf(w, "  endpoint %d, rule set %#x (shared with this node's pods of its namespace, labels and named ports)\n  ingress: %s\n  egress:  %s\n",
+		a.Endpoint, a.RuleSet, dir(a.IsolatedIngress), dir(a.IsolatedEgress))
 	if len(a.Rules) == 0 {
 		fmt.Fprintln(w, "  rules: none")
 	}

@@ -59,7 +59,7 @@ func (r *Reconciler) PoliciesOf(local netip.Addr, egress bool, peer netip.Addr, 
 	if ids, ok := r.attributions[k]; ok {
 		return ids
 	}
-	ids := r.compiler.policiesOf(r.cluster, pod, ep.ID, k)
+	ids := r.compiler.policiesOf(r.cluster, pod, ep.RuleSet, k)
 	if len(r.attributions) >= maxAttributions {
 		clear(r.attributions)
 	}
@@ -70,7 +70,7 @@ func (r *Reconciler) PoliciesOf(local netip.Addr, egress bool, peer netip.Addr, 
 // policiesOf is PoliciesOf's answer (namespace/name, sorted), from the
 // policies of pod's namespace that select it: each rule compiled alone and
 // looked up as the datapath looks its entries up.
-func (c *Compiler) policiesOf(cl *Cluster, pod *model.Pod, ep uint32, k attribKey) []string {
+func (c *Compiler) policiesOf(cl *Cluster, pod *model.Pod, rs uint32, k attribKey) []string {
 	var out []string
 	for _, pol := range cl.Policies {
 		if pol.ID.Namespace != pod.ID.Namespace || !pol.Pods.Matches(labelSet(pod.Labels)) {
@@ -89,8 +89,8 @@ func (c *Compiler) policiesOf(cl *Cluster, pod *model.Pod, ep uint32, k attribKe
 		}
 		for i := range rules {
 			t := &Tables{Entries: map[Entry]struct{}{}}
-			c.addRule(t.Entries, map[*model.PolicyRule][]*class{}, pol, &rules[i], ep, k.dir, pod, nil)
-			if t.allows(ep, k.dir, k.peer, k.proto, k.port) {
+			c.addRule(t.Entries, map[*model.PolicyRule][]*class{}, pol, &rules[i], rs, k.dir, pod, nil)
+			if t.allows(rs, k.dir, k.peer, k.proto, k.port) {
 				out = append(out, pol.ID.String())
 				break
 			}

@@ -22,21 +22,25 @@ func (d Direction) String() string {
 	return "egress"
 }
 
-// Endpoint is a pod of this node as the datapath knows it: its number in
-// the policy entries, and the directions some policy isolates it in (a
-// direction no policy isolates is not looked up at all).
+// Endpoint is a pod of this node as the datapath knows it: its number
+// (its drops, its verdict events), the number of its rule set in the
+// policy entries (shared by this node's pods of its namespace with its
+// labels and named ports, which the same policies give the same rules),
+// and the directions some policy isolates it in (a direction no policy
+// isolates is not looked up at all).
 type Endpoint struct {
 	ID                              uint32
+	RuleSet                         uint32
 	IsolatedIngress, IsolatedEgress bool
 }
 
-// Entry allows an endpoint's traffic in one direction with a peer identity
+// Entry allows a rule set's traffic in one direction with a peer identity
 // (AnyPeer: every peer), protocol (0: every protocol, every port) and the
 // ports whose first PortBits bits are Port's (16: Port alone; 0: every
 // port): a port range is a few such prefixes, as a longest-prefix-match
 // table holds them.
 type Entry struct {
-	Endpoint uint32
+	RuleSet  uint32
 	Dir      Direction
 	Proto    model.Proto
 	Peer     Identity

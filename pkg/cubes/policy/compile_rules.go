@@ -60,13 +60,13 @@ func (c *Compiler) reselect(ps *policyState, pid model.PodID, touched map[model.
 	if pol.IsolatesIngress {
 		es.ingress++
 		for i := range pol.Ingress {
-			c.addRule(sel.entries, ps.peers, pol, &pol.Ingress[i], es.id, Ingress, p, warned)
+			c.addRule(sel.entries, ps.peers, pol, &pol.Ingress[i], pod.ruleSet, Ingress, p, warned)
 		}
 	}
 	if pol.IsolatesEgress {
 		es.egress++
 		for i := range pol.Egress {
-			c.addRule(sel.entries, ps.peers, pol, &pol.Egress[i], es.id, Egress, p, warned)
+			c.addRule(sel.entries, ps.peers, pol, &pol.Egress[i], pod.ruleSet, Egress, p, warned)
 		}
 	}
 	for e := range sel.entries {
@@ -99,16 +99,16 @@ func (c *Compiler) release(pol *model.Policy, pid model.PodID, sel *selection, t
 	}
 }
 
-// addRule adds to entries those of one rule of pol for endpoint ep (pod
+// addRule adds to entries those of one rule of pol for rule set rs (pod
 // self); a named port no pod has is a warning.
 func (c *Compiler) addRule(entries map[Entry]struct{}, peerSets map[*model.PolicyRule][]*class, pol *model.Policy,
-	r *model.PolicyRule, ep uint32, dir Direction, self *model.Pod, warned map[string]bool) {
+	r *model.PolicyRule, rs uint32, dir Direction, self *model.Pod, warned map[string]bool) {
 	peers, ok := peerSets[r]
 	if !ok {
 		peers = c.peersOf(pol, r)
 		peerSets[r] = peers
 	}
-	if missing := c.addRulePeers(entries, peers, pol, r, ep, dir, self); warned != nil {
+	if missing := c.addRulePeers(entries, peers, pol, r, rs, dir, self); warned != nil {
 		for _, port := range missing {
 			warned[fmt.Sprintf("%s port %q (%s) is a port of no pod it applies to; it allows nothing",
 				dir, port.Name, port.Proto)] = true
@@ -117,13 +117,13 @@ func (c *Compiler) addRule(entries map[Entry]struct{}, peerSets map[*model.Polic
 }
 
 // addRulePeers adds to entries those of rule r of pol with the given
-// peers for endpoint ep (pod self), and returns the named ports no pod
+// peers for rule set rs (pod self's), and returns the named ports no pod
 // has.
 func (c *Compiler) addRulePeers(entries map[Entry]struct{}, peers []*class, pol *model.Policy,
-	r *model.PolicyRule, ep uint32, dir Direction, self *model.Pod) (missing []model.PolicyPort) {
+	r *model.PolicyRule, rs uint32, dir Direction, self *model.Pod) (missing []model.PolicyPort) {
 	if len(r.Ports) == 0 {
 		for _, pc := range peers {
-			entries[Entry{Endpoint: ep, Dir: dir, Peer: pc.id}] = struct{}{}
+			entries[Entry{RuleSet: rs, Dir: dir, Peer: pc.id}] = struct{}{}
 		}
 		return
 	}
@@ -136,7 +136,7 @@ func (c *Compiler) addRulePeers(entries map[Entry]struct{}, peers []*class, pol 
 				hi = lo
 			}
 			for _, pc := range peers {
-				addRange(entries, Entry{Endpoint: ep, Dir: dir, Proto: port.Proto, Peer: pc.id}, lo, hi)
+				addRange(entries, Entry{RuleSet: rs, Dir: dir, Proto: port.Proto, Peer: pc.id}, lo, hi)
 			}
 			continue
 		}
@@ -147,7 +147,7 @@ func (c *Compiler) addRulePeers(entries map[Entry]struct{}, peers []*class, pol 
 		addOwner := func(pc *class, o *model.Pod) {
 			for _, np := range o.Ports {
 				if np.Name == port.Name && np.Proto == port.Proto {
-					addRange(entries, Entry{Endpoint: ep, Dir: dir, Proto: port.Proto, Peer: pc.id}, np.Port, np.Port)
+					addRange(entries, Entry{RuleSet: rs, Dir: dir, Proto: port.Proto, Peer: pc.id}, np.Port, np.Port)
 					found = true
 				}
 			}

@@ -136,6 +136,9 @@ func (c *Compiler) podChanged(id model.PodID, u *update) {
 	var born []*class
 	if p != nil {
 		now = &podState{pod: p, local: !p.HostNetwork && c.local(p)}
+		if now.local {
+			now.ruleSet = c.joinRuleSet(p) // before the old one is left: alike, it stays
+		}
 		if !p.HostNetwork {
 			for _, a := range p.IPs {
 				k, isNew := c.join(p, a)
@@ -158,6 +161,9 @@ func (c *Compiler) podChanged(id model.PodID, u *update) {
 				c.dropPeer(id, a)
 			}
 		}
+	}
+	if wasLocal {
+		c.leaveRuleSet(oldPod)
 	}
 	if now != nil {
 		c.pods[id] = now
@@ -283,7 +289,7 @@ func (c *Compiler) applyClassOp(ps *policyState, op classOp) {
 			}
 			for i := range d.rules {
 				if r := &d.rules[i]; c.peersMatch(pol, r, op.k) {
-					c.addRulePeers(add, only, pol, r, c.eps[pid].id, d.dir, pod.pod)
+					c.addRulePeers(add, only, pol, r, pod.ruleSet, d.dir, pod.pod)
 				}
 			}
 		}

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"cmp"
+	"maps"
 	"net/netip"
 	"slices"
 
@@ -25,9 +26,11 @@ import (
 // one lock); a changed object must be replaced in the cluster, not
 // mutated in place, since a change is known by the object's pointer.
 type Compiler struct {
-	ids       *Identities
-	endpoints map[model.PodID]uint32
-	nextEP    uint32
+	ids         *Identities
+	endpoints   map[model.PodID]uint32
+	ruleSets    map[string]*ruleSet // by ruleSetKey
+	nextEP      uint32
+	nextRuleSet uint32
 
 	// What Compile was given, which Update goes on with.
 	cl    *Cluster
@@ -59,11 +62,13 @@ type Compiler struct {
 	warningsChanged bool
 }
 
-// podState is a pod as compiled: the object, and its addresses' classes.
+// podState is a pod as compiled: the object, and its addresses' classes;
+// this node's pods, the number of their rule set.
 type podState struct {
 	pod     *model.Pod
 	classes []*class // one per address; none for a host-network pod
 	local   bool
+	ruleSet uint32
 }
 
 // policyState is a policy as compiled: its rules' peers, and what it
@@ -92,7 +97,8 @@ type endpointState struct {
 
 // NewCompiler returns a compiler with no identities handed out yet.
 func NewCompiler() *Compiler {
-	return &Compiler{ids: NewIdentities(), endpoints: map[model.PodID]uint32{}, nextEP: 1}
+	return &Compiler{ids: NewIdentities(), endpoints: map[model.PodID]uint32{}, ruleSets: map[string]*ruleSet{}, nextEP: 1,
+		nextRuleSet: firstRuleSet}
 }
 
 // PodOf names the pod an endpoint number was given to.
@@ -173,10 +179,15 @@ func (c *Compiler) Compile(cl *Cluster, local func(*model.Pod) bool, hostAddrs [
 	}
 	c.blocks = blocksFrom(c.blockRefs)
 	// Pods in a stable order: the endpoint numbers (and identities) a
-	// restarted agent hands out are those its predecessor wrote.
+	// restarted agent hands out are those its predecessor wrote. A rule
+	// set keeps its number while some pod still holds it.
+	for _, rs := range c.ruleSets {
+		rs.members = 0
+	}
 	for _, p := range cl.sortedPods() {
 		c.addPod(p)
 	}
+	maps.DeleteFunc(c.ruleSets, func(_ string, rs *ruleSet) bool { return rs.members == 0 })
 	for _, b := range c.blocks {
 		sig := c.blocks.signatureOf(b)
 		key := "world\x00" + sigKey(sig)
@@ -279,6 +290,7 @@ func (c *Compiler) addPod(p *model.Pod) {
 	if ps.local {
 		set(c.localByNS, p.ID.Namespace, p.ID)
 		c.endpointID(p.ID)
+		ps.ruleSet = c.joinRuleSet(p)
 	}
 }
 
@@ -365,8 +377,8 @@ func (c *Compiler) refreshAddr(a netip.Addr) {
 	var ep Endpoint
 	want := false
 	if owner, ok := c.addrOwner[a]; ok {
-		if es := c.eps[owner]; es != nil && slices.Contains(es.addrs, a) {
-			ep = Endpoint{ID: es.id, IsolatedIngress: es.ingress > 0, IsolatedEgress: es.egress > 0}
+		if es, ps := c.eps[owner], c.pods[owner]; es != nil && ps != nil && slices.Contains(es.addrs, a) {
+			ep = Endpoint{ID: es.id, RuleSet: ps.ruleSet, IsolatedIngress: es.ingress > 0, IsolatedEgress: es.egress > 0}
 			want = true
 		}
 	}

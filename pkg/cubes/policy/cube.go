@@ -20,7 +20,7 @@ func (Cube) Name() string { return "policy" }
 func (Cube) Maps() []cube.MapSpec {
 	return []cube.MapSpec{
 		{Name: MapPeers, DefaultSize: 65536, SizeFlag: "policy-identity-map-size"},
-		{Name: MapEndpoints, DefaultSize: 4096, SizeFlag: "router-endpoints-max"},
+		{Name: MapEndpoints, DefaultSize: 4096, SizeFlag: "router-endpoints-max", Upgrade: upgradeEndpoint},
 		{Name: MapEntries, DefaultSize: 262144, SizeFlag: "policy-map-size"},
 		{Name: MapRevision, DefaultSize: 1},
 		{Name: MapScratch, DefaultSize: 1, Restart: true}, // per-packet room, and the memo (policy.h)

@@ -73,19 +73,22 @@ func (c *Compiler) canonical(t *Tables) canonicalTables {
 	for key, id := range c.ids.ids {
 		names[id] = key
 	}
-	eps := map[uint32]string{}
+	eps, sets := map[uint32]string{}, map[uint32]string{}
 	for pod, n := range c.endpoints {
 		eps[n] = pod.String()
+	}
+	for key, rs := range c.ruleSets {
+		sets[rs.id] = fmt.Sprintf("%q", key)
 	}
 	out := canonicalTables{peers: map[netip.Prefix]string{}, endpoints: map[netip.Addr]string{}, entries: map[string]bool{}, warnings: map[string]bool{}}
 	for p, id := range t.Peers {
 		out.peers[p] = names[id]
 	}
 	for a, ep := range t.Endpoints {
-		out.endpoints[a] = fmt.Sprintf("%s in=%v eg=%v", eps[ep.ID], ep.IsolatedIngress, ep.IsolatedEgress)
+		out.endpoints[a] = fmt.Sprintf("%s rules %s in=%v eg=%v", eps[ep.ID], sets[ep.RuleSet], ep.IsolatedIngress, ep.IsolatedEgress)
 	}
 	for e := range t.Entries {
-		out.entries[fmt.Sprintf("%s %s %s %q %d/%d", eps[e.Endpoint], e.Dir, e.Proto, names[e.Peer], e.Port, e.PortBits)] = true
+		out.entries[fmt.Sprintf("%s %s %s %q %d/%d", sets[e.RuleSet], e.Dir, e.Proto, names[e.Peer], e.Port, e.PortBits)] = true
 	}
 	for _, w := range t.Warnings {
 		out.warnings[w.Policy.String()+": "+w.Msg] = true

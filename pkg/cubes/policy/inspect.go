@@ -21,6 +21,7 @@ type Applied struct {
 	// passes (and nothing below applies).
 	Selected        bool   `json:"selected"`
 	Endpoint        uint32 `json:"endpoint,omitempty"`
+	RuleSet         uint32 `json:"rule_set,omitempty"` // its rules' number in the entries (shared by pods alike)
 	IsolatedIngress bool   `json:"isolated_ingress"`
 	IsolatedEgress  bool   `json:"isolated_egress"`
 	// Rules allow; in an isolated direction, anything no rule allows is
@@ -60,7 +61,7 @@ func Inspect(maps *cube.Maps, addr netip.Addr) (Applied, error) {
 	if err := maps.Map(MapEndpoints).Lookup(datapath.AddrFrom(addr), &ep); err != nil {
 		return a, nil // no policy selects it
 	}
-	a.Selected, a.Endpoint = true, ep.Id
+	a.Selected, a.Endpoint, a.RuleSet = true, ep.Id, ep.RuleSet
 	a.IsolatedIngress = ep.Flags&datapath.IsolatedIngress != 0
 	a.IsolatedEgress = ep.Flags&datapath.IsolatedEgress != 0
 	named := map[uint32]bool{}
@@ -68,7 +69,7 @@ func Inspect(maps *cube.Maps, addr netip.Addr) (Applied, error) {
 	var v datapath.PolicyEntry
 	it := maps.Map(MapEntries).Iterate()
 	for it.Next(&k, &v) {
-		if k.Endpoint != ep.Id {
+		if k.RuleSet != ep.RuleSet {
 			continue
 		}
 		r := Rule{Direction: "ingress", Peer: uint32(k.Peer), Proto: "any"}

@@ -221,7 +221,7 @@ func entryKey(e Entry) datapath.PolicyEntryKey {
 	}
 	return datapath.PolicyEntryKey{
 		Prefixlen: datapath.PolicyEntryBits + datapath.EntryBits(e.PortBits),
-		Endpoint:  e.Endpoint,
+		RuleSet:   e.RuleSet,
 		Dir:       datapath.PolicyDir(e.Dir),
 		Proto:     uint8(e.Proto),
 		Peer:      datapath.Identity(e.Peer),
@@ -230,7 +230,7 @@ func entryKey(e Entry) datapath.PolicyEntryKey {
 }
 
 func endpointValue(ep Endpoint) datapath.PolicyEndpoint {
-	v := datapath.PolicyEndpoint{Id: ep.ID}
+	v := datapath.PolicyEndpoint{Id: ep.ID, RuleSet: ep.RuleSet}
 	if ep.IsolatedIngress {
 		v.Flags |= datapath.IsolatedIngress
 	}

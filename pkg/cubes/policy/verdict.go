@@ -24,10 +24,10 @@ func (t *Tables) PeerOf(addr netip.Addr) Identity {
 	return World
 }
 
-// allows looks an endpoint's traffic up as the datapath does: with the
+// allows looks a rule set's traffic up as the datapath does: with the
 // peer's identity and with AnyPeer, each with the protocol and with every
 // protocol, each by the longest port prefix.
-func (t *Tables) allows(ep uint32, dir Direction, peer Identity, proto model.Proto, port uint16) bool {
+func (t *Tables) allows(rs uint32, dir Direction, peer Identity, proto model.Proto, port uint16) bool {
 	for _, id := range []Identity{peer, AnyPeer} {
 		for _, pr := range []model.Proto{proto, 0} {
 			for bits := 16; bits >= 0; bits-- {
@@ -38,7 +38,7 @@ func (t *Tables) allows(ep uint32, dir Direction, peer Identity, proto model.Pro
 				if pr == 0 && bits > 0 {
 					continue // every-protocol entries cover every port
 				}
-				if _, ok := t.Entries[Entry{Endpoint: ep, Dir: dir, Proto: pr, Peer: id, Port: masked, PortBits: uint8(bits)}]; ok {
+				if _, ok := t.Entries[Entry{RuleSet: rs, Dir: dir, Proto: pr, Peer: id, Port: masked, PortBits: uint8(bits)}]; ok {
 					return true
 				}
 			}
@@ -56,13 +56,13 @@ func (t *Tables) Allows(src, dst netip.Addr, proto model.Proto, port uint16) boo
 		return true
 	}
 	if ep, ok := t.Endpoints[src]; ok && ep.IsolatedEgress {
-		if !t.allows(ep.ID, Egress, t.PeerOf(dst), proto, port) {
+		if !t.allows(ep.RuleSet, Egress, t.PeerOf(dst), proto, port) {
 			return false
 		}
 	}
 	if ep, ok := t.Endpoints[dst]; ok && ep.IsolatedIngress {
 		peer := t.PeerOf(src)
-		if peer != Host && !t.allows(ep.ID, Ingress, peer, proto, port) {
+		if peer != Host && !t.allows(ep.RuleSet, Ingress, peer, proto, port) {
 			return false
 		}
 	}
@@ -85,11 +85,11 @@ func MapsAllow(m *cube.Maps, src, dst netip.Addr, proto model.Proto, port uint16
 		}
 		return Identity(v.Identity), nil
 	}
-	allows := func(ep uint32, dir Direction, peer Identity) (bool, error) {
+	allows := func(rs uint32, dir Direction, peer Identity) (bool, error) {
 		for _, id := range []Identity{peer, AnyPeer} {
 			for _, pr := range []model.Proto{proto, 0} {
 				_, ok, err := cube.Get[datapath.PolicyEntryKey, datapath.PolicyEntry](m, MapEntries,
-					entryKey(Entry{Endpoint: ep, Dir: dir, Proto: pr, Peer: id, Port: port, PortBits: 16}))
+					entryKey(Entry{RuleSet: rs, Dir: dir, Proto: pr, Peer: id, Port: port, PortBits: 16}))
 				if err != nil || ok {
 					return ok, err
 				}
@@ -107,7 +107,7 @@ func MapsAllow(m *cube.Maps, src, dst netip.Addr, proto model.Proto, port uint16
 		if err != nil {
 			return false, err
 		}
-		if ok, err := allows(ep.Id, Egress, peer); err != nil || !ok {
+		if ok, err := allows(ep.RuleSet, Egress, peer); err != nil || !ok {
 			return false, err
 		}
 	}
@@ -119,7 +119,7 @@ func MapsAllow(m *cube.Maps, src, dst netip.Addr, proto model.Proto, port uint16
 			return false, err
 		}
 		if peer != Host {
-			return allows(ep.Id, Ingress, peer)
+			return allows(ep.RuleSet, Ingress, peer)
 		}
 	}
 	return true, nil
