@@ -36,8 +36,7 @@ func (c *Compiler) Update(pods []model.PodID, namespaces []string, policies []mo
 			return
 		}
 	}
-	u := &update{whole: map[model.PolicyID]struct{}{}, classOps: map[model.PolicyID][]classOp{}, pods: map[model.PolicyID][]model.PodID{},
-		touched: map[model.PodID]struct{}{}}
+	u := &update{whole: map[model.PolicyID]struct{}{}, touched: map[model.PodID]struct{}{}}
 	for _, id := range pods {
 		c.podChanged(id, u)
 	}
@@ -54,20 +53,19 @@ func (c *Compiler) Update(pods []model.PodID, namespaces []string, policies []mo
 	}
 	// Classes first: a pod's own entries are then matched against the
 	// peers as they are now.
-	for id, ops := range u.classOps {
-		if _, done := u.whole[id]; done {
-			continue
-		}
-		for _, op := range ops {
-			c.applyClassOp(c.policies[id], op)
+	// (A policy's ops in the order they came.)
+	for _, ops := range u.classOps {
+		for _, id := range ops.policies {
+			if _, done := u.whole[id]; !done {
+				c.applyClassOp(c.policies[id], ops.op)
+			}
 		}
 	}
-	for id, pods := range u.pods {
-		if _, done := u.whole[id]; done {
-			continue
-		}
-		for _, pid := range pods {
-			c.reselect(c.policies[id], pid, u.touched)
+	for _, s := range u.pods {
+		for _, id := range s.policies {
+			if _, done := u.whole[id]; !done {
+				c.reselect(c.policies[id], s.op, u.touched)
+			}
 		}
 	}
 	for id := range u.touched {
@@ -79,13 +77,22 @@ func (c *Compiler) Update(pods []model.PodID, namespaces []string, policies []mo
 	}
 }
 
-// update is what one Update recompiles: policies whole, and policies for
-// some pods; and the pods whose endpoint entries may change.
+// update is what one Update recompiles: policies whole, policies for a
+// class made or emptied, and policies for a pod of this node; and the
+// pods whose endpoint entries may change. (Lists by change, not maps by
+// policy: a change names hundreds of policies, and a map of slices cost
+// an allocation each.)
 type update struct {
 	whole    map[model.PolicyID]struct{}
-	classOps map[model.PolicyID][]classOp
-	pods     map[model.PolicyID][]model.PodID
+	classOps []policiesFor[classOp]
+	pods     []policiesFor[model.PodID]
 	touched  map[model.PodID]struct{}
+}
+
+// policiesFor are the policies one change (a class op, a pod) touches.
+type policiesFor[T any] struct {
+	op       T
+	policies []model.PolicyID
 }
 
 // blocksChange says whether policy id's change makes or removes an
@@ -191,9 +198,11 @@ func (c *Compiler) podChanged(id model.PodID, u *update) {
 				sets = append(sets, pod.Labels)
 			}
 		}
+		s := policiesFor[model.PodID]{op: id}
 		c.selectors.subjectPolicies(id.Namespace, sets, func(pid model.PolicyID) {
-			u.pods[pid] = append(u.pods[pid], id)
+			s.policies = append(s.policies, pid)
 		})
+		u.pods = append(u.pods, s)
 	}
 	// The policies whose peers it changes: a class made or emptied (pod
 	// classes match the policies of their namespace, or those with wider
@@ -221,6 +230,12 @@ func (c *Compiler) podChanged(id model.PodID, u *update) {
 // it (whether the port is found may change): then the policy is
 // recompiled whole.
 func (c *Compiler) classChanged(u *update, k *class, born bool) {
+	op := classOp{k, born}
+	if slices.ContainsFunc(u.classOps, func(o policiesFor[classOp]) bool { return o.op == op }) {
+		return // noted already
+	}
+	ops := policiesFor[classOp]{op: op}
+	defer func() { u.classOps = append(u.classOps, ops) }()
 	c.selectors.peerPolicies(k, c.cl.nsLabels(k.ns), func(pid model.PolicyID) {
 		if _, ok := u.whole[pid]; ok {
 			return
@@ -238,8 +253,8 @@ func (c *Compiler) classChanged(u *update, k *class, born bool) {
 		switch {
 		case named:
 			u.whole[pid] = struct{}{}
-		case matched && !slices.Contains(u.classOps[pid], classOp{k, born}):
-			u.classOps[pid] = append(u.classOps[pid], classOp{k, born})
+		case matched:
+			ops.policies = append(ops.policies, pid)
 		}
 	})
 }
