@@ -206,6 +206,15 @@ func (e *Env) APIServerPID() int {
 	return e.api.Process.Pid
 }
 
+// EtcdPID is the running etcd's process (0: none), for benchmarks that
+// keep it off the CPUs they measure on.
+func (e *Env) EtcdPID() int {
+	if e.etcd == nil || e.etcd.Process == nil {
+		return 0
+	}
+	return e.etcd.Process.Pid
+}
+
 // processGone: the process has exited (and been reaped by spawn's Wait).
 func processGone(c *exec.Cmd) bool {
 	return c.Process == nil || syscall.Kill(c.Process.Pid, 0) != nil
