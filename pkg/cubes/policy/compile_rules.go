@@ -19,7 +19,7 @@ func (c *Compiler) recompile(id model.PolicyID, touched map[model.PodID]struct{}
 	}
 	if pol := c.cl.Policies[id]; pol != nil {
 		ps := &policyState{pol: pol, peers: map[*model.PolicyRule][]*class{}, byPod: map[model.PodID]*selection{},
-			blocks: policyBlocks(pol)}
+			bySet: map[uint32]*selection{}, blocks: policyBlocks(pol)}
 		c.policies[id] = ps
 		c.index(ps)
 		for pid := range c.localByNS[id.Namespace] {
@@ -28,20 +28,21 @@ func (c *Compiler) recompile(id model.PolicyID, touched map[model.PodID]struct{}
 	}
 	if old != nil {
 		for pid, sel := range old.byPod {
-			c.release(old.pol, pid, sel, touched)
+			c.release(old, pid, sel, touched)
 		}
 	}
 }
 
 // reselect brings what policy ps gives this node's pod pid up to the pod
 // as it is now (selected or not, its labels and ports), with the peers
-// the policy has matched: the new selection in, then the old one out.
+// the policy has matched: the new selection in (its rule set's, compiled
+// if the set has none yet), then the old one out.
 func (c *Compiler) reselect(ps *policyState, pid model.PodID, touched map[model.PodID]struct{}) {
 	old := ps.byPod[pid]
 	delete(ps.byPod, pid)
 	defer func() {
 		if old != nil {
-			c.release(ps.pol, pid, old, touched)
+			c.release(ps, pid, old, touched)
 		}
 	}()
 	pod := c.pods[pid]
@@ -54,25 +55,19 @@ func (c *Compiler) reselect(ps *policyState, pid model.PodID, touched map[model.
 		es = &endpointState{id: c.endpointID(pid)}
 		c.eps[pid] = es
 	}
-	sel := &selection{entries: map[Entry]struct{}{}}
-	warned := map[string]bool{}
 	es.selectors++
 	if pol.IsolatesIngress {
 		es.ingress++
-		for i := range pol.Ingress {
-			c.addRule(sel.entries, ps.peers, pol, &pol.Ingress[i], pod.ruleSet, Ingress, p, warned)
-		}
 	}
 	if pol.IsolatesEgress {
 		es.egress++
-		for i := range pol.Egress {
-			c.addRule(sel.entries, ps.peers, pol, &pol.Egress[i], pod.ruleSet, Egress, p, warned)
-		}
 	}
-	for e := range sel.entries {
-		c.ref(e)
+	sel := ps.bySet[pod.ruleSet]
+	if sel == nil {
+		sel = c.compileSelection(ps, pod.ruleSet, p)
+		ps.bySet[pod.ruleSet] = sel
 	}
-	sel.warnings = slices.Sorted(maps.Keys(warned))
+	sel.pods++
 	ps.byPod[pid] = sel
 	touched[pid] = struct{}{}
 	if len(sel.warnings) > 0 {
@@ -80,10 +75,40 @@ func (c *Compiler) reselect(ps *policyState, pid model.PodID, touched map[model.
 	}
 }
 
-// release takes out what policy pol gave pod pid (sel).
-func (c *Compiler) release(pol *model.Policy, pid model.PodID, sel *selection, touched map[model.PodID]struct{}) {
+// compileSelection compiles what policy ps gives rule set rs (pod self's)
+// and counts its entries in.
+func (c *Compiler) compileSelection(ps *policyState, rs uint32, self *model.Pod) *selection {
+	pol := ps.pol
+	sel := &selection{ruleSet: rs, self: self, entries: map[Entry]struct{}{}}
+	warned := map[string]bool{}
+	if pol.IsolatesIngress {
+		for i := range pol.Ingress {
+			c.addRule(sel.entries, ps.peers, pol, &pol.Ingress[i], rs, Ingress, self, warned)
+		}
+	}
+	if pol.IsolatesEgress {
+		for i := range pol.Egress {
+			c.addRule(sel.entries, ps.peers, pol, &pol.Egress[i], rs, Egress, self, warned)
+		}
+	}
 	for e := range sel.entries {
-		c.unref(e)
+		c.ref(e)
+	}
+	sel.warnings = slices.Sorted(maps.Keys(warned))
+	return sel
+}
+
+// release takes out what policy ps gave pod pid (sel, its rule set's
+// selection: counted out with the set's last pod).
+func (c *Compiler) release(ps *policyState, pid model.PodID, sel *selection, touched map[model.PodID]struct{}) {
+	pol := ps.pol
+	if sel.pods--; sel.pods == 0 {
+		for e := range sel.entries {
+			c.unref(e)
+		}
+		if ps.bySet[sel.ruleSet] == sel {
+			delete(ps.bySet, sel.ruleSet)
+		}
 	}
 	es := c.eps[pid]
 	es.selectors--

@@ -278,7 +278,7 @@ func (c *Compiler) applyClassOp(ps *policyState, op classOp) {
 		}
 		ps.peers[r] = peers
 	}
-	for pid, sel := range ps.byPod {
+	for _, sel := range ps.bySet {
 		if !op.born {
 			for e := range sel.entries {
 				if e.Peer == op.k.id {
@@ -287,10 +287,6 @@ func (c *Compiler) applyClassOp(ps *policyState, op classOp) {
 				}
 			}
 			continue
-		}
-		pod := c.pods[pid]
-		if pod == nil || !pod.local {
-			continue // gone from this node: deselected after (Update)
 		}
 		add := map[Entry]struct{}{}
 		only := []*class{op.k}
@@ -304,7 +300,7 @@ func (c *Compiler) applyClassOp(ps *policyState, op classOp) {
 			}
 			for i := range d.rules {
 				if r := &d.rules[i]; c.peersMatch(pol, r, op.k) {
-					c.addRulePeers(add, only, pol, r, pod.ruleSet, d.dir, pod.pod)
+					c.addRulePeers(add, only, pol, r, sel.ruleSet, d.dir, sel.self)
 				}
 			}
 		}

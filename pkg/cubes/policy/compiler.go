@@ -72,17 +72,22 @@ type podState struct {
 }
 
 // policyState is a policy as compiled: its rules' peers, and what it
-// gives each pod of this node it selects.
+// gives the rule set of each pod of this node it selects (compiled once
+// per rule set: its pods are alike).
 type policyState struct {
 	pol    *model.Policy
 	peers  map[*model.PolicyRule][]*class
 	byPod  map[model.PodID]*selection
+	bySet  map[uint32]*selection
 	blocks []netip.Prefix // of its peers' ipBlocks
 }
 
-// selection is what a policy gives one pod: the pod's entries, and
-// warnings.
+// selection is what a policy gives one rule set: its entries, and
+// warnings; held by the set's pods the policy selects.
 type selection struct {
+	ruleSet  uint32
+	self     *model.Pod // one of its pods (alike: any gives the same entries)
+	pods     int
 	entries  map[Entry]struct{}
 	warnings []string
 }
