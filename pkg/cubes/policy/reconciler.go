@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"maps"
 	"math"
@@ -42,6 +43,7 @@ type Reconciler struct {
 
 	compiler *Compiler
 	built    bool // compiled whole once; Update from then on
+	swept    bool // what an earlier agent left in the maps, deleted (sweep)
 	// The objects changed since the last pass, by name.
 	pendingPods       map[model.PodID]struct{}
 	pendingNamespaces map[string]struct{}
@@ -264,6 +266,16 @@ func (r *Reconciler) pass() error {
 		r.compiler.Requeue(ch)
 		r.mu.Unlock()
 		return err
+	}
+	if !r.swept {
+		n, err := sweep(r.maps, t)
+		if err != nil {
+			return fmt.Errorf("delete what an earlier agent left in the policy maps: %w", err)
+		}
+		r.swept = true
+		if n > 0 {
+			slog.Info("deleted what an earlier agent left in the policy maps and this cluster no longer gives", "keys", n)
+		}
 	}
 	r.syncs.Inc()
 	r.duration.Observe(time.Since(start).Seconds())

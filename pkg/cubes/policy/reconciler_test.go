@@ -178,3 +178,53 @@ func TestUnmatchedNamedPortReported(t *testing.T) {
 	r.OnPod(types.NamespacedName{Namespace: "x", Name: "web"}, &web2)
 	eventually(t, "the report cleared", func() bool { return rr.Count()[report.UnmatchedPort] == 0 })
 }
+
+// TestReconcilerSweepsWhatAnEarlierAgentLeft: the maps an earlier agent
+// pinned hold an endpoint, its rules and an identity of a pod deleted
+// while no agent ran. They are enforced until this agent's first pass
+// (its lists complete), which writes the cluster's and then deletes them,
+// so the address and numbers, given again, are not judged by that pod's
+// rules.
+func TestReconcilerSweepsWhatAnEarlierAgentLeft(t *testing.T) {
+	fake := cubetest.New(t, nil, policy.Cube{})
+	gone := netip.MustParseAddr("10.244.1.99")
+	goneEntry := policy.Entry{RuleSet: 1 << 31, Dir: policy.Ingress, Proto: model.TCP, Peer: 300, Port: 9999, PortBits: 16}
+	left := &policy.Tables{
+		Peers:     map[netip.Prefix]policy.Identity{netip.PrefixFrom(gone, 32): 300},
+		Endpoints: map[netip.Addr]policy.Endpoint{gone: {ID: 50, RuleSet: 1 << 31, IsolatedIngress: true}},
+		Entries:   map[policy.Entry]struct{}{goneEntry: {}},
+	}
+	if err := policy.Sync(fake.Maps, nil, left); err != nil {
+		t.Fatal(err)
+	}
+	r := policy.NewReconciler(fake.Maps, "node1", []netip.Addr{netip.MustParseAddr("172.30.0.11")})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go r.Run(ctx)
+	web := pod("x", "web", "node1", "10.244.1.5", map[string]string{"app": "web"})
+	client := pod("x", "client", "node1", "10.244.1.6", map[string]string{"app": "client"})
+	for _, p := range []*model.Pod{web, client} {
+		r.OnPod(types.NamespacedName{Namespace: p.ID.Namespace, Name: p.ID.Name}, p)
+	}
+	r.OnNamespace("x", &model.Namespace{Name: "x"})
+	sel, _ := labels.Parse("app=web")
+	peer, _ := labels.Parse("app=client")
+	r.OnPolicy(types.NamespacedName{Namespace: "x", Name: "web"}, &model.Policy{ID: model.PolicyID{Namespace: "x", Name: "web"},
+		Pods: sel, IsolatesIngress: true,
+		Ingress: []model.PolicyRule{{Peers: []model.PolicyPeer{{Pods: peer}}, Ports: []model.PolicyPort{{Proto: model.TCP, Port: 80}}}}})
+	time.Sleep(50 * time.Millisecond)
+	if n := fake.Len(policy.MapEndpoints) + fake.Len(policy.MapEntries) + fake.Len(policy.MapPeers); n != 3 {
+		t.Fatalf("before the lists are complete the maps hold %d keys, want the 3 the earlier agent left", n)
+	}
+
+	r.OnPoliciesSynced()
+	eventually(t, "the cluster's policy written and what was left deleted", func() bool {
+		return fake.Len(policy.MapEndpoints) == 1 && fake.Len(policy.MapEntries) == 1 && fake.Len(policy.MapPeers) == 3
+	})
+	if _, ok, err := cube.Get[datapath.Addr, datapath.PolicyEndpoint](fake.Maps, policy.MapEndpoints, datapath.AddrFrom(web.IPs[0])); err != nil || !ok {
+		t.Errorf("web's endpoint: found %v, err %v", ok, err)
+	}
+	if _, ok, err := cube.Get[datapath.Addr, datapath.PolicyEndpoint](fake.Maps, policy.MapEndpoints, datapath.AddrFrom(gone)); err != nil || ok {
+		t.Errorf("the deleted pod's endpoint: found %v, err %v; want it gone", ok, err)
+	}
+}

@@ -1,0 +1,57 @@
+package policy
+
+import (
+	"github.com/netcube/netcube/pkg/cube"
+	"github.com/netcube/netcube/pkg/datapath"
+)
+
+// sweep deletes from the maps every key that t does not hold: what an
+// earlier agent pinned and this one's first compilation no longer gives
+// (a pod deleted while no agent ran; an endpoint, rule set or identity
+// number now handed out otherwise). Without it, an address or a number
+// given again would be judged by rules meant for another pod. It runs
+// after the first pass's writes, in SyncChanges' order (endpoints, then
+// entries, then identities), so no endpoint is left without its rules.
+func sweep(m *cube.Maps, t *Tables) (removed int, err error) {
+	endpoints := map[datapath.Addr]struct{}{}
+	for a := range t.Endpoints {
+		endpoints[datapath.AddrFrom(a)] = struct{}{}
+	}
+	entries := make(map[datapath.PolicyEntryKey]struct{}, len(t.Entries))
+	for e := range t.Entries {
+		entries[entryKey(e)] = struct{}{}
+	}
+	peers := make(map[datapath.Prefix]struct{}, len(t.Peers))
+	for p := range t.Peers {
+		peers[datapath.PrefixFrom(p)] = struct{}{}
+	}
+	n, err := sweepMap[datapath.Addr, datapath.PolicyEndpoint](m, MapEndpoints, endpoints)
+	removed += n
+	if err != nil {
+		return removed, err
+	}
+	n, err = sweepMap[datapath.PolicyEntryKey, datapath.PolicyEntry](m, MapEntries, entries)
+	removed += n
+	if err != nil {
+		return removed, err
+	}
+	n, err = sweepMap[datapath.Prefix, datapath.PolicyPeer](m, MapPeers, peers)
+	return removed + n, err
+}
+
+// sweepMap deletes the keys of the named map that keep does not hold.
+func sweepMap[K comparable, V any](m *cube.Maps, name string, keep map[K]struct{}) (int, error) {
+	var stale []K
+	if err := cube.Each(m, name, func(k K, _ V) bool {
+		if _, ok := keep[k]; !ok {
+			stale = append(stale, k)
+		}
+		return true
+	}); err != nil {
+		return 0, err
+	}
+	if len(stale) == 0 {
+		return 0, nil
+	}
+	return cube.RemoveBatch(m, name, stale)
+}
