@@ -106,6 +106,18 @@ func NewCompiler() *Compiler {
 		nextRuleSet: firstRuleSet}
 }
 
+// NumberAbove makes every endpoint, rule set and identity number the
+// compiler hands out from now on larger than those given: an earlier
+// agent's, read from the pinned maps before the first compilation. A
+// number then never means two things in the maps at once: the first
+// pass writes the new numbers' entries before it moves the endpoints to
+// them, and the sweep deletes the old ones after.
+func (c *Compiler) NumberAbove(endpoint, ruleSet uint32, identity Identity) {
+	c.nextEP = max(c.nextEP, endpoint+1)
+	c.nextRuleSet = max(c.nextRuleSet, ruleSet+1)
+	c.ids.next = max(c.ids.next, identity+1)
+}
+
 // PodOf names the pod an endpoint number was given to.
 func (c *Compiler) PodOf(ep uint32) (model.PodID, bool) {
 	for id, n := range c.endpoints {
@@ -183,9 +195,10 @@ func (c *Compiler) Compile(cl *Cluster, local func(*model.Pod) bool, hostAddrs [
 		}
 	}
 	c.blocks = blocksFrom(c.blockRefs)
-	// Pods in a stable order: the endpoint numbers (and identities) a
-	// restarted agent hands out are those its predecessor wrote. A rule
-	// set keeps its number while some pod still holds it.
+	// Pods in a stable order: two compilers of one cluster number it
+	// alike (a restarted agent numbers above its predecessor's instead:
+	// NumberAbove). A rule set keeps its number while some pod still
+	// holds it.
 	for _, rs := range c.ruleSets {
 		rs.members = 0
 	}

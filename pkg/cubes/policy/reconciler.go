@@ -43,6 +43,7 @@ type Reconciler struct {
 
 	compiler *Compiler
 	built    bool // compiled whole once; Update from then on
+	numbered bool // numbering above what an earlier agent left (pinnedNumbers)
 	swept    bool // what an earlier agent left in the maps, deleted (sweep)
 	// The objects changed since the last pass, by name.
 	pendingPods       map[model.PodID]struct{}
@@ -243,6 +244,18 @@ func (r *Reconciler) Run(ctx context.Context) {
 // them, and passes run one at a time (Run).
 func (r *Reconciler) pass() error {
 	start := time.Now()
+	if !r.built && !r.numbered {
+		// Before the first compilation: above the numbers an earlier
+		// agent left (only pass reads or sets built and numbered).
+		ep, rs, id, err := pinnedNumbers(r.maps)
+		if err != nil {
+			return fmt.Errorf("read the numbers an earlier agent left in the policy maps: %w", err)
+		}
+		r.mu.Lock()
+		r.compiler.NumberAbove(ep, rs, id)
+		r.mu.Unlock()
+		r.numbered = true
+	}
 	r.mu.Lock()
 	if !r.synced {
 		r.mu.Unlock()

@@ -221,10 +221,24 @@ func TestReconcilerSweepsWhatAnEarlierAgentLeft(t *testing.T) {
 	eventually(t, "the cluster's policy written and what was left deleted", func() bool {
 		return fake.Len(policy.MapEndpoints) == 1 && fake.Len(policy.MapEntries) == 1 && fake.Len(policy.MapPeers) == 3
 	})
-	if _, ok, err := cube.Get[datapath.Addr, datapath.PolicyEndpoint](fake.Maps, policy.MapEndpoints, datapath.AddrFrom(web.IPs[0])); err != nil || !ok {
-		t.Errorf("web's endpoint: found %v, err %v", ok, err)
+	ep, ok, err := cube.Get[datapath.Addr, datapath.PolicyEndpoint](fake.Maps, policy.MapEndpoints, datapath.AddrFrom(web.IPs[0]))
+	if err != nil || !ok {
+		t.Fatalf("web's endpoint: found %v, err %v", ok, err)
 	}
 	if _, ok, err := cube.Get[datapath.Addr, datapath.PolicyEndpoint](fake.Maps, policy.MapEndpoints, datapath.AddrFrom(gone)); err != nil || ok {
 		t.Errorf("the deleted pod's endpoint: found %v, err %v; want it gone", ok, err)
+	}
+	// Numbered above what was left: no number meant two things at once.
+	if ep.Id <= 50 || ep.RuleSet <= 1<<31 {
+		t.Errorf("web's endpoint %d, rule set %#x: want above the left ones (50, %#x)", ep.Id, ep.RuleSet, uint32(1<<31))
+	}
+	err = cube.Each(fake.Maps, policy.MapPeers, func(_ datapath.Prefix, v datapath.PolicyPeer) bool {
+		if id := policy.Identity(v.Identity); id != policy.Host && id <= 300 {
+			t.Errorf("identity %d handed out: want above the left one (300)", id)
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -39,6 +39,30 @@ func sweep(m *cube.Maps, t *Tables) (removed int, err error) {
 	return removed + n, err
 }
 
+// pinnedNumbers are the largest endpoint, rule set and identity numbers
+// the maps hold (an earlier agent's).
+func pinnedNumbers(m *cube.Maps) (endpoint, ruleSet uint32, identity Identity, err error) {
+	err = cube.Each(m, MapEndpoints, func(_ datapath.Addr, v datapath.PolicyEndpoint) bool {
+		endpoint, ruleSet = max(endpoint, v.Id), max(ruleSet, v.RuleSet)
+		return true
+	})
+	if err != nil {
+		return
+	}
+	err = cube.Each(m, MapEntries, func(k datapath.PolicyEntryKey, _ datapath.PolicyEntry) bool {
+		ruleSet, identity = max(ruleSet, k.RuleSet), max(identity, Identity(k.Peer))
+		return true
+	})
+	if err != nil {
+		return
+	}
+	err = cube.Each(m, MapPeers, func(_ datapath.Prefix, v datapath.PolicyPeer) bool {
+		identity = max(identity, Identity(v.Identity))
+		return true
+	})
+	return
+}
+
 // sweepMap deletes the keys of the named map that keep does not hold.
 func sweepMap[K comparable, V any](m *cube.Maps, name string, keep map[K]struct{}) (int, error) {
 	var stale []K
