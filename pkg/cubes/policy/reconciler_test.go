@@ -41,24 +41,10 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // is retried until the maps converge.
 func TestReconciler(t *testing.T) {
 	fake := cubetest.New(t, nil, policy.Cube{})
-	r := policy.NewReconciler(fake.Maps, "node1", []netip.Addr{netip.MustParseAddr("172.30.0.11")})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go r.Run(ctx)
-
 	web := pod("x", "web", "node1", "10.244.1.5", map[string]string{"app": "web"})
 	other := pod("x", "other", "node2", "10.244.2.5", map[string]string{"app": "web"})
 	client := pod("x", "client", "node1", "10.244.1.6", map[string]string{"app": "client"})
-	for _, p := range []*model.Pod{web, other, client} {
-		r.OnPod(types.NamespacedName{Namespace: p.ID.Namespace, Name: p.ID.Name}, p)
-	}
-	r.OnNamespace("x", &model.Namespace{Name: "x"})
-	sel, _ := labels.Parse("app=web")
-	peer, _ := labels.Parse("app=client")
-	r.OnPolicy(types.NamespacedName{Namespace: "x", Name: "web"}, &model.Policy{ID: model.PolicyID{Namespace: "x", Name: "web"},
-		Pods: sel, IsolatesIngress: true,
-		Ingress: []model.PolicyRule{{Peers: []model.PolicyPeer{{Pods: peer}}, Ports: []model.PolicyPort{{Proto: model.TCP, Port: 80}}}}})
-	time.Sleep(50 * time.Millisecond)
+	r := startWebPolicy(t, fake, web, other, client)
 	if n := fake.Len(policy.MapEndpoints) + fake.Len(policy.MapEntries) + fake.Len(policy.MapPeers); n != 0 {
 		t.Fatalf("%d entries written before the initial lists were complete", n)
 	}
@@ -197,22 +183,9 @@ func TestReconcilerSweepsWhatAnEarlierAgentLeft(t *testing.T) {
 	if err := policy.Sync(fake.Maps, nil, left); err != nil {
 		t.Fatal(err)
 	}
-	r := policy.NewReconciler(fake.Maps, "node1", []netip.Addr{netip.MustParseAddr("172.30.0.11")})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go r.Run(ctx)
 	web := pod("x", "web", "node1", "10.244.1.5", map[string]string{"app": "web"})
 	client := pod("x", "client", "node1", "10.244.1.6", map[string]string{"app": "client"})
-	for _, p := range []*model.Pod{web, client} {
-		r.OnPod(types.NamespacedName{Namespace: p.ID.Namespace, Name: p.ID.Name}, p)
-	}
-	r.OnNamespace("x", &model.Namespace{Name: "x"})
-	sel, _ := labels.Parse("app=web")
-	peer, _ := labels.Parse("app=client")
-	r.OnPolicy(types.NamespacedName{Namespace: "x", Name: "web"}, &model.Policy{ID: model.PolicyID{Namespace: "x", Name: "web"},
-		Pods: sel, IsolatesIngress: true,
-		Ingress: []model.PolicyRule{{Peers: []model.PolicyPeer{{Pods: peer}}, Ports: []model.PolicyPort{{Proto: model.TCP, Port: 80}}}}})
-	time.Sleep(50 * time.Millisecond)
+	r := startWebPolicy(t, fake, web, client)
 	if n := fake.Len(policy.MapEndpoints) + fake.Len(policy.MapEntries) + fake.Len(policy.MapPeers); n != 3 {
 		t.Fatalf("before the lists are complete the maps hold %d keys, want the 3 the earlier agent left", n)
 	}
@@ -241,4 +214,27 @@ func TestReconcilerSweepsWhatAnEarlierAgentLeft(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// startWebPolicy runs a reconciler of node1 on fake's maps, given pods, the
+// namespace x and the policy x/web (app=web receives TCP 80 from
+// app=client), and waits a moment: its initial lists are not complete
+// (OnPoliciesSynced) until the test says so.
+func startWebPolicy(t *testing.T, fake *cubetest.Fake, pods ...*model.Pod) *policy.Reconciler {
+	t.Helper()
+	r := policy.NewReconciler(fake.Maps, "node1", []netip.Addr{netip.MustParseAddr("172.30.0.11")})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go r.Run(ctx)
+	for _, p := range pods {
+		r.OnPod(types.NamespacedName{Namespace: p.ID.Namespace, Name: p.ID.Name}, p)
+	}
+	r.OnNamespace("x", &model.Namespace{Name: "x"})
+	sel, _ := labels.Parse("app=web")
+	peer, _ := labels.Parse("app=client")
+	r.OnPolicy(types.NamespacedName{Namespace: "x", Name: "web"}, &model.Policy{ID: model.PolicyID{Namespace: "x", Name: "web"},
+		Pods: sel, IsolatesIngress: true,
+		Ingress: []model.PolicyRule{{Peers: []model.PolicyPeer{{Pods: peer}}, Ports: []model.PolicyPort{{Proto: model.TCP, Port: 80}}}}})
+	time.Sleep(50 * time.Millisecond)
+	return r
 }
