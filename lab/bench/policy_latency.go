@@ -590,6 +590,6 @@ func (r *PolicyLatencyReport) Markdown() string {
 			p.MapBytesPerPolicy, p.HeapMB, perPolicy)
 	}
 	b.WriteString("\nEntry bytes: key and value of `pol_entries` (the kernel's LPM trie adds its node overhead). The heap per policy " +
-		"holds the policies as converted, each policy's compiled entries per pod, and the node's tables.\n")
+		"holds the policies as converted, each policy's compiled entries per rule set, and the node's tables.\n")
 	return b.String()
 }

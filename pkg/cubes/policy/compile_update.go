@@ -266,7 +266,7 @@ type classOp struct {
 }
 
 // applyClassOp adds (born) or takes out the entries policy ps gives class
-// k, for each pod it selects, and keeps its rules' peers with k or
+// k, for each rule set it selects, and keeps its rules' peers with k or
 // without it. No rule of ps matching k is on a named port
 // (classChanged).
 func (c *Compiler) applyClassOp(ps *policyState, op classOp) {

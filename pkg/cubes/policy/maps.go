@@ -112,7 +112,7 @@ func Sync(m *cube.Maps, have, want *Tables) error {
 // leave after, so a pod is never judged by a half written policy: during
 // a change it has the union of the old rules and the new. Each map's
 // writes, and its deletes, are one batch call (a new identity's entries
-// are hundreds of keys: one system call each cost 2.5 times the time). A
+// are hundreds of keys, and a system call per key costs more than the key). A
 // failed write returns at once; calling it again with the same changes
 // converges (every write is idempotent).
 func SyncChanges(m *cube.Maps, t *Tables, ch Changes) error {
