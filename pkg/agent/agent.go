@@ -302,7 +302,13 @@ func newSource(cfg Config, rep *report.Reporter) (source.Source, error) {
 		return nil, err
 	}
 	rep.Sink = events
-	s := &sourceWithEvents{Source: &kube.Source{Config: rc, ProxyName: cfg.ProxyName, Report: rep, WatchList: cfg.APIWatchList}, events: events}
+	switch cfg.PodSource {
+	case "", kube.PodsFromAPI, kube.PodsFromNodePods:
+	default:
+		return nil, fmt.Errorf("--pod-source (podSource) %q: want %s or %s", cfg.PodSource, kube.PodsFromAPI, kube.PodsFromNodePods)
+	}
+	s := &sourceWithEvents{Source: &kube.Source{Config: rc, ProxyName: cfg.ProxyName, Report: rep, WatchList: cfg.APIWatchList,
+		NodeName: cfg.NodeName, PodSource: cfg.PodSource}, events: events}
 	if cfg.LoadBalancerIPs {
 		if s.lbIPs, err = newLBIPAM(rc, cfg, rep); err != nil {
 			return nil, err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/netcube/netcube/pkg/cni"
 	"github.com/netcube/netcube/pkg/cubes/ct"
+	"github.com/netcube/netcube/pkg/source/kube"
 )
 
 // Config is the agent's configuration: flags, or a file of the same fields
@@ -33,8 +34,13 @@ type Config struct {
 	// APIWatchList lists each resource as a watch that begins with every
 	// object (the API server's WatchList streaming, KEP-3157) instead of
 	// paged lists then a watch; an API server without it is listed.
-	APIWatchList bool   `json:"apiWatchList,omitempty"`
-	Manifests    string `json:"manifests,omitempty"`
+	APIWatchList bool `json:"apiWatchList,omitempty"`
+	// PodSource is where NetworkPolicy's pods come from: "pods" (every Pod
+	// object of the cluster, the default) or "nodepods" (this node's Pod
+	// objects, and each other node's NodePods, which its agent writes:
+	// a pod's status changes then reach its own node's agent alone).
+	PodSource string `json:"podSource,omitempty"`
+	Manifests string `json:"manifests,omitempty"`
 	// ProxyName: handle only Services labelled
 	// service.kubernetes.io/service-proxy-name=<it>; "" = unlabelled ones.
 	ProxyName string `json:"proxyName,omitempty"`
@@ -184,6 +190,7 @@ func Defaults() Config {
 		APISocket:            DefaultAPISocket,
 		HubbleSocket:         DefaultHubbleSocket,
 		APIContentType:       APIProtobuf,
+		PodSource:            kube.PodsFromAPI,
 		Monitor:              MonitorConfig{Drops: true, Policy: true, Cubes: true},
 		Routing:              "native",
 		Masquerade:           true,

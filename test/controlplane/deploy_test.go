@@ -246,9 +246,27 @@ func TestRBACIsEnough(t *testing.T) {
 		return err == nil && len(s.Status.LoadBalancer.Ingress) == len(s.Spec.IPFamilies) && slices.Contains(s.Finalizers, lbipam.CleanupFinalizer)
 	})
 	eventFor(t, "default", "NetworkLoadBalancerPool", "rbac-b-overlap", "PoolConflict")
-	log, _ := os.ReadFile(a.log)
-	if bytes.Contains(log, []byte("forbidden")) {
-		t.Errorf("agent was denied something:\n%s", log)
+	// ... and, with --pod-source=nodepods, its node's NodePods (owned by
+	// the Node, whose UID it reads), from the node's pods alone.
+	installCRD(t, nodePodsCRD, kube.NodePodsResource)
+	if _, err := c.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "rbac-node"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.CoreV1().Nodes().Delete(ctx, "rbac-node", metav1.DeleteOptions{})
+		_ = dynClient(t).Resource(kube.NodePodsResource).Delete(ctx, "rbac-node", metav1.DeleteOptions{})
+	})
+	hdir, _ := hollowDir(t)
+	h := startHollow(t, hdir, path, "rbac-node", nil, "--pod-source=nodepods")
+	testenv.WaitFor(t, 10*time.Second, "NodePods rbac-node written with the ServiceAccount's rights", func() bool {
+		_, err := dynClient(t).Resource(kube.NodePodsResource).Get(ctx, "rbac-node", metav1.GetOptions{})
+		return err == nil
+	})
+	for _, l := range []string{a.log, h.log} {
+		log, _ := os.ReadFile(l)
+		if bytes.Contains(log, []byte("forbidden")) {
+			t.Errorf("agent was denied something:\n%s", log)
+		}
 	}
 }
 
@@ -256,8 +274,9 @@ func TestRBACIsEnough(t *testing.T) {
 // cannot gain privileges, has a read-only root filesystem, and keeps only
 // the capabilities it needs (BPF, NET_ADMIN, SYS_ADMIN); its token may
 // list and watch what it reads, get only the kinds it writes Events on
-// (for their UID), create Events, and nothing else. (The real-node
-// tests run the agent so.)
+// (for their UID), create Events, patch what LoadBalancer IPs need,
+// apply NodePods and get Nodes (their UID, the NodePods' owner), and
+// nothing else. (The real-node tests run the agent so.)
 func TestDaemonSetIsLockedDown(t *testing.T) {
 	var ds *appsv1.DaemonSet
 	var role *rbacv1.ClusterRole
@@ -294,9 +313,9 @@ func TestDaemonSetIsLockedDown(t *testing.T) {
 		}
 	}
 	reads := map[string]bool{"services": true, "nodes": true, "pods": true, "namespaces": true, "endpointslices": true, "networkpolicies": true,
-		"networkslices": true, "networkloadbalancerpools": true}
+		"networkslices": true, "networkloadbalancerpools": true, "nodepods": true}
 	eventTargets := map[string]bool{"services": true, "endpointslices": true, "pods": true, "networkpolicies": true, "networkslices": true,
-		"networkloadbalancerpools": true}
+		"networkloadbalancerpools": true, "nodepods": true}
 	for _, r := range role.Rules {
 		for _, res := range r.Resources {
 			for _, verb := range r.Verbs {
@@ -304,7 +323,11 @@ func TestDaemonSetIsLockedDown(t *testing.T) {
 					verb == "get" && eventTargets[res] ||
 					verb == "create" && res == "events" ||
 					// LoadBalancer IPs: the status, and the cleanup finalizer.
-					verb == "patch" && (res == "services/status" || res == "services")
+					verb == "patch" && (res == "services/status" || res == "services") ||
+					// --pod-source=nodepods: its node's NodePods, applied,
+					// owned by the Node (its UID).
+					(verb == "create" || verb == "patch") && res == "nodepods" ||
+					verb == "get" && res == "nodes"
 				if !ok {
 					t.Errorf("the agent's ClusterRole grants %s on %s", verb, res)
 				}

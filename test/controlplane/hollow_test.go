@@ -25,43 +25,7 @@ import (
 // host alone: no pin, no link, no route. Configurations that would touch
 // the host are refused, naming the flags.
 func TestHollowAgent(t *testing.T) {
-	// Readable by an unprivileged user: the binary and a kubeconfig with
-	// its credentials inline.
-	dir, err := os.MkdirTemp("", "netcube-hollow-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	kc, err := clientcmd.LoadFromFile(env.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := clientcmdapi.FlattenConfig(kc); err != nil {
-		t.Fatal(err)
-	}
-	b, err := clientcmd.Write(*kc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "netcube-agent")
-	exe, err := os.ReadFile(filepath.Join(binDir, "netcube-agent"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []struct {
-		path string
-		data []byte
-		mode os.FileMode
-	}{{kubeconfig, b, 0o644}, {bin, exe, 0o755}} {
-		if err := os.WriteFile(f.path, f.data, f.mode); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-
+	dir, kubeconfig := hollowDir(t)
 	links := func() string { out, _ := exec.Command("ip", "-o", "link", "show").Output(); return string(out) }
 	pins := func() string { // bpffs two levels deep: each pin directory and what it holds
 		var names []string
@@ -138,6 +102,7 @@ func TestHollowAgent(t *testing.T) {
 		{[]string{"--socket-lb=false", "--cni-socket", "/tmp/x.sock"}, "--datapath=memory with --cni-socket"},
 		{[]string{"--datapath", "fpga"}, "want kernel or memory"},
 		{[]string{"--socket-lb=false", "--api-content-type", "yaml"}, "want protobuf or json"},
+		{[]string{"--socket-lb=false", "--pod-source", "kubelet"}, "--pod-source (podSource) \"kubelet\": want pods or nodepods"},
 	} {
 		args := append([]string{"--datapath", "memory", "--kubeconfig", env.Kubeconfig, "--node-name", "hollow-refused", "--cni-socket=",
 			"--api-socket=", "--hubble-socket=", "--metrics-bind-address=", "--healthz-bind-address="}, c.args...)
@@ -146,6 +111,49 @@ func TestHollowAgent(t *testing.T) {
 			t.Errorf("%v: %v, output %q; want it refused saying %q", c.args, err, out, c.want)
 		}
 	}
+}
+
+// hollowDir is a directory readable by an unprivileged user holding the
+// agent's binary and a kubeconfig with its credentials inline (for
+// startHollow); it is removed when the test ends.
+func hollowDir(t *testing.T) (dir, kubeconfig string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "netcube-hollow-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	kubeconfig = filepath.Join(dir, "kubeconfig")
+	kc, err := clientcmd.LoadFromFile(env.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := clientcmdapi.FlattenConfig(kc); err != nil {
+		t.Fatal(err)
+	}
+	b, err := clientcmd.Write(*kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "netcube-agent")
+	exe, err := os.ReadFile(filepath.Join(binDir, "netcube-agent"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []struct {
+		path string
+		data []byte
+		mode os.FileMode
+	}{{kubeconfig, b, 0o644}, {bin, exe, 0o755}} {
+		if err := os.WriteFile(f.path, f.data, f.mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	return dir, kubeconfig
 }
 
 // startHollow starts a hollow agent for node (as user cred; nil: this

@@ -22,9 +22,16 @@ import (
 )
 
 // runningPod makes namespace ns and a pod of node1 in it, running at ip
-// with labels (as kubelet would report it; no controller manager here
-// makes the namespace's service account, so it is made too).
+// with labels (as kubelet would report it).
 func runningPod(t *testing.T, ns, name string, labels map[string]string, ip string) {
+	t.Helper()
+	testNamespace(t, ns)
+	runningPodOn(t, ns, name, "node1", labels, ip)
+}
+
+// testNamespace makes namespace ns for the test, with its default
+// service account (no controller manager runs here to make it).
+func testNamespace(t *testing.T, ns string) {
 	t.Helper()
 	if _, err := env.Client.CoreV1().Namespaces().Create(ctx(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -33,16 +40,23 @@ func runningPod(t *testing.T, ns, name string, labels map[string]string, ip stri
 	if _, err := env.Client.CoreV1().ServiceAccounts(ns).Create(ctx(t), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// runningPodOn makes a pod of node in namespace ns, running at ip with
+// labels (as kubelet would report it), and returns it as stored.
+func runningPodOn(t *testing.T, ns, name, node string, labels map[string]string, ip string) *corev1.Pod {
+	t.Helper()
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
-		Spec: corev1.PodSpec{NodeName: "node1", Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
 	created, err := env.Client.CoreV1().Pods(ns).Create(ctx(t), pod, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	created.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}}
-	if _, err := env.Client.CoreV1().Pods(ns).UpdateStatus(ctx(t), created, metav1.UpdateOptions{}); err != nil {
+	if created, err = env.Client.CoreV1().Pods(ns).UpdateStatus(ctx(t), created, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	return created
 }
 
 // eventFor waits for a Warning Event with reason on the object, naming it

@@ -337,14 +337,16 @@ func policyObject(id model.PolicyID) report.Object {
 }
 
 // PodsPath is where the agent's local API lists the cluster's pods:
-// {"namespace/name": {"ips": [...], "node": "..."}} (netcube trace names
+// {"namespace/name": {"ips": [...], "node": "...", "labels": {...}}}
+// (netcube trace names
 // a pod by it).
 const PodsPath = "/v1/pods"
 
 // PodInfo is a pod as /v1/pods lists it.
 type PodInfo struct {
-	IPs  []netip.Addr `json:"ips"`
-	Node string       `json:"node"`
+	IPs    []netip.Addr      `json:"ips"`
+	Node   string            `json:"node"`
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 func (r *Reconciler) podsHandler() http.Handler {
@@ -352,7 +354,7 @@ func (r *Reconciler) podsHandler() http.Handler {
 		r.mu.Lock()
 		out := make(map[string]PodInfo, len(r.cluster.Pods))
 		for id, p := range r.cluster.Pods {
-			out[id.String()] = PodInfo{IPs: p.IPs, Node: p.Node}
+			out[id.String()] = PodInfo{IPs: p.IPs, Node: p.Node, Labels: p.Labels}
 		}
 		r.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")

@@ -114,6 +114,7 @@ func (e *EventSink) write(ctx context.Context, p problem) error {
 var clusterCRDs = map[string]schema.GroupVersionResource{
 	"NetworkSlice":            NetworkSlices,
 	"NetworkLoadBalancerPool": lbipam.Pools,
+	"NodePods":                NodePodsResource,
 }
 
 // reference reads obj's UID and resource version (ok false: not an API

@@ -57,6 +57,12 @@ type Source struct {
 	// WatchList lists each resource as a watch that begins with every
 	// object (the API server's WatchList streaming): see stream.watchList.
 	WatchList bool
+	// NodeName is this node's name (with PodSource nodepods: the pods
+	// watched, and the NodePods written).
+	NodeName string
+	// PodSource is where the policy cube's pods come from: PodsFromAPI
+	// ("" too) or PodsFromNodePods.
+	PodSource string
 
 	reach  reach
 	phases listPhases // of the initial lists of Services and EndpointSlices
@@ -229,22 +235,41 @@ func (s *Source) runSlices(ctx context.Context, c *client, h source.SliceHandler
 	h.OnSlicesSynced()
 }
 
-// runPolicySources delivers every pod, namespace and NetworkPolicy to h,
-// then tells it they are synced.
-func (s *Source) runPolicySources(ctx context.Context, c *client, h source.PolicyHandler) {
-	pods := &stream[*model.Pod]{
+// podStream lists and watches Pod objects (tweak: a field selector, or
+// nil for every pod).
+func (s *Source) podStream(c *client, tweak func(*metav1.ListOptions), deliver func(types.NamespacedName, *model.Pod), known func() []types.NamespacedName) *stream[*model.Pod] {
+	return &stream[*model.Pod]{
 		streamOptions: s.streamOptions(),
 		name:          "pods",
-		api:           resource{c: c, rest: c.core, name: "pods", list: func() runtime.Object { return &corev1.PodList{} }, item: func() protoObject { return &corev1.Pod{} }},
+		api: resource{c: c, rest: c.core, name: "pods", tweak: tweak,
+			list: func() runtime.Object { return &corev1.PodList{} }, item: func() protoObject { return &corev1.Pod{} }},
 		convert: func(o runtime.Object) *model.Pod {
 			api := o.(*corev1.Pod)
 			p, err := k8s.ToPod(api)
 			s.Report.SetErr(report.Object{Kind: "Pod", Namespace: api.Namespace, Name: api.Name}, report.InvalidField, err)
 			return p
 		},
-		deliver: h.OnPod,
+		deliver: deliver,
 		forget:  s.forget("Pod"),
-		known:   h.PodKeys,
+		known:   known,
+	}
+}
+
+// runPodStream delivers every pod of the cluster to h (PodsFromAPI).
+func (s *Source) runPodStream(ctx context.Context, c *client, h source.PolicyHandler) []func() bool {
+	pods := s.podStream(c, nil, h.OnPod, h.PodKeys)
+	go pods.run(ctx)
+	return []func() bool{pods.synced.Load}
+}
+
+// runPolicySources delivers every pod (PodSource), namespace and
+// NetworkPolicy to h, then tells it they are synced.
+func (s *Source) runPolicySources(ctx context.Context, c *client, h source.PolicyHandler) {
+	var podsSynced []func() bool
+	if s.PodSource == PodsFromNodePods {
+		podsSynced = s.runNodePodSources(ctx, c, h)
+	} else {
+		podsSynced = s.runPodStream(ctx, c, h)
 	}
 	namespaces := &stream[*model.Namespace]{
 		streamOptions: s.streamOptions(),
@@ -271,10 +296,9 @@ func (s *Source) runPolicySources(ctx context.Context, c *client, h source.Polic
 		forget:  s.forget("NetworkPolicy"),
 		known:   h.PolicyKeys,
 	}
-	go pods.run(ctx)
 	go namespaces.run(ctx)
 	go policies.run(ctx)
-	for !allTrue([]func() bool{pods.synced.Load, namespaces.synced.Load, policies.synced.Load}) {
+	for !allTrue(append(podsSynced, namespaces.synced.Load, policies.synced.Load)) {
 		select {
 		case <-ctx.Done():
 			return

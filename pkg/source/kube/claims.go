@@ -1,0 +1,175 @@
+package kube
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/netcube/netcube/pkg/model"
+)
+
+// podClaims merges the two places an agent learns pods from with
+// --pod-source=nodepods: its own node's Pod objects (local), and the
+// NodePods object of every other node (remote), into the one pod per key
+// the handler is given.
+//
+// A pod key can be claimed by more than one node for a while: a
+// StatefulSet's pod deleted on a node whose agent is down (its NodePods
+// still lists it) and created again on another. The local Pod object wins,
+// being the API server's own word; among remote claims the latest wins,
+// and when it is withdrawn the one before it is delivered again, so that
+// the stale object's later update cannot delete the live pod.
+type podClaims struct {
+	deliver func(types.NamespacedName, *model.Pod)
+	// changed (buffered, 1) is signalled when the local pods change: the
+	// writer of this node's NodePods wakes.
+	changed chan struct{}
+
+	mu     sync.Mutex
+	local  map[types.NamespacedName]*model.Pod
+	remote map[string]map[types.NamespacedName]*model.Pod // node → its pods
+	// order: the sequence number of each node's claim of a key (newer:
+	// higher); a claim keeps its number while the node repeats it
+	// unchanged.
+	order map[types.NamespacedName]map[string]uint64
+	seq   uint64
+	shown map[types.NamespacedName]*model.Pod // what the handler was given
+}
+
+func newPodClaims(deliver func(types.NamespacedName, *model.Pod)) *podClaims {
+	return &podClaims{
+		deliver: deliver,
+		changed: make(chan struct{}, 1),
+		local:   map[types.NamespacedName]*model.Pod{},
+		remote:  map[string]map[types.NamespacedName]*model.Pod{},
+		order:   map[types.NamespacedName]map[string]uint64{},
+		shown:   map[types.NamespacedName]*model.Pod{},
+	}
+}
+
+// setLocal records this node's pod k (nil: deleted, or no address).
+func (c *podClaims) setLocal(k types.NamespacedName, p *model.Pod) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old, had := c.local[k]
+	if p == nil {
+		delete(c.local, k)
+	} else {
+		c.local[k] = p
+	}
+	if had != (p != nil) || !samePod(old, p) {
+		select {
+		case c.changed <- struct{}{}:
+		default:
+		}
+	}
+	c.show(k)
+}
+
+// setNode replaces the pods another node claims (nil: its NodePods is
+// gone).
+func (c *podClaims) setNode(node string, pods []*model.Pod) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.remote[node]
+	now := make(map[types.NamespacedName]*model.Pod, len(pods))
+	for _, p := range pods {
+		k := types.NamespacedName{Namespace: p.ID.Namespace, Name: p.ID.Name}
+		now[k] = p
+		if prev, ok := old[k]; ok && samePod(prev, p) {
+			continue // the claim keeps its place
+		}
+		if c.order[k] == nil {
+			c.order[k] = map[string]uint64{}
+		}
+		c.seq++
+		c.order[k][node] = c.seq
+	}
+	for k := range old {
+		if _, ok := now[k]; !ok {
+			delete(c.order[k], node)
+			if len(c.order[k]) == 0 {
+				delete(c.order, k)
+			}
+		}
+	}
+	if pods == nil {
+		delete(c.remote, node)
+	} else {
+		c.remote[node] = now
+	}
+	for _, k := range sortedKeys(now) {
+		c.show(k)
+	}
+	for _, k := range sortedKeys(old) {
+		if _, ok := now[k]; !ok {
+			c.show(k)
+		}
+	}
+}
+
+// sortedKeys: the handler is told of a node's pods in one order.
+func sortedKeys(m map[types.NamespacedName]*model.Pod) []types.NamespacedName {
+	return slices.SortedFunc(maps.Keys(m), func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
+}
+
+// show delivers k's winning claim, if it is not what the handler has.
+func (c *podClaims) show(k types.NamespacedName) {
+	p := c.local[k]
+	if p == nil {
+		var best uint64
+		for node, seq := range c.order[k] {
+			if seq > best {
+				best, p = seq, c.remote[node][k]
+			}
+		}
+	}
+	old, had := c.shown[k]
+	if (p == nil && !had) || (had && samePod(old, p)) {
+		return
+	}
+	if p == nil {
+		delete(c.shown, k)
+	} else {
+		c.shown[k] = p
+	}
+	c.deliver(k, p)
+}
+
+// localPods are this node's pods, for its NodePods.
+func (c *podClaims) localPods() []*model.Pod {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Collect(maps.Values(c.local))
+}
+
+// localKeys and nodes are what the two streams hold (a relist delivers
+// what its list lacks as deleted).
+func (c *podClaims) localKeys() []types.NamespacedName {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Collect(maps.Keys(c.local))
+}
+
+func (c *podClaims) nodes() []types.NamespacedName {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]types.NamespacedName, 0, len(c.remote))
+	for n := range c.remote {
+		out = append(out, types.NamespacedName{Name: n})
+	}
+	return out
+}
+
+// samePod: a and b would be enforced alike (both nil counts as same).
+func samePod(a, b *model.Pod) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.ID == b.ID && a.Node == b.Node && a.HostNetwork == b.HostNetwork &&
+		a.EgressBandwidth == b.EgressBandwidth && a.IngressBandwidth == b.IngressBandwidth &&
+		maps.Equal(a.Labels, b.Labels) && slices.Equal(a.IPs, b.IPs) && slices.Equal(a.Ports, b.Ports)
+}
