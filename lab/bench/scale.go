@@ -75,6 +75,8 @@ var scaleVariants = map[string]struct {
 	"lists":      {nil, "the default, paged lists (2,000 objects a page) then a watch per resource, in protobuf"},
 	"watch-list": {[]string{"--api-watch-list"}, "`--api-watch-list`: one watch per resource that begins with every object (the API server's WatchList streaming, KEP-3157), then carries the changes, in protobuf"},
 	"json":       {[]string{"--api-content-type=json"}, "`--api-content-type=json`: paged lists then watches, in JSON"},
+	"nodepods": {[]string{"--pod-source=nodepods"}, "`--pod-source=nodepods`: lists and watches as the default, but of the Pods only its own node's; " +
+		"the other nodes' pods from the NodePods their agents write (every node of the cluster has an agent: run one N per cluster)"},
 }
 
 // ScaleVariants names the variants bench scale knows.
@@ -160,6 +162,9 @@ func Scale(cfg ScaleConfig) ([]ScaleResult, error) {
 	fmt.Fprintf(cfg.Log, "== creating %d Services x %d endpoints, %d Nodes, %d pods, %d NetworkPolicies\n",
 		cfg.Services, cfg.Endpoints, maxN, cfg.Pods, cfg.Policies)
 	if err := createScaleCluster(cfg, env, maxN); err != nil {
+		return nil, err
+	}
+	if err := kubeenv.InstallCRDs(env.Config); err != nil {
 		return nil, err
 	}
 	if len(cfg.Variants) == 0 {
@@ -490,7 +495,9 @@ func scalePoint(cfg ScaleConfig, env *kubeenv.Env, n int, variant string, firstE
 		return (m1.sum(re) - m0.sum(re)) / float64(n*max(1, changes))
 	}
 	r.WatchBytesPerEndpointChange = perAgent("endpointslices", r.Changes)
-	r.WatchBytesPerPodChange = perAgent("pods", r.PodChanges)
+	// A pod change's events: its Pod object's, and (--pod-source=nodepods)
+	// its node's NodePods' if the change were written there.
+	r.WatchBytesPerPodChange = perAgent("pods", r.PodChanges) + perAgent("nodepods", r.PodChanges)
 	r.WatchBytesPerPolicyEdit = perAgent("networkpolicies", r.PolicyEdits)
 	for _, c := range []struct {
 		what    string

@@ -77,7 +77,7 @@ func startAPIServer(cfg Config, t Topology) (*kubeenv.Env, error) {
 	if cfg.Kubelet { // the example Services' backends are hand-made pods
 		return env, nil // the chart installs the CRDs, then the pool is made
 	}
-	if err := installCRDs(env.Config); err != nil {
+	if err := kubeenv.InstallCRDs(env.Config); err != nil {
 		return nil, err
 	}
 	if err := createLBPool(env.Config); err != nil {

@@ -3,18 +3,14 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/yaml"
 
-	"github.com/netcube/netcube/deploy"
 	"github.com/netcube/netcube/pkg/lbipam"
 )
 
@@ -25,35 +21,6 @@ var DefaultLBPoolCIDRs = []string{"172.30.0.240/28", "fd00:172:30::f0/124"}
 
 // DefaultLBPool is the name of the pool the sandbox creates.
 const DefaultLBPool = "sandbox"
-
-var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-
-// installCRDs creates netcube's CRDs (the chart's, as Helm would) where the
-// agents are started by hand.
-func installCRDs(rc *rest.Config) error {
-	d, err := dynamic.NewForConfig(rc)
-	if err != nil {
-		return err
-	}
-	files, err := fs.Glob(deploy.CRDs, "helm/netcube/crds/*.yaml")
-	if err != nil {
-		return err
-	}
-	for _, f := range files {
-		b, err := deploy.CRDs.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		var crd unstructured.Unstructured
-		if err := yaml.Unmarshal(b, &crd.Object); err != nil {
-			return fmt.Errorf("%s: %w", f, err)
-		}
-		if _, err := d.Resource(crdResource).Create(context.Background(), &crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("CRD %s: %w", crd.GetName(), err)
-		}
-	}
-	return nil
-}
 
 // createLBPool creates the sandbox's NetworkLoadBalancerPool once its CRD
 // is served.
