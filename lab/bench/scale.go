@@ -103,6 +103,11 @@ type ScaleResult struct {
 	ProblemsReported int `json:"problems_reported"`
 	// The API server's CPU seconds over the cold start, per agent.
 	APIServerCPUPerStartS float64 `json:"apiserver_cpu_per_agent_start_seconds"`
+	// Every agent stopped and started again at once (a DaemonSet's
+	// restart, against the state the first agents left): until the last
+	// is ready, and the API server's CPU seconds per agent.
+	RestartedReadyS         float64 `json:"agents_restarted_all_ready_seconds"`
+	APIServerCPUPerRestartS float64 `json:"apiserver_cpu_per_agent_restart_seconds"`
 	// The stream: endpoint changes written, policy edits, and the
 	// latencies every agent observed (merged histograms, interpolated;
 	// max is the upper bound of the highest bucket reached).
@@ -329,6 +334,62 @@ func (a *hollowAgent) hasExited() bool { return closed(a.exited) }
 
 func (a *hollowAgent) stop() { stopProcess(a.cmd.Process, a.exited, syscall.SIGTERM, 10*time.Second) }
 
+// startAll starts n hollow agents at once and waits until every one is
+// ready: the agents, the seconds until the last and the median one were
+// ready, and the API server's CPU seconds meanwhile per agent.
+func startAll(cfg ScaleConfig, env *kubeenv.Env, dir, variant string, n int) (agents []*hollowAgent, all, median, apiCPUPerStart float64, err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, 0, 0, 0, err
+	}
+	apiPID := env.APIServerPID()
+	apiCPU0, _ := procUsage(apiPID)
+	start := time.Now()
+	agents = make([]*hollowAgent, 0, n)
+	for i := range n {
+		a, err := startHollow(cfg, env, dir, variant, i)
+		if a != nil {
+			agents = append(agents, a)
+		}
+		if err != nil {
+			return agents, 0, 0, 0, err
+		}
+	}
+	waiting := n
+	lastShown := time.Now()
+	for waiting > 0 {
+		waiting = 0
+		for _, a := range agents {
+			if a.ready != 0 {
+				continue
+			}
+			if _, err := os.Stat(a.readyFile); err == nil {
+				a.ready = time.Since(start)
+				continue
+			}
+			if a.hasExited() {
+				b, _ := os.ReadFile(a.log)
+				return agents, 0, 0, 0, fmt.Errorf("hollow agent %s exited before ready:\n%s", a.readyFile, tail(b, 40))
+			}
+			waiting++
+		}
+		if time.Since(start) > 15*time.Minute {
+			return agents, 0, 0, 0, fmt.Errorf("%d of %d hollow agents not ready after 15m", waiting, n)
+		}
+		if time.Since(lastShown) > 5*time.Second {
+			fmt.Fprintf(cfg.Log, "   %d/%d ready after %s\n", n-waiting, n, time.Since(start).Round(time.Second))
+			lastShown = time.Now()
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var readies []float64
+	for _, a := range agents {
+		readies = append(readies, a.ready.Seconds())
+	}
+	all = time.Since(start).Seconds()
+	apiCPU1, _ := procUsage(apiPID)
+	return agents, all, medianOf(readies), (apiCPU1 - apiCPU0) / float64(n), nil
+}
+
 // scalePoint measures n agents asking as variant; its policy edits are
 // numbered on from firstEdit, so that none repeats an earlier point's
 // (an update that changes nothing sends no watch event).
@@ -346,9 +407,11 @@ func scalePoint(cfg ScaleConfig, env *kubeenv.Env, n int, variant string, firstE
 	stopSampling := sampleRSS(apiPID, &r.APIServerPeakRSSMB)
 	defer stopSampling()
 
-	// Cold start: all N at once.
-	agents := make([]*hollowAgent, n)
-	defer func() {
+	// Cold start: all N at once; then every agent stopped and started
+	// again, as a DaemonSet's restart does, against the state the first
+	// ones left (with --pod-source=nodepods: every NodePods written).
+	var agents []*hollowAgent
+	stopAll := func() {
 		var wg sync.WaitGroup
 		for _, a := range agents {
 			if a != nil {
@@ -356,51 +419,19 @@ func scalePoint(cfg ScaleConfig, env *kubeenv.Env, n int, variant string, firstE
 			}
 		}
 		wg.Wait()
-	}()
-	apiCPU0, _ := procUsage(apiPID)
-	start := time.Now()
-	for i := range n {
-		a, err := startHollow(cfg, env, dir, variant, i)
-		if err != nil {
-			return r, err
-		}
-		agents[i] = a
 	}
-	waiting := n
-	lastShown := time.Now()
-	for waiting > 0 {
-		waiting = 0
-		for _, a := range agents {
-			if a.ready != 0 {
-				continue
-			}
-			if _, err := os.Stat(a.readyFile); err == nil {
-				a.ready = time.Since(start)
-				continue
-			}
-			if a.hasExited() {
-				b, _ := os.ReadFile(a.log)
-				return r, fmt.Errorf("hollow agent %s exited before ready:\n%s", a.readyFile, tail(b, 40))
-			}
-			waiting++
-		}
-		if time.Since(start) > 15*time.Minute {
-			return r, fmt.Errorf("%d of %d hollow agents not ready after 15m", waiting, n)
-		}
-		if time.Since(lastShown) > 5*time.Second {
-			fmt.Fprintf(cfg.Log, "   %d/%d ready after %s\n", n-waiting, n, time.Since(start).Round(time.Second))
-			lastShown = time.Now()
-		}
-		time.Sleep(20 * time.Millisecond)
+	defer func() { stopAll() }()
+	var err error
+	if agents, r.AllReadyS, r.MedianReadyS, r.APIServerCPUPerStartS, err = startAll(cfg, env, filepath.Join(dir, "first"), variant, n); err != nil {
+		return r, err
 	}
-	var readies []float64
-	for _, a := range agents {
-		readies = append(readies, a.ready.Seconds())
+	fmt.Fprintf(cfg.Log, "   all %d ready in %.1f s; restarting them\n", n, r.AllReadyS)
+	time.Sleep(2 * time.Second) // the first agents' post-start work settles
+	stopAll()
+	if agents, r.RestartedReadyS, _, r.APIServerCPUPerRestartS, err = startAll(cfg, env, filepath.Join(dir, "again"), variant, n); err != nil {
+		return r, err
 	}
-	r.AllReadyS, r.MedianReadyS = time.Since(start).Seconds(), medianOf(readies)
-	apiCPU1, _ := procUsage(apiPID)
-	r.APIServerCPUPerStartS = (apiCPU1 - apiCPU0) / float64(n)
-	fmt.Fprintf(cfg.Log, "   all %d ready in %.1f s\n", n, r.AllReadyS)
+	fmt.Fprintf(cfg.Log, "   all %d ready again in %.1f s\n", n, r.RestartedReadyS)
 	// A problem an agent reports is an Event it writes: the cluster is
 	// built to have none, so that the API server's figures are the
 	// agents' lists and watches alone.

@@ -64,11 +64,15 @@ const (
 	// PoolConflict: a NetworkLoadBalancerPool overlaps an older one (or
 	// cannot be read); it gives no address.
 	PoolConflict Reason = "PoolConflict"
+	// PodOutsideNode: a NodePods lists pods whose addresses are not in
+	// its Node's pod CIDRs, or names no Node; those pods are not used
+	// (their addresses match no pod selector).
+	PodOutsideNode Reason = "PodOutsideNode"
 )
 
 // Reasons lists every reason (the gauge reports each, standing or not).
 var Reasons = []Reason{InvalidField, FrontendConflict, DuplicateObject, UnreadObject, PodCIDRConflict, UnmatchedPort, MapFull, SliceConflict,
-	LoadBalancerIPNotAssigned, PoolConflict}
+	LoadBalancerIPNotAssigned, PoolConflict, PodOutsideNode}
 
 // Sink receives each new or changed problem, e.g. to write a Kubernetes
 // Event. It must not block.

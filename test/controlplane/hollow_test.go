@@ -102,7 +102,7 @@ func TestHollowAgent(t *testing.T) {
 		{[]string{"--socket-lb=false", "--cni-socket", "/tmp/x.sock"}, "--datapath=memory with --cni-socket"},
 		{[]string{"--datapath", "fpga"}, "want kernel or memory"},
 		{[]string{"--socket-lb=false", "--api-content-type", "yaml"}, "want protobuf or json"},
-		{[]string{"--socket-lb=false", "--pod-source", "kubelet"}, "--pod-source (podSource) \"kubelet\": want pods or nodepods"},
+		{[]string{"--socket-lb=false", "--pod-source", "kubelet"}, "want pods or nodepods"},
 	} {
 		args := append([]string{"--datapath", "memory", "--kubeconfig", env.Kubeconfig, "--node-name", "hollow-refused", "--cni-socket=",
 			"--api-socket=", "--hubble-socket=", "--metrics-bind-address=", "--healthz-bind-address="}, c.args...)

@@ -32,14 +32,15 @@ const nodePodsCRD = chart + "/crds/nodepods.yaml"
 // by its Node and lists that node's pods alone; a label change reaches the
 // other agent, while a pod's status change is not written at all; a
 // deleted pod leaves; a NodePods deleted by hand is written again; and a
-// NodePods with an invalid pod has its valid pods used, the invalid one
-// named in a Warning Event and left out (failing closed).
+// NodePods with an invalid pod, or one at an address outside its Node's
+// pod CIDRs, has its valid pods used and the others named in a Warning
+// Event and left out (failing closed).
 func TestNodePodsSource(t *testing.T) {
 	installCRD(t, nodePodsCRD, kube.NodePodsResource)
 	c, d, ns := env.Client, dynClient(t), "nodepods"
 	dir, kubeconfig := hollowDir(t)
 	uids := map[string]types.UID{}
-	for i, name := range []string{"np-a", "np-b"} {
+	for i, name := range []string{"np-a", "np-b", "np-c"} { // np-c has no agent
 		cidr := "10.251." + string(rune('1'+i)) + ".0/24"
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{PodCIDR: cidr, PodCIDRs: []string{cidr}},
 			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.0.2." + string(rune('1'+i))}}}}
@@ -130,11 +131,12 @@ func TestNodePodsSource(t *testing.T) {
 	testenv.WaitFor(t, bound, "np-b knows np-a's pod again", knows("np-b", "server", "np-a", "10.251.1.5", map[string]string{"app": "server"}))
 
 	// Written by hand for a node with no agent: one valid pod, one whose
-	// address is not one.
+	// address is not one, one at an address of another node's pod CIDR.
 	bad := &unstructured.Unstructured{}
 	doc := `{"apiVersion": "netcube.io/v1alpha1", "kind": "NodePods", "metadata": {"name": "np-c"}, "spec": {"pods": [
 		{"namespace": "nodepods", "name": "good", "ips": ["10.251.3.7"], "labels": {"app": "good"}},
-		{"namespace": "nodepods", "name": "forged", "ips": ["10.251.3.300"], "labels": {"app": "admin"}}]}}`
+		{"namespace": "nodepods", "name": "forged", "ips": ["10.251.3.300"], "labels": {"app": "admin"}},
+		{"namespace": "nodepods", "name": "elsewhere", "ips": ["10.251.1.77"], "labels": {"app": "admin"}}]}}`
 	if err := yaml.Unmarshal([]byte(doc), &bad.Object); err != nil {
 		t.Fatal(err)
 	}
@@ -145,11 +147,16 @@ func TestNodePodsSource(t *testing.T) {
 		_ = d.Resource(kube.NodePodsResource).Delete(context.Background(), "np-c", metav1.DeleteOptions{})
 	})
 	testenv.WaitFor(t, bound, "np-a uses the valid pod of np-c's NodePods", knows("np-a", "good", "np-c", "10.251.3.7", map[string]string{"app": "good"}))
-	if _, ok := pods("np-a")[ns+"/forged"]; ok {
-		t.Errorf("np-a uses a pod whose address is invalid")
+	for _, p := range []string{"forged", "elsewhere"} {
+		if _, ok := pods("np-a")[ns+"/"+p]; ok {
+			t.Errorf("np-a uses pod %s of np-c's NodePods", p)
+		}
 	}
 	if msg := eventFor(t, "default", "NodePods", "np-c", "InvalidField"); !strings.Contains(msg, "spec.pods[1]: ips[0]") {
 		t.Errorf("the Event says %q, want it to name spec.pods[1]: ips[0]", msg)
+	}
+	if msg := eventFor(t, "default", "NodePods", "np-c", "PodOutsideNode"); !strings.Contains(msg, "nodepods/elsewhere at [10.251.1.77]") {
+		t.Errorf("the Event says %q, want it to name the pod outside np-c's pod CIDR", msg)
 	}
 }
 

@@ -1,7 +1,9 @@
 package kube
 
 import (
+	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -22,8 +24,17 @@ import (
 // being the API server's own word; among remote claims the latest wins,
 // and when it is withdrawn the one before it is delivered again, so that
 // the stale object's later update cannot delete the live pod.
+//
+// A remote claim counts only while its Node exists and the pod's
+// addresses are in that Node's pod CIDRs: a NodePods left behind by a
+// deleted Node, or one listing addresses its node cannot have given (a
+// bug, a stale object after the CIDR moved, a forgery), fails closed, and
+// is reported (refuse).
 type podClaims struct {
 	deliver func(types.NamespacedName, *model.Pod)
+	// refuse is told, per node, which of its NodePods' pods are not used
+	// and why ("": all are).
+	refuse func(node, problem string)
 	// changed (buffered, 1) is signalled when the local pods change: the
 	// writer of this node's NodePods wakes.
 	changed chan struct{}
@@ -37,6 +48,8 @@ type podClaims struct {
 	order map[types.NamespacedName]map[string]uint64
 	seq   uint64
 	shown map[types.NamespacedName]*model.Pod // what the handler was given
+	// nodeCIDRs: each Node's pod CIDRs (present: the Node exists).
+	nodeCIDRs map[string][]netip.Prefix
 }
 
 func newPodClaims(deliver func(types.NamespacedName, *model.Pod)) *podClaims {
@@ -47,7 +60,68 @@ func newPodClaims(deliver func(types.NamespacedName, *model.Pod)) *podClaims {
 		remote:  map[string]map[types.NamespacedName]*model.Pod{},
 		order:   map[types.NamespacedName]map[string]uint64{},
 		shown:   map[types.NamespacedName]*model.Pod{},
+		refuse:  func(string, string) {},
+
+		nodeCIDRs: map[string][]netip.Prefix{},
 	}
+}
+
+// setNodeInfo records a Node's pod CIDRs (nil: the Node is deleted); its
+// NodePods' pods are judged again.
+func (c *podClaims) setNodeInfo(name string, n *model.NodeInfo) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old, had := c.nodeCIDRs[name]
+	if n == nil {
+		delete(c.nodeCIDRs, name)
+	} else {
+		c.nodeCIDRs[name] = slices.Clone(n.PodCIDRs)
+	}
+	if had == (n != nil) && (n == nil || slices.Equal(old, n.PodCIDRs)) {
+		return
+	}
+	for _, k := range sortedKeys(c.remote[name]) {
+		c.show(k)
+	}
+	c.judge(name)
+}
+
+// admitted: pod p, claimed by node, is on it as far as its Node says.
+func (c *podClaims) admitted(node string, p *model.Pod) bool {
+	cidrs, ok := c.nodeCIDRs[node]
+	if !ok {
+		return false
+	}
+	for _, a := range p.IPs {
+		if !slices.ContainsFunc(cidrs, func(pf netip.Prefix) bool { return pf.Contains(a) }) {
+			return false
+		}
+	}
+	return true
+}
+
+// judge tells refuse which of node's claimed pods are not admitted.
+func (c *podClaims) judge(node string) {
+	pods, ok := c.remote[node]
+	if !ok {
+		c.refuse(node, "")
+		return
+	}
+	if _, exists := c.nodeCIDRs[node]; !exists && len(pods) > 0 {
+		c.refuse(node, fmt.Sprintf("no Node %s: none of its %d pods is used", node, len(pods)))
+		return
+	}
+	var out []string
+	for _, k := range sortedKeys(pods) {
+		if p := pods[k]; !c.admitted(node, p) {
+			out = append(out, fmt.Sprintf("%s at %v", k, p.IPs))
+		}
+	}
+	if len(out) == 0 {
+		c.refuse(node, "")
+		return
+	}
+	c.refuse(node, fmt.Sprintf("pods outside Node %s's pod CIDRs %v, not used: %s", node, c.nodeCIDRs[node], strings.Join(out, ", ")))
 }
 
 // setLocal records this node's pod k (nil: deleted, or no address).
@@ -109,6 +183,7 @@ func (c *podClaims) setNode(node string, pods []*model.Pod) {
 			c.show(k)
 		}
 	}
+	c.judge(node)
 }
 
 // sortedKeys: the handler is told of a node's pods in one order.
@@ -122,7 +197,7 @@ func (c *podClaims) show(k types.NamespacedName) {
 	if p == nil {
 		var best uint64
 		for node, seq := range c.order[k] {
-			if seq > best {
+			if seq > best && c.admitted(node, c.remote[node][k]) {
 				best, p = seq, c.remote[node][k]
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -14,8 +15,9 @@ import (
 // TestPodClaims: the pods a handler is given from this node's Pod objects
 // and other nodes' NodePods, step by step: a pod moved between nodes, a
 // stale NodePods withdrawing a pod that lives on elsewhere, the local Pod
-// object winning over any NodePods, and nothing re-delivered that did not
-// change.
+// object winning over any NodePods, pods outside their Node's pod CIDRs
+// or of a deleted Node not used (and reported), and nothing re-delivered
+// that did not change.
 func TestPodClaims(t *testing.T) {
 	pod := func(name, node, ip string, labels ...string) *model.Pod {
 		p := &model.Pod{ID: model.PodID{Namespace: "ns", Name: name}, Node: node, IPs: []netip.Addr{netip.MustParseAddr(ip)}, Labels: map[string]string{}}
@@ -32,6 +34,11 @@ func TestPodClaims(t *testing.T) {
 			got = append(got, fmt.Sprintf("%s on %s at %s %v", k.Name, p.Node, p.IPs[0], p.Labels))
 		}
 	})
+	refused := map[string]string{}
+	c.refuse = func(node, problem string) { refused[node] = problem }
+	cidrs := func(s string) *model.NodeInfo { return &model.NodeInfo{PodCIDRs: []netip.Prefix{netip.MustParsePrefix(s)}} }
+	c.setNodeInfo("b", cidrs("10.244.2.0/24"))
+	c.setNodeInfo("c", cidrs("10.244.3.0/24"))
 	local := func(k string) types.NamespacedName { return types.NamespacedName{Namespace: "ns", Name: k} }
 	for _, step := range []struct {
 		name string
@@ -53,6 +60,11 @@ func TestPodClaims(t *testing.T) {
 		{"b's NodePods, updated at last, withdraws db-0: c's stays", func() {
 			c.setNode("b", []*model.Pod{pod("web-0", "b", "10.244.2.5", "app", "web", "v", "2")})
 		}, nil},
+		{"c's NodePods adds a pod at an address outside c's pod CIDRs: not used", func() {
+			c.setNode("c", []*model.Pod{pod("db-0", "c", "10.244.3.9"), pod("admin", "c", "10.244.2.99", "role", "admin")})
+		}, nil},
+		{"c's Node deleted: none of its pods is used", func() { c.setNodeInfo("c", nil) }, []string{"db-0 deleted"}},
+		{"c's Node back", func() { c.setNodeInfo("c", cidrs("10.244.3.0/24")) }, []string{"db-0 on c at 10.244.3.9 map[]"}},
 		{"a local Pod object wins over NodePods", func() { c.setLocal(local("web-0"), pod("web-0", "self", "10.244.1.4", "app", "web")) },
 			[]string{"web-0 on self at 10.244.1.4 map[app:web]"}},
 		{"the local pod gone: the NodePods claim is given again", func() { c.setLocal(local("web-0"), nil) },
@@ -66,6 +78,15 @@ func TestPodClaims(t *testing.T) {
 		if !slices.Equal(got, step.want) {
 			t.Errorf("%s: delivered %q, want %q", step.name, got, step.want)
 		}
+		if strings.HasPrefix(step.name, "c's NodePods adds") && !strings.Contains(refused["c"], "ns/admin at [10.244.2.99]") {
+			t.Errorf("%s: reported %q, want the pod named", step.name, refused["c"])
+		}
+		if strings.HasPrefix(step.name, "c's Node deleted") && !strings.Contains(refused["c"], "no Node c") {
+			t.Errorf("%s: reported %q, want the missing Node named", step.name, refused["c"])
+		}
+	}
+	if refused["b"] != "" || refused["c"] != "" {
+		t.Errorf("problems left standing: %q", refused)
 	}
 	if n := c.nodes(); len(n) != 1 || n[0].Name != "c" {
 		t.Errorf("nodes held %v, want c (emptied, not deleted)", n)

@@ -44,16 +44,27 @@ const fieldManager = "netcube-agent"
 // pods starting together) into one write of this node's NodePods.
 const nodePodsDebounce = 50 * time.Millisecond
 
+// newPodClaims merges the pods of --pod-source=nodepods for h, and
+// reports the NodePods whose pods are not used.
+func (s *Source) newPodClaims(h source.PolicyHandler) *podClaims {
+	c := newPodClaims(h.OnPod)
+	c.refuse = func(node, problem string) {
+		s.Report.Set(report.Object{Kind: "NodePods", Name: node}, report.PodOutsideNode, problem)
+	}
+	return c
+}
+
 // runNodePodSources starts the pod streams of --pod-source=nodepods: this
 // node's Pod objects (a field selector on spec.nodeName) and every
-// NodePods object but this node's own, merged by podClaims, and the
-// writer of this node's NodePods. It returns when both streams are
-// synced, or ctx ends. The CRD is not optional here: without it no other
-// node's pod would be known, so the stream retries (logging the API
-// server's answer) and the policy cube, never synced, keeps the agent not
-// ready.
-func (s *Source) runNodePodSources(ctx context.Context, c *client, h source.PolicyHandler) []func() bool {
-	claims := newPodClaims(h.OnPod)
+// NodePods object but this node's own, merged by s.claims, and the writer
+// of this node's NodePods. Its synced functions include the Nodes' (a
+// NodePods is used only with its Node's pod CIDRs known: synced earlier,
+// every other node's pods would be missing from the first policy sync).
+// The CRD is not optional here: without it no other node's pod would be
+// known, so the stream retries (logging the API server's answer) and the
+// policy cube, never synced, keeps the agent not ready.
+func (s *Source) runNodePodSources(ctx context.Context, c *client) []func() bool {
+	claims := s.claims
 	writer := &nodePodsWriter{c: c, node: s.NodeName, claims: claims}
 	onNode := func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", s.NodeName).String()
@@ -105,7 +116,7 @@ func (s *Source) runNodePodSources(ctx context.Context, c *client, h source.Poli
 	go local.run(ctx)
 	go remote.run(ctx)
 	go writer.run(ctx)
-	return []func() bool{local.synced.Load, remote.synced.Load}
+	return []func() bool{local.synced.Load, remote.synced.Load, s.nodesSynced}
 }
 
 // nodePodsWriter keeps this node's NodePods equal to its pods: applied

@@ -66,6 +66,10 @@ type Source struct {
 
 	reach  reach
 	phases listPhases // of the initial lists of Services and EndpointSlices
+	// claims (PodsFromNodePods): the pods of this node and the others,
+	// told of every Node by the node stream.
+	claims      *podClaims
+	nodesSynced func() bool
 }
 
 var _ source.Source = (*Source)(nil)
@@ -145,8 +149,12 @@ func (s *Source) Run(ctx context.Context, h source.Handler) error {
 	synced := []func() bool{services.synced.Load, slices.synced.Load}
 	go services.run(ctx)
 	go slices.run(ctx)
+	if ph, ok := h.(source.PolicyHandler); ok && s.PodSource == PodsFromNodePods {
+		s.claims = s.newPodClaims(ph)
+	}
 	nodes := s.nodeStream(c, h)
 	synced = append(synced, nodes.synced.Load)
+	s.nodesSynced = nodes.synced.Load
 	go nodes.run(ctx)
 	if ph, ok := h.(source.PolicyHandler); ok {
 		// Apart from the Services' barrier: the load balancer never
@@ -200,6 +208,9 @@ func (s *Source) nodeStream(c *client, h source.Handler) *stream[*model.NodeInfo
 				delete(have, k)
 			}
 			mu.Unlock()
+			if s.claims != nil {
+				s.claims.setNodeInfo(k.Name, n)
+			}
 			h.OnNode(k.Name, n)
 		},
 		forget: s.forget("Node"),
@@ -266,8 +277,8 @@ func (s *Source) runPodStream(ctx context.Context, c *client, h source.PolicyHan
 // NetworkPolicy to h, then tells it they are synced.
 func (s *Source) runPolicySources(ctx context.Context, c *client, h source.PolicyHandler) {
 	var podsSynced []func() bool
-	if s.PodSource == PodsFromNodePods {
-		podsSynced = s.runNodePodSources(ctx, c, h)
+	if s.claims != nil {
+		podsSynced = s.runNodePodSources(ctx, c)
 	} else {
 		podsSynced = s.runPodStream(ctx, c, h)
 	}
