@@ -64,4 +64,3 @@ func InstallCRDs(rc *rest.Config) error {
 	}
 	return nil
 }
-

@@ -36,7 +36,9 @@ func TestPodClaims(t *testing.T) {
 	})
 	refused := map[string]string{}
 	c.refuse = func(node, problem string) { refused[node] = problem }
-	cidrs := func(s string) *model.NodeInfo { return &model.NodeInfo{PodCIDRs: []netip.Prefix{netip.MustParsePrefix(s)}} }
+	cidrs := func(s string) *model.NodeInfo {
+		return &model.NodeInfo{PodCIDRs: []netip.Prefix{netip.MustParsePrefix(s)}}
+	}
 	c.setNodeInfo("b", cidrs("10.244.2.0/24"))
 	c.setNodeInfo("c", cidrs("10.244.3.0/24"))
 	local := func(k string) types.NamespacedName { return types.NamespacedName{Namespace: "ns", Name: k} }
