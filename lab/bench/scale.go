@@ -58,6 +58,10 @@ type ScaleConfig struct {
 	// every N (scaleVariants; nil: the default alone), in an order that
 	// turns with N.
 	Variants []string
+	// ClusterPerN: each N gets a cluster of its own, with N Nodes and the
+	// pods spread over them (else one cluster of the largest N's nodes):
+	// with --pod-source=nodepods a node without an agent publishes no pods.
+	ClusterPerN bool
 	BinDir   string
 	OutDir   string
 	// Name: the report's files, <Name>.json, <Name>.md and plots
@@ -76,7 +80,7 @@ var scaleVariants = map[string]struct {
 	"watch-list": {[]string{"--api-watch-list"}, "`--api-watch-list`: one watch per resource that begins with every object (the API server's WatchList streaming, KEP-3157), then carries the changes, in protobuf"},
 	"json":       {[]string{"--api-content-type=json"}, "`--api-content-type=json`: paged lists then watches, in JSON"},
 	"nodepods": {[]string{"--pod-source=nodepods"}, "`--pod-source=nodepods`: lists and watches as the default, but of the Pods only its own node's; " +
-		"the other nodes' pods from the NodePods their agents write (every node of the cluster has an agent: run one N per cluster)"},
+		"the other nodes' pods from the NodePods their agents write (so every node needs an agent: `--cluster-per-n`)"},
 }
 
 // ScaleVariants names the variants bench scale knows.
@@ -158,19 +162,34 @@ func Scale(cfg ScaleConfig) ([]ScaleResult, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	env, err := kubeenv.Start(kubeenv.Options{Dir: filepath.Join(dir, "cp"), ServiceCIDRs: "10.96.0.0/12"})
-	if err != nil {
-		return nil, err
+	// cluster makes the control plane and the cluster for nodes Nodes.
+	cluster := func(nodes int) (*kubeenv.Env, error) {
+		env, err := kubeenv.Start(kubeenv.Options{Dir: filepath.Join(dir, fmt.Sprintf("cp-%d", nodes)), ServiceCIDRs: "10.96.0.0/12"})
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(cfg.Log, "== creating %d Services x %d endpoints, %d Nodes, %d pods, %d NetworkPolicies\n",
+			cfg.Services, cfg.Endpoints, nodes, cfg.Pods, cfg.Policies)
+		if err := createScaleCluster(cfg, env, nodes); err != nil {
+			env.Stop()
+			return nil, err
+		}
+		if err := kubeenv.InstallCRDs(env.Config); err != nil {
+			env.Stop()
+			return nil, err
+		}
+		return env, nil
 	}
-	defer env.Stop()
-	maxN := cfg.Agents[len(cfg.Agents)-1]
-	fmt.Fprintf(cfg.Log, "== creating %d Services x %d endpoints, %d Nodes, %d pods, %d NetworkPolicies\n",
-		cfg.Services, cfg.Endpoints, maxN, cfg.Pods, cfg.Policies)
-	if err := createScaleCluster(cfg, env, maxN); err != nil {
-		return nil, err
-	}
-	if err := kubeenv.InstallCRDs(env.Config); err != nil {
-		return nil, err
+	var env *kubeenv.Env
+	defer func() {
+		if env != nil {
+			env.Stop()
+		}
+	}()
+	if !cfg.ClusterPerN {
+		if env, err = cluster(cfg.Agents[len(cfg.Agents)-1]); err != nil {
+			return nil, err
+		}
 	}
 	if len(cfg.Variants) == 0 {
 		cfg.Variants = []string{"lists"}
@@ -184,6 +203,14 @@ func Scale(cfg ScaleConfig) ([]ScaleResult, error) {
 	var failed []error
 	edits := 0 // policy edits so far: each point's go on from them
 	for k, n := range cfg.Agents {
+		if cfg.ClusterPerN {
+			if env != nil {
+				env.Stop()
+			}
+			if env, err = cluster(n); err != nil {
+				return results, err
+			}
+		}
 		// The order turns with N, so that no variant always runs first.
 		order := append(slices.Clone(cfg.Variants[k%len(cfg.Variants):]), cfg.Variants[:k%len(cfg.Variants)]...)
 		for _, v := range order {

@@ -67,6 +67,14 @@ func scalePlots(cfg ScaleConfig, results []ScaleResult) map[string]string {
 	}
 }
 
+// spreadOver says which nodes the pods are on.
+func spreadOver(cfg ScaleConfig) string {
+	if cfg.ClusterPerN {
+		return "the N nodes (each N has a cluster of its own: API server, etcd, the objects)"
+	}
+	return "the largest N's nodes"
+}
+
 // ScaleMarkdown renders the report: the points measured in the tables,
 // the failed ones listed apart.
 func ScaleMarkdown(cfg ScaleConfig, all []ScaleResult, at time.Time) string {
@@ -83,8 +91,8 @@ func ScaleMarkdown(cfg ScaleConfig, all []ScaleResult, at time.Time) string {
 	fmt.Fprintf(&b, "# netcube past one machine: hollow agents against one control plane\n\n")
 	fmt.Fprintf(&b, "Measured %s (netcube commit %s) on %s (%d CPUs, kernel %s) against a real kube-apiserver + etcd (v1.36.3, built from the Go module proxy) on the same machine.\n\n",
 		at.UTC().Format("2006-01-02 15:04 UTC"), Commit(), host, runtime.NumCPU(), kernelRelease())
-	fmt.Fprintf(&b, "**Method.** N hollow agents: the real `netcube-agent` with `--datapath=memory` (its maps in memory; the same sources, reconcilers, ownership and policy compiler; no BPF, nothing on the host), each with its own Node object, all against one API server. The agents run at nice %d: in a cluster the control plane has machines of its own, here it shares the two CPUs with every agent, and at equal priority 100 agents starved it (TLS handshakes and lists timed out, and every agent retried). The cluster: %d Services with %d endpoints each (ClusterIP, one port; stored straight into etcd, `kubeenv.StoreDirect`), %d running pods spread over the largest N's nodes, %d NetworkPolicies (each selecting a tenth of the pods, allowing another tenth on one port). For each N, every agent is started at once (**cold start**: until the last is ready); then, for %s, **%g endpoint changes per second** (a random Service's EndpointSlice rewritten through the API, its `endpoints.kubernetes.io/last-change-trigger-time` set to the moment of the write, as the EndpointSlice controller sets it to the pod's change), **%g pod status changes per second** (a random pod's Ready condition flipped through its status, as the kubelet writes it: with the default pod source every agent is sent each, since policy needs every pod's labels and address, and with `--pod-source=nodepods` only the pod's own node's agent; these pods are minimal, one container and no volumes, so a real pod's change weighs more) and a policy edit every %s.\n\n",
-		agentNice, cfg.Services, cfg.Endpoints, cfg.Pods, cfg.Policies, cfg.Duration, cfg.Rate, cfg.PodRate, cfg.PolicyEvery)
+	fmt.Fprintf(&b, "**Method.** N hollow agents: the real `netcube-agent` with `--datapath=memory` (its maps in memory; the same sources, reconcilers, ownership and policy compiler; no BPF, nothing on the host), each with its own Node object, all against one API server. The agents run at nice %d: in a cluster the control plane has machines of its own, here it shares the two CPUs with every agent, and at equal priority 100 agents starved it (TLS handshakes and lists timed out, and every agent retried). The cluster: %d Services with %d endpoints each (ClusterIP, one port; stored straight into etcd, `kubeenv.StoreDirect`), %d running pods spread over %s, %d NetworkPolicies (each selecting a tenth of the pods, allowing another tenth on one port). For each N, every agent is started at once (**cold start**: until the last is ready); then, for %s, **%g endpoint changes per second** (a random Service's EndpointSlice rewritten through the API, its `endpoints.kubernetes.io/last-change-trigger-time` set to the moment of the write, as the EndpointSlice controller sets it to the pod's change), **%g pod status changes per second** (a random pod's Ready condition flipped through its status, as the kubelet writes it: with the default pod source every agent is sent each, since policy needs every pod's labels and address, and with `--pod-source=nodepods` only the pod's own node's agent; these pods are minimal, one container and no volumes, so a real pod's change weighs more) and a policy edit every %s.\n\n",
+		agentNice, cfg.Services, cfg.Endpoints, cfg.Pods, spreadOver(cfg), cfg.Policies, cfg.Duration, cfg.Rate, cfg.PodRate, cfg.PolicyEvery)
 	b.WriteString("- **cold start**: every agent started at once, until the last is ready, and the API server's CPU seconds meanwhile per agent; then **agents restarted**: every agent stopped and started again at once (a DaemonSet's restart), against the state the first ones left.\n")
 	b.WriteString("- **network programming latency**: each agent's `netcube_network_programming_duration_seconds` (trigger time → that node's maps written, as kube-proxy's `kubeproxy_network_programming_duration_seconds`; factor-1.5 buckets from 1 ms), the agents' histograms merged: every change counts once per agent. p50/p99 interpolated within a bucket; *max* is the upper bound of the highest bucket reached. The trigger time is the test client's clock, the same machine's.\n")
 	b.WriteString("- **policy sync**: each agent's `netcube_policy_sync_seconds` over the stream (compiling what the pod changes and policy edits touched, and writing the policy maps; a sync may batch several), merged.\n")
@@ -155,6 +163,9 @@ func ScaleMarkdown(cfg ScaleConfig, all []ScaleResult, at time.Time) string {
 	extra := ""
 	if variants {
 		extra = " --variants " + strings.Join(cfg.Variants, ",")
+	}
+	if cfg.ClusterPerN {
+		extra += " --cluster-per-n"
 	}
 	if cfg.Name != "" && cfg.Name != "scale" {
 		extra += " --name " + cfg.Name

@@ -114,6 +114,7 @@ func benchScale(args []string) error {
 	fs.DurationVar(&cfg.PolicyEvery, "policy-every", time.Second, "a NetworkPolicy edited this often during the stream (0: none)")
 	fs.StringVar(&cfg.OutDir, "out", "docs/benchmarks", "directory for <name>.json, <name>.md and plots/ (\"\": none)")
 	fs.StringVar(&cfg.Name, "name", "scale", "the report's name")
+	fs.BoolVar(&cfg.ClusterPerN, "cluster-per-n", false, "a cluster of its own for each N, with N Nodes and the pods spread over them (else one of the largest N's nodes)")
 	variants := fs.String("variants", "lists", "how the agents ask the API server, each measured at every N: "+strings.Join(bench.ScaleVariants(), ", "))
 	_ = fs.Parse(args)
 	var err error
