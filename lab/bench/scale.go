@@ -62,8 +62,8 @@ type ScaleConfig struct {
 	// pods spread over them (else one cluster of the largest N's nodes):
 	// with --pod-source=nodepods a node without an agent publishes no pods.
 	ClusterPerN bool
-	BinDir   string
-	OutDir   string
+	BinDir      string
+	OutDir      string
 	// Name: the report's files, <Name>.json, <Name>.md and plots
 	// (""": "scale").
 	Name string
