@@ -62,8 +62,13 @@ type ScaleConfig struct {
 	// pods spread over them (else one cluster of the largest N's nodes):
 	// with --pod-source=nodepods a node without an agent publishes no pods.
 	ClusterPerN bool
-	BinDir      string
-	OutDir      string
+	// ProfileDir, if set, gets a CPU profile of the API server over the
+	// first ProfileSeconds of each start of the agents
+	// (<N>-<variant>-<first|again>.pprof).
+	ProfileDir     string
+	ProfileSeconds int
+	BinDir         string
+	OutDir         string
 	// Name: the report's files, <Name>.json, <Name>.md and plots
 	// (""": "scale").
 	Name string
@@ -363,10 +368,15 @@ func (a *hollowAgent) stop() { stopProcess(a.cmd.Process, a.exited, syscall.SIGT
 
 // startAll starts n hollow agents at once and waits until every one is
 // ready: the agents, the seconds until the last and the median one were
-// ready, and the API server's CPU seconds meanwhile per agent.
-func startAll(cfg ScaleConfig, env *kubeenv.Env, dir, variant string, n int) (agents []*hollowAgent, all, median, apiCPUPerStart float64, err error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, 0, 0, 0, err
+// ready, and the API server's CPU seconds meanwhile per agent (phase: the
+// start's name, its directory's under dir).
+func startAll(cfg ScaleConfig, env *kubeenv.Env, dir, phase, variant string, n int) (agents []*hollowAgent, all, median, apiCPUPerStart float64, err error) {
+	if dir = filepath.Join(dir, phase); os.MkdirAll(dir, 0o755) != nil {
+		return nil, 0, 0, 0, fmt.Errorf("mkdir %s", dir)
+	}
+	if cfg.ProfileDir != "" {
+		done := profileAPIServer(env, filepath.Join(cfg.ProfileDir, fmt.Sprintf("%d-%s-%s.pprof", n, variant, phase)), cfg.ProfileSeconds, cfg.Log)
+		defer func() { <-done }()
 	}
 	apiPID := env.APIServerPID()
 	apiCPU0, _ := procUsage(apiPID)
@@ -417,6 +427,28 @@ func startAll(cfg ScaleConfig, env *kubeenv.Env, dir, variant string, n int) (ag
 	return agents, all, medianOf(readies), (apiCPU1 - apiCPU0) / float64(n), nil
 }
 
+// profileAPIServer writes a CPU profile of the API server over the next
+// seconds to file; the channel is closed once it is written (or failed,
+// which is logged).
+func profileAPIServer(env *kubeenv.Env, file string, seconds int, log io.Writer) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b, err := env.Client.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", strconv.Itoa(seconds)).
+			Timeout(time.Duration(seconds+30) * time.Second).DoRaw(context.Background())
+		if err == nil {
+			err = os.MkdirAll(filepath.Dir(file), 0o755)
+		}
+		if err == nil {
+			err = os.WriteFile(file, b, 0o644)
+		}
+		if err != nil {
+			fmt.Fprintf(log, "   API server profile %s: %v\n", file, err)
+		}
+	}()
+	return done
+}
+
 // scalePoint measures n agents asking as variant; its policy edits are
 // numbered on from firstEdit, so that none repeats an earlier point's
 // (an update that changes nothing sends no watch event).
@@ -449,13 +481,13 @@ func scalePoint(cfg ScaleConfig, env *kubeenv.Env, n int, variant string, firstE
 	}
 	defer func() { stopAll() }()
 	var err error
-	if agents, r.AllReadyS, r.MedianReadyS, r.APIServerCPUPerStartS, err = startAll(cfg, env, filepath.Join(dir, "first"), variant, n); err != nil {
+	if agents, r.AllReadyS, r.MedianReadyS, r.APIServerCPUPerStartS, err = startAll(cfg, env, dir, "first", variant, n); err != nil {
 		return r, err
 	}
 	fmt.Fprintf(cfg.Log, "   all %d ready in %.1f s; restarting them\n", n, r.AllReadyS)
 	time.Sleep(2 * time.Second) // the first agents' post-start work settles
 	stopAll()
-	if agents, r.RestartedReadyS, _, r.APIServerCPUPerRestartS, err = startAll(cfg, env, filepath.Join(dir, "again"), variant, n); err != nil {
+	if agents, r.RestartedReadyS, _, r.APIServerCPUPerRestartS, err = startAll(cfg, env, dir, "again", variant, n); err != nil {
 		return r, err
 	}
 	fmt.Fprintf(cfg.Log, "   all %d ready again in %.1f s\n", n, r.RestartedReadyS)

@@ -115,6 +115,8 @@ func benchScale(args []string) error {
 	fs.StringVar(&cfg.OutDir, "out", "docs/benchmarks", "directory for <name>.json, <name>.md and plots/ (\"\": none)")
 	fs.StringVar(&cfg.Name, "name", "scale", "the report's name")
 	fs.BoolVar(&cfg.ClusterPerN, "cluster-per-n", false, "a cluster of its own for each N, with N Nodes and the pods spread over them (else one of the largest N's nodes)")
+	fs.StringVar(&cfg.ProfileDir, "apiserver-profile", "", "directory for a CPU profile of the API server over each start of the agents")
+	fs.IntVar(&cfg.ProfileSeconds, "profile-seconds", 40, "how long each API server profile lasts")
 	variants := fs.String("variants", "lists", "how the agents ask the API server, each measured at every N: "+strings.Join(bench.ScaleVariants(), ", "))
 	_ = fs.Parse(args)
 	var err error
