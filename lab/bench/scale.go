@@ -169,7 +169,7 @@ func Scale(cfg ScaleConfig) ([]ScaleResult, error) {
 	defer os.RemoveAll(dir)
 	// cluster makes the control plane and the cluster for nodes Nodes.
 	cluster := func(nodes int) (*kubeenv.Env, error) {
-		env, err := kubeenv.Start(kubeenv.Options{Dir: filepath.Join(dir, fmt.Sprintf("cp-%d", nodes)), ServiceCIDRs: "10.96.0.0/12"})
+		env, err := kubeenv.Start(kubeenv.Options{Dir: filepath.Join(dir, fmt.Sprintf("cp-%d", nodes)), ServiceCIDRs: "10.96.0.0/12", Profiling: cfg.ProfileDir != ""})
 		if err != nil {
 			return nil, err
 		}

@@ -36,6 +36,9 @@ type Options struct {
 	// exits (the sandbox CLI); Stop, or killing the namespace's processes,
 	// ends them.
 	Detach bool
+	// Profiling serves the API server's /debug/pprof (a benchmark's
+	// profile of it).
+	Profiling bool
 }
 
 // Env is a running control plane.
@@ -116,7 +119,7 @@ func Start(opts Options) (env *Env, err error) {
 		// Privileged pods, as clusters allow (netcube's agent is not one,
 		// but tests of the node's kernel state are).
 		"--allow-privileged=true",
-		"--profiling=false", "--cert-dir", d}
+		"--profiling=" + strconv.FormatBool(opts.Profiling), "--cert-dir", d}
 	if env.api, err = env.spawn("kube-apiserver", filepath.Join(opts.ToolsDir, "kube-apiserver"), env.apiArgs...); err != nil {
 		return nil, err
 	}
