@@ -33,8 +33,11 @@ import (
 type podClaims struct {
 	deliver func(types.NamespacedName, *model.Pod)
 	// refuse is told, per node, which of its NodePods' pods are not used
-	// and why ("": all are).
-	refuse func(node, problem string)
+	// and why ("": all are), once the Nodes are listed (nodesListed:
+	// before, a Node not known yet is not a Node missing, and every
+	// agent's start would report every other node).
+	refuse      func(node, problem string)
+	nodesListed bool
 	// changed (buffered, 1) is signalled when the local pods change: the
 	// writer of this node's NodePods wakes.
 	changed chan struct{}
@@ -100,8 +103,22 @@ func (c *podClaims) admitted(node string, p *model.Pod) bool {
 	return true
 }
 
+// setNodesListed: the Nodes' first list is complete; every NodePods is
+// judged.
+func (c *podClaims) setNodesListed() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.nodesListed = true
+	for _, n := range slices.Sorted(maps.Keys(c.remote)) {
+		c.judge(n)
+	}
+}
+
 // judge tells refuse which of node's claimed pods are not admitted.
 func (c *podClaims) judge(node string) {
+	if !c.nodesListed {
+		return
+	}
 	pods, ok := c.remote[node]
 	if !ok {
 		c.refuse(node, "")

@@ -39,8 +39,20 @@ func TestPodClaims(t *testing.T) {
 	cidrs := func(s string) *model.NodeInfo {
 		return &model.NodeInfo{PodCIDRs: []netip.Prefix{netip.MustParsePrefix(s)}}
 	}
+	// Before the Nodes are listed, a NodePods of a Node not known yet is
+	// not used, and not reported either.
+	c.setNode("b", []*model.Pod{pod("web-0", "b", "10.244.2.5", "app", "web")})
+	if len(got) != 0 || len(refused) != 0 {
+		t.Errorf("before the Nodes are listed: delivered %q, reported %q; want nothing", got, refused)
+	}
 	c.setNodeInfo("b", cidrs("10.244.2.0/24"))
 	c.setNodeInfo("c", cidrs("10.244.3.0/24"))
+	c.setNodesListed()
+	c.setNode("b", nil)
+	if want := []string{"web-0 on b at 10.244.2.5 map[app:web]", "web-0 deleted"}; !slices.Equal(got, want) || refused["b"] != "" {
+		t.Errorf("its Node known: delivered %q, want %q; reported %q, want nothing", got, want, refused["b"])
+	}
+	got = nil
 	local := func(k string) types.NamespacedName { return types.NamespacedName{Namespace: "ns", Name: k} }
 	for _, step := range []struct {
 		name string

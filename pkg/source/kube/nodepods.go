@@ -116,6 +116,16 @@ func (s *Source) runNodePodSources(ctx context.Context, c *client) []func() bool
 	go local.run(ctx)
 	go remote.run(ctx)
 	go writer.run(ctx)
+	go func() {
+		for !s.nodesSynced() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		claims.setNodesListed()
+	}()
 	return []func() bool{local.synced.Load, remote.synced.Load, s.nodesSynced}
 }
 
