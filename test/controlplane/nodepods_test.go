@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
 	"net"
@@ -30,7 +31,8 @@ const nodePodsCRD = chart + "/crds/nodepods.yaml"
 // NodePods their agents write. Two hollow agents on two nodes, each with
 // a pod: each knows the other's pod, with its labels; the object is owned
 // by its Node and lists that node's pods alone; a label change reaches the
-// other agent, while a pod's status change is not written at all; a
+// other agent as one request, while a pod's status change is not written
+// at all; a
 // deleted pod leaves; a NodePods deleted by hand is written again; and a
 // NodePods with an invalid pod, or one at an address outside its Node's
 // pod CIDRs, has its valid pods used and the others named in a Warning
@@ -95,6 +97,7 @@ func TestNodePodsSource(t *testing.T) {
 	// A status change (readiness, as the kubelet writes it) leaves the
 	// object as it was; the label change after it is the one write.
 	gen := obj.GetGeneration()
+	applies, nodeGets := apiRequests(t, "APPLY", "nodepods"), apiRequests(t, "GET", "nodes")
 	client.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
 	if client, err = c.CoreV1().Pods(ns).UpdateStatus(ctx(t), client, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -110,6 +113,23 @@ func TestNodePodsSource(t *testing.T) {
 	}
 	if obj.GetGeneration() != gen+1 {
 		t.Errorf("NodePods np-b went from generation %d to %d over a status change and a label change: want one write", gen, obj.GetGeneration())
+	}
+	// Each label change is one request: the writer's own write, coming
+	// back to it through the watch, is not written again (nor its Node
+	// read again).
+	for v := 3; v <= 5; v++ {
+		if client, err = c.CoreV1().Pods(ns).Get(ctx(t), "client", metav1.GetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		client.Labels["version"] = fmt.Sprint(v)
+		if _, err = c.CoreV1().Pods(ns).Update(ctx(t), client, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		testenv.WaitFor(t, bound, "np-a sees the label change", knows("np-a", "client", "np-b", "10.251.2.5", map[string]string{"app": "client", "version": fmt.Sprint(v)}))
+		time.Sleep(300 * time.Millisecond) // an echo's rewrite would come within the debounce
+	}
+	if a, g := apiRequests(t, "APPLY", "nodepods")-applies, apiRequests(t, "GET", "nodes")-nodeGets; a != 4 || g != 0 {
+		t.Errorf("four label changes cost %g applies of NodePods and %g GETs of Nodes, want 4 and 0", a, g)
 	}
 
 	if err := c.CoreV1().Pods(ns).Delete(ctx(t), "client", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
@@ -158,6 +178,27 @@ func TestNodePodsSource(t *testing.T) {
 	if msg := eventFor(t, "default", "NodePods", "np-c", "PodOutsideNode"); !strings.Contains(msg, "nodepods/elsewhere at [10.251.1.77]") {
 		t.Errorf("the Event says %q, want it to name the pod outside np-c's pod CIDR", msg)
 	}
+}
+
+// apiRequests is the API server's count of verb requests on resource
+// (apiserver_request_total, every code and scope).
+func apiRequests(t *testing.T, verb, resource string) float64 {
+	t.Helper()
+	b, err := env.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0.0
+	for _, l := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(l, "apiserver_request_total{") || !strings.Contains(l, `verb="`+verb+`"`) || !strings.Contains(l, `resource="`+resource+`"`) {
+			continue
+		}
+		var v float64
+		if _, err := fmt.Sscanf(l[strings.LastIndexByte(l, ' ')+1:], "%g", &v); err == nil {
+			n += v
+		}
+	}
+	return n
 }
 
 // unixGet is the body of a GET of path on the agent's local API socket

@@ -87,7 +87,7 @@ func (s *Source) runNodePodSources(ctx context.Context, c *client) []func() bool
 				} else {
 					writer.observe(&api.Spec)
 				}
-				return nil
+				return []*model.Pod{} // present: deliver tells a deletion by nil
 			}
 			if err != nil {
 				s.Report.SetErr(obj, report.InvalidField, fmt.Errorf("not a NodePods: %w", err))
