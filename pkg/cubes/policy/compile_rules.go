@@ -167,7 +167,9 @@ func (c *Compiler) addRulePeers(entries map[Entry]struct{}, peers []*class, pol 
 		}
 		// A named port is the destination pod's: the endpoint itself for
 		// ingress, each peer pod for egress (every pod, for a rule
-		// allowing every peer).
+		// allowing every peer). An ingress port is found or not whatever
+		// the peers: so a class made or emptied never changes it
+		// (classChanged relies on this).
 		found := false
 		addOwner := func(pc *class, o *model.Pod) {
 			for _, np := range o.Ports {
@@ -176,6 +178,9 @@ func (c *Compiler) addRulePeers(entries map[Entry]struct{}, peers []*class, pol 
 					found = true
 				}
 			}
+		}
+		if dir == Ingress {
+			found = hasPort(self, port)
 		}
 		for _, pc := range peers {
 			switch {
@@ -196,6 +201,11 @@ func (c *Compiler) addRulePeers(entries map[Entry]struct{}, peers []*class, pol 
 		}
 	}
 	return missing
+}
+
+// hasPort says whether pod p has the named port.
+func hasPort(p *model.Pod, port model.PolicyPort) bool {
+	return slices.ContainsFunc(p.Ports, func(np model.NamedPort) bool { return np.Name == port.Name && np.Proto == port.Proto })
 }
 
 // anyPeer is the class of a rule with no peers: every address.

@@ -76,3 +76,50 @@ func TestHostAndIdentities(t *testing.T) {
 		t.Error("ingress from 10.244.1.0/24 only: want a->b allowed, b->a denied")
 	}
 }
+
+// TestIngressNamedPortWithoutPeers: an ingress rule's named port is the
+// selected pod's own. So a rule whose peers match no pod yet is not
+// warned about when the pod has the port (one it lacks is), and the
+// first peer pod is allowed to that port by adding its entries alone,
+// without compiling the policy again.
+func TestIngressNamedPortWithoutPeers(t *testing.T) {
+	server := &model.Pod{ID: model.PodID{Namespace: "x", Name: "server"}, Labels: map[string]string{"app": "web"},
+		IPs: []netip.Addr{netip.MustParseAddr("10.244.1.5")}, Ports: []model.NamedPort{{Name: "http", Port: 8080, Proto: model.TCP}}}
+	client := &model.Pod{ID: model.PodID{Namespace: "x", Name: "client"}, Labels: map[string]string{"app": "client"},
+		IPs: []netip.Addr{netip.MustParseAddr("10.244.2.7")}}
+	fromClients := func(name, port string) *model.Policy {
+		sel, _ := labels.Parse("app=web")
+		peer, _ := labels.Parse("app=client")
+		return &model.Policy{ID: model.PolicyID{Namespace: "x", Name: name}, Pods: sel, IsolatesIngress: true,
+			Ingress: []model.PolicyRule{{Peers: []model.PolicyPeer{{Pods: peer}}, Ports: []model.PolicyPort{{Proto: model.TCP, Name: port}}}}}
+	}
+	cl := NewCluster()
+	cl.SetPod(server.ID, server)
+	http, grpc := fromClients("http", "http"), fromClients("grpc", "grpc")
+	cl.SetPolicy(http.ID, http)
+	cl.SetPolicy(grpc.ID, grpc)
+	c := NewCompiler()
+	local := func(p *model.Pod) bool { return p.Node == "" }
+	tb := c.Compile(cl, local, nil)
+	var warned []model.PolicyID
+	for _, w := range tb.Warnings {
+		warned = append(warned, w.Policy)
+	}
+	if len(warned) != 1 || warned[0] != grpc.ID {
+		t.Fatalf("warnings for %v, want for %v alone (its port is not the server's; http is)", warned, grpc.ID)
+	}
+	before := c.policies[http.ID].bySet[c.pods[server.ID].ruleSet]
+
+	client.Node = "elsewhere"
+	cl.SetPod(client.ID, client)
+	c.Update([]model.PodID{client.ID}, nil, nil)
+	if !tb.Allows(client.IPs[0], server.IPs[0], model.TCP, 8080) {
+		t.Fatal("the first client: want allowed to the server's http port, 8080")
+	}
+	if tb.Allows(client.IPs[0], server.IPs[0], model.TCP, 8081) {
+		t.Error("the first client: want denied on 8081, a port no rule names")
+	}
+	if after := c.policies[http.ID].bySet[c.pods[server.ID].ruleSet]; after != before {
+		t.Error("the first client: the policy was compiled again, want its entries added to the selection it had")
+	}
+}

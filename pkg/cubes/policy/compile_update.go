@@ -226,9 +226,10 @@ func (c *Compiler) podChanged(id model.PodID, u *update) {
 // classChanged notes class k made (born) or emptied for the policies
 // with a peer matching it: pod classes match the policies of their
 // namespace, or those with wider peers. Their entries for k alone are
-// added or taken out (classOp), unless a rule on a named port matches
-// it (whether the port is found may change): then the policy is
-// recompiled whole.
+// added or taken out (classOp), unless an egress rule on a named port
+// matches it (the port is the peers' own, so whether it is found may
+// change): then the policy is recompiled whole. An ingress named port is
+// the selected pod's, found or not whatever the peers (addRulePeers).
 func (c *Compiler) classChanged(u *update, k *class, born bool) {
 	op := classOp{k, born}
 	if slices.ContainsFunc(u.classOps, func(o policiesFor[classOp]) bool { return o.op == op }) {
@@ -242,12 +243,13 @@ func (c *Compiler) classChanged(u *update, k *class, born bool) {
 		}
 		pol := c.policies[pid].pol
 		matched, named := false, false
-		for _, rules := range [][]model.PolicyRule{pol.Ingress, pol.Egress} {
-			for i := range rules {
-				if c.peersMatch(pol, &rules[i], k) {
-					matched = true
-					named = named || hasNamedPort(&rules[i])
-				}
+		for i := range pol.Ingress {
+			matched = matched || c.peersMatch(pol, &pol.Ingress[i], k)
+		}
+		for i := range pol.Egress {
+			if c.peersMatch(pol, &pol.Egress[i], k) {
+				matched = true
+				named = named || hasNamedPort(&pol.Egress[i])
 			}
 		}
 		switch {
@@ -267,7 +269,7 @@ type classOp struct {
 
 // applyClassOp adds (born) or takes out the entries policy ps gives class
 // k, for each rule set it selects, and keeps its rules' peers with k or
-// without it. No rule of ps matching k is on a named port
+// without it. No egress rule of ps matching k is on a named port
 // (classChanged).
 func (c *Compiler) applyClassOp(ps *policyState, op classOp) {
 	pol := ps.pol
