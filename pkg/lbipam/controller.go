@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/netcube/netcube/pkg/k8s"
@@ -34,7 +35,8 @@ var services = schema.GroupVersionResource{Version: "v1", Resource: "services"}
 // the pools and Services, and after each change (a burst once) runs
 // Assign and writes the statuses that change.
 type Controller struct {
-	Client dynamic.Interface
+	Client dynamic.Interface // the pools, and the Services' patches
+	Config *rest.Config      // the Services' reads (serviceCache)
 	Report *report.Reporter
 
 	// reported: the problems standing, so that a resolved one is cleared.
@@ -60,7 +62,6 @@ func (c *Controller) Run(ctx context.Context) {
 		}
 	}
 	c.reported = map[report.Object]report.Reason{}
-	svcs, pools := informerFor(c.Client, services), informerFor(c.Client, Pools)
 	kick := make(chan struct{}, 1)
 	onChange := func() {
 		select {
@@ -68,18 +69,28 @@ func (c *Controller) Run(ctx context.Context) {
 		default:
 		}
 	}
+	svcs, err := newServiceCache(c.Config, onChange)
+	if err != nil {
+		slog.Error("LoadBalancer IPs: not assigned", "err", err)
+		return
+	}
+	pools := informerFor(c.Client, Pools)
 	h := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { onChange() },
 		UpdateFunc: func(any, any) { onChange() },
 		DeleteFunc: func(any) { onChange() },
 	}
-	_, _ = svcs.AddEventHandler(h)
 	_, _ = pools.AddEventHandler(h)
 	var running sync.WaitGroup
-	defer running.Wait() // after ctx has ended: the informers stop with it
-	running.Go(func() { svcs.Run(ctx.Done()) })
+	defer running.Wait() // after ctx has ended: the readers stop with it
+	running.Go(func() { svcs.run(ctx) })
 	running.Go(func() { pools.Run(ctx.Done()) })
-	if !cache.WaitForCacheSync(ctx.Done(), svcs.HasSynced, pools.HasSynced) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-svcs.synced:
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), pools.HasSynced) {
 		return
 	}
 	retry := time.NewTimer(time.Hour)
@@ -93,15 +104,16 @@ func (c *Controller) Run(ctx context.Context) {
 		case <-retry.C:
 		}
 		time.Sleep(50 * time.Millisecond) // let a burst arrive
-		if err := c.sync(ctx, svcs.GetStore().List(), pools.GetStore().List()); err != nil {
+		if err := c.sync(ctx, svcs.services(), pools.GetStore().List()); err != nil {
 			slog.Warn("LoadBalancer IPs: writing statuses, retrying", "err", err)
 			retry.Reset(2 * time.Second)
 		}
 	}
 }
 
-// sync assigns from the cached objects and writes what changed.
-func (c *Controller) sync(ctx context.Context, svcObjs, poolObjs []any) error {
+// sync assigns from the cached objects (the concerned Services alone)
+// and writes what changed.
+func (c *Controller) sync(ctx context.Context, concernedSvcs []*corev1.Service, poolObjs []any) error {
 	problems := map[report.Object]string{}
 	var pools []*model.LBPool
 	for _, o := range poolObjs {
@@ -122,21 +134,13 @@ func (c *Controller) sync(ctx context.Context, svcObjs, poolObjs []any) error {
 	}
 	var svcs []*model.LBService
 	finalizers := map[model.ServiceID]*corev1.Service{}
-	for _, o := range svcObjs {
-		u := o.(*unstructured.Unstructured)
-		if !concerned(u) {
-			continue // most Services: nothing to give or take back
-		}
-		var api corev1.Service
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), &api); err != nil {
-			continue
-		}
-		s, err := k8s.ToLBService(&api)
+	for _, api := range concernedSvcs {
+		s, err := k8s.ToLBService(api)
 		if err != nil && s.Wants {
 			problems[report.Object{Kind: "Service", Namespace: api.Namespace, Name: api.Name}] = err.Error() + "; no LoadBalancer IP assigned until it is fixed"
 		}
 		svcs = append(svcs, s)
-		finalizers[s.ID] = &api
+		finalizers[s.ID] = api
 	}
 	res := Assign(pools, svcs)
 	for p, why := range res.Pools {
@@ -205,13 +209,12 @@ func (c *Controller) setFinalizer(ctx context.Context, svc *corev1.Service, add 
 	return err
 }
 
-// concerned says, without converting it (every change reads every
-// Service of the cluster), whether u is a LoadBalancer or still holds
-// addresses or the cleanup finalizer.
-func concerned(u *unstructured.Unstructured) bool {
-	typ, _, _ := unstructured.NestedString(u.Object, "spec", "type")
-	ingress, _, _ := unstructured.NestedSlice(u.Object, "status", "loadBalancer", "ingress")
-	return typ == string(corev1.ServiceTypeLoadBalancer) || len(ingress) > 0 || slices.Contains(u.GetFinalizers(), CleanupFinalizer)
+// concerned says whether svc is a LoadBalancer or still holds addresses
+// or the cleanup finalizer: the Services the assigner gives to or takes
+// back from (serviceCache keeps these alone).
+func concerned(svc *corev1.Service) bool {
+	return svc.Spec.Type == corev1.ServiceTypeLoadBalancer || len(svc.Status.LoadBalancer.Ingress) > 0 ||
+		slices.Contains(svc.Finalizers, CleanupFinalizer)
 }
 
 // writeStatus sets status.loadBalancer.ingress to addrs (a merge patch of
