@@ -57,11 +57,37 @@ type PeerPoint struct {
 	// entries then, and the proxy's
 	// CPU seconds (with its iptables/nft children) and peak RSS over the
 	// whole point.
-	FullSyncS  float64         `json:"full_sync_s"`
+	FullSyncS float64 `json:"full_sync_s"`
+	// SyncSplit is where netcube's full sync went (nil for kube-proxy).
+	SyncSplit  *FullSyncSplit  `json:"full_sync_split,omitempty"`
 	Entries    int             `json:"entries"`
 	CPUSeconds float64         `json:"cpu_seconds"`
 	PeakRSSMB  float64         `json:"peak_rss_mb"`
 	Families   []FamilyFigures `json:"families"`
+}
+
+// FullSyncSplit is where netcube's full sync went, in seconds, from the
+// agent's log (its clock and the benchmark's are the machine's). The five
+// spans add up to the full sync.
+type FullSyncSplit struct {
+	// LoadS: start → the agent logs its datapath loaded (the previous
+	// pins removed, the process started, the BPF programs loaded).
+	LoadS float64 `json:"load_s"`
+	// FirstObjectS: → the first Service or EndpointSlice arrives (the
+	// lists sent, the API server's first page).
+	FirstObjectS float64 `json:"first_object_s"`
+	// ListsS: → the initial lists are complete (every page read, decoded
+	// and converted; nothing is applied before).
+	ListsS float64 `json:"lists_s"`
+	// ApplyS: → every Service computed and written to the maps.
+	ApplyS float64 `json:"apply_s"`
+	// ServedS: → the benchmark sees the measured Services answer (the
+	// agent's ready file, its pods attached, the probes).
+	ServedS float64 `json:"served_s"`
+	// Phases: the lists' time summed over the two resources listed at
+	// once (waiting for the API server's pages, decoding, converting) and
+	// the apply's (computing, map writes), in ms, as the agent logs them.
+	Phases SyncSplit `json:"phases"`
 }
 
 // FamilyFigures are one address family's figures.
@@ -218,8 +244,14 @@ func (c *cluster) measurePeer(p peer, n int, cfg CompareConfig) (PeerPoint, erro
 	if err := c.waitServing(cfg.SyncTimeout, alive); err != nil {
 		return pt, fmt.Errorf("full sync: %w", err)
 	}
-	pt.FullSyncS = time.Since(t0).Seconds()
+	served := time.Now()
+	pt.FullSyncS = served.Sub(t0).Seconds()
 	var err error
+	if nc, ok := p.(*netcubePeer); ok {
+		if pt.SyncSplit, err = nc.syncSplit(t0, served); err != nil {
+			return pt, fmt.Errorf("full sync split: %w", err)
+		}
+	}
 	if pt.Entries, err = p.entries(); err != nil {
 		return pt, err
 	}

@@ -52,6 +52,32 @@ func (r *CompareReport) writeDirectTax(b *strings.Builder) {
 
 var familyNames = []string{"IPv4", "IPv6"}
 
+// writeSyncSplit: where netcube's full sync went at each size, from its
+// agent's log (the sizes measured before the split was recorded show –).
+func (r *CompareReport) writeSyncSplit(b *strings.Builder) {
+	b.WriteString("## Where netcube's full sync goes\n\n")
+	b.WriteString("From start to the measured Services answering, in seconds, split by what the agent logs (its clock and the benchmark's are the machine's): ")
+	b.WriteString("*load* to its datapath loaded (the old pins removed, the process started, the BPF programs loaded); *first object* to the first Service or EndpointSlice received (the lists sent, the API server's first page); ")
+	b.WriteString("*lists* to both initial lists complete; *apply* to every Service computed and written; *served* to the benchmark seeing the Services answer (ready file, pods attached, probes). ")
+	b.WriteString("Then, in seconds summed over the two lists (which run at once, so a sum can exceed the span): waiting for the API server's pages, decoding them, converting them; and the apply as computing and map writes. ")
+	b.WriteString("The agent's share is load + decode + convert + compute + map writes over the full sync: the time the agent itself works (decode and convert summed, so at most); the rest is the API server's and the benchmark's.\n\n")
+	b.WriteString("| Services | full sync | load | first object | lists | apply | served | API pages Σ | decode Σ | convert Σ | compute | map writes | agent's share |\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, n := range r.sizes() {
+		p, ok := r.point("netcube", n)
+		if !ok || p.SyncSplit == nil {
+			fmt.Fprintf(b, "| %d |%s\n", n, strings.Repeat(" – |", 12))
+			continue
+		}
+		s, ph := p.SyncSplit, p.SyncSplit.Phases
+		agent := s.LoadS + (ph.DecodeMS+ph.ConvertMS+ph.ComputeMS+ph.MapWriteMS)/1e3
+		fmt.Fprintf(b, "| %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.0f%% |\n", n, p.FullSyncS,
+			s.LoadS, s.FirstObjectS, s.ListsS, s.ApplyS, s.ServedS,
+			ph.ListMS/1e3, ph.DecodeMS/1e3, ph.ConvertMS/1e3, ph.ComputeMS/1e3, ph.MapWriteMS/1e3, 100*agent/p.FullSyncS)
+	}
+	b.WriteString("\n")
+}
+
 // Markdown renders the report: a table per metric (median [min–max] per
 // data plane and Service count), the ratios the research reports, and the
 // targets.
@@ -84,6 +110,7 @@ func (r *CompareReport) Markdown(plots map[string]string) string {
 	r.writeTargets(&b)
 	r.writeRatios(&b)
 	r.writeDirectTax(&b)
+	r.writeSyncSplit(&b)
 
 	for _, m := range cmpMetrics {
 		fams := familyNames

@@ -85,3 +85,24 @@ func TestMissingFigureIsNotARatio(t *testing.T) {
 		}
 	}
 }
+
+// The full sync's split is shown per size with the agent's share; a size
+// measured before the split was recorded shows dashes, not zeros.
+func TestSyncSplitTable(t *testing.T) {
+	r := newCompareReport(CompareConfig{Sizes: []int{1000, 100000}, Runs: 1, Duration: time.Second})
+	r.Points = []PeerPoint{
+		{Peer: "netcube", Services: 1000, FullSyncS: 1},
+		{Peer: "netcube", Services: 100000, FullSyncS: 16, SyncSplit: &FullSyncSplit{LoadS: 1, FirstObjectS: 4, ListsS: 6, ApplyS: 3, ServedS: 2,
+			Phases: SyncSplit{ListMS: 9000, DecodeMS: 1000, ConvertMS: 500, ComputeMS: 1000, MapWriteMS: 2000}}},
+	}
+	var b strings.Builder
+	r.writeSyncSplit(&b)
+	out := b.String()
+	if !strings.Contains(out, "| 1000 | – |") {
+		t.Errorf("a size without a split is not shown as dashes:\n%s", out)
+	}
+	// agent: 1 + 1 + 0.5 + 1 + 2 = 5.5 s of 16: 34%.
+	if !strings.Contains(out, "| 100000 | 16.00 | 1.00 | 4.00 | 6.00 | 3.00 | 2.00 | 9.00 | 1.00 | 0.50 | 1.00 | 2.00 | 34% |") {
+		t.Errorf("100000's row is wrong:\n%s", out)
+	}
+}

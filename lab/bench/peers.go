@@ -44,6 +44,9 @@ type peer interface {
 type netcubePeer struct {
 	sb   *sandbox.Sandbox
 	node sandbox.Node
+	// logFrom is the agent log's length when this start began: the log is
+	// appended to by every start on the node.
+	logFrom int64
 }
 
 func (p *netcubePeer) name() string { return "netcube" }
@@ -53,7 +56,40 @@ func (p *netcubePeer) start() error {
 	if err := p.sb.RemoveDatapath(p.node.Name); err != nil {
 		return err
 	}
+	p.logFrom = 0
+	if fi, err := os.Stat(p.sb.AgentLog(p.node.Name)); err == nil {
+		p.logFrom = fi.Size()
+	}
 	return p.sb.StartAgent(p.node.Name)
+}
+
+// syncSplit is where the full sync from start to served went, from what
+// this start's agent logged.
+func (p *netcubePeer) syncSplit(start, served time.Time) (*FullSyncSplit, error) {
+	b, err := os.ReadFile(p.sb.AgentLog(p.node.Name))
+	if err != nil {
+		return nil, err
+	}
+	if p.logFrom > int64(len(b)) {
+		return nil, fmt.Errorf("%s shrank since the agent started", p.sb.AgentLog(p.node.Name))
+	}
+	s, err := parseAgentSync(b[p.logFrom:])
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p.sb.AgentLog(p.node.Name), err)
+	}
+	if s.loaded.IsZero() {
+		return nil, fmt.Errorf("%s: no \"datapath loaded\" before the initial sync", p.sb.AgentLog(p.node.Name))
+	}
+	firstObject := s.applied.Add(-s.wall)
+	listed := s.applied.Add(-s.apply)
+	return &FullSyncSplit{
+		LoadS:        s.loaded.Sub(start).Seconds(),
+		FirstObjectS: firstObject.Sub(s.loaded).Seconds(),
+		ListsS:       listed.Sub(firstObject).Seconds(),
+		ApplyS:       s.apply.Seconds(),
+		ServedS:      served.Sub(s.applied).Seconds(),
+		Phases:       s.split,
+	}, nil
 }
 
 // stop stops the agent and takes its programs off the node.

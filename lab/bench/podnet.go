@@ -2,7 +2,6 @@ package bench
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -51,20 +50,23 @@ const (
 	PeerFlannel       = "flannel"
 )
 
+// BareVeth names the bare veth pair's points: the reference, not a peer.
+const BareVeth = "bare-veth"
+
 // PodnetPeers are the peers, in the report's order.
 var PodnetPeers = []string{PeerNetcubeNative, PeerNetcubeVXLAN, PeerNetcubeKernel, PeerFlannel}
 
 // PodnetReport is podnet.json.
 type PodnetReport struct {
-	Commit      string        `json:"commit"`
-	MeasuredAt  time.Time     `json:"measured_at"`
-	Machine     string        `json:"machine"`
-	Runs        int           `json:"runs"`
-	DurationS   float64       `json:"duration_s"`
-	Command     string        `json:"command"`
-	Calibration native.Result `json:"calibration_crr"` // ncperf crr on a bare veth pair
-	CalibRR     native.Result `json:"calibration_rr"`
-	Points      []PodnetPoint `json:"points"`
+	Commit     string    `json:"commit"`
+	MeasuredAt time.Time `json:"measured_at"`
+	Machine    string    `json:"machine"`
+	Runs       int       `json:"runs"`
+	DurationS  float64   `json:"duration_s"`
+	Command    string    `json:"command"`
+	// Points holds every peer's figures, and the bare veth pair's
+	// (peer BareVeth, same-node, request/response and new connections).
+	Points []PodnetPoint `json:"points"`
 	// StartupMs: CNI ADD durations per peer (ms).
 	StartupMs map[string][]float64 `json:"startup_ms"`
 }
@@ -117,11 +119,11 @@ func RunPodnet(cfg PodnetConfig) (*PodnetReport, error) {
 		Machine: fmt.Sprintf("%s (kernel %s, %d CPUs)", host, kernelRelease(), runtime.NumCPU()), StartupMs: map[string][]float64{},
 		Command: fmt.Sprintf("netcube-lab bench podnet --runs %d --duration %s --startups %d --peers %s", cfg.Runs, cfg.Duration, cfg.Startups, strings.Join(cfg.Peers, ","))}
 
-	fmt.Fprintf(cfg.Log, "calibration: ncperf on a bare veth pair\n")
-	if rep.Calibration, rep.CalibRR, err = calibrate(ncperf, cfg.Duration); err != nil {
+	bare, err := newBarePair(ncperf)
+	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(cfg.Log, "  %.0f conn/s, rr %.0f/s p50 %.1fµs p99 %.1fµs\n", rep.Calibration.PerSec, rep.CalibRR.PerSec, rep.CalibRR.P50, rep.CalibRR.P99)
+	defer bare.close()
 
 	sbs := map[string]*sandbox.Sandbox{}
 	defer func() {
@@ -146,7 +148,24 @@ func RunPodnet(cfg PodnetConfig) (*PodnetReport, error) {
 	}
 
 	points := map[string]*PodnetPoint{}
+	pointOf := func(peer, fam, placement string) *PodnetPoint {
+		p := &PodnetPoint{Peer: peer, Family: fam, Placement: placement}
+		if have, ok := points[p.key()]; ok {
+			return have
+		}
+		points[p.key()] = p
+		return p
+	}
 	for run := 1; run <= cfg.Runs; run++ {
+		for _, fam := range []string{"IPv4", "IPv6"} {
+			p := pointOf(BareVeth, fam, "same-node")
+			fmt.Fprintf(cfg.Log, "  run %d/%d %-15s %s %-10s ", run, cfg.Runs, BareVeth, fam, "same-node")
+			if err := bare.measure(fam, cfg.Duration, p); err != nil {
+				return nil, err
+			}
+			last := len(p.RR) - 1
+			fmt.Fprintf(cfg.Log, "rr %.0f/s p50 %.1fµs p99 %.1fµs, %.0f conn/s\n", p.RR[last].PerSec, p.RR[last].P50, p.RR[last].P99, p.CRR[last].PerSec)
+		}
 		for _, peer := range cfg.Peers {
 			sb := sbs[peer]
 			client := sb.Topology.Nodes[0].Pods[0]
@@ -160,12 +179,7 @@ func RunPodnet(cfg PodnetConfig) (*PodnetReport, error) {
 					if fam == "IPv6" {
 						addr = tg.pod.IP6
 					}
-					p := &PodnetPoint{Peer: peer, Family: fam, Placement: tg.placement}
-					if have, ok := points[p.key()]; ok {
-						p = have
-					} else {
-						points[p.key()] = p
-					}
+					p := pointOf(peer, fam, tg.placement)
 					fmt.Fprintf(cfg.Log, "  run %d/%d %-15s %s %-10s ", run, cfg.Runs, peer, fam, tg.placement)
 					if err := measurePodnet(sb, client.Name, addr, ncperf, cfg.Duration, p); err != nil {
 						return nil, fmt.Errorf("%s: %w", p.key(), err)
@@ -177,7 +191,7 @@ func RunPodnet(cfg PodnetConfig) (*PodnetReport, error) {
 			}
 		}
 	}
-	for _, peer := range cfg.Peers {
+	for _, peer := range append([]string{BareVeth}, cfg.Peers...) {
 		for _, fam := range []string{"IPv4", "IPv6"} {
 			for _, pl := range []string{"same-node", "cross-node"} {
 				if p, ok := points[peer+" "+fam+" "+pl]; ok {
@@ -309,56 +323,101 @@ func ncperfRun(sb *sandbox.Sandbox, pod, ncperf, mode string, addr netip.Addr, d
 	return r, nil
 }
 
-// calibrate measures the generator on a bare veth pair between two
-// namespaces: the ceiling any pod network is measured against.
-func calibrate(ncperf string, d time.Duration) (crr, rr native.Result, err error) {
-	a, b := fmt.Sprintf("nccal%d-a", os.Getpid()), fmt.Sprintf("nccal%d-b", os.Getpid())
-	defer exec.Command("ip", "netns", "del", a).Run() //nolint:errcheck
-	defer exec.Command("ip", "netns", "del", b).Run() //nolint:errcheck
+// barePair is the reference every pod network is measured against: a
+// bare veth pair between two namespaces (no routing, no program), the
+// generator's server on one end, measured in every run beside the peers
+// (its own rate moves with the machine's day as theirs do).
+type barePair struct {
+	client, server string // namespaces
+	ncperf         string
+	srv            *exec.Cmd
+}
+
+// Its addresses.
+var bareAddrs = map[string]string{"IPv4": "192.0.2.2", "IPv6": "2001:db8::2"}
+
+// newBarePair makes the pair and starts the server; close removes both.
+func newBarePair(ncperf string) (_ *barePair, err error) {
+	p := &barePair{client: fmt.Sprintf("ncbare%d-a", os.Getpid()), server: fmt.Sprintf("ncbare%d-b", os.Getpid()), ncperf: ncperf}
+	defer func() {
+		if err != nil {
+			p.close()
+		}
+	}()
+	a, b := p.client, p.server
 	for _, args := range [][]string{
 		{"netns", "add", a}, {"netns", "add", b},
 		{"-n", a, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns", b},
-		{"-n", a, "addr", "add", "192.0.2.1/24", "dev", "eth0"}, {"-n", b, "addr", "add", "192.0.2.2/24", "dev", "eth0"},
+		{"-n", a, "addr", "add", "192.0.2.1/24", "dev", "eth0"}, {"-n", b, "addr", "add", bareAddrs["IPv4"] + "/24", "dev", "eth0"},
+		{"-n", a, "addr", "add", "2001:db8::1/64", "dev", "eth0", "nodad"}, {"-n", b, "addr", "add", bareAddrs["IPv6"] + "/64", "dev", "eth0", "nodad"},
 		{"-n", a, "link", "set", "eth0", "up"}, {"-n", b, "link", "set", "eth0", "up"},
 		{"-n", a, "link", "set", "lo", "up"}, {"-n", b, "link", "set", "lo", "up"},
 	} {
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			return crr, rr, fmt.Errorf("calibration: ip %s: %v: %s", strings.Join(args, " "), err, out)
+			return nil, fmt.Errorf("bare veth pair: ip %s: %v: %s", strings.Join(args, " "), err, out)
 		}
 	}
 	if out, err := exec.Command("ip", "netns", "exec", a, "sysctl", "-q", "-w", "net.ipv4.tcp_tw_reuse=1",
 		"net.ipv4.ip_local_port_range=1024 65000").CombinedOutput(); err != nil {
-		return crr, rr, fmt.Errorf("calibration sysctls: %v: %s", err, out)
+		return nil, fmt.Errorf("bare veth pair sysctls: %v: %s", err, out)
 	}
-	srv := exec.Command("ip", "netns", "exec", b, "taskset", "-c", "1", ncperf, "serve", strconv.Itoa(podnetRRPort))
-	if err := srv.Start(); err != nil {
-		return crr, rr, err
+	p.srv = exec.Command("ip", "netns", "exec", b, "taskset", "-c", "1", ncperf, "serve", strconv.Itoa(podnetRRPort))
+	if err := p.srv.Start(); err != nil {
+		return nil, err
 	}
-	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
-	run := func(mode string, dur time.Duration) (native.Result, error) {
-		var r native.Result
-		out, err := exec.Command("ip", "netns", "exec", a, "taskset", "-c", "1", ncperf, mode, "192.0.2.2",
-			strconv.Itoa(podnetRRPort), strconv.FormatFloat(dur.Seconds(), 'f', 3, 64)).Output()
-		if err != nil {
-			return r, err
+	for _, fam := range []string{"IPv4", "IPv6"} {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			_, err := p.run("rr", fam, 50*time.Millisecond)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				return nil, fmt.Errorf("bare veth pair: the server does not answer on %s: %w", bareAddrs[fam], err)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		return r, json.Unmarshal(out, &r)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if _, err := run("rr", 50*time.Millisecond); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			return crr, rr, errors.New("calibration: the server on the veth pair does not answer")
-		}
-		time.Sleep(50 * time.Millisecond)
+	return p, nil
+}
+
+func (p *barePair) run(mode, fam string, d time.Duration) (native.Result, error) {
+	var r native.Result
+	out, err := exec.Command("ip", "netns", "exec", p.client, "taskset", "-c", "1", p.ncperf, mode, bareAddrs[fam],
+		strconv.Itoa(podnetRRPort), strconv.FormatFloat(d.Seconds(), 'f', 3, 64)).Output()
+	if err != nil {
+		return r, fmt.Errorf("ncperf %s on the bare pair: %w", mode, err)
 	}
-	if crr, err = run("crr", d); err != nil {
-		return crr, rr, err
+	if err := json.Unmarshal(out, &r); err != nil {
+		return r, fmt.Errorf("ncperf output %q: %w", out, err)
 	}
-	rr, err = run("rr", d)
-	return crr, rr, err
+	if r.Ops == 0 || r.Errors > 0 {
+		return r, fmt.Errorf("ncperf %s on the bare pair (%s): %d operations, %d errors", mode, fam, r.Ops, r.Errors)
+	}
+	return r, nil
+}
+
+// measure adds one run of request/response and new connections in fam.
+func (p *barePair) measure(fam string, d time.Duration, pt *PodnetPoint) error {
+	rr, err := p.run("rr", fam, d)
+	if err != nil {
+		return err
+	}
+	crr, err := p.run("crr", fam, d)
+	if err != nil {
+		return err
+	}
+	pt.RR, pt.CRR = append(pt.RR, rr), append(pt.CRR, crr)
+	return nil
+}
+
+func (p *barePair) close() {
+	if p.srv != nil && p.srv.Process != nil {
+		_ = p.srv.Process.Kill()
+		_ = p.srv.Wait()
+	}
+	_ = exec.Command("ip", "netns", "del", p.client).Run()
+	_ = exec.Command("ip", "netns", "del", p.server).Run()
 }
 
 // cpuBusySeconds is the machine's busy CPU time so far, every CPU summed

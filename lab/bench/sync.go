@@ -320,41 +320,17 @@ func startBenchAgent(cfg SyncConfig, env *kubeenv.Env, pins, run string, extra .
 	}
 }
 
-var applyRe = regexp.MustCompile(`initial sync applied.*map_ops="\{Updates:(\d+) Deletes:(\d+)\}" apply_seconds=([0-9.e-]+) first_event_to_applied_seconds=([0-9.e-]+).*`)
-
-// initialPhases reads the time split the agent logs with its initial sync
-// (fields it lacks read as 0); apply is the full sync's apply time, of
-// which what is not map writes is computing.
-func (a *agentProc) initialPhases(apply time.Duration) SyncSplit {
-	b, _ := os.ReadFile(a.log)
-	line := applyRe.Find(b)
-	field := func(name string) float64 {
-		m := regexp.MustCompile(` ` + name + `=([0-9.e-]+)`).FindSubmatch(line)
-		if m == nil {
-			return 0
-		}
-		v, _ := strconv.ParseFloat(string(m[1]), 64)
-		return v * 1e3
+// initialSync reads the agent's initial sync from its log.
+func (a *agentProc) initialSync() (agentSync, error) {
+	b, err := os.ReadFile(a.log)
+	if err != nil {
+		return agentSync{}, err
 	}
-	writes := field("map_write_seconds")
-	return SyncSplit{ListMS: field("list_seconds"), DecodeMS: field("decode_seconds"), ConvertMS: field("convert_seconds"),
-		ComputeMS: max(0, ms(apply)-writes), MapWriteMS: writes}
-}
-
-// initialApply returns the agent's reported full sync: apply work, wall
-// time from the first event, and map updates.
-func (a *agentProc) initialApply() (apply, wall time.Duration, updates int, err error) {
-	b, _ := os.ReadFile(a.log)
-	m := applyRe.FindSubmatch(b)
-	if m == nil {
-		return 0, 0, 0, fmt.Errorf("no initial sync line in %s", a.log)
+	s, err := parseAgentSync(b)
+	if err != nil {
+		return s, fmt.Errorf("%s: %w", a.log, err)
 	}
-	secs := func(s []byte) time.Duration {
-		v, _ := strconv.ParseFloat(string(s), 64)
-		return time.Duration(v * float64(time.Second))
-	}
-	updates, _ = strconv.Atoi(string(m[1]))
-	return secs(m[3]), secs(m[4]), updates, nil
+	return s, nil
 }
 
 // usage returns the agent's CPU seconds and peak RSS (MiB) so far.
@@ -528,14 +504,14 @@ type timings struct {
 }
 
 func (t *timings) add(a *agentProc) error {
-	apply, wall, updates, err := a.initialApply()
+	s, err := a.initialSync()
 	if err != nil {
 		return err
 	}
-	t.ready, t.apply, t.wall = append(t.ready, ms(a.ready)), append(t.apply, ms(apply)), append(t.wall, ms(wall))
-	t.updates = append(t.updates, updates)
+	t.ready, t.apply, t.wall = append(t.ready, ms(a.ready)), append(t.apply, ms(s.apply)), append(t.wall, ms(s.wall))
+	t.updates = append(t.updates, s.updates)
 	t.apiCPU = append(t.apiCPU, a.apiCPU)
-	t.phases = append(t.phases, a.initialPhases(apply))
+	t.phases = append(t.phases, s.split)
 	return nil
 }
 

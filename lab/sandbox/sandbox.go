@@ -557,6 +557,11 @@ func Down(name string, log io.Writer) error {
 // AgentPID returns the pid of a node's agent, if it is running.
 func (sb *Sandbox) AgentPID(node string) (int, bool) { return pidOf(sb.Topology, agentName(node)) }
 
+// AgentLog is the file a node's agent logs to (every start appends).
+func (sb *Sandbox) AgentLog(node string) string {
+	return filepath.Join(sb.Topology.LogDir(), agentName(node)+".log")
+}
+
 // agentHasFlags caches, by agent binary, the flags its usage lists.
 var agentHasFlags sync.Map // path -> map[string]bool
 

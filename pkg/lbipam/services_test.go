@@ -1,6 +1,7 @@
 package lbipam
 
 import (
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -62,17 +63,5 @@ func TestServiceCacheKeepsTheConcerned(t *testing.T) {
 }
 
 func sameNames(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	in := map[string]bool{}
-	for _, n := range a {
-		in[n] = true
-	}
-	for _, n := range b {
-		if !in[n] {
-			return false
-		}
-	}
-	return true
+	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
 }

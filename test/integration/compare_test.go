@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,6 +50,7 @@ func TestCompareQuick(t *testing.T) {
 				t.Errorf("%s: %d entries at %d Services, %d at 1", peer, p.Entries, n, entries[peer])
 			}
 			entries[peer] = p.Entries
+			checkSyncSplit(t, p)
 			if len(p.Families) != 2 {
 				t.Fatalf("%s at %d: families %+v", peer, n, p.Families)
 			}
@@ -91,7 +93,7 @@ func TestCompareQuick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## Targets", "### netcube / iptables-nft, IPv6", "latency std-dev", "plots/conn-rate-ipv4.svg"} {
+	for _, want := range []string{"## Targets", "### netcube / iptables-nft, IPv6", "latency std-dev", "plots/conn-rate-ipv4.svg", "## Where netcube's full sync goes"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report lacks %q", want)
 		}
@@ -102,6 +104,35 @@ func TestCompareQuick(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(out, "compare.json")); err != nil {
 		t.Error(err)
+	}
+}
+
+// checkSyncSplit: netcube's full sync is split from its agent's log into
+// spans that add up to it (to the log's millisecond), the lists' time
+// included; kube-proxy's is not split.
+func checkSyncSplit(t *testing.T, p bench.PeerPoint) {
+	t.Helper()
+	s := p.SyncSplit
+	if p.Peer != "netcube" {
+		if s != nil {
+			t.Errorf("%s at %d: a full sync split %+v, from no agent log", p.Peer, p.Services, s)
+		}
+		return
+	}
+	if s == nil {
+		t.Errorf("netcube at %d: no full sync split", p.Services)
+		return
+	}
+	spans := []float64{s.LoadS, s.FirstObjectS, s.ListsS, s.ApplyS, s.ServedS}
+	sum := 0.0
+	for _, x := range spans {
+		if x < -0.002 {
+			t.Errorf("netcube at %d: a negative span in %+v", p.Services, s)
+		}
+		sum += x
+	}
+	if math.Abs(sum-p.FullSyncS) > 0.005 || s.LoadS <= 0 || s.ApplyS <= 0 || s.Phases.ListMS <= 0 || s.Phases.MapWriteMS <= 0 {
+		t.Errorf("netcube at %d: split %+v (spans sum to %.3f s) of a full sync of %.3f s", p.Services, s, sum, p.FullSyncS)
 	}
 }
 

@@ -35,13 +35,18 @@ func TestPodnetQuick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Calibration.PerSec <= 0 || rep.CalibRR.P50 <= 0 {
-		t.Errorf("calibration missing: %+v %+v", rep.Calibration, rep.CalibRR)
-	}
-	if len(rep.Points) != len(bench.PodnetPeers)*4 {
-		t.Fatalf("%d points, want %d", len(rep.Points), len(bench.PodnetPeers)*4)
+	// Every peer: 2 families × 2 placements; the bare veth pair: same
+	// node, 2 families.
+	if len(rep.Points) != len(bench.PodnetPeers)*4+2 {
+		t.Fatalf("%d points, want %d", len(rep.Points), len(bench.PodnetPeers)*4+2)
 	}
 	for _, p := range rep.Points {
+		if p.Peer == bench.BareVeth {
+			if len(p.RR) != 1 || p.RR[0].PerSec <= 0 || p.RR[0].P99 <= 0 || len(p.CRR) != 1 || p.CRR[0].PerSec <= 0 {
+				t.Errorf("the bare veth pair, %s: figures missing: %+v", p.Family, p)
+			}
+			continue
+		}
 		if len(p.Bulk1) != 1 || p.Bulk1[0] <= 0 || p.Bulk4[0] <= 0 || p.CPUPerG[0] <= 0 ||
 			p.RR[0].PerSec <= 0 || p.RR[0].P99 <= 0 || p.CRR[0].PerSec <= 0 {
 			t.Errorf("%s %s %s: figures missing: %+v", p.Peer, p.Family, p.Placement, p)
@@ -56,7 +61,7 @@ func TestPodnetQuick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## Targets", "same-node pod→pod new connections/s ≥ 1.2× flannel", "## cross-node pod→pod, IPv6", "## Pod startup"} {
+	for _, want := range []string{"## Targets", "same-node pod→pod new connections/s ≥ 1.2× flannel", "a bare veth pair, new connections and request/response", "## cross-node pod→pod, IPv6", "## Pod startup"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("podnet.md lacks %q", want)
 		}
