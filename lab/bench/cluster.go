@@ -31,6 +31,7 @@ import (
 type cluster struct {
 	sb                     *sandbox.Sandbox
 	env                    *kubeenv.Env
+	controlPlane           controlPlane // its kube-apiserver and etcd
 	node                   sandbox.Node
 	client, server, r1, r2 sandbox.Pod
 	binDir                 string
@@ -76,6 +77,9 @@ func newCluster(name, binDir string, log io.Writer) (*cluster, error) {
 func (c *cluster) setup() error {
 	var err error
 	if c.env, err = c.sb.Env(); err != nil {
+		return err
+	}
+	if c.controlPlane, err = findControlPlane(filepath.Dir(c.sb.Topology.Kubeconfig())); err != nil {
 		return err
 	}
 	// The sandbox's agent stops: each peer starts on a clean node.

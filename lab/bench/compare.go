@@ -58,6 +58,9 @@ type PeerPoint struct {
 	// CPU seconds (with its iptables/nft children) and peak RSS over the
 	// whole point.
 	FullSyncS float64 `json:"full_sync_s"`
+	// SyncControlPlaneCPUS: the API server's and etcd's CPU seconds over
+	// the full sync (each full sync starts once they are idle).
+	SyncControlPlaneCPUS float64 `json:"sync_control_plane_cpu_s"`
 	// SyncSplit is where netcube's full sync went (nil for kube-proxy).
 	SyncSplit  *FullSyncSplit  `json:"full_sync_split,omitempty"`
 	Entries    int             `json:"entries"`
@@ -236,6 +239,8 @@ func (c *cluster) peer(name string, cfg CompareConfig) (peer, error) {
 
 func (c *cluster) measurePeer(p peer, n int, cfg CompareConfig) (PeerPoint, error) {
 	pt := PeerPoint{Peer: p.name(), Services: n, MeasuredAt: time.Now().UTC()}
+	c.controlPlane.settle(cfg.Log)
+	cpu0 := c.controlPlane.cpu()
 	t0 := time.Now()
 	if err := p.start(); err != nil {
 		return pt, err
@@ -246,6 +251,7 @@ func (c *cluster) measurePeer(p peer, n int, cfg CompareConfig) (PeerPoint, erro
 	}
 	served := time.Now()
 	pt.FullSyncS = served.Sub(t0).Seconds()
+	pt.SyncControlPlaneCPUS = c.controlPlane.cpu() - cpu0
 	var err error
 	if nc, ok := p.(*netcubePeer); ok {
 		if pt.SyncSplit, err = nc.syncSplit(t0, served); err != nil {

@@ -92,7 +92,7 @@ func TestSyncSplitTable(t *testing.T) {
 	r := newCompareReport(CompareConfig{Sizes: []int{1000, 100000}, Runs: 1, Duration: time.Second})
 	r.Points = []PeerPoint{
 		{Peer: "netcube", Services: 1000, FullSyncS: 1},
-		{Peer: "netcube", Services: 100000, FullSyncS: 16, SyncSplit: &FullSyncSplit{LoadS: 1, FirstObjectS: 4, ListsS: 6, ApplyS: 3, ServedS: 2,
+		{Peer: "netcube", Services: 100000, FullSyncS: 16, SyncControlPlaneCPUS: 7.5, SyncSplit: &FullSyncSplit{LoadS: 1, FirstObjectS: 4, ListsS: 6, ApplyS: 3, ServedS: 2,
 			Phases: SyncSplit{ListMS: 9000, DecodeMS: 1000, ConvertMS: 500, ComputeMS: 1000, MapWriteMS: 2000}}},
 	}
 	var b strings.Builder
@@ -102,7 +102,7 @@ func TestSyncSplitTable(t *testing.T) {
 		t.Errorf("a size without a split is not shown as dashes:\n%s", out)
 	}
 	// agent: 1 + 1 + 0.5 + 1 + 2 = 5.5 s of 16: 34%.
-	if !strings.Contains(out, "| 100000 | 16.00 | 1.00 | 4.00 | 6.00 | 3.00 | 2.00 | 9.00 | 1.00 | 0.50 | 1.00 | 2.00 | 34% |") {
+	if !strings.Contains(out, "| 100000 | 16.00 | 1.00 | 4.00 | 6.00 | 3.00 | 2.00 | 9.00 | 1.00 | 0.50 | 1.00 | 2.00 | 34% | 7.50 |") {
 		t.Errorf("100000's row is wrong:\n%s", out)
 	}
 }
