@@ -79,7 +79,7 @@ func (c *cluster) setup() error {
 	if c.env, err = c.sb.Env(); err != nil {
 		return err
 	}
-	if c.controlPlane, err = findControlPlane(filepath.Dir(c.sb.Topology.Kubeconfig())); err != nil {
+	if c.controlPlane, err = controlPlaneOf(c.env); err != nil {
 		return err
 	}
 	// The sandbox's agent stops: each peer starts on a clean node.

@@ -8,43 +8,24 @@ package bench
 // settled cluster meets.
 
 import (
-	"bytes"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
-	"strconv"
 	"time"
+
+	"github.com/netcube/netcube/lab/kubeenv"
 )
 
-// controlPlane is the sandbox's kube-apiserver and etcd, found by the
-// directory their command lines name.
+// controlPlane is the sandbox's kube-apiserver and etcd.
 type controlPlane struct{ pids []int }
 
-// findControlPlane finds the kube-apiserver and etcd processes whose
-// arguments name dir (the sandbox's kube directory).
-func findControlPlane(dir string) (controlPlane, error) {
-	var cp controlPlane
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, p := range procs {
-		b, err := os.ReadFile(p)
-		if err != nil || len(b) == 0 {
-			continue
-		}
-		args := bytes.Split(bytes.TrimRight(b, "\x00"), []byte{0})
-		name := filepath.Base(string(args[0]))
-		if (name != "kube-apiserver" && name != "etcd") || !bytes.Contains(b, []byte(dir+"/")) {
-			continue
-		}
-		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p)))
-		if err == nil {
-			cp.pids = append(cp.pids, pid)
-		}
+// controlPlaneOf is env's kube-apiserver and etcd (the pids its starter
+// recorded).
+func controlPlaneOf(env *kubeenv.Env) (controlPlane, error) {
+	api, etcd := env.APIServerPID(), env.EtcdPID()
+	if api == 0 || etcd == 0 {
+		return controlPlane{}, fmt.Errorf("the control plane under %s: kube-apiserver pid %d, etcd pid %d (want both running)", env.Dir, api, etcd)
 	}
-	if len(cp.pids) != 2 {
-		return cp, fmt.Errorf("found %d processes of kube-apiserver and etcd naming %s, want 2", len(cp.pids), dir)
-	}
-	return cp, nil
+	return controlPlane{pids: []int{api, etcd}}, nil
 }
 
 // cpu is the control plane's CPU seconds so far.

@@ -161,7 +161,32 @@ func (e *Env) spawn(name, bin string, args ...string) (*exec.Cmd, error) {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	go func() { _ = cmd.Wait() }()
+	// A process that connects later (Connect) finds it by this file.
+	if err := os.WriteFile(e.pidFile(name), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644); err != nil {
+		stopProcess(cmd)
+		return nil, err
+	}
 	return cmd, nil
+}
+
+func (e *Env) pidFile(name string) string { return filepath.Join(e.Dir, name+".pid") }
+
+// pidFromFile is the pid a spawn recorded for name, if that process still
+// runs under that name (0: none).
+func (e *Env) pidFromFile(name string) int {
+	b, err := os.ReadFile(e.pidFile(name))
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0
+	}
+	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil || strings.TrimSpace(string(comm)) != name {
+		return 0
+	}
+	return pid
 }
 
 func (e *Env) writeKubeconfig() error {
@@ -201,19 +226,21 @@ func (e *Env) waitReady(timeout time.Duration) error {
 }
 
 // APIServerPID is the running kube-apiserver's process (0: none), for
-// benchmarks that read its CPU time.
+// benchmarks that read its CPU time; for an Env from Connect, the one
+// its starter recorded.
 func (e *Env) APIServerPID() int {
 	if e.api == nil || e.api.Process == nil {
-		return 0
+		return e.pidFromFile("kube-apiserver")
 	}
 	return e.api.Process.Pid
 }
 
 // EtcdPID is the running etcd's process (0: none), for benchmarks that
-// keep it off the CPUs they measure on.
+// keep it off the CPUs they measure on; for an Env from Connect, the one
+// its starter recorded.
 func (e *Env) EtcdPID() int {
 	if e.etcd == nil || e.etcd.Process == nil {
-		return 0
+		return e.pidFromFile("etcd")
 	}
 	return e.etcd.Process.Pid
 }

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/cilium/ebpf"
 
@@ -85,11 +86,12 @@ func loadKernelDatapath(cfg Config) (*datapath.Datapath, error) {
 		return nil, err
 	}
 	maps.Copy(vars, npVars)
+	start := time.Now()
 	dp, err := datapath.Load(datapath.Config{PinDir: cfg.BPFRoot, Cubes: cubes.All, MapSizes: cfg.MapSizes, Variables: vars})
 	if err != nil {
 		return nil, err
 	}
-	slog.Info("datapath loaded", "pins", cfg.BPFRoot)
+	slog.Info("datapath loaded", "pins", cfg.BPFRoot, "seconds", time.Since(start).Seconds())
 	if cfg.SocketLB {
 		if cfg.Cgroup == "" {
 			dp.Close()

@@ -64,7 +64,7 @@ func Load(cfg Config) (*Datapath, error) {
 		return nil, err
 	}
 	d := &Datapath{pinDir: cfg.PinDir, flags: flags}
-	if err := spec.LoadAndAssign(&d.objs, opts); err != nil {
+	if err := loadObjects(spec, opts, &d.objs); err != nil {
 		giveBack(carried)
 		if errors.Is(err, ebpf.ErrMapIncompatible) {
 			return nil, fmt.Errorf("%w: a map pinned under %s has another size or layout than this agent's; "+
