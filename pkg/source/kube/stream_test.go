@@ -47,6 +47,8 @@ type fakeAPI struct {
 	refuseWatchList bool
 	cutInitial      bool
 	watchLists      int
+	// continued, if set, is told each continue token asked for.
+	continued chan string
 }
 
 func (f *fakeAPI) List(_ context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -60,6 +62,9 @@ func (f *fakeAPI) List(_ context.Context, o metav1.ListOptions) (runtime.Object,
 	start := 0
 	if o.Continue != "" {
 		start, _ = strconv.Atoi(o.Continue)
+		if f.continued != nil {
+			f.continued <- o.Continue
+		}
 	} else {
 		f.lists++
 	}
@@ -327,5 +332,36 @@ func TestStreamWatchList(t *testing.T) {
 	defer old.mu.Unlock()
 	if old.lists != 1 || old.watchLists != 0 {
 		t.Errorf("refused watch-list: %d lists and %d watch-lists, want 1 and 0", old.lists, old.watchLists)
+	}
+}
+
+// The API server is asked for the next page while the current one is
+// handed on, not after: the first page's first Service is held until
+// the second page has been asked for.
+func TestListAsksForTheNextPageWhileHandingOn(t *testing.T) {
+	api := &fakeAPI{
+		items:     []*corev1.Service{apiService("a", "10.96.0.1"), apiService("b", "10.96.0.2"), apiService("c", "10.96.0.3")},
+		watchers:  make(chan *watch.RaceFreeFakeWatcher, 1),
+		continued: make(chan string, 10),
+	}
+	h := &holder{held: map[types.NamespacedName]string{}}
+	s := serviceStream(api, h, streamOptions{pageSize: 2})
+	asked := ""
+	s.deliver = func(k types.NamespacedName, svc *model.Service) {
+		if k.Name == "a" {
+			select {
+			case asked = <-api.continued:
+			case <-time.After(2 * time.Second):
+			}
+		}
+		h.deliver(k, svc)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.run(ctx)
+	api.nextWatcher(t)
+	h.expect(t, "the list", "ns/a 10.96.0.1", "ns/b 10.96.0.2", "ns/c 10.96.0.3")
+	if asked != "2" {
+		t.Errorf("while the first page was handed on, the page after item 2 was not asked for (continue %q)", asked)
 	}
 }
