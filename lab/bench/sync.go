@@ -132,6 +132,12 @@ func Sync(cfg SyncConfig) ([]SyncResult, error) {
 			}
 			fmt.Fprintf(cfg.Log, "   created in %s\n", time.Since(start).Round(time.Second))
 			created = n
+			cp, err := controlPlaneOf(env)
+			if err != nil {
+				env.Stop()
+				return nil, err
+			}
+			cp.settle(cfg.Log)
 			r, err := syncPoint(cfg, env, n, eps)
 			if err != nil {
 				env.Stop()
