@@ -56,7 +56,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -133,15 +132,10 @@ const (
 
 // NodePortReport is nodeport.json.
 type NodePortReport struct {
-	Commit     string          `json:"commit"`
-	MeasuredAt time.Time       `json:"measured_at"`
-	Machine    string          `json:"machine"`
-	Runs       int             `json:"runs"`
-	DurationS  float64         `json:"duration_s"`
-	Command    string          `json:"command"`
-	Modes      []string        `json:"modes"`
-	Families   []string        `json:"families"`
-	Points     []NodePortPoint `json:"points"`
+	RunHeader
+	Modes    []string        `json:"modes"`
+	Families []string        `json:"families"`
+	Points   []NodePortPoint `json:"points"`
 	// NotMeasured: the modes of the report without figures, and why.
 	NotMeasured map[string]string `json:"not_measured"`
 	// SenderPPS: the generator alone, per family: frames/s into a bare
@@ -198,9 +192,7 @@ func RunNodePort(cfg NodePortConfig) (*NodePortReport, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	host, _ := os.Hostname()
-	rep := &NodePortReport{Commit: Commit(), MeasuredAt: time.Now().UTC(), Runs: cfg.Runs, DurationS: cfg.Duration.Seconds(),
-		Machine: fmt.Sprintf("%s (kernel %s, %d CPUs)", host, kernelRelease(), runtime.NumCPU()), Command: cfg.Command,
+	rep := &NodePortReport{RunHeader: newRunHeader(cfg.Runs, cfg.Duration, cfg.Command),
 		Modes: cfg.Modes, Families: cfg.Families, NotMeasured: map[string]string{}}
 	for _, m := range NodePortModes {
 		if !slices.Contains(cfg.Modes, m) {

@@ -21,8 +21,8 @@ func npTestReport() *NodePortReport {
 		}
 		return p
 	}
-	r := &NodePortReport{Commit: "0123456789ab", MeasuredAt: time.Date(2026, 11, 26, 16, 0, 0, 0, time.UTC), Machine: "vm (kernel 6.18, 2 CPUs)",
-		Runs: 3, DurationS: 3, Command: "bin/netcube-lab bench nodeport --modes tc,kube-proxy-iptables",
+	r := &NodePortReport{RunHeader: RunHeader{Commit: "0123456789ab", MeasuredAt: time.Date(2026, 11, 26, 16, 0, 0, 0, time.UTC), Machine: "vm (kernel 6.18, 2 CPUs)",
+		Runs: 3, DurationS: 3, Command: "bin/netcube-lab bench nodeport --modes tc,kube-proxy-iptables"},
 		Modes: []string{NodePortTC, NodePortKubeProxy}, Families: []string{"IPv4", "IPv6"},
 		SenderPPS:   map[string]float64{"IPv4": 3e6, "IPv6": 2e6},
 		NotMeasured: map[string]string{NodePortXDPDSR: "not measured in this run (--modes tc,kube-proxy-iptables)", NodePortXDP: "not measured in this run (--modes tc,kube-proxy-iptables)"},

@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -58,12 +57,7 @@ var PodnetPeers = []string{PeerNetcubeNative, PeerNetcubeVXLAN, PeerNetcubeKerne
 
 // PodnetReport is podnet.json.
 type PodnetReport struct {
-	Commit     string    `json:"commit"`
-	MeasuredAt time.Time `json:"measured_at"`
-	Machine    string    `json:"machine"`
-	Runs       int       `json:"runs"`
-	DurationS  float64   `json:"duration_s"`
-	Command    string    `json:"command"`
+	RunHeader
 	// Points holds every peer's figures, and the bare veth pair's
 	// (peer BareVeth, same-node, request/response and new connections).
 	Points []PodnetPoint `json:"points"`
@@ -114,10 +108,8 @@ func RunPodnet(cfg PodnetConfig) (*PodnetReport, error) {
 			return nil, err
 		}
 	}
-	host, _ := os.Hostname()
-	rep := &PodnetReport{Commit: Commit(), MeasuredAt: time.Now().UTC(), Runs: cfg.Runs, DurationS: cfg.Duration.Seconds(),
-		Machine: fmt.Sprintf("%s (kernel %s, %d CPUs)", host, kernelRelease(), runtime.NumCPU()), StartupMs: map[string][]float64{},
-		Command: fmt.Sprintf("netcube-lab bench podnet --runs %d --duration %s --startups %d --peers %s", cfg.Runs, cfg.Duration, cfg.Startups, strings.Join(cfg.Peers, ","))}
+	rep := &PodnetReport{StartupMs: map[string][]float64{}, RunHeader: newRunHeader(cfg.Runs, cfg.Duration,
+		fmt.Sprintf("netcube-lab bench podnet --runs %d --duration %s --startups %d --peers %s", cfg.Runs, cfg.Duration, cfg.Startups, strings.Join(cfg.Peers, ",")))}
 
 	bare, err := newBarePair(ncperf)
 	if err != nil {
