@@ -19,7 +19,10 @@ type LoadedObject struct {
 	// program uses (the kernel's view), by program.
 	Maps        map[string]ebpf.MapID
 	ProgramMaps map[string][]ebpf.MapID
-	Close       func()
+	// Verified is the instructions the verifier walked, by program (its
+	// work, which its time follows).
+	Verified map[string]uint32
+	Close    func()
 }
 
 // LoadObject loads the object with its programs in parallel (loadObjects)
@@ -41,7 +44,7 @@ func LoadObject(parallel bool) (*LoadedObject, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &LoadedObject{Maps: map[string]ebpf.MapID{}, ProgramMaps: map[string][]ebpf.MapID{}, Close: func() { objs.Close() }}
+	o := &LoadedObject{Maps: map[string]ebpf.MapID{}, ProgramMaps: map[string][]ebpf.MapID{}, Verified: map[string]uint32{}, Close: func() { objs.Close() }}
 	for name, m := range objs.bpfMaps.byName() {
 		info, err := m.Info()
 		if err != nil {
@@ -61,6 +64,7 @@ func LoadObject(parallel bool) (*LoadedObject, error) {
 			return nil, err
 		}
 		o.ProgramMaps[name], _ = info.MapIDs()
+		o.Verified[name], _ = info.VerifiedInstructions()
 	}
 	return o, nil
 }
