@@ -297,6 +297,9 @@ func newSource(cfg Config, rep *report.Reporter) (source.Source, error) {
 		return nil, fmt.Errorf("--api-content-type (apiContentType) %q: want %s or %s", cfg.APIContentType, APIProtobuf, APIJSON)
 	}
 	rc.DisableCompression = !cfg.APICompression
+	if cfg.APIListPageSize < 0 {
+		return nil, fmt.Errorf("--api-list-page-size (apiListPageSize) %d: want a positive number of objects, or 0 for the default", cfg.APIListPageSize)
+	}
 	events, err := kube.NewEventSink(rc, cfg.NodeName)
 	if err != nil {
 		return nil, err
@@ -308,7 +311,7 @@ func newSource(cfg Config, rep *report.Reporter) (source.Source, error) {
 		return nil, fmt.Errorf("--pod-source (podSource) %q: want %s or %s", cfg.PodSource, kube.PodsFromAPI, kube.PodsFromNodePods)
 	}
 	s := &sourceWithEvents{Source: &kube.Source{Config: rc, ProxyName: cfg.ProxyName, Report: rep, WatchList: cfg.APIWatchList,
-		NodeName: cfg.NodeName, PodSource: cfg.PodSource}, events: events}
+		PageSize: cfg.APIListPageSize, NodeName: cfg.NodeName, PodSource: cfg.PodSource}, events: events}
 	if cfg.LoadBalancerIPs {
 		if s.lbIPs, err = newLBIPAM(rc, cfg, rep); err != nil {
 			return nil, err

@@ -35,6 +35,13 @@ type Config struct {
 	// object (the API server's WatchList streaming, KEP-3157) instead of
 	// paged lists then a watch; an API server without it is listed.
 	APIWatchList bool `json:"apiWatchList,omitempty"`
+	// APIListPageSize is the objects per list request (0: the source's
+	// default). kube-apiserver serves a page from its watch cache by
+	// walking every object after the page's start, the rest of the list
+	// included, so a list of N objects in pages of P costs it about
+	// N*N/(2P): fewer, larger pages cost it less, and the agent holds one
+	// page (and the next, asked for early) at a time.
+	APIListPageSize int64 `json:"apiListPageSize,omitempty"`
 	// PodSource is where NetworkPolicy's pods come from: "pods" (every Pod
 	// object of the cluster, the default) or "nodepods" (this node's Pod
 	// objects, and each other node's NodePods, which its agent writes:

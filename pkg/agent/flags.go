@@ -54,6 +54,7 @@ func flagSet(name string, cfg *Config) (fs *flag.FlagSet, configFile *string, cl
 	fs.BoolVar(&cfg.APICompression, "api-compression", cfg.APICompression, "ask the API server for gzip-compressed lists (saves bandwidth, costs the API server CPU per list)")
 	fs.StringVar(&cfg.APIContentType, "api-content-type", cfg.APIContentType, "the encoding asked of the API server: protobuf or json")
 	fs.BoolVar(&cfg.APIWatchList, "api-watch-list", cfg.APIWatchList, "list each resource as one watch that begins with every object (the API server's WatchList streaming) instead of paged lists then a watch")
+	fs.Int64Var(&cfg.APIListPageSize, "api-list-page-size", cfg.APIListPageSize, "objects per list request (0: the default, 10,000); the API server walks the rest of the list for every page, so more pages cost it more")
 	fs.StringVar(&cfg.PodSource, "pod-source", cfg.PodSource, "where NetworkPolicy's pods come from: pods (every Pod object) or nodepods (this node's Pods, and the NodePods other nodes' agents write)")
 	fs.StringVar(&cfg.Manifests, "manifests", cfg.Manifests, "instead of the API: a directory of Service and EndpointSlice YAML, watched for changes")
 	fs.StringVar(&cfg.ProxyName, "proxy-name", cfg.ProxyName, "handle only Services labelled service.kubernetes.io/service-proxy-name=<this> (default: unlabelled ones)")

@@ -25,8 +25,8 @@ func TestConfigPrecedence(t *testing.T) {
 		edit func(*Config) // the expected config, from the defaults
 	}{
 		{"defaults", nil, func(c *Config) {}},
-		{"flags alone", []string{"--socket-lb=false", "--lb-service-map-size", "77"}, func(c *Config) {
-			c.SocketLB, c.MapSizes = false, map[string]uint32{"lb_services": 77}
+		{"flags alone", []string{"--socket-lb=false", "--lb-service-map-size", "77", "--api-list-page-size", "500"}, func(c *Config) {
+			c.SocketLB, c.MapSizes, c.APIListPageSize = false, map[string]uint32{"lb_services": 77}, 500
 		}},
 		{"the file over the defaults", []string{"--config", file}, func(c *Config) {
 			c.SocketLB, c.LBAlgorithm, c.NodeName, c.NodeInterfaces = false, "maglev", "from-file", []string{"eth9"}

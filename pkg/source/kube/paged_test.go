@@ -1,9 +1,12 @@
 package kube
 
 import (
+	"bufio"
 	"bytes"
+	"io"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,6 +31,24 @@ func encodePage(t *testing.T, list runtime.Object) []byte {
 
 func newService() protoObject { return &corev1.Service{} }
 
+// closeCounter counts the closes of a response body.
+type closeCounter struct{ closed int }
+
+func (c *closeCounter) Close() error { c.closed++; return nil }
+
+// readPage reads body as a page: its metadata, then every item, as the
+// stream does; it returns what was handed on, the first error, and how
+// often the body was closed.
+func readPage(body []byte) (meta *pagedList, got []*corev1.Service, closes int, err error) {
+	var c closeCounter
+	page, err := newPagedList(bufio.NewReader(bytes.NewReader(body)), &c, newService, nil)
+	if err != nil {
+		return nil, nil, c.closed, err
+	}
+	err = page.each(func(o runtime.Object) error { got = append(got, o.(*corev1.Service)); return nil })
+	return page, got, c.closed, err
+}
+
 // TestPagedList: a page's metadata is read at once, its items decoded in
 // order as they are handed on, each into an object of its own.
 func TestPagedList(t *testing.T) {
@@ -35,16 +56,12 @@ func TestPagedList(t *testing.T) {
 	for _, s := range []*corev1.Service{apiService("a", "10.96.0.1"), apiService("b", "10.96.0.2"), apiService("c", "fd00::3")} {
 		list.Items = append(list.Items, *s)
 	}
-	page, err := newPagedList(encodePage(t, list), newService, nil)
+	page, got, closes, err := readPage(encodePage(t, list))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if page.ResourceVersion != "42" || page.Continue != "next-page" {
 		t.Errorf("list metadata: resourceVersion %q continue %q, want 42 and next-page", page.ResourceVersion, page.Continue)
-	}
-	var got []*corev1.Service
-	if err := page.each(func(o runtime.Object) error { got = append(got, o.(*corev1.Service)); return nil }); err != nil {
-		t.Fatal(err)
 	}
 	if len(got) != len(list.Items) {
 		t.Fatalf("%d items handed on, want %d", len(got), len(list.Items))
@@ -58,13 +75,72 @@ func TestPagedList(t *testing.T) {
 			t.Errorf("items %d and %d handed on in one object", i-1, i)
 		}
 	}
+	if closes != 1 {
+		t.Errorf("the body was closed %d times once read, want once", closes)
+	}
 
-	empty, err := newPagedList(encodePage(t, &corev1.ServiceList{ListMeta: metav1.ListMeta{ResourceVersion: "7"}}), newService, nil)
+	empty, got, _, err := readPage(encodePage(t, &corev1.ServiceList{ListMeta: metav1.ListMeta{ResourceVersion: "7"}}))
 	if err != nil {
 		t.Fatalf("an empty page: %v", err)
 	}
-	if empty.ResourceVersion != "7" || len(empty.items) != 0 {
-		t.Errorf("an empty page: resourceVersion %q, %d items; want 7, none", empty.ResourceVersion, len(empty.items))
+	if empty.ResourceVersion != "7" || len(got) != 0 {
+		t.Errorf("an empty page: resourceVersion %q, %d items; want 7, none", empty.ResourceVersion, len(got))
+	}
+}
+
+// TestPagedListStreams: a page's metadata, then each item, is handed on as
+// soon as its bytes arrive, not once the whole body has (which the agent
+// would then hold in memory whole).
+func TestPagedListStreams(t *testing.T) {
+	list := &corev1.ServiceList{ListMeta: metav1.ListMeta{ResourceVersion: "42", Continue: "next-page"}}
+	for _, s := range []*corev1.Service{apiService("a", "10.96.0.1"), apiService("b", "10.96.0.2")} {
+		list.Items = append(list.Items, *s)
+	}
+	body := encodePage(t, list)
+	second := bytes.Index(body, []byte("10.96.0.2")) // inside the second item
+	r, w := io.Pipe()
+	go func() { _, _ = w.Write(body[:second]) }() // the second item's start, not its end
+	opened := make(chan *pagedList, 1)
+	go func() {
+		page, err := newPagedList(bufio.NewReader(r), r, newService, nil)
+		if err != nil {
+			t.Error(err)
+		}
+		opened <- page
+	}()
+	var page *pagedList
+	select {
+	case page = <-opened:
+	case <-time.After(10 * time.Second):
+		_ = w.Close()
+		t.Fatal("the metadata was not read before the body ended")
+	}
+	if page == nil {
+		t.FailNow()
+	}
+	if page.Continue != "next-page" {
+		t.Fatalf("metadata read before the body ended: continue %q, want next-page", page.Continue)
+	}
+	handed := make(chan string, 2)
+	done := make(chan error, 1)
+	go func() {
+		done <- page.each(func(o runtime.Object) error { handed <- o.(*corev1.Service).Name; return nil })
+	}()
+	select {
+	case name := <-handed:
+		if name != "a" {
+			t.Errorf("first item handed on: %s, want a", name)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first item was not handed on before the body ended")
+	}
+	_, _ = w.Write(body[second:])
+	_ = w.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if name := <-handed; name != "b" {
+		t.Errorf("second item handed on: %s, want b", name)
 	}
 }
 
@@ -72,34 +148,34 @@ func TestPagedList(t *testing.T) {
 // error naming what is wrong, never a short list taken for a whole one.
 func TestPagedListRejects(t *testing.T) {
 	good := encodePage(t, &corev1.ServiceList{Items: []corev1.Service{*apiService("a", "10.96.0.1")}})
-	if _, err := newPagedList(good, newService, nil); err != nil {
-		t.Fatalf("the well-formed page (positive control): %v", err)
+	if _, got, _, err := readPage(good); err != nil || len(got) != 1 {
+		t.Fatalf("the well-formed page (positive control): %d items, %v", len(got), err)
 	}
 	gzipped := append(bytes.Clone(good), 0x1a, 4, 'g', 'z', 'i', 'p') // runtime.Unknown's contentEncoding (3)
 	for _, c := range []struct {
 		name, body, want string
 	}{
 		{"JSON", `{"kind":"ServiceList","items":[]}`, "magic prefix"},
+		{"empty", "", "magic prefix"},
 		{"truncated", string(good[:len(good)-5]), "malformed protobuf"},
+		{"no list", string(protoMagic), "no list in the page"},
 		{"compressed inside", string(gzipped), `content encoding "gzip"`},
 	} {
-		_, err := newPagedList([]byte(c.body), newService, nil)
+		_, _, closes, err := readPage([]byte(c.body))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error saying %q", c.name, err, c.want)
+		}
+		if closes != 1 {
+			t.Errorf("%s: the body was closed %d times, want once", c.name, closes)
 		}
 	}
 	// An item that does not decode stops the list at it.
 	bad := encodePage(t, &corev1.ServiceList{Items: []corev1.Service{*apiService("a", "10.96.0.1"), *apiService("b", "10.96.0.2")}})
 	i := bytes.LastIndex(bad, []byte("10.96.0.2"))
 	bad[i-1] = 0xff // the ClusterIP's length: past the item's end
-	page, err := newPagedList(bad, newService, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	err = page.each(func(runtime.Object) error { n++; return nil })
-	if err == nil || !strings.Contains(err.Error(), "list item 1") || n != 1 {
-		t.Errorf("a page whose second item is corrupt: %d handed on, error %v; want 1 and an error naming list item 1", n, err)
+	_, got, _, err := readPage(bad)
+	if err == nil || !strings.Contains(err.Error(), "list item 1") || len(got) != 1 {
+		t.Errorf("a page whose second item is corrupt: %d handed on, error %v; want 1 and an error naming list item 1", len(got), err)
 	}
 }
 
@@ -138,7 +214,7 @@ func BenchmarkListPageDecode(b *testing.B) {
 	b.Run("paged", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			page, err := newPagedList(body, newService, nil)
+			page, err := newPagedList(bufio.NewReader(bytes.NewReader(body)), io.NopCloser(nil), newService, nil)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -51,8 +51,8 @@ type Source struct {
 	// Report gets each object's invalid fields (the agent does not trust
 	// that the API server validated what it relies on).
 	Report *report.Reporter
-	// PageSize is the objects per list request (0: 2,000). Each page is
-	// decoded and handed on before the next is asked for.
+	// PageSize is the objects per list request (0: DefaultPageSize). Each
+	// page is decoded and handed on while the next one is fetched.
 	PageSize int64
 	// WatchList lists each resource as a watch that begins with every
 	// object (the API server's WatchList streaming): see stream.watchList.

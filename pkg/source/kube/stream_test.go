@@ -49,6 +49,7 @@ type fakeAPI struct {
 	watchLists      int
 	// continued, if set, is told each continue token asked for.
 	continued chan string
+	limits    []int64 // each list request's limit (page size)
 }
 
 func (f *fakeAPI) List(_ context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -59,6 +60,7 @@ func (f *fakeAPI) List(_ context.Context, o metav1.ListOptions) (runtime.Object,
 		f.listErr = nil
 		return nil, err
 	}
+	f.limits = append(f.limits, o.Limit)
 	start := 0
 	if o.Continue != "" {
 		start, _ = strconv.Atoi(o.Continue)
@@ -363,5 +365,33 @@ func TestListAsksForTheNextPageWhileHandingOn(t *testing.T) {
 	h.expect(t, "the list", "ns/a 10.96.0.1", "ns/b 10.96.0.2", "ns/c 10.96.0.3")
 	if asked != "2" {
 		t.Errorf("while the first page was handed on, the page after item 2 was not asked for (continue %q)", asked)
+	}
+}
+
+// TestPageSize: every list request asks for the configured page size, and
+// for DefaultPageSize when none is configured (never an unpaged list,
+// which would hold the whole list in one response).
+func TestPageSize(t *testing.T) {
+	for _, c := range []struct {
+		configured, want int64
+	}{{0, DefaultPageSize}, {2, 2}} {
+		api := &fakeAPI{
+			items:    []*corev1.Service{apiService("a", "10.96.0.1"), apiService("b", "10.96.0.2"), apiService("c", "10.96.0.3")},
+			watchers: make(chan *watch.RaceFreeFakeWatcher, 1),
+		}
+		h := &holder{held: map[types.NamespacedName]string{}}
+		s := serviceStream(api, h, streamOptions{pageSize: c.configured})
+		ctx, cancel := context.WithCancel(context.Background())
+		go s.run(ctx)
+		api.nextWatcher(t) // listed
+		h.expect(t, fmt.Sprintf("page size %d", c.configured), "ns/a 10.96.0.1", "ns/b 10.96.0.2", "ns/c 10.96.0.3")
+		cancel()
+		api.mu.Lock()
+		limits := slices.Clone(api.limits)
+		api.mu.Unlock()
+		wantPages := int((3 + c.want - 1) / c.want)
+		if len(limits) != wantPages || slices.ContainsFunc(limits, func(l int64) bool { return l != c.want }) {
+			t.Errorf("page size %d configured: list requests with limits %v, want %d of %d", c.configured, limits, wantPages, c.want)
+		}
 	}
 }
