@@ -90,14 +90,14 @@ bench-slices: deps build tools ## network slices: the latency class's p99 idle v
 	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube-lab bench slices --runs 3 --duration 5s --services 1,10000 --uplink-rate 1G
 
 bench-sync: deps build tools ## control plane: sync cost at 1k..100k Services against a real kube-apiserver
-	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube-lab bench sync --services 1000,10000,30000,100000 --endpoints 1,10 --gzip-lists
+	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube-lab bench sync --services 1000,10000,30000,100000 --endpoints 1,10 --gzip-lists --page-sizes 2000
 
 bench-scale: deps build tools ## past one machine: 10..200 hollow agents (--datapath=memory) against one kube-apiserver: docs/benchmarks/scale.md
 	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube-lab bench scale --agents 10,50,100,200 --services 10000 --endpoints 5 --pods 1000 --policies 100 --rate 10 --pod-rate 10 --duration 30s
 
 bench-compare: deps build tools ## netcube vs the real kube-proxy (iptables-nft, iptables-legacy, nftables) at 1..30k Services (netcube to 100k): docs/benchmarks/compare.md
 	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube-lab bench compare \
-		--services 1,1000,5000,10000,30000,100000 --kube-proxy-max 30000 --runs 3 --duration 1s --reactions 3 --churn 6s --churn-every 1s
+		--services 1,1000,5000,10000,30000,100000 --kube-proxy-max 30000 --kube-proxy-changes-max 10000 --runs 3 --duration 1s --reactions 3 --churn 6s --churn-every 1s
 
 bench-podnet: deps build tools ## pod network: netcube (native, VXLAN, kernel-routed) vs flannel VXLAN + bridge: docs/benchmarks/podnet.md
 	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube-lab bench podnet --runs 3 --duration 3s --startups 100

@@ -54,12 +54,13 @@ const (
 	compareServiceCIDRs = "10.96.0.0/12,fd00:10:96::/108"
 )
 
-func newCluster(name, binDir string, log io.Writer) (*cluster, error) {
+func newCluster(name, binDir string, agentArgs []string, log io.Writer) (*cluster, error) {
 	_ = sandbox.Down(name, io.Discard)
 	sb, err := sandbox.Up(sandbox.Config{
 		Name: name, Nodes: 1, PodsPerNode: 4, SocketLB: true, APIServer: true, BinDir: binDir,
 		ServiceCIDRs: compareServiceCIDRs,
-		AgentArgs:    []string{"--lb-service-map-size", "1000000", "--lb-backend-map-size", "500000", "--lb-revnat-map-size", "500000"},
+		AgentArgs: append([]string{"--lb-service-map-size", "1000000", "--lb-backend-map-size", "500000", "--lb-revnat-map-size", "500000"},
+			agentArgs...),
 	}, log)
 	if err != nil {
 		return nil, err

@@ -27,18 +27,28 @@ type CompareConfig struct {
 	// also timed with its --*-min-sync-period at 0 (shipped: 1 s, which
 	// dominates its reaction at small sizes); 0: never.
 	MinSyncZeroMax int
-	Duration       time.Duration // of each throughput, latency and rate measurement
-	Runs           int           // repetitions of those; medians are reported
-	Reactions      int           // scale-up/down pairs timed per family
-	ChurnFor       time.Duration // length of the rolling-update run
-	ChurnEvery     time.Duration // one replica replaced this often
-	SyncTimeout    time.Duration // for a peer's full sync (kube-proxy at 30,000 takes minutes)
-	BinDir         string
-	ToolsDir       string // kube-proxy, kube-apiserver, etcd
-	OutDir         string // compare.{json,md} and plots/; "" = none
-	Log            io.Writer
-	Command        string // how the report says to reproduce it
-	Sandbox        string // name of the sandbox the benchmark builds (default "kpb")
+	// KubeProxyChangesMax: the largest size at which kube-proxy's endpoint
+	// changes and rolling update are timed (0: every size it runs at);
+	// above it, its full sync and steady state only. At 30,000 Services
+	// one change takes iptables-nft about a minute and nftables mode about
+	// three, so its changes and rolling update were most of that size's
+	// two hours; netcube's are timed at every size.
+	KubeProxyChangesMax int
+	Duration            time.Duration // of each throughput, latency and rate measurement
+	Runs                int           // repetitions of those; medians are reported
+	Reactions           int           // scale-up/down pairs timed per family
+	ChurnFor            time.Duration // length of the rolling-update run
+	ChurnEvery          time.Duration // one replica replaced this often
+	SyncTimeout         time.Duration // for a peer's full sync (kube-proxy at 30,000 takes minutes)
+	BinDir              string
+	ToolsDir            string // kube-proxy, kube-apiserver, etcd
+	OutDir              string // compare.{json,md} and plots/; "" = none
+	Log                 io.Writer
+	Command             string // how the report says to reproduce it
+	Sandbox             string // name of the sandbox the benchmark builds (default "kpb")
+	// AgentArgs are added to netcube's agent's flags (the report's command
+	// line shows them).
+	AgentArgs []string
 	// Merge keeps OutDir's earlier points at the sizes not measured now, so
 	// a large size can be added to a report without measuring it all again.
 	Merge bool
@@ -148,7 +158,7 @@ func Compare(cfg CompareConfig) (*CompareReport, error) {
 	if cfg.Sandbox == "" {
 		cfg.Sandbox = "kpb"
 	}
-	c, err := newCluster(cfg.Sandbox, cfg.BinDir, cfg.Log)
+	c, err := newCluster(cfg.Sandbox, cfg.BinDir, cfg.AgentArgs, cfg.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -318,7 +328,11 @@ func (c *cluster) measurePeer(p peer, n int, cfg CompareConfig) (PeerPoint, erro
 		}
 	}
 	// Changes: every one makes kube-proxy re-sync (and re-order) its rules.
+	timeChanges := p.name() == "netcube" || cfg.KubeProxyChangesMax == 0 || n <= cfg.KubeProxyChangesMax
 	for i, f := range fams {
+		if !timeChanges {
+			break
+		}
 		ff := &pt.Families[i]
 		for k := 0; k < cfg.Reactions; k++ {
 			up, down, err := c.reaction(f, cfg.SyncTimeout)

@@ -29,9 +29,12 @@ type CompareReport struct {
 		KubeProxyMax int     `json:"kube_proxy_max"`
 		// MinSyncZeroMax: up to this size kube-proxy's endpoint changes
 		// were timed with its minimum sync period at 0 too.
-		MinSyncZeroMax int    `json:"min_sync_zero_max,omitempty"`
-		Commit         string `json:"commit"` // the netcube commit measured (Commit)
-		Command        string `json:"command"`
+		MinSyncZeroMax int `json:"min_sync_zero_max,omitempty"`
+		// KubeProxyChangesMax: above this size kube-proxy's endpoint
+		// changes and rolling update were not timed (0: at every size).
+		KubeProxyChangesMax int    `json:"kube_proxy_changes_max,omitempty"`
+		Commit              string `json:"commit"` // the netcube commit measured (Commit)
+		Command             string `json:"command"`
 	} `json:"config"`
 	Points []PeerPoint `json:"points"`
 	// Merged lists the runs the points come from, when sizes were added to
@@ -55,6 +58,7 @@ func newCompareReport(cfg CompareConfig) *CompareReport {
 	r.Config.Reactions, r.Config.ChurnS, r.Config.ChurnEveryS = cfg.Reactions, cfg.ChurnFor.Seconds(), cfg.ChurnEvery.Seconds()
 	r.Config.KubeProxyMax, r.Config.Command = cfg.KubeProxyMax, cfg.Command
 	r.Config.MinSyncZeroMax, r.Config.Commit = cfg.MinSyncZeroMax, Commit()
+	r.Config.KubeProxyChangesMax = cfg.KubeProxyChangesMax
 	return r
 }
 

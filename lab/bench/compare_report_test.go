@@ -106,3 +106,26 @@ func TestSyncSplitTable(t *testing.T) {
 		t.Errorf("100000's row is wrong:\n%s", out)
 	}
 }
+
+// A report whose kube-proxy changes were timed only up to a size says so
+// when it goes beyond it, and not otherwise.
+func TestKubeProxyChangesMaxSaid(t *testing.T) {
+	const said = "kube-proxy's endpoint changes and rolling update are timed up to 10000 Services"
+	for _, c := range []struct {
+		sizes      []int
+		changesMax int
+		want       bool
+	}{
+		{[]int{1000, 30000}, 10000, true},
+		{[]int{1000, 10000}, 10000, false},
+		{[]int{1000, 30000}, 0, false},
+	} {
+		r := newCompareReport(CompareConfig{Sizes: c.sizes, Runs: 1, Duration: time.Second, KubeProxyChangesMax: c.changesMax})
+		for _, n := range c.sizes {
+			r.Points = append(r.Points, PeerPoint{Peer: "netcube", Services: n, FullSyncS: 1})
+		}
+		if got := strings.Contains(r.Markdown(nil), said); got != c.want {
+			t.Errorf("sizes %v, changes timed up to %d: the report says so: %v, want %v", c.sizes, c.changesMax, got, c.want)
+		}
+	}
+}

@@ -43,6 +43,11 @@ type SyncConfig struct {
 	// --api-compression (gzip-compressed lists), to report what
 	// compression costs; the two interleaved.
 	GzipLists bool
+	// PageSizes: before each first start, start the agent once more with
+	// each of these --api-list-page-size values, to report what the page
+	// size costs the API server, the agent's time and its memory; all
+	// interleaved.
+	PageSizes []int
 	BinDir    string
 	OutDir    string
 	Merge     bool // keep the points already in OutDir's report
@@ -83,6 +88,23 @@ type SyncResult struct {
 	// Gzip: the same first starts with gzip-compressed lists
 	// (--api-compression), interleaved with them (GzipLists; nil: not run).
 	Gzip *SyncGzip `json:"gzip_lists,omitempty"`
+	// PeakRSSAtReadyMB: the agent's peak RSS as of ready, on a first start
+	// (median of the starts): the initial lists and sync, no changes yet.
+	PeakRSSAtReadyMB float64 `json:"agent_peak_rss_at_ready_mb,omitempty"`
+	// PageSizes: the same first starts with other list page sizes
+	// (--api-list-page-size), interleaved with them (SyncConfig.PageSizes).
+	PageSizes []SyncPageSize `json:"list_page_sizes,omitempty"`
+}
+
+// SyncPageSize is first starts listing in pages of PageSize objects
+// (medians of the starts).
+type SyncPageSize struct {
+	PageSize         int     `json:"page_size"`
+	StartToReady     float64 `json:"start_to_ready_ms"`
+	ListMS           float64 `json:"list_ms"`
+	DecodeMS         float64 `json:"decode_ms"`
+	APIServerCPU     float64 `json:"apiserver_cpu_seconds"`
+	PeakRSSAtReadyMB float64 `json:"agent_peak_rss_at_ready_mb"`
 }
 
 // SyncGzip is first starts whose lists the API server compressed
@@ -402,11 +424,18 @@ func syncPoint(cfg SyncConfig, env *kubeenv.Env, n, eps int) (SyncResult, error)
 	}
 	// Starts on empty maps; the last agent stays for the endpoint changes.
 	var first, gzip timings
+	pages := make([]timings, len(cfg.PageSizes))
 	var a *agentProc
 	for i := range starts {
 		if cfg.GzipLists {
 			_ = datapath.Unpin(pins)
 			if err := gzip.measure(cfg, env, pins, "gzip", "--api-compression"); err != nil {
+				return r, err
+			}
+		}
+		for j, size := range cfg.PageSizes {
+			_ = datapath.Unpin(pins)
+			if err := pages[j].measure(cfg, env, pins, fmt.Sprintf("pages-%d", size), fmt.Sprintf("--api-list-page-size=%d", size)); err != nil {
 				return r, err
 			}
 		}
@@ -427,6 +456,13 @@ func syncPoint(cfg SyncConfig, env *kubeenv.Env, n, eps int) (SyncResult, error)
 	r.StartToReady, r.FullSyncFirst, r.FirstEventToAppliedFirst = first.medians()
 	r.Split = first.split()
 	r.APIServerCPUFirst = medianOf(first.apiCPU)
+	r.PeakRSSAtReadyMB = medianOf(first.rss)
+	for j, size := range cfg.PageSizes {
+		t := &pages[j]
+		sp := t.split()
+		r.PageSizes = append(r.PageSizes, SyncPageSize{PageSize: size, StartToReady: medianOf(t.ready), ListMS: sp.ListMS, DecodeMS: sp.DecodeMS,
+			APIServerCPU: medianOf(t.apiCPU), PeakRSSAtReadyMB: medianOf(t.rss)})
+	}
 	if cfg.GzipLists {
 		sp := gzip.split()
 		r.Gzip = &SyncGzip{StartToReady: medianOf(gzip.ready), ListMS: sp.ListMS, DecodeMS: sp.DecodeMS, APIServerCPU: medianOf(gzip.apiCPU)}
@@ -505,6 +541,7 @@ func syncPoint(cfg SyncConfig, env *kubeenv.Env, n, eps int) (SyncResult, error)
 type timings struct {
 	ready, apply, wall []float64
 	apiCPU             []float64 // the API server's CPU seconds, start -> ready
+	rss                []float64 // the agent's peak RSS (MB) as of ready
 	updates            []int
 	phases             []SyncSplit
 }
@@ -517,6 +554,8 @@ func (t *timings) add(a *agentProc) error {
 	t.ready, t.apply, t.wall = append(t.ready, ms(a.ready)), append(t.apply, ms(s.apply)), append(t.wall, ms(s.wall))
 	t.updates = append(t.updates, s.updates)
 	t.apiCPU = append(t.apiCPU, a.apiCPU)
+	_, rss := procUsage(a.cmd.Process.Pid)
+	t.rss = append(t.rss, rss)
 	t.phases = append(t.phases, s.split)
 	return nil
 }

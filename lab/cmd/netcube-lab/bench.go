@@ -77,6 +77,7 @@ func benchSync(args []string) error {
 	fs.IntVar(&cfg.Changes, "changes", 100, "endpoint changes timed per size")
 	fs.IntVar(&cfg.Starts, "starts", 3, "agent starts (and restarts) per size; full-sync figures are their medians")
 	fs.BoolVar(&cfg.GzipLists, "gzip-lists", false, "also start the agent with --api-compression before each first start, and report what gzip-compressed lists cost")
+	pageSizes := fs.String("page-sizes", "", "also start the agent with each of these --api-list-page-size values before each first start, and report what the list page size costs")
 	fs.BoolVar(&cfg.Merge, "merge", false, "add to the points already in the report instead of replacing it")
 	fs.StringVar(&cfg.OutDir, "out", "docs/benchmarks", "directory for sync.json and sync.md (\"\": none)")
 	_ = fs.Parse(args)
@@ -86,6 +87,16 @@ func benchSync(args []string) error {
 	}
 	if cfg.Endpoints, err = ints(*endpoints); err != nil {
 		return err
+	}
+	if *pageSizes != "" {
+		if cfg.PageSizes, err = ints(*pageSizes); err != nil {
+			return fmt.Errorf("--page-sizes: %w", err)
+		}
+		for _, size := range cfg.PageSizes {
+			if size <= 0 {
+				return fmt.Errorf("--page-sizes %q: %d is not a number of objects", *pageSizes, size)
+			}
+		}
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -162,6 +173,7 @@ func benchCompare(args []string) error {
 	cfg := bench.CompareConfig{Log: os.Stdout}
 	fs.BoolVar(&cfg.Merge, "merge", false, "keep --out's earlier points at the sizes not measured now (add a size to a report)")
 	fs.IntVar(&cfg.KubeProxyMax, "kube-proxy-max", 30000, "largest size kube-proxy runs at (0: every size)")
+	fs.IntVar(&cfg.KubeProxyChangesMax, "kube-proxy-changes-max", 0, "largest size at which kube-proxy's endpoint changes and rolling update are timed (0: every size it runs at)")
 	fs.IntVar(&cfg.MinSyncZeroMax, "min-sync-zero-max", 10000, "up to this size, also time kube-proxy's endpoint changes with its minimum sync period at 0 (shipped: 1 s); 0: never")
 	fs.DurationVar(&cfg.Duration, "duration", 2*time.Second, "length of each throughput, latency and rate measurement")
 	fs.IntVar(&cfg.Runs, "runs", 3, "repetitions (medians are reported)")
@@ -170,6 +182,10 @@ func benchCompare(args []string) error {
 	fs.DurationVar(&cfg.ChurnEvery, "churn-every", time.Second, "one replica replaced this often during the rolling update")
 	fs.DurationVar(&cfg.SyncTimeout, "sync-timeout", 2*time.Hour, "longest wait for a data plane to program every Service or change")
 	fs.StringVar(&cfg.OutDir, "out", "docs/benchmarks", "directory for compare.{json,md} and plots/ (\"\": none)")
+	fs.Func("agent-arg", "a flag for netcube's agent (repeat for more), e.g. --agent-arg=--api-list-page-size=2000", func(v string) error {
+		cfg.AgentArgs = append(cfg.AgentArgs, v)
+		return nil
+	})
 	_ = fs.Parse(args)
 	if *reportOnly {
 		rep, err := bench.LoadCompareReport(cfg.OutDir)
