@@ -2,11 +2,21 @@ package lb
 
 import (
 	"fmt"
+	"net/netip"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/netcube/netcube/internal/testenv"
 	"github.com/netcube/netcube/pkg/datapath"
+	"github.com/netcube/netcube/pkg/k8s"
+	"github.com/netcube/netcube/pkg/model"
 )
 
 // BenchmarkInitialSync: the first full sync (empty maps) and a restart's
@@ -65,35 +75,93 @@ func BenchmarkInitialSync(b *testing.B) {
 }
 
 // BenchmarkRetainedPerService: the heap the agent keeps per Service (one
-// port, one endpoint) once everything is applied: the reconciler's view of
-// the cluster plus the lb cube's bookkeeping. At 100,000 Services this is
-// most of the agent's memory.
+// port, one endpoint per family) once everything is applied: the
+// reconciler's view of the cluster plus the lb cube's bookkeeping, for
+// single-stack Services and for dual-stack ones (two ClusterIPs, an
+// EndpointSlice per family, as in bench compare). At 100,000 Services this
+// is most of the agent's memory. With NETCUBE_HEAP_PROFILE=<file>, the
+// dual-stack heap is written there as a pprof profile while it is held
+// (docs/benchmarks/memory-profile.md).
 func BenchmarkRetainedPerService(b *testing.B) {
 	testenv.RequireRoot(b)
 	const n = 100000
-	sizes := map[string]uint32{"lb_services": 4 * n, "lb_backends": 2 * n, "lb_revnat": 2 * n, "lb_vips": 2 * n}
-	for b.Loop() {
-		dp, err := datapath.Load(datapath.Config{MapSizes: sizes})
-		if err != nil {
-			b.Fatal(err)
+	for _, dual := range []bool{false, true} {
+		name := "family=single"
+		if dual {
+			name = "family=dual"
 		}
-		base := heapInUse()
-		r := NewReconciler(New(dp.Maps()), nil)
-		for i := range n {
-			r.OnService(svcKey(i), svc(i))
-			r.OnEndpointSlice(sliceKey(i), slice(i, ep(i, 0)))
-		}
-		delivered := heapInUse()
-		r.OnSynced()
-		if err := r.Sync(); err != nil {
-			b.Fatal(err)
-		}
-		applied := heapInUse()
-		b.ReportMetric(float64(delivered-base)/n, "B-delivered/service")
-		b.ReportMetric(float64(applied-base)/n, "B-applied/service")
-		runtime.KeepAlive(r)
-		dp.Close()
+		b.Run(name, func(b *testing.B) {
+			sizes := map[string]uint32{"lb_services": 8 * n, "lb_backends": 4 * n, "lb_revnat": 4 * n, "lb_vips": 4 * n}
+			for b.Loop() {
+				dp, err := datapath.Load(datapath.Config{MapSizes: sizes})
+				if err != nil {
+					b.Fatal(err)
+				}
+				base := heapInUse()
+				r := NewReconciler(New(dp.Maps()), nil)
+				for i := range n {
+					if !dual {
+						r.OnService(svcKey(i), svc(i))
+						r.OnEndpointSlice(sliceKey(i), slice(i, ep(i, 0)))
+						continue
+					}
+					r.OnService(svcKey(i), dualStackService(i))
+					for _, v6 := range []bool{false, true} {
+						key, s := dualStackSlice(i, v6)
+						r.OnEndpointSlice(key, s)
+					}
+				}
+				delivered := heapInUse()
+				r.OnSynced()
+				if err := r.Sync(); err != nil {
+					b.Fatal(err)
+				}
+				applied := heapInUse()
+				b.ReportMetric(float64(delivered-base)/n, "B-delivered/service")
+				b.ReportMetric(float64(applied-base)/n, "B-applied/service")
+				if path := os.Getenv("NETCUBE_HEAP_PROFILE"); path != "" && dual {
+					f, err := os.Create(path)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := pprof.WriteHeapProfile(f); err != nil {
+						b.Fatal(err)
+					}
+					f.Close()
+				}
+				runtime.KeepAlive(r)
+				dp.Close()
+			}
+		})
 	}
+}
+
+// dualStackService is Service i with an IPv4 and an IPv6 ClusterIP.
+func dualStackService(i int) *model.Service {
+	v4 := netip.AddrFrom4([4]byte{10, byte(96 + i>>16), byte(i >> 8), byte(i)}).String()
+	v6 := fmt.Sprintf("fd00:10:96::%x:%x", i>>16, i&0xffff)
+	return must(k8s.ToService(&corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s%d", i), Namespace: "default"},
+		Spec: corev1.ServiceSpec{ClusterIP: v4, ClusterIPs: []string{v4, v6}, IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol},
+			Ports: []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP}}},
+	}))
+}
+
+// dualStackSlice is Service i's EndpointSlice of one family, one endpoint.
+func dualStackSlice(i int, v6 bool) (types.NamespacedName, *model.EndpointSlice) {
+	port, proto, name := int32(8080), corev1.ProtocolTCP, ""
+	at, addr, suffix := discoveryv1.AddressTypeIPv4, ep(i, 0), "v4"
+	if v6 {
+		at, addr, suffix = discoveryv1.AddressTypeIPv6, fmt.Sprintf("fd00:10:244::%x:%x", i>>16, i&0xffff), "v6"
+	}
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s%d-%s", i, suffix), Namespace: "default",
+			Labels: map[string]string{discoveryv1.LabelServiceName: fmt.Sprintf("s%d", i)}},
+		AddressType: at,
+		Ports:       []discoveryv1.EndpointPort{{Name: &name, Port: &port, Protocol: &proto}},
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{addr}}},
+	}
+	return types.NamespacedName{Namespace: "default", Name: s.Name}, must(k8s.ToEndpointSlice(s))
 }
 
 func heapInUse() uint64 {
