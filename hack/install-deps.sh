@@ -23,6 +23,7 @@ packages=(
   iptables nftables     # kube-proxy, the benchmark's baseline (iptables-nft, iptables-legacy, nftables modes)
   gcc                   # cc: the pause image's and the native load generator's C
   git                   # the upgrade test builds an earlier agent from history; reports name their commit
+  linux-perf            # perf: the profiles the reports give (docs/benchmarks/*-profile.md)
   # Part of every Debian system, listed so that every program the project
   # runs is named here (internal/hostdeps checks it):
   bash coreutils mount  # scripts, cat/test/timeout in tests, umount
