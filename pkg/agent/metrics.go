@@ -38,8 +38,8 @@ func newMetrics(rep *report.Reporter) *metrics {
 	return m
 }
 
-// observeMap counts a cube's map write (cube.Maps.Observe).
-func (m *metrics) observeMap(mapName, op string, err error) {
+// observeMap counts n of a cube's map writes (cube.Maps.Observe).
+func (m *metrics) observeMap(mapName, op string, n int, err error) {
 	result := "ok"
 	var full *cube.MapFullError
 	switch {
@@ -48,7 +48,7 @@ func (m *metrics) observeMap(mapName, op string, err error) {
 	case err != nil:
 		result = "error"
 	}
-	m.mapOps.WithLabelValues(mapName, op, result).Inc()
+	m.mapOps.WithLabelValues(mapName, op, result).Add(float64(n))
 }
 
 func (m *metrics) handler() http.Handler {

@@ -13,8 +13,10 @@ import (
 type Maps struct {
 	byName map[string]Map
 	flags  map[string]string // size flag by map name, for MapFullError
-	// Observe, if set, is told about every update and delete (metrics).
-	Observe func(mapName, op string, err error)
+	// Observe, if set, is told about every update and delete (metrics):
+	// n of them, all with err (a batch of hundreds of thousands is told
+	// once, not once per entry).
+	Observe func(mapName, op string, n int, err error)
 }
 
 // NewMaps makes a set of maps; sizeFlags names, by map, the flag that
@@ -80,9 +82,12 @@ func (m *Maps) ReplaceInner(name string, key, values any) error {
 	return err
 }
 
-func (m *Maps) observe(name, op string, err error) {
-	if m.Observe != nil {
-		m.Observe(name, op, err)
+func (m *Maps) observe(name, op string, err error) { m.observeN(name, op, 1, err) }
+
+// observeN tells Observe about n operations with err (none: nothing).
+func (m *Maps) observeN(name, op string, n int, err error) {
+	if m.Observe != nil && n > 0 {
+		m.Observe(name, op, n, err)
 	}
 }
 

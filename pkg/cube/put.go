@@ -115,13 +115,9 @@ func PutBatch[K, V any](m *Maps, name string, keys []K, values []V) (written int
 		n, err = mp.BatchUpdate(keys[lo:hi], values[lo:hi])
 		written += n
 		err = m.classify(name, err)
-		if m.Observe != nil {
-			for range n {
-				m.Observe(name, "update", nil)
-			}
-			if err != nil {
-				m.Observe(name, "update", err)
-			}
+		m.observeN(name, "update", n, nil)
+		if err != nil {
+			m.observe(name, "update", err)
 		}
 	}
 	return written, err
@@ -140,9 +136,7 @@ func RemoveBatch[K any](m *Maps, name string, keys []K) (removed int, err error)
 		hi := min(lo+batchChunk, len(keys))
 		n, err := mp.BatchDelete(keys[lo:hi])
 		removed += n
-		for range n {
-			m.observe(name, "delete", nil)
-		}
+		m.observeN(name, "delete", n, nil)
 		lo += n
 		if isNotExist(err) {
 			// The kernel stops at a missing key: it is gone already, as

@@ -13,7 +13,8 @@ import (
 // in batches (cube.PutBatch, cube.RemoveBatch): an LPM trie across more
 // than one chunk, and a hash map. A delete batch meeting keys already
 // gone goes on past them (the kernel stops at each), and removes the
-// rest.
+// rest. The metrics are told every entry written or deleted (a batch at
+// once, not entry by entry).
 func TestBatchWritesAnLPMTrie(t *testing.T) {
 	testenv.RequireRoot(t)
 	dp, err := datapath.Load(datapath.Config{})
@@ -22,6 +23,12 @@ func TestBatchWritesAnLPMTrie(t *testing.T) {
 	}
 	defer dp.Close()
 	m := dp.Maps()
+	observed := map[string]int{}
+	m.Observe = func(name, op string, n int, err error) {
+		if name == "pol_entries" && err == nil {
+			observed[op] += n
+		}
+	}
 	const n = 5000 // more than one chunk
 	keys, vals := make([]datapath.PolicyEntryKey, n), make([]datapath.PolicyEntry, n)
 	for i := range keys {
@@ -42,6 +49,9 @@ func TestBatchWritesAnLPMTrie(t *testing.T) {
 	if got := count(); got != n {
 		t.Fatalf("pol_entries holds %d entries after a batch write of %d", got, n)
 	}
+	if observed["update"] != n {
+		t.Errorf("metrics told of %d updates after a batch write of %d", observed["update"], n)
+	}
 
 	// Every other key removed one by one; then the batch over all of
 	// them meets a missing key at every other step.
@@ -58,6 +68,11 @@ func TestBatchWritesAnLPMTrie(t *testing.T) {
 	}
 	if got := count(); got != 0 {
 		t.Fatalf("pol_entries holds %d entries after the batch delete", got)
+	}
+	// n/2 removed one by one, n/2 by the batch, and the n/2 the batch
+	// found gone already (counted as deletes, as Remove counts them).
+	if observed["delete"] != 3*n/2 {
+		t.Errorf("metrics told of %d deletes, want %d", observed["delete"], 3*n/2)
 	}
 
 	// A hash map the same way: pol_endpoints.
