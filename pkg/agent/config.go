@@ -39,8 +39,9 @@ type Config struct {
 	// default). kube-apiserver serves a page from its watch cache by
 	// walking every object after the page's start, the rest of the list
 	// included, so a list of N objects in pages of P costs it about
-	// N*N/(2P): fewer, larger pages cost it less, and the agent holds one
-	// page (and the next, asked for early) at a time.
+	// N*N/(2P): fewer, larger pages cost it less, and the agent reads each
+	// page as it arrives, one item at a time, so a larger page costs it
+	// no more memory.
 	APIListPageSize int64 `json:"apiListPageSize,omitempty"`
 	// PodSource is where NetworkPolicy's pods come from: "pods" (every Pod
 	// object of the cluster, the default) or "nodepods" (this node's Pod

@@ -88,9 +88,17 @@ func TestListOverHTTP(t *testing.T) {
 }
 
 // TestListExpired: an expired continue token (410 Gone, reason Expired)
-// comes back as the API error the stream relists on, not as a page.
+// comes back as the API error the stream relists on, not as a page; the
+// same server's first page, before it, is a page.
 func TestListExpired(t *testing.T) {
+	first := encodePage(t, &corev1.ServiceList{ListMeta: metav1.ListMeta{ResourceVersion: "5", Continue: "old"},
+		Items: []corev1.Service{*apiService("a", "10.96.0.1")}})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("continue") == "" {
+			w.Header().Set("Content-Type", runtime.ContentTypeProtobuf)
+			_, _ = w.Write(first)
+			return
+		}
 		w.Header().Set("Content-Type", runtime.ContentTypeJSON)
 		w.WriteHeader(http.StatusGone)
 		fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Expired","message":"too old","code":410}`)
@@ -101,7 +109,18 @@ func TestListExpired(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := resource{c: cl, rest: cl.core, name: "services", list: func() runtime.Object { return &corev1.ServiceList{} }, item: newService}
-	page, err := r.List(context.Background(), metav1.ListOptions{Limit: 7, Continue: "old"})
+	page, err := r.List(context.Background(), metav1.ListOptions{Limit: 7})
+	if err != nil {
+		t.Fatalf("the first page (positive control): %v", err)
+	}
+	p, ok := page.(*pagedList)
+	if !ok || p.Continue != "old" {
+		t.Fatalf("the first page (positive control): %T %+v, want a page continuing at old", page, page)
+	}
+	if err := p.each(func(runtime.Object) error { return nil }); err != nil {
+		t.Fatalf("the first page's items: %v", err)
+	}
+	page, err = r.List(context.Background(), metav1.ListOptions{Limit: 7, Continue: p.Continue})
 	if !apierrors.IsResourceExpired(err) {
 		t.Errorf("an expired continue token: page %v, error %v; want the API's Expired error", page, err)
 	}

@@ -2,7 +2,6 @@ package kube
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -36,13 +35,9 @@ type pagedList struct {
 	pos    int // bytes read from body
 	// listEnd is where the list message (runtime.Unknown's raw) ends.
 	listEnd int
-	// early are items that came before the metadata (never, from a
-	// kube-apiserver: kept only so that an encoder ordering its fields
-	// otherwise still reads right).
-	early  [][]byte
-	buf    []byte // the item being decoded; reused
-	item   func() protoObject
-	phases *listPhases
+	buf     []byte // the item being decoded; reused
+	item    func() protoObject
+	phases  *listPhases
 }
 
 // protoMagic starts every protobuf-encoded API response
@@ -115,39 +110,25 @@ func newPagedList(buffered *bufio.Reader, body io.Closer, item func() protoObjec
 		if err != nil {
 			return nil, err
 		}
-		if num == listMetadata {
-			if err := l.ListMeta.Unmarshal(b); err != nil {
-				return nil, fmt.Errorf("list metadata: %w", err)
-			}
-			return l, nil
+		if num == listItems {
+			// kube-apiserver writes a list's fields in order, metadata
+			// first; the page is read as it arrives, so an item cannot
+			// wait for the continue token behind it.
+			return nil, malformed(errors.New("list items before the list's metadata"))
 		}
-		l.early = append(l.early, bytes.Clone(b))
+		if err := l.ListMeta.Unmarshal(b); err != nil {
+			return nil, fmt.Errorf("list metadata: %w", err)
+		}
+		return l, nil
 	}
-	return l, nil // no metadata: every item was early
+	return l, nil // an empty list message: no metadata, no items
 }
 
 // each decodes the items in order, handing each to fn; it stops at the
 // first error, and closes the body.
 func (l *pagedList) each(fn func(runtime.Object) error) error {
 	defer l.closer.Close()
-	i := 0
-	hand := func(b []byte) error {
-		start := time.Now()
-		obj := l.item()
-		if err := obj.Unmarshal(b); err != nil {
-			return fmt.Errorf("list item %d: %w", i, err)
-		}
-		l.phases.since(phaseDecode, start)
-		i++
-		return fn(obj)
-	}
-	for _, b := range l.early {
-		if err := hand(b); err != nil {
-			return err
-		}
-	}
-	l.early = nil
-	for l.pos < l.listEnd {
+	for i := 0; l.pos < l.listEnd; {
 		start := time.Now()
 		num, typ, size, err := l.nextInList()
 		if err != nil {
@@ -163,8 +144,14 @@ func (l *pagedList) each(fn func(runtime.Object) error) error {
 		if err != nil {
 			return err
 		}
-		l.phases.since(phaseList, start) // reading the body: waiting for the API server
-		if err := hand(b); err != nil {
+		start = l.phases.since(phaseList, start) // reading the body: waiting for the API server
+		obj := l.item()
+		if err := obj.Unmarshal(b); err != nil {
+			return fmt.Errorf("list item %d: %w", i, err)
+		}
+		l.phases.since(phaseDecode, start)
+		i++
+		if err := fn(obj); err != nil {
 			return err
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // encodePage is list as the API server sends it in protobuf (its own
@@ -160,6 +162,7 @@ func TestPagedListRejects(t *testing.T) {
 		{"truncated", string(good[:len(good)-5]), "malformed protobuf"},
 		{"no list", string(protoMagic), "no list in the page"},
 		{"compressed inside", string(gzipped), `content encoding "gzip"`},
+		{"items before the metadata", string(itemFirst(t, good)), "list items before the list's metadata"},
 	} {
 		_, _, closes, err := readPage([]byte(c.body))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -177,6 +180,39 @@ func TestPagedListRejects(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "list item 1") || len(got) != 1 {
 		t.Errorf("a page whose second item is corrupt: %d handed on, error %v; want 1 and an error naming list item 1", len(got), err)
 	}
+}
+
+// itemFirst is page with its list's fields reordered: every item, then the
+// metadata (the API server writes the metadata first).
+func itemFirst(t *testing.T, page []byte) []byte {
+	t.Helper()
+	envelope := page[len(protoMagic):]
+	var out []byte
+	for len(envelope) > 0 {
+		num, typ, n := protowire.ConsumeTag(envelope)
+		if n < 0 || typ != protowire.BytesType {
+			t.Fatalf("unexpected envelope field %d of type %d", num, typ)
+		}
+		v, m := protowire.ConsumeBytes(envelope[n:])
+		envelope = envelope[n+m:]
+		if num == unknownRaw {
+			var meta, items []byte
+			for len(v) > 0 {
+				f, _, k := protowire.ConsumeTag(v)
+				b, j := protowire.ConsumeBytes(v[k:])
+				field := protowire.AppendBytes(protowire.AppendTag(nil, f, protowire.BytesType), b)
+				if f == listMetadata {
+					meta = append(meta, field...)
+				} else {
+					items = append(items, field...)
+				}
+				v = v[k+j:]
+			}
+			v = append(items, meta...)
+		}
+		out = protowire.AppendBytes(protowire.AppendTag(out, num, protowire.BytesType), v)
+	}
+	return append(bytes.Clone(protoMagic), out...)
 }
 
 // BenchmarkListPageDecode: one page of 2,000 Services as the API server
