@@ -112,6 +112,7 @@ func (r *CompareReport) Markdown(plots map[string]string) string {
 	}
 
 	r.writeTargets(&b)
+	r.writeCeilingRatios(&b)
 	r.writeRatios(&b)
 	r.writeDirectTax(&b)
 	r.writeSyncSplit(&b)
@@ -171,6 +172,56 @@ func spreadOf(xs []float64, f string) string {
 		return fmt.Sprintf(f, xs[0])
 	}
 	return fmt.Sprintf(f+" ["+f+"–"+f+"]", med(xs), slices.Min(xs), slices.Max(xs))
+}
+
+// runSpread is how far a figure's own runs lie apart, relative to their
+// median: (max - min) / median. A ratio of medians that moves less than
+// this from 1 is not resolved by the runs behind it.
+func runSpread(xs []float64) float64 {
+	m := med(xs)
+	if len(xs) == 0 || m == 0 {
+		return 0
+	}
+	return (slices.Max(xs) - slices.Min(xs)) / m
+}
+
+// ceilingCols are the figures netcube's targets measure against pod->pod.
+var ceilingCols = []struct{ file, name string }{
+	{"conn-rate", "new conn/s"}, {"rr-p99", "request/response p99"}, {"bulk-1", "bulk, 1 stream"}, {"bulk-4", "bulk, 4 streams"},
+}
+
+// writeCeilingRatios: netcube's Service path over pod->pod in its own
+// slot, per size, each ratio beside the spread of pod->pod's own runs, so
+// a reader sees at once which gaps the runs resolve.
+func (r *CompareReport) writeCeilingRatios(b *strings.Builder) {
+	b.WriteString("## netcube / pod→pod, per Service count\n\n")
+	b.WriteString("netcube's Service path over pod→pod (the same pods, no Service), medians of the runs in netcube's slot; in brackets, how far pod→pod's own runs lie apart ((max − min) / median). ")
+	b.WriteString("Above 1 is better for netcube for rates and throughput, below 1 for p99. A ratio nearer 1 than the spread beside it is not resolved by these runs.\n\n")
+	for fi, fam := range familyNames {
+		fmt.Fprintf(b, "| Services, %s |", fam)
+		for _, c := range ceilingCols {
+			fmt.Fprintf(b, " %s |", c.name)
+		}
+		b.WriteString("\n|---:|" + strings.Repeat("---:|", len(ceilingCols)) + "\n")
+		for _, n := range r.sizes() {
+			fmt.Fprintf(b, "| %d |", n)
+			p, ok := r.point("netcube", n)
+			for _, c := range ceilingCols {
+				m := metricByFile(c.file)
+				var svc, dir []float64
+				if ok {
+					svc, dir = m.get(p, fi), m.direct(p, fi)
+				}
+				if med(svc) == 0 || med(dir) == 0 {
+					b.WriteString(" – |")
+					continue
+				}
+				fmt.Fprintf(b, " %.3f [%.0f%%] |", med(svc)/med(dir), 100*runSpread(dir))
+			}
+			b.WriteString("\n")
+		}
+		b.WriteString("\n")
+	}
 }
 
 // writeRatios: netcube relative to kube-proxy iptables (nft backend), per
@@ -241,7 +292,7 @@ func (r *CompareReport) writeTargets(b *strings.Builder) {
 					gaps++ // a size without the figure cannot count as met
 					continue
 				}
-				noise = max(noise, (slices.Max(dirRuns)-slices.Min(dirRuns))/dir)
+				noise = max(noise, runSpread(dirRuns))
 				cost := (svc - dir) / dir // worse is positive
 				if t.higher {
 					cost = -cost

@@ -54,6 +54,18 @@ func famField(f func(FamilyFigures) []float64) func(PeerPoint, int) []float64 {
 	}
 }
 
+// churnOf reads a figure of the rolling update, or nothing where it was not
+// run (kube-proxy above --kube-proxy-changes-max): a run that sent no
+// request and saw no error did not happen, and must not read as 0 errors.
+func churnOf(f func(traffic.Summary) float64) func(PeerPoint, int) []float64 {
+	return famField(func(ff FamilyFigures) []float64 {
+		if ff.Churn.Requests == 0 && ff.Churn.Errors == 0 {
+			return nil
+		}
+		return []float64{f(ff.Churn)}
+	})
+}
+
 func pointField(f func(PeerPoint) float64) func(PeerPoint, int) []float64 {
 	return func(p PeerPoint, _ int) []float64 { return []float64{f(p)} }
 }
@@ -93,9 +105,9 @@ var cmpMetrics = []cmpMetric{
 	{"conn-rate", "d. New connections per second, measured Service last in rule order", true, "%.0f", crr(pathService, rate), crr(pathDirect, rate)},
 	{"conn-rate-first", "d. New connections per second, measured Service first in rule order (iptables only)", true, "%.0f", crr(pathFirst, rate), crr(pathDirect, rate)},
 	{"rr-rate", "d. Requests per second on a long connection", true, "%.0f", rr(pathService, rate), rr(pathDirect, rate)},
-	{"churn-errors", "e. Client errors during a rolling update (requests on new connections)", false, "%.0f", famField(func(f FamilyFigures) []float64 { return []float64{float64(f.Churn.Errors)} }), nil},
-	{"churn-p99", "e. Request latency p99 during a rolling update (µs)", false, "%.0f", famField(func(f FamilyFigures) []float64 { return []float64{f.Churn.P99} }), nil},
-	{"churn-max", "e. Request latency maximum during a rolling update (µs)", false, "%.0f", famField(func(f FamilyFigures) []float64 { return []float64{f.Churn.Max} }), nil},
+	{"churn-errors", "e. Client errors during a rolling update (requests on new connections)", false, "%.0f", churnOf(func(c traffic.Summary) float64 { return float64(c.Errors) }), nil},
+	{"churn-p99", "e. Request latency p99 during a rolling update (µs)", false, "%.0f", churnOf(func(c traffic.Summary) float64 { return c.P99 }), nil},
+	{"churn-max", "e. Request latency maximum during a rolling update (µs)", false, "%.0f", churnOf(func(c traffic.Summary) float64 { return c.Max }), nil},
 }
 
 // familyIndependent metrics are the same for both families (one process, one sync).

@@ -129,3 +129,63 @@ func TestKubeProxyChangesMaxSaid(t *testing.T) {
 		}
 	}
 }
+
+// netcube's Service path over pod->pod is shown per size with pod->pod's
+// own spread beside it; a size netcube was not measured at shows dashes.
+func TestCeilingRatiosShowTheSpread(t *testing.T) {
+	r := newCompareReport(CompareConfig{Sizes: []int{1000, 30000}, Runs: 3, Duration: time.Second})
+	nc := PeerPoint{Peer: "netcube", Services: 1000}
+	for range familyNames {
+		var f FamilyFigures
+		// pod->pod p99 runs 20, 25, 30 µs (median 25, spread 10/25 = 40%);
+		// the Service path's 27, 30, 24 (median 27): 27/25 = 1.080.
+		for i, d := range []float64{20, 25, 30} {
+			f.Runs = append(f.Runs, Run{RR: map[string]traffic.Summary{pathDirect: {P99: d}, pathService: {P99: []float64{27, 30, 24}[i]}}})
+		}
+		nc.Families = append(nc.Families, f)
+	}
+	r.Points = []PeerPoint{nc, {Peer: "iptables-nft", Services: 30000}}
+	var b strings.Builder
+	r.writeCeilingRatios(&b)
+	out := b.String()
+	// new conn/s and bulk were not measured here: missing, not a ratio.
+	if !strings.Contains(out, "| 1000 | – | 1.080 [40%] | – | – |") {
+		t.Errorf("1000's row is wrong:\n%s", out)
+	}
+	if !strings.Contains(out, "| 30000 | – | – | – | – |") {
+		t.Errorf("a size netcube was not measured at is not dashes:\n%s", out)
+	}
+	if got := runSpread([]float64{20, 25, 30}); got != 0.4 {
+		t.Errorf("runSpread = %v, want 0.4", got)
+	}
+}
+
+// A rolling update that was not run (kube-proxy above
+// --kube-proxy-changes-max) is missing from the report, not 0 errors;
+// one that ran without an error is 0.
+func TestChurnNotRunIsMissing(t *testing.T) {
+	r := newCompareReport(CompareConfig{Sizes: []int{30000}, Runs: 1, Duration: time.Second})
+	ran := traffic.Summary{Requests: 75000, P99: 260, Max: 7500}
+	r.Points = []PeerPoint{
+		{Peer: "netcube", Services: 30000, Families: []FamilyFigures{{Churn: ran}, {Churn: ran}}},
+		{Peer: "iptables-nft", Services: 30000, Families: []FamilyFigures{{}, {}}},
+	}
+	out := r.Markdown(nil)
+	for _, title := range []string{"e. Client errors during a rolling update", "e. Request latency p99 during a rolling update", "e. Request latency maximum during a rolling update"} {
+		i := strings.Index(out, "## "+title)
+		if i < 0 {
+			t.Fatalf("no table %q", title)
+		}
+		row := out[i:]
+		row = row[strings.Index(row, "| 30000 |"):]
+		row = row[:strings.Index(row, "\n")]
+		want := map[string]string{
+			"e. Client errors during a rolling update":           "| 30000 | 0 | – |",
+			"e. Request latency p99 during a rolling update":     "| 30000 | 260 | – |",
+			"e. Request latency maximum during a rolling update": "| 30000 | 7500 | – |",
+		}[title]
+		if row != want {
+			t.Errorf("%s: row %q, want %q", title, row, want)
+		}
+	}
+}
