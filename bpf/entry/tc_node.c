@@ -57,7 +57,7 @@ static always_inline int handle_from_net(struct __sk_buff *skb)
 	if (verdict != CUBE_PASS)
 		return verdict;
 	reply = ct_lookup(&f, CT_REPLY); /* once: for xlate_reply and xlate_deliver */
-	if (xlate_reply(skb, &f, reply, &verdict))
+	if (xlate_reply(skb, &f, reply, &verdict, 0))
 		return verdict;
 	/* A DSR flow's packet for a pod of this node: its frontend kept,
 	 * for the pod's replies (cubes/lb/dsr.h). */
@@ -70,7 +70,7 @@ static always_inline int handle_from_net(struct __sk_buff *skb)
 		const struct router_endpoint *ep = router_endpoint(&f.daddr);
 
 		if (ep)
-			return xlate_deliver(skb, &f, ep, reply);
+			return xlate_deliver(skb, &f, ep, reply, 0);
 		return TC_ACT_OK;
 	}
 	if (!lb_source_allowed(svc, &f.saddr))
@@ -106,7 +106,7 @@ static always_inline int handle_from_net(struct __sk_buff *skb)
 	}
 	if (x.dsr)
 		return forward_dsr(skb, &f, &x);
-	return xlate_forward(skb, &f, &x);
+	return xlate_forward(skb, &f, &x, 0);
 }
 
 /* to_net (tcx egress of the uplink): the cubes' hooks, then the node's

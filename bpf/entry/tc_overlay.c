@@ -20,7 +20,7 @@ static always_inline int handle_from_overlay(struct __sk_buff *skb)
 	if (!parse_flow(skb, &f)) {
 		ep = router_endpoint(&f.daddr);
 		if (ep)
-			return xlate_deliver(skb, &f, ep, ct_lookup(&f, CT_REPLY));
+			return xlate_deliver(skb, &f, ep, ct_lookup(&f, CT_REPLY), 0);
 	}
 	bpf_skb_change_type(skb, PACKET_HOST);
 	return TC_ACT_OK;

@@ -15,6 +15,10 @@
  *            pod: policy (ingress) -> conntrack -> reverse NAT; an ICMP
  *            error about a Service flow of the pod: its quote translated
  *            back to the frontend
+ * A netkit pod (--pod-device netkit) runs the same two as its device's own
+ * programs: from_pod_netkit as the pod transmits (netkit's peer hook, in
+ * the pod's transmit path: no backlog pass before the node's datapath),
+ * to_pod_netkit as the node transmits to it (the primary hook).
  * NetworkPolicy (cubes/policy) judges what a pod sends once its real
  * destination is known (after the load balancer), and what a pod receives
  * wherever it is handed to it (router_to_endpoint's callers, to_pod).
@@ -24,7 +28,7 @@
 #include "unparsed.h"
 #include "cubes_gen.h"
 
-static always_inline int handle_from_pod(struct __sk_buff *skb)
+static always_inline int handle_from_pod(struct __sk_buff *skb, const __u8 at_xmit)
 {
 	struct flow f = {.point = MON_AT_FROM_POD}, real;
 	struct xlate x = {};
@@ -47,7 +51,7 @@ static always_inline int handle_from_pod(struct __sk_buff *skb)
 	if (!svc && !pol_check(skb, &f, POL_EGRESS))
 		return TC_ACT_SHOT;
 	reply = ct_lookup(&f, CT_REPLY); /* once: for xlate_reply and xlate_deliver */
-	if (xlate_reply(skb, &f, reply, &verdict))
+	if (xlate_reply(skb, &f, reply, &verdict, at_xmit))
 		return verdict;
 	if (!svc) { /* not addressed to a Service: routed as it is */
 		const struct router_endpoint *ep;
@@ -57,7 +61,7 @@ static always_inline int handle_from_pod(struct __sk_buff *skb)
 			ct_forget_reply(&f);
 		ep = router_endpoint(&f.daddr);
 		if (ep)
-			return xlate_deliver(skb, &f, ep, reply);
+			return xlate_deliver(skb, &f, ep, reply, at_xmit);
 		/* Another node's pods are inside the cluster whatever
 		 * nat_no_masq says. */
 		remote = router_remote_node(&f.daddr) != NULL;
@@ -91,7 +95,7 @@ static always_inline int handle_from_pod(struct __sk_buff *skb)
 	real.dport = x.backend->port;
 	if (!pol_check(skb, &real, POL_EGRESS))
 		return TC_ACT_SHOT;
-	return xlate_forward(skb, &f, &x);
+	return xlate_forward(skb, &f, &x, at_xmit);
 }
 
 static always_inline int handle_to_pod(struct __sk_buff *skb)
@@ -122,7 +126,7 @@ int from_pod(struct __sk_buff *skb)
 {
 	__u32 len = mon_cubes_begin(skb, MON_AT_FROM_POD);
 
-	return mon_cubes_end(skb, handle_from_pod(skb), len);
+	return mon_cubes_end(skb, handle_from_pod(skb, 0), len);
 }
 
 SEC("tcx/egress")
@@ -131,4 +135,29 @@ int to_pod(struct __sk_buff *skb)
 	__u32 len = mon_cubes_begin(skb, MON_AT_TO_POD);
 
 	return mon_cubes_end(skb, handle_to_pod(skb), len);
+}
+
+/* netkit's verdicts are tc's: NETKIT_PASS is TC_ACT_OK (on into the other
+ * namespace's stack), NETKIT_DROP TC_ACT_SHOT, NETKIT_REDIRECT
+ * TC_ACT_REDIRECT. */
+SEC("netkit/peer")
+int from_pod_netkit(struct __sk_buff *skb)
+{
+	__u32 len = mon_cubes_begin(skb, MON_AT_FROM_POD);
+
+	return mon_cubes_end(skb, handle_from_pod(skb, 1), len);
+}
+
+/* The CNI plugin keeps the mark of what the node sends into a netkit pod
+ * (scrub none on the primary device: the router's HOOK_MARK_VIA_VETH must
+ * reach this program), so this program drops every mark, as a veth
+ * crossing into the pod's namespace would. */
+SEC("netkit/primary")
+int to_pod_netkit(struct __sk_buff *skb)
+{
+	__u32 len = mon_cubes_begin(skb, MON_AT_TO_POD);
+	int verdict = handle_to_pod(skb);
+
+	skb->mark = 0;
+	return mon_cubes_end(skb, verdict, len);
 }

@@ -73,7 +73,7 @@ static always_inline int reply_external(struct __sk_buff *skb, const struct flow
 /* reply_masq sends the reply of a masqueraded flow back to its pod: the
  * destination back to the pod, then into it (or to its node). */
 static always_inline int reply_masq(struct __sk_buff *skb, const struct flow *f,
-				    const struct ct_entry *ct)
+				    const struct ct_entry *ct, const __u8 at_xmit)
 {
 	const struct router_endpoint *ep;
 	struct flow real = *f;
@@ -88,7 +88,7 @@ static always_inline int reply_masq(struct __sk_buff *skb, const struct flow *f,
 
 		if (v != CUBE_PASS)
 			return v;
-		return router_to_endpoint(skb, ep);
+		return router_to_endpoint(skb, ep, at_xmit);
 	}
 	return redirect_to_next_hop(skb, f->family, &f->saddr, &ct->nat_addr);
 }
@@ -151,12 +151,12 @@ static always_inline void xlate_track_reply(const struct flow *f, struct ct_entr
  * caller looks ct up once for this and for xlate_deliver, which needs the
  * same entry when the packet is for a pod of this node. */
 static always_inline int xlate_reply(struct __sk_buff *skb, const struct flow *f, struct ct_entry *ct,
-				     int *verdict)
+				     int *verdict, const __u8 at_xmit)
 {
 	if (!ct)
 		return 0;
 	if (ct->flags & CT_F_MASQ) {
-		*verdict = reply_masq(skb, f, ct);
+		*verdict = reply_masq(skb, f, ct, at_xmit);
 		xlate_track_reply(f, ct);
 		return 1;
 	}
@@ -304,7 +304,7 @@ static always_inline void xlate_snat(const struct flow *f, const struct nc_addr 
  * forwarding never gets a SNATed packet: its source is now this node's own
  * address, a "martian" on input. */
 static always_inline int xlate_forward(struct __sk_buff *skb, const struct flow *f,
-				       const struct xlate *x)
+				       const struct xlate *x, const __u8 at_xmit)
 {
 	const struct router_endpoint *ep;
 	struct nc_addr saddr = f->saddr;
@@ -327,7 +327,7 @@ static always_inline int xlate_forward(struct __sk_buff *skb, const struct flow 
 
 		if (v != CUBE_PASS)
 			return v;
-		return router_to_endpoint(skb, ep);
+		return router_to_endpoint(skb, ep, at_xmit);
 	}
 	if (!x->sport && is_node_addr(&x->backend->addr, f->family))
 		return TC_ACT_OK;
@@ -366,7 +366,8 @@ static always_inline int xlate_revnat(struct __sk_buff *skb, const struct flow *
  * first (the redirect skips the pod veth's egress, where to_pod would);
  * reply is f's reply entry, as the caller looked it up (xlate_reply). */
 static always_inline int xlate_deliver(struct __sk_buff *skb, const struct flow *f,
-				       const struct router_endpoint *ep, struct ct_entry *reply)
+				       const struct router_endpoint *ep, struct ct_entry *reply,
+				       const __u8 at_xmit)
 {
 	int v = xlate_admit(skb, f);
 
@@ -374,5 +375,5 @@ static always_inline int xlate_deliver(struct __sk_buff *skb, const struct flow 
 		return v;
 	if (xlate_revnat_entry(skb, f, reply, 0))
 		return mon_drop(skb, f, MON_DROP_NAT_REWRITE);
-	return router_to_endpoint(skb, ep);
+	return router_to_endpoint(skb, ep, at_xmit);
 }

@@ -142,7 +142,7 @@ static always_inline int xlate_icmp_error_masq(struct __sk_buff *skb, const stru
 	nat_icmp_count(NAT_ICMP_ERR_XLATED);
 	ep = router_endpoint(&pod);
 	if (ep)
-		return router_to_endpoint(skb, ep);
+		return router_to_endpoint(skb, ep, 0); /* from_net: a tc ingress */
 	return redirect_to_next_hop(skb, e->family, &e->saddr, &pod);
 }
 
@@ -203,7 +203,7 @@ static always_inline int xlate_icmp_from_net(struct __sk_buff *skb)
 
 	switch (parse_icmp(skb, &f)) {
 	case ICMP_MSG_ECHO_REPLY:
-		if (xlate_reply(skb, &f, ct_lookup(&f, CT_REPLY), &verdict))
+		if (xlate_reply(skb, &f, ct_lookup(&f, CT_REPLY), &verdict, 0))
 			return verdict;
 		return TC_ACT_OK;
 	case ICMP_MSG_ERROR:

@@ -15,8 +15,10 @@
  * the router hands packets otherwise (a redirect past every qdisc), sets
  * skb->mark to HOOK_MARK_VIA_VETH. The router then sends it out of the
  * veth, whose to_pod lets it through at once (it was admitted already)
- * and clears the mark. A mark never comes from a pod or the wire: the
- * kernel clears it as a packet crosses network namespaces; only the
- * node's privileged processes could set it (SO_MARK), as they can do
- * anything to the node's pods. */
+ * and clears the mark. The router does the same for what a netkit pod
+ * sends to a pod of this node (router_to_endpoint). A mark never comes
+ * from a pod or the wire: the kernel clears it as a packet crosses network
+ * namespaces (netkit: what the pod sends; to_pod_netkit clears what the
+ * node sends); only the node's privileged processes could set it
+ * (SO_MARK), as they can do anything to the node's pods. */
 #define HOOK_MARK_VIA_VETH 0x4e43a5e7

@@ -38,7 +38,7 @@ func main() {
 		if err := datapath.Unpin(cfg.BPFRoot); err != nil {
 			fail(err)
 		}
-		if err := datapath.DetachPods(nil, cfg.PodIfacePrefix); err != nil {
+		if err := datapath.DetachPods(cfg.PodIfacePrefix); err != nil {
 			fail(err)
 		}
 		return

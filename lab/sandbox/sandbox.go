@@ -318,18 +318,18 @@ func (n Node) Netlink() (h *netlink.Handle, done func(), err error) {
 	return h, h.Close, nil
 }
 
-// podAttached tells whether the node's agent attached to the pod's veth:
-// its tc filters, or the tcx links an older agent pinned.
+// podAttached tells whether the node's agent attached to the pod's device:
+// a veth's tc filters or a netkit pair's programs, or the tcx links an
+// older agent pinned.
 func podAttached(n Node, p Pod) bool {
 	if _, err := os.Stat(filepath.Join(n.PinDir, "links", "pod-"+p.HostIf+"-egress")); err == nil {
 		return true
 	}
-	h, done, err := n.Netlink()
-	if err != nil {
-		return false
-	}
-	defer done()
-	fs, err := datapath.PodFilters(h, p.HostIf)
+	var fs map[string]string
+	err := inNetns(n.Netns, func() (err error) {
+		fs, err = datapath.PodFilters(p.HostIf)
+		return err
+	})
 	return err == nil && fs["ingress"] != "" && fs["egress"] != ""
 }
 
@@ -400,7 +400,7 @@ func (sb *Sandbox) StopAgent(node string, crash bool) error {
 
 // RemoveDatapath takes netcube's data plane off a node whose agent is
 // stopped: its pins (which detaches the links: uplinks, cgroup) and the
-// tc filters on its pods' veths. The node is then routed by its kernel
+// programs on its pods' devices. The node is then routed by its kernel
 // alone, as for kube-proxy, or as after a reboot.
 func (sb *Sandbox) RemoveDatapath(node string) error {
 	n, ok := sb.Topology.Node(node)
@@ -410,12 +410,7 @@ func (sb *Sandbox) RemoveDatapath(node string) error {
 	if err := datapath.Unpin(n.PinDir); err != nil {
 		return err
 	}
-	h, done, err := n.Netlink()
-	if err != nil {
-		return err
-	}
-	defer done()
-	return datapath.DetachPods(h, cni.HostIfPrefix)
+	return inNetns(n.Netns, func() error { return datapath.DetachPods(cni.HostIfPrefix) })
 }
 
 // AgentAlive reports whether a node's agent is running.

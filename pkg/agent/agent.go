@@ -73,6 +73,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if settings.NodePortLo, settings.NodePortHi, err = ParsePortRange(cfg.NodePortRange); err != nil {
 		return fmt.Errorf("--nodeport-range: %w", err)
 	}
+	if err := checkPodDevice(cfg.PodDevice, hollow); err != nil {
+		return err
+	}
 	if cfg.UplinkRate != "" {
 		if settings.UplinkRate, err = k8s.ParseBandwidth(cfg.UplinkRate); err != nil {
 			return fmt.Errorf("--uplink-rate: %w", err)
@@ -90,6 +93,11 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		defer kdp.Close()
 		dp = kdp
+		if cfg.PodDevice == cni.PodDeviceNetkit { // loaded now, not in the first pod's ADD
+			if err := kdp.LoadNetkitPrograms(); err != nil {
+				return err
+			}
+		}
 		if node, uplinkMTU, uplinks, err = setupNode(kdp, cfg.NodeName, cfg.NodeInterfaces, cfg.NodePortAcceleration); err != nil {
 			return err
 		}

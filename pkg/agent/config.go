@@ -130,6 +130,11 @@ type Config struct {
 	HostPortPlugin string `json:"hostPortPlugin,omitempty"`
 	IPAMDir        string `json:"ipamDir,omitempty"`
 	MTU            int    `json:"mtu,omitempty"`
+	// PodDevice is the device pair pods get: "veth", or "netkit" (Linux
+	// 6.7+; netcube's programs are the pair's own, so a pod's packets
+	// enter the datapath as the pod transmits, without a veth's backlog
+	// pass). Pods keep the device they were given.
+	PodDevice string `json:"podDevice,omitempty"`
 
 	// APISocket is the agent's local API (a unix socket) for the netcube
 	// CLI: the datapath's events (netcube monitor); "" = off.
@@ -204,6 +209,7 @@ func Defaults() Config {
 		Masquerade:           true,
 		LoadBalancerIPs:      true,
 		IPAMDir:              cni.DefaultDataDir,
+		PodDevice:            cni.PodDeviceVeth,
 		MetricsBindAddress:   "127.0.0.1:10249",
 		HealthzBindAddress:   "0.0.0.0:10256",
 		GCPercent:            50,

@@ -75,6 +75,7 @@ func flagSet(name string, cfg *Config) (fs *flag.FlagSet, configFile *string, cl
 	fs.StringVar(&cfg.HostPortPlugin, "host-port-plugin", cfg.HostPortPlugin, "CNI plugin chained for pods' hostPorts, when the CNI bin directory has it (\"portmap\"; \"\": none)")
 	fs.StringVar(&cfg.CNIBinDir, "cni-bin-dir", cfg.CNIBinDir, "copy the netcube-cni plugin (beside the agent's binary) here, e.g. /opt/cni/bin (\"\": don't)")
 	fs.StringVar(&cfg.IPAMDir, "ipam-dir", cfg.IPAMDir, "where the CNI plugin keeps pod address allocations (written into the conflist)")
+	fs.StringVar(&cfg.PodDevice, "pod-device", cfg.PodDevice, "the device pair new pods get: veth, or netkit (Linux 6.7+: netcube's programs are the pair's own, a pod's packets enter the datapath as it transmits; pods keep the device they have)")
 	fs.IntVar(&cfg.MTU, "mtu", cfg.MTU, "MTU of pod interfaces (0: the uplinks', less the overlay's overhead with --routing vxlan)")
 	fs.StringVar(&cfg.APISocket, "api-socket", cfg.APISocket, "unix socket of the agent's local API, for the netcube CLI (\"\": off)")
 	fs.StringVar(&cfg.HubbleSocket, "hubble-socket", cfg.HubbleSocket, "unix socket of the Hubble Observer API (hubble observe --server unix://<it>; \"\": off)")

@@ -143,7 +143,8 @@ func (c *cniConfig) onNode(node *model.NodeInfo) {
 		}
 		return
 	}
-	if err := cni.WriteConfList(c.cfg.CNIConfDir, cidrs, c.cfg.MTU, c.cfg.IPAMDir, c.cfg.CNISocket, c.chained()...); err != nil {
+	if err := cni.WriteConfList(c.cfg.CNIConfDir, cni.ConfList{PodCIDRs: cidrs, MTU: c.cfg.MTU, PodDevice: c.cfg.PodDevice,
+		DataDir: c.cfg.IPAMDir, Socket: c.cfg.CNISocket, Chained: c.chained()}); err != nil {
 		slog.Error("write the CNI config", "dir", c.cfg.CNIConfDir, "err", err)
 		return
 	}
@@ -222,6 +223,22 @@ func (t slicesTee) OnPoliciesSynced() {
 func (t slicesTee) OnSlice(name string, s *model.Slice) { t.slices.OnSlice(name, s) }
 func (t slicesTee) OnSlicesSynced()                     { t.slices.OnSlicesSynced() }
 func (t slicesTee) SliceKeys() []string                 { return t.slices.SliceKeys() }
+
+// checkPodDevice fails the agent's start on a --pod-device it cannot give
+// pods: a name it does not know, or netkit on a kernel that cannot make a
+// netkit pair (what the kernel answered). A hollow agent makes no pods.
+func checkPodDevice(device string, hollow bool) error {
+	if err := cni.CheckPodDevice(device); err != nil {
+		return fmt.Errorf("--pod-device: %w", err)
+	}
+	if device != cni.PodDeviceNetkit || hollow {
+		return nil
+	}
+	if err := cni.ProbeNetkit(); err != nil {
+		return fmt.Errorf("--pod-device netkit: %w (--pod-device veth works on any kernel)", err)
+	}
+	return nil
+}
 
 // podMTU is the pods' MTU: the uplink's, less the overlay's overhead.
 func podMTU(routing string, uplinkMTU int) int {

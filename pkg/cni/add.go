@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/skel"
@@ -97,7 +98,7 @@ func Add(args *skel.CmdArgs) (err error) {
 		}
 	}()
 
-	host, peer, err := createVeth(c, hostName, args.IfName, podNS, pod)
+	host, peer, err := createPair(c, hostName, args.IfName, podNS, pod)
 	if err != nil {
 		return types.NewError(types.ErrInternal, "netcube-cni: pod interface", err.Error())
 	}
@@ -114,10 +115,11 @@ func Add(args *skel.CmdArgs) (err error) {
 	return types.PrintResult(result(c, args, host, peer, addrs), c.CNIVersion)
 }
 
-// createVeth makes the pair, its pod end created directly in the pod's
-// namespace under its final name. A host side left by an ADD that died
-// half-way (same container, same name) is replaced.
-func createVeth(c *conf, hostName, ifName string, podNS netns.NsHandle, pod *netlink.Handle) (netlink.Link, netlink.Link, error) {
+// createPair makes the pod's device pair (c.PodDevice: a veth or a netkit
+// pair), its pod end created directly in the pod's namespace under its
+// final name. A host side left by an ADD that died half-way (same
+// container, same name) is replaced.
+func createPair(c *conf, hostName, ifName string, podNS netns.NsHandle, pod *netlink.Handle) (netlink.Link, netlink.Link, error) {
 	if old, err := netlink.LinkByName(hostName); err == nil {
 		if err := netlink.LinkDel(old); err != nil {
 			return nil, nil, fmt.Errorf("remove stale %s: %w", hostName, err)
@@ -126,9 +128,12 @@ func createVeth(c *conf, hostName, ifName string, podNS netns.NsHandle, pod *net
 	la := netlink.NewLinkAttrs()
 	la.Name = hostName
 	la.MTU = c.MTU
-	veth := &netlink.Veth{LinkAttrs: la, PeerName: ifName, PeerNamespace: netlink.NsFd(int(podNS))}
-	if err := netlink.LinkAdd(veth); err != nil {
-		return nil, nil, fmt.Errorf("create veth %s/%s: %w", hostName, ifName, err)
+	var pair netlink.Link = &netlink.Veth{LinkAttrs: la, PeerName: ifName, PeerNamespace: netlink.NsFd(int(podNS))}
+	if c.PodDevice == PodDeviceNetkit {
+		pair = newNetkit(la, ifName, netlink.NsFd(int(podNS)))
+	}
+	if err := netlink.LinkAdd(pair); err != nil {
+		return nil, nil, fmt.Errorf("create %s %s/%s: %w", pair.Type(), hostName, ifName, err)
 	}
 	host, err := netlink.LinkByName(hostName)
 	if err != nil {
@@ -139,6 +144,42 @@ func createVeth(c *conf, hostName, ifName string, podNS netns.NsHandle, pod *net
 		return host, nil, err
 	}
 	return host, peer, nil
+}
+
+// newNetkit is a netkit pair in L2 mode (Ethernet, so the pod is wired as
+// on a veth: the same next hop, answered by the node side's MAC). Until
+// the agent has put its programs on the pair, what the pod sends is
+// dropped (peer policy blackhole: no packet of a pod bypasses netcube's
+// datapath, policy included), while the node may already send to it. The
+// node side keeps the mark of what it sends to the pod (scrub none): the
+// router marks what it has admitted, and to_pod_netkit drops the mark
+// before the pod sees it.
+// peerNS is the pod's namespace (nil: the current one).
+func newNetkit(la netlink.LinkAttrs, peerName string, peerNS any) *netlink.Netkit {
+	nk := &netlink.Netkit{LinkAttrs: la, Mode: netlink.NETKIT_MODE_L2,
+		Policy: netlink.NETKIT_POLICY_FORWARD, PeerPolicy: netlink.NETKIT_POLICY_BLACKHOLE,
+		Scrub: netlink.NETKIT_SCRUB_NONE, PeerScrub: netlink.NETKIT_SCRUB_DEFAULT}
+	peer := netlink.NewLinkAttrs()
+	peer.Name, peer.MTU, peer.Namespace = peerName, la.MTU, peerNS
+	nk.SetPeerAttrs(&peer)
+	return nk
+}
+
+// ProbeNetkit makes a netkit pair in the current network namespace and
+// removes it: nil if this kernel can give pods netkit devices, else what
+// it answered (the agent checks before it writes a conflist asking for
+// them).
+func ProbeNetkit() error {
+	la := netlink.NewLinkAttrs()
+	la.Name = fmt.Sprintf("ncnkprobe%d", os.Getpid()%100000)
+	nk := newNetkit(la, la.Name+"p", nil)
+	if err := netlink.LinkAdd(nk); err != nil {
+		return fmt.Errorf("the kernel cannot make a netkit pair: %w", err)
+	}
+	if err := netlink.LinkDel(nk); err != nil {
+		return fmt.Errorf("remove the probe netkit pair %s: %w", la.Name, err)
+	}
+	return nil
 }
 
 // wirePod: the pod's addresses, its next hop and default routes.

@@ -154,6 +154,8 @@ func TestInvalidConfig(t *testing.T) {
 		{map[string]any{"podCIDRs": nil}, []string{`"podCIDRs" is missing`}},
 		{map[string]any{"podCIDRs": []string{"10.244.300.0/24", "10.1.0.0/16", "10.2.0.0/16"}, "mtu": 70},
 			[]string{`podCIDRs[0]: "10.244.300.0/24" is not a CIDR`, "podCIDRs[2]: 10.2.0.0/16 is a second CIDR", `"mtu": 70 is not in 1280-65535`}},
+		{map[string]any{"podCIDRs": []string{"10.244.7.0/24"}, "podDevice": "macvlan"},
+			[]string{`"podDevice": "macvlan" is not a pod device: veth or netkit`}},
 	} {
 		e.writeConf(c.fields)
 		_, err := e.runtime("add", ns)
@@ -164,6 +166,46 @@ func TestInvalidConfig(t *testing.T) {
 		if a := e.allocations(); len(a) != 0 {
 			t.Fatalf("allocations after a refused ADD: %v", a)
 		}
+	}
+}
+
+// TestNetkitPods: with "podDevice": "netkit", ADD on a kernel that cannot
+// make a netkit pair (this machine's: CONFIG_NETKIT is not set) fails with
+// the kernel's answer and leaves no device and no address, while a veth pod
+// (the positive control, before and after) works on the same node. On a
+// kernel that can, the pod gets a netkit pair that drops what the pod
+// sends until the agent has put netcube's programs on it (the test's agent
+// puts none): the node's pings get no answer.
+func TestNetkitPods(t *testing.T) {
+	e := newEnv(t)
+	veth, nk := e.pod("a"), e.pod("b")
+	if _, err := e.runtime("add", veth); err != nil {
+		t.Fatal(err)
+	}
+	e.writeConf(map[string]any{"podCIDRs": []string{"10.244.7.0/24", "fd00:10:244:7::/64"}, "podDevice": "netkit"})
+	res, err := e.runtime("add", nk)
+	if perr := cni.ProbeNetkit(); perr != nil {
+		kernel := perr.Error()[strings.LastIndex(perr.Error(), ": ")+2:] // its errno's text
+		wantCode(t, err, types.ErrInternal, "create netkit", kernel)
+		if l := e.hostLinks(); len(l) != 1 {
+			t.Errorf("host devices after the refused ADD: %v, want the veth pod's alone", l)
+		}
+		if a := e.allocations(); len(a) != 1 {
+			t.Errorf("allocations after the refused ADD: %v, want the veth pod's alone", a)
+		}
+	} else {
+		if err != nil {
+			t.Fatalf("ADD of a netkit pod: %v", err)
+		}
+		if out := run(t, "ip", "-n", e.node, "-d", "link", "show", res.Interfaces[0].Name); !strings.Contains(out, "netkit") {
+			t.Errorf("the pod's host device is not netkit:\n%s", out)
+		}
+		if err := ping(e.node, res.IPs[0].Address.IP.String()); err == nil {
+			t.Errorf("a netkit pod without netcube's programs answered the node")
+		}
+	}
+	if err := ping(e.node, "10.244.7.1"); err != nil {
+		t.Fatalf("the veth pod: %v", err)
 	}
 }
 

@@ -21,6 +21,24 @@ const (
 	PluginType = "netcube-cni"
 )
 
+// The pods' devices (NetConf.PodDevice, the agent's --pod-device): a veth
+// pair, or a netkit pair (Linux 6.7+), whose own programs are netcube's
+// (as Cilium's since 1.16): a pod's packets enter the datapath as the pod
+// transmits, without the veth's backlog pass.
+const (
+	PodDeviceVeth   = "veth"
+	PodDeviceNetkit = "netkit"
+)
+
+// CheckPodDevice says whether d names a pod device ("": veth).
+func CheckPodDevice(d string) error {
+	switch d {
+	case "", PodDeviceVeth, PodDeviceNetkit:
+		return nil
+	}
+	return fmt.Errorf("%q is not a pod device: veth or netkit", d)
+}
+
 // NetConf is the plugin's entry in the conflist, as the agent writes it.
 type NetConf struct {
 	types.PluginConf
@@ -34,6 +52,9 @@ type NetConf struct {
 	DataDir string `json:"dataDir,omitempty"`
 	// AgentSocket is where the agent listens for pods.
 	AgentSocket string `json:"agentSocket,omitempty"`
+	// PodDevice is what pods are given: PodDeviceVeth ("": the default)
+	// or PodDeviceNetkit.
+	PodDevice string `json:"podDevice,omitempty"`
 }
 
 // conf is a NetConf checked and with its defaults applied.
@@ -76,6 +97,12 @@ func parseConf(stdin []byte) (*conf, error) {
 	case c.MTU < 1280 || c.MTU > 65535:
 		// 1280: IPv6's minimum, and every pod is dual-stack capable.
 		bad = append(bad, fmt.Sprintf(`"mtu": %d is not in 1280-65535`, c.MTU))
+	}
+	if err := CheckPodDevice(c.PodDevice); err != nil {
+		bad = append(bad, `"podDevice": `+err.Error())
+	}
+	if c.PodDevice == "" {
+		c.PodDevice = PodDeviceVeth
 	}
 	if c.DataDir == "" {
 		c.DataDir = DefaultDataDir

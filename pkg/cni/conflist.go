@@ -17,17 +17,30 @@ const ConfListFile = "10-netcube.conflist"
 // NetworkName is the conflist's network name.
 const NetworkName = "netcube"
 
-// WriteConfList installs (or replaces, atomically) the conflist in dir for
-// a node whose pods get addresses from podCIDRs. chained are plugins run
-// after netcube's (by type, e.g. "portmap": a pod's hostPorts).
-func WriteConfList(dir string, podCIDRs []netip.Prefix, mtu int, dataDir, socket string, chained ...string) error {
+// ConfList is what the agent's conflist says of this node's pods.
+type ConfList struct {
+	PodCIDRs  []netip.Prefix // their addresses
+	MTU       int            // 0: DefaultMTU
+	PodDevice string         // "": veth
+	DataDir   string         // the address allocations
+	Socket    string         // the agent's
+	// Chained are plugins run after netcube's (by type, e.g. "portmap":
+	// a pod's hostPorts).
+	Chained []string
+}
+
+// WriteConfList installs (or replaces, atomically) the conflist c in dir.
+func WriteConfList(dir string, c ConfList) error {
 	var cidrs []string
-	for _, p := range podCIDRs {
+	for _, p := range c.PodCIDRs {
 		cidrs = append(cidrs, p.String())
 	}
-	plugin := map[string]any{"type": PluginType, "podCIDRs": cidrs, "dataDir": dataDir, "agentSocket": socket}
-	if mtu != 0 {
-		plugin["mtu"] = mtu
+	plugin := map[string]any{"type": PluginType, "podCIDRs": cidrs, "dataDir": c.DataDir, "agentSocket": c.Socket}
+	if c.MTU != 0 {
+		plugin["mtu"] = c.MTU
+	}
+	if c.PodDevice != "" {
+		plugin["podDevice"] = c.PodDevice
 	}
 	// Runtimes whose libcni reads cniVersions (CNI 1.1) pick the highest
 	// they support; older ones take cniVersion and reject a result of a
@@ -36,7 +49,7 @@ func WriteConfList(dir string, podCIDRs []netip.Prefix, mtu int, dataDir, socket
 		"cniVersion":  "1.0.0",
 		"cniVersions": []string{"1.0.0", "1.1.0"},
 		"name":        NetworkName,
-		"plugins":     append([]any{plugin}, chainedPlugins(chained)...),
+		"plugins":     append([]any{plugin}, chainedPlugins(c.Chained)...),
 	}, "", "  ")
 	if err != nil {
 		return err

@@ -23,7 +23,7 @@ func TestConfList(t *testing.T) {
 		{nil, []string{PluginType}},
 		{[]string{"portmap"}, []string{PluginType, "portmap"}},
 	} {
-		if err := WriteConfList(dir, cidrs, 0, "/var/lib/netcube/ipam", "/run/netcube/cni.sock", c.chained...); err != nil {
+		if err := WriteConfList(dir, ConfList{PodCIDRs: cidrs, DataDir: "/var/lib/netcube/ipam", Socket: "/run/netcube/cni.sock", Chained: c.chained}); err != nil {
 			t.Fatal(err)
 		}
 		list, err := libcni.ConfListFromFile(filepath.Join(dir, ConfListFile))

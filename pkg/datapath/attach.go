@@ -54,14 +54,26 @@ func (d *Datapath) AttachNode(ifname string, ifindex int) error {
 	return d.attachTCX(nodeLinkPrefix+ifname, ifname, ifindex, d.objs.FromNet, d.objs.ToNet)
 }
 
-// AttachPod attaches from_pod (ingress) and to_pod (egress) to a pod's
-// host-side veth, as tc filters (podFilters). A pod an earlier agent
-// attached with tcx links keeps them, their programs replaced in place.
-// Either way an agent's restart replaces the programs atomically: packets
-// never see the interface without one.
+// AttachPod attaches the pod programs to a pod's host-side device. A veth
+// gets from_pod (ingress) and to_pod (egress) as tc filters (podFilters);
+// a netkit device, from_pod_netkit and to_pod_netkit as its own programs
+// (podnetkit.go). A pod an earlier agent attached with tcx links keeps
+// them, their programs replaced in place. Either way an agent's restart
+// replaces the programs atomically: packets never see the device without
+// one.
 func (d *Datapath) AttachPod(ifname string, ifindex int) error {
 	if d.podHasTCX(ifname) {
 		return d.attachTCX(podLinkPrefix+ifname, ifname, ifindex, d.objs.FromPod, d.objs.ToPod)
+	}
+	netkit, err := isNetkit(ifindex)
+	if err != nil {
+		return fmt.Errorf("pod device %s: %w", ifname, err)
+	}
+	if netkit {
+		if err := d.LoadNetkitPrograms(); err != nil {
+			return err
+		}
+		return attachPodNetkit(ifname, ifindex, d.objs.FromPodNetkit, d.objs.ToPodNetkit)
 	}
 	return attachPodFilters(ifname, ifindex, d.objs.FromPod, d.objs.ToPod)
 }

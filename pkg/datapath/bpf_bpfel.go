@@ -759,6 +759,7 @@ const (
 	bpfProgFromNet           = "from_net"
 	bpfProgFromOverlay       = "from_overlay"
 	bpfProgFromPod           = "from_pod"
+	bpfProgFromPodNetkit     = "from_pod_netkit"
 	bpfProgSockBind4         = "sock_bind4"
 	bpfProgSockBind6         = "sock_bind6"
 	bpfProgSockConnect4      = "sock_connect4"
@@ -773,6 +774,7 @@ const (
 	bpfProgToNet             = "to_net"
 	bpfProgToOverlay         = "to_overlay"
 	bpfProgToPod             = "to_pod"
+	bpfProgToPodNetkit       = "to_pod_netkit"
 	bpfProgXdpFromNet        = "xdp_from_net"
 	bpfVarCtTimeoutClose     = "ct_timeout_close"
 	bpfVarCtTimeoutSyn       = "ct_timeout_syn"
@@ -832,6 +834,7 @@ type bpfProgramSpecs struct {
 	FromNet          *ebpf.ProgramSpec `ebpf:"from_net"`
 	FromOverlay      *ebpf.ProgramSpec `ebpf:"from_overlay"`
 	FromPod          *ebpf.ProgramSpec `ebpf:"from_pod"`
+	FromPodNetkit    *ebpf.ProgramSpec `ebpf:"from_pod_netkit"`
 	SockBind4        *ebpf.ProgramSpec `ebpf:"sock_bind4"`
 	SockBind6        *ebpf.ProgramSpec `ebpf:"sock_bind6"`
 	SockConnect4     *ebpf.ProgramSpec `ebpf:"sock_connect4"`
@@ -846,6 +849,7 @@ type bpfProgramSpecs struct {
 	ToNet            *ebpf.ProgramSpec `ebpf:"to_net"`
 	ToOverlay        *ebpf.ProgramSpec `ebpf:"to_overlay"`
 	ToPod            *ebpf.ProgramSpec `ebpf:"to_pod"`
+	ToPodNetkit      *ebpf.ProgramSpec `ebpf:"to_pod_netkit"`
 	XdpFromNet       *ebpf.ProgramSpec `ebpf:"xdp_from_net"`
 }
 
@@ -1044,6 +1048,7 @@ type bpfPrograms struct {
 	FromNet          *ebpf.Program `ebpf:"from_net"`
 	FromOverlay      *ebpf.Program `ebpf:"from_overlay"`
 	FromPod          *ebpf.Program `ebpf:"from_pod"`
+	FromPodNetkit    *ebpf.Program `ebpf:"from_pod_netkit"`
 	SockBind4        *ebpf.Program `ebpf:"sock_bind4"`
 	SockBind6        *ebpf.Program `ebpf:"sock_bind6"`
 	SockConnect4     *ebpf.Program `ebpf:"sock_connect4"`
@@ -1058,6 +1063,7 @@ type bpfPrograms struct {
 	ToNet            *ebpf.Program `ebpf:"to_net"`
 	ToOverlay        *ebpf.Program `ebpf:"to_overlay"`
 	ToPod            *ebpf.Program `ebpf:"to_pod"`
+	ToPodNetkit      *ebpf.Program `ebpf:"to_pod_netkit"`
 	XdpFromNet       *ebpf.Program `ebpf:"xdp_from_net"`
 }
 
@@ -1068,6 +1074,7 @@ func (p *bpfPrograms) Close() error {
 		p.FromNet,
 		p.FromOverlay,
 		p.FromPod,
+		p.FromPodNetkit,
 		p.SockBind4,
 		p.SockBind6,
 		p.SockConnect4,
@@ -1082,6 +1089,7 @@ func (p *bpfPrograms) Close() error {
 		p.ToNet,
 		p.ToOverlay,
 		p.ToPod,
+		p.ToPodNetkit,
 		p.XdpFromNet,
 	)
 }

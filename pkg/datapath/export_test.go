@@ -2,6 +2,8 @@ package datapath
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/cilium/ebpf"
 )
@@ -37,7 +39,10 @@ func LoadObject(parallel bool) (*LoadedObject, error) {
 	}
 	var objs bpfObjects
 	if parallel {
-		err = loadObjects(spec, &ebpf.CollectionOptions{}, &objs)
+		var lt *later
+		if lt, err = loadObjects(spec, &ebpf.CollectionOptions{}, &objs); err == nil {
+			lt.Close()
+		}
 	} else {
 		err = spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{})
 	}
@@ -54,6 +59,9 @@ func LoadObject(parallel bool) (*LoadedObject, error) {
 		o.Maps[name], _ = info.ID()
 	}
 	for name, p := range objs.bpfPrograms.byName() {
+		if slices.Contains(onDemand, name) {
+			continue // loaded at start by LoadAndAssign only
+		}
 		if p == nil {
 			o.Close()
 			return nil, fmt.Errorf("program %s not loaded", name)
@@ -76,6 +84,7 @@ func ProgramGroups(n int) ([][]string, map[string]int, error) {
 		return nil, nil, err
 	}
 	sizes := map[string]int{}
+	maps.DeleteFunc(spec.Programs, func(name string, _ *ebpf.ProgramSpec) bool { return slices.Contains(onDemand, name) })
 	for name, p := range spec.Programs {
 		sizes[name] = len(p.Instructions)
 	}

@@ -22,6 +22,8 @@ type Datapath struct {
 	// carried are the earlier agent's maps this one took over (until
 	// CatchUpCarryOver).
 	carried []*carryOver
+	// later loads the programs only some nodes need (ondemand.go).
+	later *later
 }
 
 // Load loads the BPF object. With cfg.PinDir set, maps are pinned there and
@@ -64,7 +66,7 @@ func Load(cfg Config) (*Datapath, error) {
 		return nil, err
 	}
 	d := &Datapath{pinDir: cfg.PinDir, flags: flags}
-	if err := loadObjects(spec, opts, &d.objs); err != nil {
+	if d.later, err = loadObjects(spec, opts, &d.objs); err != nil {
 		giveBack(carried)
 		if errors.Is(err, ebpf.ErrMapIncompatible) {
 			return nil, fmt.Errorf("%w: a map pinned under %s has another size or layout than this agent's; "+
@@ -151,6 +153,7 @@ func (d *Datapath) Close() error {
 	for _, co := range d.carried {
 		co.old.Close()
 	}
+	d.later.Close()
 	return d.objs.Close()
 }
 
@@ -183,6 +186,7 @@ func (d *Datapath) Programs() Programs {
 	p := d.objs.bpfPrograms
 	return Programs{
 		FromPod: p.FromPod, ToPod: p.ToPod, FromNet: p.FromNet, ToNet: p.ToNet, XDPFromNet: p.XdpFromNet,
+		FromPodNetkit: p.FromPodNetkit, ToPodNetkit: p.ToPodNetkit,
 		Connect4: p.SockConnect4, Connect6: p.SockConnect6,
 		Sendmsg4: p.SockSendmsg4, Sendmsg6: p.SockSendmsg6,
 		Recvmsg4: p.SockRecvmsg4, Recvmsg6: p.SockRecvmsg6,
@@ -194,6 +198,7 @@ func (d *Datapath) Programs() Programs {
 type Programs struct {
 	FromPod, ToPod, FromNet, ToNet                 *ebpf.Program
 	XDPFromNet                                     *ebpf.Program
+	FromPodNetkit, ToPodNetkit                     *ebpf.Program // a netkit pod's (peer, primary)
 	Connect4, Connect6, Sendmsg4, Sendmsg6         *ebpf.Program
 	Recvmsg4, Recvmsg6, Getpeername4, Getpeername6 *ebpf.Program
 }

@@ -10,8 +10,10 @@ package datapath
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"runtime"
 	"slices"
 	"sync"
@@ -23,17 +25,29 @@ import (
 // for a large program is tens of MB.
 const maxLoaders = 4
 
+// onDemand are the programs loaded only once a pod needs them (onDemand.go):
+// a netkit pod's, as large as from_pod, which a node of veth pods would
+// otherwise verify at every start.
+var onDemand = []string{"from_pod_netkit", "to_pod_netkit"}
+
 // loadObjects creates spec's maps (pinned as opts says), then loads its
-// programs in up to min(CPUs, maxLoaders) groups at once, and assigns
-// both to objs as spec.LoadAndAssign would.
-func loadObjects(spec *ebpf.CollectionSpec, opts *ebpf.CollectionOptions, objs *bpfObjects) error {
+// programs but the onDemand ones in up to min(CPUs, maxLoaders) groups at
+// once, and assigns both to objs as spec.LoadAndAssign would (the onDemand
+// programs left nil). It returns what loading those later takes.
+func loadObjects(spec *ebpf.CollectionSpec, opts *ebpf.CollectionOptions, objs *bpfObjects) (*later, error) {
 	mapsOnly := spec.Copy()
 	mapsOnly.Programs = nil
 	mc, err := ebpf.NewCollectionWithOptions(mapsOnly, *opts)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer mc.Close() // what Assign does not take: maps no program names
+	spec = spec.Copy()
+	lt, err := newLater(spec, opts, mc.Maps)
+	if err != nil {
+		return nil, err
+	}
+	maps.DeleteFunc(spec.Programs, func(name string, _ *ebpf.ProgramSpec) bool { return slices.Contains(onDemand, name) })
 	groups := programGroups(spec, min(runtime.NumCPU(), maxLoaders))
 	loaded := make([]*ebpf.Collection, len(groups))
 	errs := make([]error, len(groups))
@@ -60,15 +74,34 @@ func loadObjects(spec *ebpf.CollectionSpec, opts *ebpf.CollectionOptions, objs *
 	for _, err := range errs {
 		if err != nil {
 			closeAll(progs)
-			return err
+			lt.Close()
+			return nil, err
 		}
 	}
-	all := &ebpf.Collection{Programs: progs, Maps: mc.Maps, Variables: mc.Variables}
-	if err := all.Assign(objs); err != nil {
-		closeAll(progs)
-		return fmt.Errorf("the BPF object's programs: %w", err)
-	}
+	all := &ebpf.Collection{Maps: mc.Maps, Variables: mc.Variables}
+	err = errors.Join(all.Assign(&objs.bpfMaps), all.Assign(&objs.bpfVariables), assignPrograms(&objs.bpfPrograms, progs))
 	closeAll(progs) // programs the object has but objs does not name
+	if err != nil {
+		lt.Close()
+		return nil, fmt.Errorf("the BPF object's programs: %w", err)
+	}
+	return lt, nil
+}
+
+// assignPrograms is Collection.Assign for the programs, which leaves the
+// onDemand ones nil: each field of to gets the program its tag names,
+// taken out of progs.
+func assignPrograms(to *bpfPrograms, progs map[string]*ebpf.Program) error {
+	v := reflect.ValueOf(to).Elem()
+	for i := range v.NumField() {
+		name := v.Type().Field(i).Tag.Get("ebpf")
+		p, ok := progs[name]
+		if !ok && !slices.Contains(onDemand, name) {
+			return fmt.Errorf("missing program %q", name)
+		}
+		v.Field(i).Set(reflect.ValueOf(p))
+		delete(progs, name)
+	}
 	return nil
 }
 
@@ -91,6 +124,8 @@ func programGroups(spec *ebpf.CollectionSpec, n int) [][]string {
 
 func closeAll(progs map[string]*ebpf.Program) {
 	for _, p := range progs {
-		p.Close()
+		if p != nil {
+			p.Close()
+		}
 	}
 }

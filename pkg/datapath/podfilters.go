@@ -47,16 +47,18 @@ func attachPodFilters(ifname string, ifindex int, ingress, egress *ebpf.Program)
 	return nil
 }
 
-// PodFilters lists netcube's filters on a pod's host veth, in the network
-// namespace of h (nil: the current one): "ingress" and "egress" to the
-// name of the program each runs; none: empty.
-func PodFilters(h *netlink.Handle, ifname string) (map[string]string, error) {
-	if h == nil {
-		h = &netlink.Handle{}
-	}
+// PodFilters lists netcube's programs on a pod's host-side device in the
+// current network namespace: "ingress" (what the pod sends) and "egress"
+// to the name of the program each runs (a veth's tc filters, a netkit
+// pair's own programs); none: empty.
+func PodFilters(ifname string) (map[string]string, error) {
+	h := &netlink.Handle{}
 	link, err := h.LinkByName(ifname)
 	if err != nil {
 		return nil, err
+	}
+	if link.Type() == "netkit" {
+		return podNetkitPrograms(link.Attrs().Index), nil
 	}
 	out := map[string]string{}
 	for dir, f := range podFiltersOn(h, link) {
@@ -83,7 +85,7 @@ func podFiltersOn(h *netlink.Handle, link netlink.Link) map[string]*netlink.BpfF
 }
 
 // PodAttachments names the devices of the current network namespace that
-// carry netcube's filters (`netcube status`).
+// carry netcube's pod programs (`netcube status`).
 func PodAttachments() ([]string, error) {
 	h := &netlink.Handle{}
 	links, err := h.LinkList()
@@ -92,21 +94,21 @@ func PodAttachments() ([]string, error) {
 	}
 	var out []string
 	for _, l := range links {
-		if len(podFiltersOn(h, l)) > 0 {
+		if len(podFiltersOn(h, l)) > 0 || l.Type() == "netkit" && len(podNetkitPrograms(l.Attrs().Index)) > 0 {
 			out = append(out, l.Attrs().Name)
 		}
 	}
 	return out, nil
 }
 
-// DetachPods removes netcube's filters from every device whose name
-// starts with prefix (the pods' host veths), in the network namespace of h
-// (nil: the current one): `netcube-agent --cleanup`, with Unpin. Unpin
-// alone leaves them: they are not links.
-func DetachPods(h *netlink.Handle, prefix string) error {
-	if h == nil {
-		h = &netlink.Handle{}
-	}
+// DetachPods removes netcube's programs from every device whose name
+// starts with prefix (the pods' host devices) in the current network
+// namespace: `netcube-agent --cleanup`, with Unpin. Unpin alone leaves
+// them: they are not links. A netkit pod is then cut off (its pair drops
+// what the pod sends without a program: fail closed) until an agent
+// attaches again.
+func DetachPods(prefix string) error {
+	h := &netlink.Handle{}
 	links, err := h.LinkList()
 	if err != nil {
 		return err
@@ -114,6 +116,12 @@ func DetachPods(h *netlink.Handle, prefix string) error {
 	var errs []error
 	for _, l := range links {
 		if !strings.HasPrefix(l.Attrs().Name, prefix) {
+			continue
+		}
+		if l.Type() == "netkit" {
+			if err := detachPodNetkit(l.Attrs().Index); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", l.Attrs().Name, err))
+			}
 			continue
 		}
 		for _, f := range podFiltersOn(h, l) {

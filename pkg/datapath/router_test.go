@@ -1,8 +1,11 @@
 package datapath_test
 
 import (
+	"bytes"
 	"net/netip"
 	"testing"
+
+	"github.com/cilium/ebpf"
 
 	"github.com/netcube/netcube/internal/pkt"
 	"github.com/netcube/netcube/pkg/cube"
@@ -134,5 +137,69 @@ func TestOverlayLeavesLinkLocalMulticastToTheKernel(t *testing.T) {
 	}
 	if n := drops(t, dp)[datapath.MonDropNoTunnel]; n != before+1 {
 		t.Errorf("no-route-to-node counted %d, want %d", n, before+1)
+	}
+}
+
+// TestNetkitPodDelivery: a netkit pod's from_pod runs in the pod's transmit
+// path (netkit's peer hook), where the kernel allows no redirect into a
+// peer; so it hands a packet for a pod of this node to that pod's device,
+// marked as admitted (the device's to_pod lets it through), with the same
+// MACs and translation a veth pod's from_pod gives it, which (the positive
+// control) redirects straight into the pod with no mark. to_pod_netkit lets
+// the marked packet through and clears the mark, as a veth's crossing of
+// namespaces would. A packet the router does not hand to a pod leaves
+// unmarked either way.
+func TestNetkitPodDelivery(t *testing.T) {
+	dp, tables := load(t)
+	if p := dp.Programs().FromPodNetkit; p != nil {
+		t.Fatalf("the netkit programs loaded with the object, before any netkit pod")
+	}
+	// Loaded on demand, after the maps are written: they share them.
+	if err := tables.Upsert(frontend(vip4, model.TCP), backends(be4b)); err != nil {
+		t.Fatal(err)
+	}
+	endpoint(t, dp, be4b.Addr(), 7)
+	endpoint(t, dp, client4.Addr(), 8)
+	if err := dp.LoadNetkitPrograms(); err != nil {
+		t.Fatal(err)
+	}
+	syn4 := pkt.TCP(client4, vip4, syn, nil)
+	reply := pkt.TCP(be4b, client4, synAck, nil)
+	direct := pkt.TCP(client4, be4b, syn, nil)
+	progs := dp.Programs()
+	for _, c := range []struct {
+		name    string
+		in, out []byte // out nil: unchanged
+		verdict uint32
+	}{
+		{"pod -> Service, backend on this node", syn4, withMACs(pkt.Rewrite(syn4, client4, be4b), podMAC, hostMAC), actRedirect},
+		{"its reply, translated back", reply, withMACs(pkt.Rewrite(reply, vip4, client4), podMAC, hostMAC), actRedirect},
+		{"pod -> pod of this node", direct, withMACs(direct, podMAC, hostMAC), actRedirect},
+		{"pod -> outside the cluster: the kernel's", pkt.TCP(client4, pod4, syn, nil), nil, actOK},
+	} {
+		want := c.out
+		if want == nil {
+			want = c.in
+		}
+		for _, p := range []struct {
+			name string
+			prog *ebpf.Program
+		}{{"from_pod", progs.FromPod}, {"from_pod_netkit", progs.FromPodNetkit}} {
+			v, out, ctx := runCtx(t, p.prog, c.in)
+			if v != c.verdict || !bytes.Equal(out, want) {
+				t.Errorf("%s, %s: verdict %d, packet %x; want %d, %x", c.name, p.name, v, out, c.verdict, want)
+			}
+			netkit := p.prog == progs.FromPodNetkit && c.verdict == actRedirect
+			if (ctx.Mark != 0) != netkit {
+				t.Errorf("%s, %s: mark %#x; want one only from a netkit pod to a pod's device", c.name, p.name, ctx.Mark)
+			}
+			if !netkit {
+				continue
+			}
+			v, got, after := runCtxIn(t, progs.ToPodNetkit, out, skbCtx{Mark: ctx.Mark})
+			if v != actOK || after.Mark != 0 || !bytes.Equal(got, out) {
+				t.Errorf("%s, then to_pod_netkit: verdict %d, mark %#x, packet changed %v; want it through unchanged, unmarked", c.name, v, after.Mark, !bytes.Equal(got, out))
+			}
+		}
 	}
 }

@@ -39,14 +39,22 @@ static always_inline int set_macs(struct __sk_buff *skb, const __u8 *dst, const 
 }
 
 /* router_to_endpoint hands the packet to a pod of this node: straight
- * into it, or, when a to_pod hook asked for the pod veth's qdisc
- * (HOOK_MARK_VIA_VETH), out of the veth. Only a tc ingress program may
- * redirect to a peer (the caller is one). */
-static always_inline int router_to_endpoint(struct __sk_buff *skb, const struct router_endpoint *ep)
+ * into it (bpf_redirect_peer), or out of the pod's device, whose to_pod
+ * lets it through at once (HOOK_MARK_VIA_VETH: it was admitted already):
+ * when a to_pod hook asked for the device's qdisc, and from a netkit pod's
+ * from_pod (at_xmit), which runs as the pod transmits, where the kernel
+ * allows no redirect into a peer (only a tc ingress program may: every
+ * other caller is one). at_xmit is a constant of the entry program (an
+ * argument, not a field of the flow, so that the compiler drops the test
+ * from every other program). */
+static always_inline int router_to_endpoint(struct __sk_buff *skb, const struct router_endpoint *ep,
+					    const __u8 at_xmit)
 {
 	if (set_macs(skb, ep->pod_mac, ep->host_mac))
 		return mon_drop_packet(skb, MON_AT_NONE, MON_DROP_MALFORMED);
 	mon_routed(MON_RT_POD, ep->ifindex, NULL);
+	if (at_xmit)
+		skb->mark = HOOK_MARK_VIA_VETH;
 	if (skb->mark == HOOK_MARK_VIA_VETH)
 		return bpf_redirect(ep->ifindex, 0);
 	return bpf_redirect_peer(ep->ifindex, 0);
