@@ -42,11 +42,11 @@ func loadObjects(spec *ebpf.CollectionSpec, opts *ebpf.CollectionOptions, objs *
 		return nil, err
 	}
 	defer mc.Close() // what Assign does not take: maps no program names
-	spec = spec.Copy()
-	lt, err := newLater(spec, opts, mc.Maps)
+	lt, err := newLater(opts, mc.Maps)
 	if err != nil {
 		return nil, err
 	}
+	spec = spec.Copy()
 	maps.DeleteFunc(spec.Programs, func(name string, _ *ebpf.ProgramSpec) bool { return slices.Contains(onDemand, name) })
 	groups := programGroups(spec, min(runtime.NumCPU(), maxLoaders))
 	loaded := make([]*ebpf.Collection, len(groups))
