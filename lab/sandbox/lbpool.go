@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
-	"github.com/netcube/netcube/pkg/lbipam"
+	"github.com/netcube/netcube/pkg/source/kube"
 )
 
 // The sandbox's LoadBalancer IPs: the top of the underlay's subnets, so
@@ -40,7 +40,7 @@ func createLBPool(rc *rest.Config) error {
 	}}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		_, err = d.Resource(lbipam.Pools).Create(context.Background(), pool, metav1.CreateOptions{})
+		_, err = d.Resource(kube.NetworkLoadBalancerPools).Create(context.Background(), pool, metav1.CreateOptions{})
 		if err == nil || apierrors.IsAlreadyExists(err) {
 			return nil
 		}

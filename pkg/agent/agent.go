@@ -343,7 +343,7 @@ func newLBIPAM(rc *rest.Config, cfg Config, rep *report.Reporter) (*lbipam.Elect
 		ns = cmp.Or(os.Getenv("POD_NAMESPACE"), "kube-system")
 	}
 	return &lbipam.Elector{Client: dyn, Namespace: ns, Name: "netcube-lb-ipam", Identity: cfg.NodeName,
-		Lead: (&lbipam.Controller{Client: dyn, Config: rc, Report: rep}).Run}, nil
+		Lead: (&lbipam.Controller{Client: dyn, Config: rc, PageSize: cfg.APIListPageSize, Report: rep}).Run}, nil
 }
 
 // sourceWithEvents runs the API source, its Event writer and the

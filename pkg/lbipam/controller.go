@@ -24,10 +24,8 @@ import (
 	"github.com/netcube/netcube/pkg/k8s"
 	"github.com/netcube/netcube/pkg/model"
 	"github.com/netcube/netcube/pkg/report"
+	"github.com/netcube/netcube/pkg/source/kube"
 )
-
-// Pools is the NetworkLoadBalancerPool CRD's resource.
-var Pools = schema.GroupVersionResource{Group: "netcube.io", Version: "v1alpha1", Resource: "networkloadbalancerpools"}
 
 var services = schema.GroupVersionResource{Version: "v1", Resource: "services"}
 
@@ -37,7 +35,10 @@ var services = schema.GroupVersionResource{Version: "v1", Resource: "services"}
 type Controller struct {
 	Client dynamic.Interface // the pools, and the Services' patches
 	Config *rest.Config      // the Services' reads (serviceCache)
-	Report *report.Reporter
+	// PageSize is the Services per list request (0: the default, as the
+	// agent's own lists).
+	PageSize int64
+	Report   *report.Reporter
 
 	// reported: the problems standing, so that a resolved one is cleared.
 	reported map[report.Object]report.Reason
@@ -48,7 +49,7 @@ type Controller struct {
 // every 10 s.
 func (c *Controller) Run(ctx context.Context) {
 	for {
-		_, err := c.Client.Resource(Pools).List(ctx, metav1.ListOptions{Limit: 1})
+		_, err := c.Client.Resource(kube.NetworkLoadBalancerPools).List(ctx, metav1.ListOptions{Limit: 1})
 		if err == nil {
 			break
 		}
@@ -69,12 +70,12 @@ func (c *Controller) Run(ctx context.Context) {
 		default:
 		}
 	}
-	svcs, err := newServiceCache(c.Config, onChange)
+	svcs, err := newServiceCache(c.Config, c.PageSize, onChange)
 	if err != nil {
 		slog.Error("LoadBalancer IPs: not assigned", "err", err)
 		return
 	}
-	pools := informerFor(c.Client, Pools)
+	pools := informerFor(c.Client, kube.NetworkLoadBalancerPools)
 	h := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { onChange() },
 		UpdateFunc: func(any, any) { onChange() },

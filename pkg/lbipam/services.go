@@ -12,21 +12,22 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+
+	"github.com/netcube/netcube/pkg/source/kube"
 )
 
 // serviceCache keeps the cluster's Services the assigner is concerned
 // with (concerned: LoadBalancers, and those still holding addresses or
-// the cleanup finalizer), read in protobuf a page at a time. The others,
-// nearly every Service of a large cluster, are dropped as they are
-// decoded: an informer of every Service, as unstructured JSON, held
+// the cleanup finalizer). The others, nearly every Service of a large
+// cluster, are dropped as they are decoded, one at a time
+// (kube.Lister): an informer of every Service, as unstructured JSON, held
 // 222 MB of the leading agent's heap at 100,000 Services (the bench
 // compare report's peak RSS, 242 MB at 11-23, had become 580 MB).
 type serviceCache struct {
-	rest *rest.RESTClient
+	api  *kube.Lister
 	kick func() // a concerned Service was added, changed or dropped
 
 	mu     sync.Mutex
@@ -35,31 +36,14 @@ type serviceCache struct {
 	once   sync.Once
 }
 
-// servicePage is how many Services a list asks for at once. The API
-// server walks every Service from a page's first to the end of the list
-// to serve it (kube.DefaultPageSize says why), so 500 a page cost it four
-// times the work of 2,000 at 100,000 Services. A page is decoded whole
-// here, unlike the source's, which reads its pages of 10,000 item by
-// item: five times fewer Services held at once.
-const servicePage = 2000
-
-// newServiceCache reads Services through a client of its own: core/v1
-// only, protobuf (a third of JSON's size, and decoded without maps).
-func newServiceCache(cfg *rest.Config, kick func()) (*serviceCache, error) {
-	sch := runtime.NewScheme()
-	if err := corev1.AddToScheme(sch); err != nil {
-		return nil, err
-	}
-	c := rest.CopyConfig(cfg)
-	c.GroupVersion, c.APIPath = &corev1.SchemeGroupVersion, "/api"
-	c.NegotiatedSerializer = serializer.NewCodecFactory(sch).WithoutConversion()
-	c.ContentType = runtime.ContentTypeProtobuf
-	c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	rc, err := rest.RESTClientFor(c)
+// newServiceCache reads Services through a client of its own, pageSize a
+// list page (0: the default).
+func newServiceCache(cfg *rest.Config, pageSize int64, kick func()) (*serviceCache, error) {
+	api, err := kube.NewServiceLister(cfg, pageSize)
 	if err != nil {
 		return nil, fmt.Errorf("LoadBalancer IPs: Services client: %w", err)
 	}
-	return &serviceCache{rest: rc, kick: kick, byKey: map[types.NamespacedName]*corev1.Service{}, synced: make(chan struct{})}, nil
+	return &serviceCache{api: api, kick: kick, byKey: map[types.NamespacedName]*corev1.Service{}, synced: make(chan struct{})}, nil
 }
 
 // run lists, then watches from the list's version; a watch that ends is
@@ -99,38 +83,31 @@ func (s *serviceCache) run(ctx context.Context) {
 
 var errGone = errors.New("resource version too old")
 
-// list reads every Service, page by page, keeps the concerned ones and
-// returns the list's resource version.
+// list reads every Service, keeps the concerned ones and returns the
+// list's resource version.
 func (s *serviceCache) list(ctx context.Context) (string, error) {
 	next := map[types.NamespacedName]*corev1.Service{}
-	opts := metav1.ListOptions{Limit: servicePage}
-	for {
-		var page corev1.ServiceList
-		if err := s.rest.Get().Resource("services").VersionedParams(&opts, metav1.ParameterCodec).Do(ctx).Into(&page); err != nil {
-			return "", fmt.Errorf("list Services: %w", err)
+	rv, err := s.api.Each(ctx, func(o runtime.Object) error {
+		if svc, ok := o.(*corev1.Service); ok && concerned(svc) {
+			next[types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}] = compact(svc)
 		}
-		for i := range page.Items {
-			if svc := &page.Items[i]; concerned(svc) {
-				next[types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}] = compact(svc)
-			}
-		}
-		if page.Continue == "" {
-			s.mu.Lock()
-			s.byKey = next
-			s.mu.Unlock()
-			s.once.Do(func() { close(s.synced) })
-			s.kick()
-			return page.ResourceVersion, nil
-		}
-		opts.Continue = page.Continue
+		return nil
+	})
+	if err != nil {
+		return "", err
 	}
+	s.mu.Lock()
+	s.byKey = next
+	s.mu.Unlock()
+	s.once.Do(func() { close(s.synced) })
+	s.kick()
+	return rv, nil
 }
 
 // watch applies the changes after version rv until the watch ends, and
 // returns the last version seen.
 func (s *serviceCache) watch(ctx context.Context, rv string) (string, error) {
-	opts := metav1.ListOptions{Watch: true, ResourceVersion: rv, AllowWatchBookmarks: true}
-	w, err := s.rest.Get().Resource("services").VersionedParams(&opts, metav1.ParameterCodec).Watch(ctx)
+	w, err := s.api.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
 	if err != nil {
 		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 			return rv, errGone

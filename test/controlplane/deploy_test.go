@@ -230,10 +230,12 @@ func TestRBACIsEnough(t *testing.T) {
 	installPoolCRD(t)
 	// (Created in one second, the pools are ordered by name.)
 	for _, p := range []struct{ name, cidrs string }{{"rbac-a", `"192.0.2.0/28", "2001:db8::/124"`}, {"rbac-b-overlap", `"192.0.2.0/24"`}} {
-		if _, err := dynClient(t).Resource(lbipam.Pools).Create(ctx, lbPool(t, p.name, p.cidrs), metav1.CreateOptions{}); err != nil {
+		if _, err := dynClient(t).Resource(kube.NetworkLoadBalancerPools).Create(ctx, lbPool(t, p.name, p.cidrs), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = dynClient(t).Resource(lbipam.Pools).Delete(ctx, p.name, metav1.DeleteOptions{}) })
+		t.Cleanup(func() {
+			_ = dynClient(t).Resource(kube.NetworkLoadBalancerPools).Delete(ctx, p.name, metav1.DeleteOptions{})
+		})
 	}
 	lbSvc := service("default", "rbac-lb", nil)
 	lbSvc.Spec.Type = corev1.ServiceTypeLoadBalancer

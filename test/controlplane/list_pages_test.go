@@ -7,9 +7,11 @@ import (
 	"net/netip"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -17,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 
 	"github.com/netcube/netcube/internal/testenv"
@@ -174,6 +177,130 @@ func TestListPagesFromTheAPI(t *testing.T) {
 	}
 }
 
+// TestListerFromTheAPI: kube.Lister, the LoadBalancer IP assigner's reader
+// of every Service, lists in pages it reads an item at a time, as the
+// source does: each stored Service reaches it once, decoded as stored,
+// over as many requests as pages, each asking for the page size given;
+// and the resource version it returns is one a watch starts from.
+func TestListerFromTheAPI(t *testing.T) {
+	const n, pageSize, ns = 25, 10, "lister"
+	var objs []kubeenv.StoredObject
+	clusterIP := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 96, 211, byte(i)}) }
+	for i := range n {
+		ip := clusterIP(i).String()
+		objs = append(objs, kubeenv.StoredObject{Resource: corev1.Resource("services"), Version: corev1.SchemeGroupVersion,
+			Object: &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("svc-%d", i), Namespace: ns},
+				Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: ip, ClusterIPs: []string{ip},
+					IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol}, SessionAffinity: corev1.ServiceAffinityNone,
+					Ports: []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)}}}}})
+	}
+	if err := env.StoreDirect(ctx(t), objs); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for i := range n {
+			_ = env.Client.CoreV1().Services(ns).Delete(context.Background(), fmt.Sprintf("svc-%d", i), metav1.DeleteOptions{})
+		}
+	})
+	testenv.WaitFor(t, bound, "the API server to serve the stored Services", func() bool {
+		l, err := env.Client.CoreV1().Services(ns).List(ctx(t), metav1.ListOptions{})
+		return err == nil && len(l.Items) == n
+	})
+
+	cfg, limits := recordLimits(env.Config)
+	l, err := kube.NewServiceLister(cfg, pageSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	total := 0
+	rv, err := l.Each(ctx(t), func(o runtime.Object) error {
+		svc := o.(*corev1.Service)
+		total++
+		if svc.Namespace == ns {
+			seen[svc.Name]++
+			if i := strings.TrimPrefix(svc.Name, "svc-"); svc.Spec.ClusterIP != clusterIP(atoi(t, i)).String() {
+				t.Errorf("Service %s listed with ClusterIP %q, want %s", svc.Name, svc.Spec.ClusterIP, clusterIP(atoi(t, i)))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if name := fmt.Sprintf("svc-%d", i); seen[name] != 1 {
+			t.Errorf("Service %s/%s listed %d times, want once", ns, name, seen[name])
+		}
+	}
+	// Every Service of the cluster (other tests' too) came in pages of
+	// pageSize: one request per page, each asking for pageSize.
+	got := limits("services")
+	if want := (total + pageSize - 1) / pageSize; len(got) != want {
+		t.Errorf("%d Services listed in %d requests, want %d (pages of %d)", total, len(got), want, pageSize)
+	}
+	for _, lim := range got {
+		if lim != strconv.Itoa(pageSize) {
+			t.Errorf("a page asked for limit %q, want %d", lim, pageSize)
+		}
+	}
+
+	// A watch from the list's version carries what comes after it.
+	w, err := l.Watch(ctx(t), metav1.ListOptions{ResourceVersion: rv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "lister-after", Namespace: "default"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 81, Protocol: corev1.ProtocolTCP}}}}
+	if _, err := env.Client.CoreV1().Services("default").Create(ctx(t), svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Client.CoreV1().Services("default").Delete(context.Background(), svc.Name, metav1.DeleteOptions{})
+	})
+	deadline := time.After(bound)
+	for {
+		select {
+		case ev := <-w.ResultChan():
+			if s, ok := ev.Object.(*corev1.Service); ok && s.Name == svc.Name {
+				if ev.Type != watch.Added {
+					t.Errorf("the Service created after the list watched as %s, want ADDED", ev.Type)
+				}
+				return
+			}
+			if s, ok := ev.Object.(*corev1.Service); ok && s.Namespace == ns {
+				t.Errorf("the watch from the list's version %s replayed listed Service %s (%s)", rv, s.Name, ev.Type)
+			}
+		case <-deadline:
+			t.Fatalf("the Service created after the list never reached a watch from its version %s", rv)
+		}
+	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	i, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return i
+}
+
+// recordLimits is cfg with the limit of every list request recorded:
+// limits(resource) lists them, in order.
+func recordLimits(cfg *rest.Config) (*rest.Config, func(resource string) []string) {
+	c, seen := recordAll(cfg)
+	return c, func(resource string) (limits []string) {
+		for _, req := range seen() {
+			if q := req.URL.Query(); path.Base(req.URL.Path) == resource && q.Get("watch") != "true" {
+				limits = append(limits, q.Get("limit"))
+			}
+		}
+		return limits
+	}
+}
+
 // checkListed: every Service and EndpointSlice stored reached the handler
 // as stored, all of them before the initial state was declared complete.
 func checkListed(t *testing.T, r *recorder, n, pageSize int, ns string, clusterIP, backend func(int) netip.Addr) {
@@ -206,21 +333,9 @@ func checkListed(t *testing.T, r *recorder, n, pageSize int, ns string, clusterI
 // requests(resource) counts its list requests and its watch-lists, and
 // the encodings it was asked for.
 func recordRequests(cfg *rest.Config) (*rest.Config, func(resource string) (lists, watchLists int, accepts []string)) {
-	var mu sync.Mutex
-	var seen []*http.Request
-	c := rest.CopyConfig(cfg)
-	c.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripper(func(req *http.Request) (*http.Response, error) {
-			mu.Lock()
-			seen = append(seen, req)
-			mu.Unlock()
-			return rt.RoundTrip(req)
-		})
-	})
+	c, seen := recordAll(cfg)
 	return c, func(resource string) (lists, watchLists int, accepts []string) {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, req := range seen {
+		for _, req := range seen() {
 			if path.Base(req.URL.Path) != resource {
 				continue
 			}
@@ -236,6 +351,27 @@ func recordRequests(cfg *rest.Config) (*rest.Config, func(resource string) (list
 			}
 		}
 		return lists, watchLists, accepts
+	}
+}
+
+// recordAll is cfg with every request to the API server kept: seen()
+// returns them so far, in order.
+func recordAll(cfg *rest.Config) (*rest.Config, func() []*http.Request) {
+	var mu sync.Mutex
+	var seen []*http.Request
+	c := rest.CopyConfig(cfg)
+	c.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			mu.Lock()
+			seen = append(seen, req)
+			mu.Unlock()
+			return rt.RoundTrip(req)
+		})
+	})
+	return c, func() []*http.Request {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(seen)
 	}
 }
 

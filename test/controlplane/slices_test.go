@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/netcube/netcube/internal/testenv"
-	"github.com/netcube/netcube/pkg/lbipam"
 	"github.com/netcube/netcube/pkg/source/kube"
 )
 
@@ -51,7 +50,7 @@ func installSliceCRD(t *testing.T) {
 
 // installPoolCRD creates the chart's NetworkLoadBalancerPool CRD and
 // waits until it is served; it stays (the agents run with or without it).
-func installPoolCRD(t *testing.T) { installCRD(t, poolCRD, lbipam.Pools) }
+func installPoolCRD(t *testing.T) { installCRD(t, poolCRD, kube.NetworkLoadBalancerPools) }
 
 // installCRD creates the CRD of the chart's file (if it is not there yet)
 // and waits until its resource is served; it returns the CRD's name.

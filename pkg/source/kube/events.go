@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 
-	"github.com/netcube/netcube/pkg/lbipam"
 	"github.com/netcube/netcube/pkg/report"
 )
 
@@ -110,10 +109,14 @@ func (e *EventSink) write(ctx context.Context, p problem) error {
 	return e.c.core.Post().Namespace(ns).Resource("events").Body(ev).Do(ctx).Error()
 }
 
+// NetworkLoadBalancerPools is the resource of the NetworkLoadBalancerPool
+// CRD (deploy/helm/netcube/crds), which pkg/lbipam assigns from.
+var NetworkLoadBalancerPools = schema.GroupVersionResource{Group: "netcube.io", Version: "v1alpha1", Resource: "networkloadbalancerpools"}
+
 // clusterCRDs are netcube's cluster-scoped resources, by kind.
 var clusterCRDs = map[string]schema.GroupVersionResource{
 	"NetworkSlice":            NetworkSlices,
-	"NetworkLoadBalancerPool": lbipam.Pools,
+	"NetworkLoadBalancerPool": NetworkLoadBalancerPools,
 	"NodePods":                NodePodsResource,
 }
 
