@@ -168,6 +168,9 @@ func Run(ctx context.Context, cfg Config) error {
 			fields = append(fields, p.ListPhases()...)
 		}
 		slog.Info("initial sync applied", fields...)
+		if a, ok := src.(interface{ runAssigner(context.Context) }); ok {
+			a.runAssigner(srcCtx)
+		}
 		if cfg.ReadyFile != "" {
 			if err := os.WriteFile(cfg.ReadyFile, []byte("ready\n"), 0o644); err != nil {
 				return err
@@ -346,8 +349,9 @@ func newLBIPAM(rc *rest.Config, cfg Config, rep *report.Reporter) (*lbipam.Elect
 		Lead: (&lbipam.Controller{Client: dyn, Config: rc, PageSize: cfg.APIListPageSize, Report: rep}).Run}, nil
 }
 
-// sourceWithEvents runs the API source, its Event writer and the
-// LoadBalancer IP assigner's election together.
+// sourceWithEvents runs the API source with its Event writer and, once
+// the agent's initial sync is applied (runAssigner), the LoadBalancer IP
+// assigner's election.
 type sourceWithEvents struct {
 	*kube.Source
 	events *kube.EventSink
@@ -356,10 +360,18 @@ type sourceWithEvents struct {
 
 func (s *sourceWithEvents) Run(ctx context.Context, h source.Handler) error {
 	go s.events.Run(ctx)
+	return s.Source.Run(ctx, h)
+}
+
+// runAssigner starts the LoadBalancer IP assigner's election. Only after
+// the initial sync: the assigner lists every Service, which, served beside
+// the source's own lists, competes with the sync that programs the node,
+// while assigning can wait: the addresses already given are in the
+// Services' statuses, which every node serves meanwhile.
+func (s *sourceWithEvents) runAssigner(ctx context.Context) {
 	if s.lbIPs != nil {
 		go s.lbIPs.Run(ctx)
 	}
-	return s.Source.Run(ctx, h)
 }
 
 // serve starts the metrics and health endpoints. /healthz says the agent is
