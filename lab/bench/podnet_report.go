@@ -267,6 +267,9 @@ func (r *PodnetReport) Markdown() string {
   routing step differs (netcube: one tc program and a redirect into the peer; flannel:
   veth, the bridge, veth). 1.2× flannel's %.0f conn/s (IPv4) is %.0f conn/s: %.0f%% of the
   %.0f conn/s a bare veth pair does with no routing at all; netcube-native does %.0f%%.
+  Where netcube's extra time per packet goes (its program, its map lookups, the tc hook
+  and the redirect), and what the same hook costs with an empty program:
+  [podnet-profile.md](podnet-profile.md).
 `, f, 1.2*f, 100*1.2*f/c, c, 100*n/c)
 	b.WriteString(`- **VXLAN across nodes**: netcube's overlay encapsulates in the same kernel VXLAN device
   flannel uses (collect-metadata mode, the remote end set per packet by to_overlay), so
