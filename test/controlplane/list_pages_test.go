@@ -208,7 +208,7 @@ func TestListerFromTheAPI(t *testing.T) {
 	})
 
 	cfg, limits := recordLimits(env.Config)
-	l, err := kube.NewServiceLister(cfg, pageSize)
+	l, err := kube.NewServiceLister(cfg, pageSize, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,6 +243,25 @@ func TestListerFromTheAPI(t *testing.T) {
 		if lim != strconv.Itoa(pageSize) {
 			t.Errorf("a page asked for limit %q, want %d", lim, pageSize)
 		}
+	}
+
+	// A filter on the encoding: what it rejects is not handed on.
+	keepOne, err := kube.NewServiceLister(env.Config, pageSize, func(b []byte) bool {
+		var svc corev1.Service
+		return svc.Unmarshal(b) == nil && svc.Namespace == ns && svc.Name == "svc-3"
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	if _, err := keepOne.Each(ctx(t), func(o runtime.Object) error {
+		kept = append(kept, o.(*corev1.Service).Namespace+"/"+o.(*corev1.Service).Name)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(kept, []string{ns + "/svc-3"}) {
+		t.Errorf("a Lister keeping %s/svc-3 alone handed on %v", ns, kept)
 	}
 
 	// A watch from the list's version carries what comes after it.

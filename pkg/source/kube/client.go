@@ -91,6 +91,9 @@ type resource struct {
 	// phases, if set, gets the time lists spend waiting for the API
 	// server (its headers, then each item's bytes) and decoding.
 	phases *listPhases
+	// keep, if set, skips the items of a protobuf page whose encoding it
+	// rejects, undecoded (pagedList.keep).
+	keep func(encoded []byte) bool
 }
 
 func (r resource) options(o *metav1.ListOptions) {
@@ -136,6 +139,7 @@ func (r resource) List(ctx context.Context, o metav1.ListOptions) (runtime.Objec
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", r.name, err)
 	}
+	page.keep = r.keep
 	return page, nil
 }
 

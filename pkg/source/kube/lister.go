@@ -28,8 +28,12 @@ type Lister struct {
 }
 
 // NewServiceLister lists and watches Services through a client of its own,
-// pageSize a page (0: DefaultPageSize).
-func NewServiceLister(cfg *rest.Config, pageSize int64) (*Lister, error) {
+// pageSize a page (0: DefaultPageSize). keep, if not nil, sees each
+// Service's protobuf encoding before it is decoded: those it rejects are
+// not decoded, nor handed on (a reader interested in few Services makes
+// no garbage of the others). It is a filter of protobuf pages only: a
+// page in JSON hands on every Service.
+func NewServiceLister(cfg *rest.Config, pageSize int64, keep func(encoded []byte) bool) (*Lister, error) {
 	c, err := newClient(cfg)
 	if err != nil {
 		return nil, err
@@ -38,7 +42,7 @@ func NewServiceLister(cfg *rest.Config, pageSize int64) (*Lister, error) {
 		pageSize = DefaultPageSize
 	}
 	return &Lister{pageSize: pageSize, r: resource{c: c, rest: c.core, name: "services",
-		list: func() runtime.Object { return &corev1.ServiceList{} }, item: func() protoObject { return &corev1.Service{} }}}, nil
+		list: func() runtime.Object { return &corev1.ServiceList{} }, item: func() protoObject { return &corev1.Service{} }, keep: keep}}, nil
 }
 
 // Each hands fn every object, one at a time, each decoded into an object

@@ -37,7 +37,10 @@ type pagedList struct {
 	listEnd int
 	buf     []byte // the item being decoded; reused
 	item    func() protoObject
-	phases  *listPhases
+	// keep, if set, is asked about each item's encoding first: an item
+	// it rejects is skipped, never decoded.
+	keep   func(encoded []byte) bool
+	phases *listPhases
 }
 
 // protoMagic starts every protobuf-encoded API response
@@ -145,6 +148,10 @@ func (l *pagedList) each(fn func(runtime.Object) error) error {
 			return err
 		}
 		start = l.phases.since(phaseList, start) // reading the body: waiting for the API server
+		if l.keep != nil && !l.keep(b) {
+			i++
+			continue
+		}
 		obj := l.item()
 		if err := obj.Unmarshal(b); err != nil {
 			return fmt.Errorf("list item %d: %w", i, err)
