@@ -17,10 +17,10 @@ import (
 // DefaultPageSize objects (or the agent's --api-list-page-size), each
 // read from the response as it arrives and decoded an item at a time. The
 // assigner decoded whole pages of 2,000 before: at 100,000 Services a
-// page's objects were 14 MB of the leading agent's heap at its peak, while
-// it started, and the API server, which walks the rest of the list for
-// every page (DefaultPageSize), visited 2.5 million objects for that list,
-// as many as for the Source's Services and EndpointSlices together
+// page was 20 MB of the leading agent's heap at its peak, while it
+// started, and the API server, which walks the rest of the list for every
+// page (DefaultPageSize), visited 2.5 million objects for that list, as
+// many as for the Source's Services and EndpointSlices together
 // (docs/benchmarks/memory-profile.md).
 type Lister struct {
 	r        resource
