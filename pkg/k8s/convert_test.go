@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -181,7 +182,7 @@ func TestSCTPService(t *testing.T) {
 
 	ports := []discoveryv1.EndpointPort{{Name: apiobj.Ptr("sigtran"), Port: apiobj.Ptr[int32](3905), Protocol: apiobj.Ptr(corev1.ProtocolSCTP)}}
 	slice, err := ToEndpointSlice(apiobj.Slice(discoveryv1.AddressTypeIPv4, ports, apiobj.EP{Addr: "10.0.0.1"}))
-	if err != nil || slice == nil || len(slice.Ports) != 1 || slice.Ports[0].Proto != model.SCTP {
+	if err != nil || slice == nil || len(slice.Ports()) != 1 || slice.Ports()[0].Proto != model.SCTP {
 		t.Errorf("SCTP slice: %+v, %v; want its port, SCTP", slice, err)
 	}
 	// Negative: a protocol Kubernetes does not have is still refused.
@@ -217,7 +218,7 @@ func TestEndpointSliceFieldsValidated(t *testing.T) {
 			t.Errorf("error %v does not say %q", err, want)
 		}
 	}
-	if got == nil || len(got.Endpoints) != 2 || len(got.Ports) != 1 {
+	if got == nil || len(got.Endpoints) != 2 || len(got.Ports()) != 1 {
 		t.Errorf("got %+v, want the 2 valid endpoints and the valid port", got)
 	}
 
@@ -283,5 +284,37 @@ func TestNodePodCIDRs(t *testing.T) {
 				t.Errorf("%s: error %q does not say %q", c.name, err, e)
 			}
 		}
+	}
+}
+
+// TestNamespacesShared: the Services and EndpointSlices of a namespace,
+// each decoded with its own copy of the namespace's name, keep one copy
+// between them; another namespace keeps its own.
+func TestNamespacesShared(t *testing.T) {
+	decoded := func(ns string) string { return string([]byte(ns)) } // a copy, as a decoder makes
+	ids := []model.ServiceID{}
+	for i, ns := range []string{"team-a", "team-a", "team-b"} {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("s", i), Namespace: decoded(ns)},
+			Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.1", Ports: []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP}}}}
+		s, err := ToService(svc)
+		if err != nil || s == nil {
+			t.Fatalf("ToService: %v", err)
+		}
+		slice := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("s", i, "-x"), Namespace: decoded(ns),
+			Labels: map[string]string{ServiceNameLabel: s.ID.Name}}}
+		id, ok := ServiceOf(slice)
+		if !ok || id != s.ID {
+			t.Fatalf("slice of %v, want %v", id, s.ID)
+		}
+		ids = append(ids, s.ID, id)
+	}
+	data := func(s string) *byte { return unsafe.StringData(s) }
+	for _, id := range ids[1:4] {
+		if data(id.Namespace) != data(ids[0].Namespace) {
+			t.Errorf("%s: its namespace is a copy of its own, want team-a's shared one", id)
+		}
+	}
+	if ids[4].Namespace != "team-b" || data(ids[4].Namespace) == data(ids[0].Namespace) {
+		t.Errorf("team-b's Service has namespace %q at team-a's", ids[4].Namespace)
 	}
 }

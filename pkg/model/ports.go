@@ -11,7 +11,7 @@ import "sync"
 var sharedPorts struct {
 	mu       sync.Mutex
 	service  map[ServicePort][]ServicePort
-	endpoint map[EndpointPort][]EndpointPort
+	endpoint map[EndpointPort]*[]EndpointPort
 }
 
 // maxSharedPorts bounds each table: beyond that many distinct lists, an
@@ -30,15 +30,37 @@ func SharedServicePorts(ps []ServicePort) []ServicePort {
 	return share(&sharedPorts.service, ps)
 }
 
-// SharedEndpointPorts returns ps, or an equal list shared with other
-// EndpointSlices: a single port.
-func SharedEndpointPorts(ps []EndpointPort) []EndpointPort {
+// sharedEndpointPorts returns a reference to ps, or to an equal list
+// shared with other EndpointSlices: a single port. nil: no ports.
+func sharedEndpointPorts(ps []EndpointPort) *[]EndpointPort {
+	if len(ps) == 0 {
+		return nil
+	}
 	if len(ps) != 1 {
-		return ps
+		return ownPorts(ps)
 	}
 	sharedPorts.mu.Lock()
 	defer sharedPorts.mu.Unlock()
-	return share(&sharedPorts.endpoint, ps)
+	if l, ok := sharedPorts.endpoint[ps[0]]; ok {
+		return l
+	}
+	if sharedPorts.endpoint == nil {
+		sharedPorts.endpoint = map[EndpointPort]*[]EndpointPort{}
+	}
+	if len(sharedPorts.endpoint) >= maxSharedPorts {
+		return ownPorts(ps)
+	}
+	l := ownPorts(ps[:1:1]) // its length its capacity: an append copies
+	sharedPorts.endpoint[ps[0]] = l
+	return l
+}
+
+// ownPorts is a reference to ps of its own (not &ps: that would move every
+// caller's ps to the heap).
+func ownPorts(ps []EndpointPort) *[]EndpointPort {
+	l := new([]EndpointPort)
+	*l = ps
+	return l
 }
 
 // share returns the list held for ps's one element, holding ps (its

@@ -94,11 +94,12 @@ type Node struct {
 	Zone string
 }
 
-// EndpointSlice is what netcube reads of a Kubernetes EndpointSlice.
+// EndpointSlice is what netcube reads of a Kubernetes EndpointSlice. It
+// takes 80 bytes (a size class of its own; there are two per dual-stack
+// Service): its family is whether it has an IPv6 address table, and its
+// ports a reference to a list most slices share (ports.go).
 type EndpointSlice struct {
-	Service   ServiceID // from the kubernetes.io/service-name label
-	IPv6      bool      // addressType IPv6 (else IPv4)
-	Ports     []EndpointPort
+	Service   ServiceID  // from the kubernetes.io/service-name label
 	Endpoints []Endpoint // added with Add; their addresses are read with Addr
 	// ChangeTriggered is when the change this version of the slice
 	// carries began (the endpoints.kubernetes.io/last-change-trigger-time
@@ -106,28 +107,47 @@ type EndpointSlice struct {
 	// nanoseconds; 0: not said. Network programming latency is measured
 	// from it.
 	ChangeTriggered int64
+	ports           *[]EndpointPort // nil: none
 	// v6 holds the addresses of an IPv6 slice's endpoints, which name
-	// theirs by index: an IPv4 endpoint keeps its address itself. (A
-	// pointer: 8 bytes where a slice takes 24 keeps the struct at 96
-	// bytes, one per Service, for the rarer family.)
+	// theirs by index: an IPv4 endpoint keeps its address itself. nil:
+	// an IPv4 slice.
 	v6 *[][16]byte
+}
+
+// NewEndpointSlice returns an empty slice of id's, of addressType IPv6 if
+// v6 (else IPv4).
+func NewEndpointSlice(id ServiceID, v6 bool) *EndpointSlice {
+	s := &EndpointSlice{Service: id}
+	if v6 {
+		s.v6 = new([][16]byte)
+	}
+	return s
+}
+
+// IPv6 says whether the slice's addressType is IPv6 (else IPv4).
+func (s *EndpointSlice) IPv6() bool { return s.v6 != nil }
+
+// Ports are the slice's ports; the list may be shared: never change its
+// elements.
+func (s *EndpointSlice) Ports() []EndpointPort {
+	if s.ports == nil {
+		return nil
+	}
+	return *s.ports
+}
+
+// SetPorts sets the slice's ports to ps, or to an equal list other slices
+// share.
+func (s *EndpointSlice) SetPorts(ps []EndpointPort) {
+	s.ports = sharedEndpointPorts(ps)
 }
 
 // Reserve makes room for n more endpoints.
 func (s *EndpointSlice) Reserve(n int) {
 	s.Endpoints = slices.Grow(s.Endpoints, n)
-	if s.IPv6 {
-		s.v6addrs()
+	if s.IPv6() {
 		*s.v6 = slices.Grow(*s.v6, n)
 	}
-}
-
-// v6addrs returns the IPv6 address table, made if need be.
-func (s *EndpointSlice) v6addrs() *[][16]byte {
-	if s.v6 == nil {
-		s.v6 = new([][16]byte)
-	}
-	return s.v6
 }
 
 // Add appends an endpoint at addr, of the slice's family, placed as p (the
@@ -135,10 +155,9 @@ func (s *EndpointSlice) v6addrs() *[][16]byte {
 // them.
 func (s *EndpointSlice) Add(addr netip.Addr, p Placement) *Endpoint {
 	e := Endpoint{placement: internPlacement(p)}
-	if s.IPv6 {
-		v6 := s.v6addrs()
-		e.addr = uint32(len(*v6))
-		*v6 = append(*v6, addr.As16())
+	if s.IPv6() {
+		e.addr = uint32(len(*s.v6))
+		*s.v6 = append(*s.v6, addr.As16())
 	} else {
 		e.addr = binary.BigEndian.Uint32(addr.AsSlice())
 	}
@@ -148,7 +167,7 @@ func (s *EndpointSlice) Add(addr netip.Addr, p Placement) *Endpoint {
 
 // Addr is the address of e, one of s.Endpoints.
 func (s *EndpointSlice) Addr(e *Endpoint) netip.Addr {
-	if s.IPv6 {
+	if s.IPv6() {
 		return netip.AddrFrom16((*s.v6)[e.addr])
 	}
 	var a [4]byte

@@ -342,7 +342,7 @@ func checkListed(t *testing.T, r *recorder, n, pageSize int, ns string, clusterI
 		switch {
 		case sl == nil:
 			t.Errorf("EndpointSlice %s not handed on", k)
-		case len(sl.Endpoints) != 1 || sl.Addr(&sl.Endpoints[0]) != backend(i) || len(sl.Ports) != 1 || sl.Ports[0].Port != uint16(port):
+		case len(sl.Endpoints) != 1 || sl.Addr(&sl.Endpoints[0]) != backend(i) || len(sl.Ports()) != 1 || sl.Ports()[0].Port != uint16(port):
 			t.Errorf("EndpointSlice %s handed on as %+v, want endpoint %s port %d", k, sl, backend(i), port)
 		}
 	}

@@ -10,6 +10,8 @@
 //     changes -> per-Service syncs, in the manner of kube-proxy's change
 //     trackers (a change marks its Service dirty; a sync recomputes and
 //     diffs only that Service), and who owns a frontend two Services claim;
+//     byname.go: their indexes by namespace and name, compact at 100,000
+//     Services;
 //   - cube.go, backends.go, batch.go, affinity.go, maglev.go, ranges.go:
 //     "frontend F has backends B" -> the few map writes that change, in an
 //     order that never lets a packet see a half-written Service and that a

@@ -162,7 +162,7 @@ func clusterBackends(a *backendArena, svc *model.Service, v6 bool, sp model.Serv
 	}
 	inZone, hinted := 0, true
 	for _, s := range slices {
-		if s.IPv6 != v6 {
+		if s.IPv6() != v6 {
 			continue
 		}
 		for i := range s.Endpoints {
@@ -186,7 +186,7 @@ func clusterBackends(a *backendArena, svc *model.Service, v6 bool, sp model.Serv
 // allReady says whether every ready endpoint of the family satisfies ok.
 func allReady(v6 bool, slices []*model.EndpointSlice, ok func(*model.Endpoint) bool) bool {
 	for _, s := range slices {
-		if s.IPv6 != v6 {
+		if s.IPv6() != v6 {
 			continue
 		}
 		for i := range s.Endpoints {
@@ -234,7 +234,7 @@ func backendsWhere(a *backendArena, v6 bool, sp model.ServicePort, from []*model
 	// sync's garbage (which, at GOGC=50, sets the agent's peak memory).
 	n := 0
 	for _, s := range from {
-		if s.IPv6 == v6 {
+		if s.IPv6() == v6 {
 			for i := range s.Endpoints {
 				if usable(&s.Endpoints[i]) {
 					n++
@@ -248,7 +248,7 @@ func backendsWhere(a *backendArena, v6 bool, sp model.ServicePort, from []*model
 	bs := a.take(n)
 	var seen map[model.Backend]bool // an endpoint may be in two slices while it moves between them
 	for n, s := range from {
-		if s.IPv6 != v6 {
+		if s.IPv6() != v6 {
 			continue
 		}
 		port, ok := slicePort(s, sp)
@@ -313,7 +313,7 @@ func (a *backendArena) reset() {
 // slicePort finds the slice port serving Service port sp: same name and
 // protocol (kube-proxy matches by name; an unnamed port matches "").
 func slicePort(s *model.EndpointSlice, sp model.ServicePort) (uint16, bool) {
-	for _, p := range s.Ports {
+	for _, p := range s.Ports() {
 		if p.Name == sp.Name && p.Proto == sp.Proto {
 			return p.Port, true
 		}

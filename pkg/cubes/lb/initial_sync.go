@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/netcube/netcube/pkg/datapath"
 	"github.com/netcube/netcube/pkg/model"
 )
 
@@ -86,17 +87,17 @@ func (r *Reconciler) initialSyncOnce() {
 func (r *Reconciler) reserve(ids []model.ServiceID) {
 	frontends, backends := 0, 0
 	for _, id := range ids {
-		st := r.states[id]
+		st := r.existing(id)
 		if st.svc == nil {
 			continue
 		}
 		frontends += len(st.svc.ClusterIPs) * len(st.svc.Ports)
 		for _, s := range st.slices {
-			backends += len(s.Endpoints) * max(1, len(s.Ports))
+			backends += len(s.Endpoints) * max(1, len(s.Ports()))
 		}
 	}
 	if len(r.owners.of) == 0 {
-		r.owners.of = make(map[model.Frontend]*model.ServiceID, frontends)
+		r.owners.of = make(map[datapath.ServiceKey]*model.ServiceID, frontends)
 	}
 	if lb, ok := r.lb.(interface{ Reserve(frontends, backends int) }); ok {
 		lb.Reserve(frontends, backends)
@@ -116,8 +117,9 @@ const initialBatch = 4096
 // for stale meanwhile.
 func (r *Reconciler) applyAll() (unapplied []model.Frontend) {
 	r.mu.Lock()
-	ids := make([]model.ServiceID, 0, len(r.states))
-	for id, st := range r.states {
+	ids := make([]model.ServiceID, 0, r.states.len())
+	for k, st := range r.states.all() {
+		id := model.ServiceID(k)
 		if !st.dirtySince.IsZero() {
 			ids = append(ids, id)
 		}
@@ -132,7 +134,7 @@ func (r *Reconciler) applyAll() (unapplied []model.Frontend) {
 	var fes []model.Frontend
 	var won frontendSet
 	for _, id := range ids {
-		st := r.states[id]
+		st := r.existing(id)
 		fbs = appendFrontends(nil, fbs[:0], st.svc, nil, r.thisNode)
 		fes = appendFrontendsOf(fes[:0], fbs)
 		ch := r.claimInto(&won, id, fes, st.applied)
@@ -174,7 +176,7 @@ func (r *Reconciler) applyBatch(b *syncBatch, ids []model.ServiceID) (unapplied 
 	for _, id := range ids {
 		// Only the worker (this goroutine) cleans or forgets states, so
 		// every listed Service is still here, and still dirty.
-		st := r.states[id]
+		st := r.existing(id)
 		st.dirtySince = 0
 		// Computed straight into the batch, the frontends another Service
 		// owns then dropped; fes and won are scratch.
@@ -274,7 +276,7 @@ func (r *Reconciler) nothingStale() bool {
 	}
 	r.mu.Lock()
 	applied := 0
-	for _, st := range r.states {
+	for _, st := range r.states.all() {
 		applied += len(st.applied)
 	}
 	r.mu.Unlock()
@@ -289,7 +291,7 @@ func (r *Reconciler) appliedByOwner(fe model.Frontend) bool {
 	if !ok {
 		return false
 	}
-	st := r.states[owner]
+	st := r.existing(owner)
 	return st != nil && slices.Contains(st.applied, fe)
 }
 
@@ -297,8 +299,8 @@ func (r *Reconciler) appliedByOwner(fe model.Frontend) bool {
 func (r *Reconciler) appliedFrontends() map[model.Frontend]bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	wanted := make(map[model.Frontend]bool, len(r.states))
-	for _, st := range r.states {
+	wanted := make(map[model.Frontend]bool, r.states.len())
+	for _, st := range r.states.all() {
 		for _, fe := range st.applied {
 			wanted[fe] = true
 		}

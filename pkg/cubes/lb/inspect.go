@@ -127,8 +127,8 @@ func (r *Reconciler) ownersHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		r.mu.Lock()
 		out := make(map[string]string, len(r.owners.of))
-		for fe, id := range r.owners.of {
-			out[fe.String()] = id.String()
+		for k, id := range r.owners.of {
+			out[frontendOf(k).String()] = id.String()
 		}
 		r.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")

@@ -7,7 +7,6 @@ package lb
 
 import (
 	"log/slog"
-	"maps"
 	"slices"
 	"time"
 
@@ -20,7 +19,16 @@ import (
 func (r *Reconciler) OnService(key types.NamespacedName, svc *model.Service) {
 	id := model.ServiceID{Namespace: key.Namespace, Name: key.Name}
 	r.mu.Lock()
-	r.state(id).svc = svc
+	st := r.state(id)
+	st.svc = svc
+	if svc != nil {
+		// Equal strings, shared: the slices delivered before this Service
+		// (its lists run beside theirs) keep the copies decoded with them
+		// otherwise, and every slice the ones of an older version of it.
+		for _, s := range st.slices {
+			s.Service = svc.ID
+		}
+	}
 	r.markDirty(id)
 	queue := r.delivered
 	r.mu.Unlock()
@@ -44,14 +52,14 @@ func (r *Reconciler) markDirty(id model.ServiceID) {
 func (r *Reconciler) OnEndpointSlice(key types.NamespacedName, slice *model.EndpointSlice) {
 	var dirty []model.ServiceID
 	r.mu.Lock()
-	prev := r.slices[key]
+	prev, _ := r.slices.get(key.Namespace, key.Name)
 	if slice != nil {
 		r.triggers.record(slice.Service, prev, slice)
 	}
 	if prev != nil {
 		st := r.state(prev.Service)
 		st.slices = slices.DeleteFunc(st.slices, func(s *model.EndpointSlice) bool { return s == prev })
-		delete(r.slices, key)
+		r.slices.remove(key.Namespace, key.Name)
 		dirty = append(dirty, prev.Service)
 		r.markDirty(prev.Service)
 	}
@@ -63,11 +71,8 @@ func (r *Reconciler) OnEndpointSlice(key types.NamespacedName, slice *model.Endp
 		if st.svc != nil {
 			slice.Service = st.svc.ID
 		}
-		if key.Namespace == slice.Service.Namespace {
-			key.Namespace = slice.Service.Namespace
-		}
 		st.slices = append(st.slices, slice)
-		r.slices[key] = slice
+		r.slices.put(key.Namespace, key.Name, slice)
 		dirty = append(dirty, id)
 		r.markDirty(id)
 	}
@@ -108,7 +113,8 @@ func (r *Reconciler) updateNode(change func(*model.Node), affects func(*model.Se
 	r.mu.Lock()
 	change(&r.thisNode)
 	var dirty []model.ServiceID
-	for id, st := range r.states {
+	for k, st := range r.states.all() {
+		id := model.ServiceID(k)
 		if st.svc != nil && affects(st.svc) {
 			r.markDirty(id)
 			dirty = append(dirty, id)
@@ -128,7 +134,8 @@ func (r *Reconciler) ServiceKeys() []types.NamespacedName {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var keys []types.NamespacedName
-	for id, st := range r.states {
+	for k, st := range r.states.all() {
+		id := model.ServiceID(k)
 		if st.svc != nil {
 			keys = append(keys, types.NamespacedName{Namespace: id.Namespace, Name: id.Name})
 		}
@@ -140,7 +147,7 @@ func (r *Reconciler) ServiceKeys() []types.NamespacedName {
 func (r *Reconciler) EndpointSliceKeys() []types.NamespacedName {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return slices.Collect(maps.Keys(r.slices))
+	return r.slices.keys()
 }
 
 // OnSynced marks the end of the source's initial state.

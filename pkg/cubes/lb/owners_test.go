@@ -151,3 +151,26 @@ func sliceFor(name, addr string) *model.EndpointSlice {
 		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{addr}}},
 	}))
 }
+
+// TestOwnerKeysAreFrontends: owners.of is keyed by the frontend's
+// lb_services key, which the local API turns back into the frontend: the
+// two must name the same frontend for every family, protocol and scope,
+// and distinct frontends must not share a key.
+func TestOwnerKeysAreFrontends(t *testing.T) {
+	seen := map[any]model.Frontend{}
+	for _, addr := range []string{"10.96.0.10", "fd00::10", "0.0.0.0", "::"} {
+		for _, proto := range []model.Proto{model.TCP, model.UDP, model.SCTP} {
+			for _, internal := range []bool{false, true} {
+				fe := model.Frontend{Addr: netip.MustParseAddr(addr), Port: 8080, Proto: proto, Internal: internal}
+				k := ownerKey(fe)
+				if back := frontendOf(k); back != fe {
+					t.Errorf("%s: key %+v reads back as %s", fe, k, back)
+				}
+				if other, ok := seen[k]; ok {
+					t.Errorf("%s and %s share key %+v", fe, other, k)
+				}
+				seen[k] = fe
+			}
+		}
+	}
+}

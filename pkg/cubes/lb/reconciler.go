@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/netcube/netcube/pkg/cube"
@@ -67,10 +66,10 @@ type Reconciler struct {
 	mu sync.Mutex // guards the maps and the fields below the source writes
 	// states is the cluster view, one entry per Service (one map, not one
 	// per aspect: at 100,000 Services each map costs ~10 MB).
-	states map[model.ServiceID]*serviceState
+	states byName[*serviceState]
 	// slices holds each EndpointSlice as last delivered: a deletion or a
 	// relabelled slice is removed from the Service it belonged to.
-	slices map[types.NamespacedName]*model.EndpointSlice
+	slices byName[*model.EndpointSlice]
 	// delivered: the source's initial state is complete; changes are
 	// queued from then on (before, they are only marked dirty and applied
 	// together by the initial sync).
@@ -121,11 +120,17 @@ func (d dirtySince) Time() time.Time { return processStart.Add(time.Duration(d -
 
 // state returns id's state, creating it; r.mu is held.
 func (r *Reconciler) state(id model.ServiceID) *serviceState {
-	st := r.states[id]
+	st := r.existing(id)
 	if st == nil {
 		st = &serviceState{}
-		r.states[id] = st
+		r.states.put(id.Namespace, id.Name, st)
 	}
+	return st
+}
+
+// existing returns id's state, nil if it has none; r.mu is held.
+func (r *Reconciler) existing(id model.ServiceID) *serviceState {
+	st, _ := r.states.get(id.Namespace, id.Name)
 	return st
 }
 
@@ -137,8 +142,8 @@ func NewReconciler(lb LoadBalancer, observer Observer) *Reconciler {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[model.ServiceID](100*time.Millisecond, 30*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[model.ServiceID]{Name: "services"}),
-		states:     map[model.ServiceID]*serviceState{},
-		slices:     map[types.NamespacedName]*model.EndpointSlice{},
+		states:     newByName[*serviceState](),
+		slices:     newByName[*model.EndpointSlice](),
 		failures:   map[model.ServiceID]error{},
 		owners:     newOwners(),
 		synced:     make(chan struct{}),
@@ -344,7 +349,7 @@ func (r *Reconciler) syncHealthCheck(id model.ServiceID) error {
 	}
 	r.mu.Lock()
 	port, local := uint16(0), 0
-	if st := r.states[id]; st != nil && st.svc != nil && st.svc.External != nil {
+	if st := r.existing(id); st != nil && st.svc != nil && st.svc.External != nil {
 		port = st.svc.External.HealthCheckNodePort
 		local = LocalEndpoints(st.slices, r.thisNode.Name)
 	}
@@ -369,7 +374,7 @@ func (r *Reconciler) SetNode(n model.Node) {
 // left and nothing in the datapath; r.mu is held, by the worker.
 func (r *Reconciler) forgetIfEmpty(id model.ServiceID, st *serviceState) {
 	if st.svc == nil && len(st.slices) == 0 && len(st.applied) == 0 && st.dirtySince.IsZero() {
-		delete(r.states, id)
+		r.states.remove(id.Namespace, id.Name)
 	}
 }
 

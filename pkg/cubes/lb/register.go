@@ -72,7 +72,7 @@ func (Cube) Start(ctx context.Context, env cube.Env) (cube.Started, error) {
 	if err != nil {
 		return cube.Started{}, fmt.Errorf("restore load-balancer state: %w", err)
 	}
-	slog.Info("load balancer restored", "frontends", len(tables.Frontends()))
+	slog.Info("load balancer restored", "frontends", tables.FrontendCount())
 	uplinks, err := UplinksByName(env.Settings.Uplinks)
 	if err != nil {
 		return cube.Started{}, err
@@ -137,7 +137,7 @@ type running struct {
 // benchmark reads these fields).
 func (r running) Summary() []any {
 	is := r.InitialSync()
-	return []any{"frontends", len(r.tables.Frontends()), "map_ops", r.tables.Ops(),
+	return []any{"frontends", r.tables.FrontendCount(), "map_ops", r.tables.Ops(),
 		"apply_seconds", is.Apply.Seconds(), "first_event_to_applied_seconds", is.Wall.Seconds(),
 		"map_write_seconds", r.tables.MapTime().Seconds()}
 }

@@ -80,7 +80,7 @@ func (r *Reconciler) programmedInitially() {
 	var done []int64
 	r.mu.Lock()
 	for id, at := range r.triggers.pending {
-		if st := r.states[id]; st == nil || st.dirtySince.IsZero() {
+		if st := r.existing(id); st == nil || st.dirtySince.IsZero() {
 			done = append(done, at...)
 			delete(r.triggers.pending, id)
 		}

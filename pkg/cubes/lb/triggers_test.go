@@ -48,7 +48,8 @@ func TestNetworkProgrammingLatency(t *testing.T) {
 	}
 
 	// The same slice again (a relist): nothing new to time.
-	again := triggeredAt(1, time.Unix(0, r.slices[sliceKey(1)].ChangeTriggered), ep(1, 0))
+	held, _ := r.slices.get(sliceKey(1).Namespace, sliceKey(1).Name)
+	again := triggeredAt(1, time.Unix(0, held.ChangeTriggered), ep(1, 0))
 	r.OnEndpointSlice(sliceKey(1), again)
 	if err := r.Sync(); err != nil {
 		t.Fatal(err)

@@ -76,14 +76,14 @@ func checkObject(t *testing.T, k objKey, o object) {
 		}
 	}
 	if s := o.slice; s != nil {
-		for _, p := range s.Ports {
+		for _, p := range s.Ports() {
 			if !validPort(p.Port, p.Proto) {
 				t.Errorf("%s: endpoint port %+v", k, p)
 			}
 		}
 		for i := range s.Endpoints {
-			if a := s.Addr(&s.Endpoints[i]); !a.IsValid() || a.Is6() != s.IPv6 {
-				t.Errorf("%s: endpoint %v in a slice of IPv6=%v", k, a, s.IPv6)
+			if a := s.Addr(&s.Endpoints[i]); !a.IsValid() || a.Is6() != s.IPv6() {
+				t.Errorf("%s: endpoint %v in a slice of IPv6=%v", k, a, s.IPv6())
 			}
 		}
 	}
