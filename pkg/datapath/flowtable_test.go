@@ -39,8 +39,8 @@ func TestFlowTable(t *testing.T) {
 	for _, s := range svcs {
 		svc := must(k8s.ToService(s))
 		var own []*model.EndpointSlice
-		for _, e := range eps {
-			if e.Service == svc.ID {
+		for i, e := range eps {
+			if apiSlices[i].Namespace == svc.ID.Namespace && e.ServiceName == svc.ID.Name {
 				own = append(own, e)
 			}
 		}

@@ -290,7 +290,7 @@ func ToEndpointSlice(s *discoveryv1.EndpointSlice) (*model.EndpointSlice, error)
 		bad("metadata.labels[%s]: missing, so the slice belongs to no Service; its endpoints are not used", ServiceNameLabel)
 		return nil, errors.Join(errs...)
 	}
-	out := model.NewEndpointSlice(id, v6)
+	out := model.NewEndpointSlice(id.Name, v6)
 	if t, ok := s.Annotations[corev1.EndpointsLastChangeTriggerTime]; ok {
 		if at, err := time.Parse(time.RFC3339Nano, t); err == nil {
 			out.ChangeTriggered = at.UnixNano()

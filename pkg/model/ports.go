@@ -10,7 +10,7 @@ import "sync"
 // are read only: their elements must never be changed.
 var sharedPorts struct {
 	mu       sync.Mutex
-	service  map[ServicePort][]ServicePort
+	service  map[ServicePort]*[]ServicePort
 	endpoint map[EndpointPort]*[]EndpointPort
 }
 
@@ -25,9 +25,7 @@ func SharedServicePorts(ps []ServicePort) []ServicePort {
 	if len(ps) != 1 || ps[0].NodePort != 0 {
 		return ps
 	}
-	sharedPorts.mu.Lock()
-	defer sharedPorts.mu.Unlock()
-	return share(&sharedPorts.service, ps)
+	return *share(&sharedPorts.service, ps)
 }
 
 // sharedEndpointPorts returns a reference to ps, or to an equal list
@@ -37,46 +35,35 @@ func sharedEndpointPorts(ps []EndpointPort) *[]EndpointPort {
 		return nil
 	}
 	if len(ps) != 1 {
-		return ownPorts(ps)
+		return ref(ps)
 	}
+	return share(&sharedPorts.endpoint, ps)
+}
+
+// share returns a reference to the list held for ps's one element,
+// holding ps (its length its capacity: an append copies) if there is none
+// and the table has room; else a reference to ps of its own.
+func share[T comparable](table *map[T]*[]T, ps []T) *[]T {
 	sharedPorts.mu.Lock()
 	defer sharedPorts.mu.Unlock()
-	if l, ok := sharedPorts.endpoint[ps[0]]; ok {
-		return l
-	}
-	if sharedPorts.endpoint == nil {
-		sharedPorts.endpoint = map[EndpointPort]*[]EndpointPort{}
-	}
-	if len(sharedPorts.endpoint) >= maxSharedPorts {
-		return ownPorts(ps)
-	}
-	l := ownPorts(ps[:1:1]) // its length its capacity: an append copies
-	sharedPorts.endpoint[ps[0]] = l
-	return l
-}
-
-// ownPorts is a reference to ps of its own (not &ps: that would move every
-// caller's ps to the heap).
-func ownPorts(ps []EndpointPort) *[]EndpointPort {
-	l := new([]EndpointPort)
-	*l = ps
-	return l
-}
-
-// share returns the list held for ps's one element, holding ps (its
-// length its capacity: an append copies) if there is none and room.
-// sharedPorts.mu is held.
-func share[T comparable](table *map[T][]T, ps []T) []T {
 	if l, ok := (*table)[ps[0]]; ok {
 		return l
 	}
 	if *table == nil {
-		*table = map[T][]T{}
+		*table = map[T]*[]T{}
 	}
 	if len(*table) >= maxSharedPorts {
-		return ps
+		return ref(ps)
 	}
-	l := ps[:1:1]
+	l := ref(ps[:1:1])
 	(*table)[ps[0]] = l
+	return l
+}
+
+// ref is a reference to ps of its own (not &ps: that would move every
+// caller's ps to the heap).
+func ref[T any](ps []T) *[]T {
+	l := new([]T)
+	*l = ps
 	return l
 }

@@ -95,12 +95,15 @@ type Node struct {
 }
 
 // EndpointSlice is what netcube reads of a Kubernetes EndpointSlice. It
-// takes 80 bytes (a size class of its own; there are two per dual-stack
-// Service): its family is whether it has an IPv6 address table, and its
-// ports a reference to a list most slices share (ports.go).
+// takes 64 bytes (there are two per dual-stack Service): its Service is a
+// name, the namespace being the slice's own; its family is whether it has
+// an IPv6 address table, and its ports a reference to a list most slices
+// share (ports.go).
 type EndpointSlice struct {
-	Service   ServiceID  // from the kubernetes.io/service-name label
-	Endpoints []Endpoint // added with Add; their addresses are read with Addr
+	// ServiceName is the kubernetes.io/service-name label: the slice
+	// serves the Service of that name in its own namespace.
+	ServiceName string
+	Endpoints   []Endpoint // added with Add; their addresses are read with Addr
 	// ChangeTriggered is when the change this version of the slice
 	// carries began (the endpoints.kubernetes.io/last-change-trigger-time
 	// annotation the EndpointSlice controller writes), in Unix
@@ -114,10 +117,10 @@ type EndpointSlice struct {
 	v6 *[][16]byte
 }
 
-// NewEndpointSlice returns an empty slice of id's, of addressType IPv6 if
-// v6 (else IPv4).
-func NewEndpointSlice(id ServiceID, v6 bool) *EndpointSlice {
-	s := &EndpointSlice{Service: id}
+// NewEndpointSlice returns an empty slice of the Service named service (in
+// the slice's namespace), of addressType IPv6 if v6 (else IPv4).
+func NewEndpointSlice(service string, v6 bool) *EndpointSlice {
+	s := &EndpointSlice{ServiceName: service}
 	if v6 {
 		s.v6 = new([][16]byte)
 	}

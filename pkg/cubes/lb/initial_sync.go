@@ -205,18 +205,21 @@ func (r *Reconciler) applyBatch(b *syncBatch, ids []model.ServiceID) (unapplied 
 	defer r.mu.Unlock()
 	items := b.items
 	for i, id := range ids {
-		fes := make([]model.Frontend, b.count[i])
-		for j := range fes {
-			fes[j] = items[j].Frontend
-		}
+		mine := items[:b.count[i]]
 		items = items[b.count[i]:]
 		if err != nil {
 			r.markDirty(id)
 			r.queue.Add(id)
-			unapplied = append(unapplied, fes...)
+			for _, f := range mine {
+				unapplied = append(unapplied, f.Frontend)
+			}
 			continue
 		}
-		b.states[i].applied = fes
+		keys := make(frontendKeys, len(mine))
+		for j, f := range mine {
+			keys[j] = ownerKey(f.Frontend)
+		}
+		b.states[i].applied = keys
 		if svc := b.states[i].svc; svc != nil && svc.External != nil && svc.External.HealthCheckNodePort != 0 {
 			b.healthChecked = append(b.healthChecked, id)
 		}
@@ -292,7 +295,7 @@ func (r *Reconciler) appliedByOwner(fe model.Frontend) bool {
 		return false
 	}
 	st := r.existing(owner)
-	return st != nil && slices.Contains(st.applied, fe)
+	return st != nil && slices.Contains(st.applied, ownerKey(fe))
 }
 
 // appliedFrontends is every frontend some Service has applied.
@@ -301,8 +304,8 @@ func (r *Reconciler) appliedFrontends() map[model.Frontend]bool {
 	defer r.mu.Unlock()
 	wanted := make(map[model.Frontend]bool, r.states.len())
 	for _, st := range r.states.all() {
-		for _, fe := range st.applied {
-			wanted[fe] = true
+		for _, k := range st.applied {
+			wanted[frontendOf(k)] = true
 		}
 	}
 	return wanted

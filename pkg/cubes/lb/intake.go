@@ -26,7 +26,7 @@ func (r *Reconciler) OnService(key types.NamespacedName, svc *model.Service) {
 		// (its lists run beside theirs) keep the copies decoded with them
 		// otherwise, and every slice the ones of an older version of it.
 		for _, s := range st.slices {
-			s.Service = svc.ID
+			s.ServiceName = svc.ID.Name
 		}
 	}
 	r.markDirty(id)
@@ -54,22 +54,23 @@ func (r *Reconciler) OnEndpointSlice(key types.NamespacedName, slice *model.Endp
 	r.mu.Lock()
 	prev, _ := r.slices.get(key.Namespace, key.Name)
 	if slice != nil {
-		r.triggers.record(slice.Service, prev, slice)
+		r.triggers.record(serviceOf(key, slice), prev, slice)
 	}
 	if prev != nil {
-		st := r.state(prev.Service)
+		id := serviceOf(key, prev)
+		st := r.state(id)
 		st.slices = slices.DeleteFunc(st.slices, func(s *model.EndpointSlice) bool { return s == prev })
 		r.slices.remove(key.Namespace, key.Name)
-		dirty = append(dirty, prev.Service)
-		r.markDirty(prev.Service)
+		dirty = append(dirty, id)
+		r.markDirty(id)
 	}
 	if slice != nil {
-		id := slice.Service
+		id := serviceOf(key, slice)
 		st := r.state(id)
-		// Equal strings, shared: the copies decoded with the slice (its
-		// namespace, the service-name label) are not kept.
+		// Equal strings, shared: the copy of the service-name label
+		// decoded with the slice is not kept.
 		if st.svc != nil {
-			slice.Service = st.svc.ID
+			slice.ServiceName = st.svc.ID.Name
 		}
 		st.slices = append(st.slices, slice)
 		r.slices.put(key.Namespace, key.Name, slice)
@@ -84,6 +85,12 @@ func (r *Reconciler) OnEndpointSlice(key types.NamespacedName, slice *model.Endp
 	for _, id := range dirty {
 		r.queue.Add(id)
 	}
+}
+
+// serviceOf is the Service slice (whose key is key) serves: the one it
+// names, in its own namespace.
+func serviceOf(key types.NamespacedName, slice *model.EndpointSlice) model.ServiceID {
+	return model.ServiceID{Namespace: key.Namespace, Name: slice.ServiceName}
 }
 
 // OnNode reads this node's zone from its Node object (topology-aware

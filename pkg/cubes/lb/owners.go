@@ -40,13 +40,19 @@ func newOwners() owners {
 
 // owner is the Service that owns fe, if one does.
 func (o *owners) owner(fe model.Frontend) (model.ServiceID, bool) {
-	if p := o.of[ownerKey(fe)]; p != nil {
+	return o.ownerOf(ownerKey(fe))
+}
+
+// ownerOf is owner, for the frontend whose key (ownerKey) is k.
+func (o *owners) ownerOf(k datapath.ServiceKey) (model.ServiceID, bool) {
+	if p := o.of[k]; p != nil {
 		return *p, true
 	}
 	return model.ServiceID{}, false
 }
 
-// ownerKey is fe's key in owners.of: its own in lb_services.
+// ownerKey is fe's key in owners.of and in a Service's applied list: its
+// own in lb_services.
 func ownerKey(fe model.Frontend) datapath.ServiceKey { return serviceKey(fe, 0) }
 
 // ownerName is the Service that owns fe (the zero ID if none). r.mu is
@@ -72,14 +78,14 @@ func (r *Reconciler) idRef(id model.ServiceID) *model.ServiceID {
 // other Services whose share changed (to be synced again). Its cost is in
 // the Service's frontends and the few contended ones, never in the number
 // of Services. r.mu is held.
-func (r *Reconciler) claim(id model.ServiceID, wanted, applied []model.Frontend) (won frontendSet, changed []model.ServiceID) {
+func (r *Reconciler) claim(id model.ServiceID, wanted []model.Frontend, applied frontendKeys) (won frontendSet, changed []model.ServiceID) {
 	won = newFrontendSet(len(wanted))
 	return won, r.claimInto(&won, id, wanted, applied)
 }
 
 // claimInto is claim, adding the frontends id owns to won (emptied first:
 // the initial sync's scratch, reused from one Service to the next).
-func (r *Reconciler) claimInto(won *frontendSet, id model.ServiceID, wanted, applied []model.Frontend) (changed []model.ServiceID) {
+func (r *Reconciler) claimInto(won *frontendSet, id model.ServiceID, wanted []model.Frontend, applied frontendKeys) (changed []model.ServiceID) {
 	*won = frontendSet{list: won.list[:0]}
 	o := &r.owners
 	want := newSmallSet(wanted)
@@ -90,9 +96,9 @@ func (r *Reconciler) claimInto(won *frontendSet, id model.ServiceID, wanted, app
 		}
 	}
 	// ... then frontends id owned alone.
-	for _, fe := range applied {
-		if owner, ok := o.owner(fe); ok && owner == id && !want.has(fe) {
-			delete(o.of, ownerKey(fe))
+	for _, k := range applied {
+		if owner, ok := o.ownerOf(k); ok && owner == id && !want.has(frontendOf(k)) {
+			delete(o.of, k)
 		}
 	}
 	var ref *model.ServiceID // id's, made once
