@@ -78,19 +78,24 @@ func ToService(svc *corev1.Service) (*model.Service, error) {
 	if svc.CreationTimestamp.IsZero() {
 		out.Created = 0
 	}
+	var ips []netip.Addr
 	for i, s := range clusterIPs(svc) {
 		ip, err := netip.ParseAddr(s)
 		if err != nil {
 			bad("spec.clusterIPs[%d]: %q is not an IP address", i, s)
 			continue
 		}
-		out.ClusterIPs = append(out.ClusterIPs, ip.Unmap())
+		ips = append(ips, ip.Unmap())
 	}
-	if len(out.ClusterIPs) == 0 {
+	if kept := out.SetClusterIPs(ips); kept < len(ips) {
+		bad("spec.clusterIPs: %d addresses, at most %d (one per family); %v ignored", len(ips), model.MaxClusterIPs, ips[kept:])
+	}
+	if len(out.ClusterIPs()) == 0 {
 		bad("spec.clusterIP: no valid cluster IP (and not headless): netcube programs nothing for this Service")
 		return nil, errors.Join(errs...)
 	}
 	external := svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer
+	var ports []model.ServicePort
 	for i, p := range svc.Spec.Ports {
 		proto, ok := protocol(p.Protocol)
 		switch {
@@ -114,9 +119,9 @@ func ToService(svc *corev1.Service) (*model.Service, error) {
 		default:
 			sp.NodePort = uint16(p.NodePort)
 		}
-		out.Ports = append(out.Ports, sp)
+		ports = append(ports, sp)
 	}
-	out.Ports = model.SharedServicePorts(out.Ports)
+	out.SetPorts(ports)
 	out.External = externalAccess(svc, bad)
 	out.Affinity = affinity(svc, bad)
 	out.InternalLocal = svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal

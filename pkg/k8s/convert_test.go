@@ -56,15 +56,15 @@ func TestServiceFieldsValidated(t *testing.T) {
 		{"node port", func(s *corev1.Service) { s.Spec.Ports[0].NodePort = 70000 },
 			"spec.ports[0].nodePort: 70000 is not in 1-65535",
 			func(t *testing.T, s *model.Service) {
-				if s.Ports[0].NodePort != 0 || s.Ports[1].NodePort != 30053 || len(s.Ports) != 2 {
-					t.Errorf("ports %+v, want the invalid NodePort left out, the port kept", s.Ports)
+				if s.Ports()[0].NodePort != 0 || s.Ports()[1].NodePort != 30053 || len(s.Ports()) != 2 {
+					t.Errorf("ports %+v, want the invalid NodePort left out, the port kept", s.Ports())
 				}
 			}},
 		{"node port on a ClusterIP Service", func(s *corev1.Service) {
 			s.Spec.Type, s.Spec.HealthCheckNodePort, s.Spec.LoadBalancerSourceRanges = corev1.ServiceTypeClusterIP, 0, nil
 		}, "spec.ports[0].nodePort: 30080 on a Service of type ClusterIP", func(t *testing.T, s *model.Service) {
-			if s.Ports[0].NodePort != 0 || len(s.External.LoadBalancerIPs) != 0 || len(s.External.IPs) != 1 {
-				t.Errorf("ports %+v, external %+v: want only the external IP", s.Ports, s.External)
+			if s.Ports()[0].NodePort != 0 || len(s.External.LoadBalancerIPs) != 0 || len(s.External.IPs) != 1 {
+				t.Errorf("ports %+v, external %+v: want only the external IP", s.Ports(), s.External)
 			}
 		}},
 		{"health check node port", func(s *corev1.Service) { s.Spec.HealthCheckNodePort = -1 },
@@ -101,8 +101,15 @@ func TestServiceFieldsValidated(t *testing.T) {
 		{"cluster IP", func(s *corev1.Service) { s.Spec.ClusterIPs = []string{"10.96.0.1", "fd00::g"} },
 			`spec.clusterIPs[1]: "fd00::g" is not an IP address`,
 			func(t *testing.T, s *model.Service) {
-				if len(s.ClusterIPs) != 1 {
-					t.Errorf("cluster IPs %v, want the valid one", s.ClusterIPs)
+				if len(s.ClusterIPs()) != 1 {
+					t.Errorf("cluster IPs %v, want the valid one", s.ClusterIPs())
+				}
+			}},
+		{"more cluster IPs than families", func(s *corev1.Service) { s.Spec.ClusterIPs = []string{"10.96.0.1", "fd00::1", "10.96.0.2"} },
+			"spec.clusterIPs: 3 addresses, at most 2 (one per family); [10.96.0.2] ignored",
+			func(t *testing.T, s *model.Service) {
+				if got := s.ClusterIPs(); len(got) != 2 || got[0] != netip.MustParseAddr("10.96.0.1") || got[1] != netip.MustParseAddr("fd00::1") {
+					t.Errorf("cluster IPs %v, want the first two", got)
 				}
 			}},
 		{"no cluster IP and not headless", func(s *corev1.Service) { s.Spec.ClusterIP, s.Spec.ClusterIPs = "", nil },
@@ -117,15 +124,15 @@ func TestServiceFieldsValidated(t *testing.T) {
 		{"port", func(s *corev1.Service) { s.Spec.Ports[1].Port = 0 },
 			"spec.ports[1].port: 0 is not in 1-65535",
 			func(t *testing.T, s *model.Service) {
-				if len(s.Ports) != 1 || s.Ports[0].Port != 80 {
-					t.Errorf("ports %+v, want the valid one", s.Ports)
+				if len(s.Ports()) != 1 || s.Ports()[0].Port != 80 {
+					t.Errorf("ports %+v, want the valid one", s.Ports())
 				}
 			}},
 		{"protocol", func(s *corev1.Service) { s.Spec.Ports[1].Protocol = "ICMP" },
 			`spec.ports[1].protocol: "ICMP" is not supported (TCP, UDP, SCTP)`,
 			func(t *testing.T, s *model.Service) {
-				if len(s.Ports) != 1 || s.Ports[0].Port != 80 {
-					t.Errorf("ports %+v, want the valid one", s.Ports)
+				if len(s.Ports()) != 1 || s.Ports()[0].Port != 80 {
+					t.Errorf("ports %+v, want the valid one", s.Ports())
 				}
 			}},
 		{"unnamed port among several", func(s *corev1.Service) { s.Spec.Ports[1].Name = "" },
@@ -173,8 +180,8 @@ func TestSCTPService(t *testing.T) {
 		t.Fatalf("SCTP Service: %v, %v", got, err)
 	}
 	want := model.ServicePort{Name: "sigtran", Port: 2905, Proto: model.SCTP, NodePort: 30905}
-	if len(got.Ports) != 3 || got.Ports[2] != want {
-		t.Errorf("ports %+v, want the SCTP port %+v beside TCP and UDP", got.Ports, want)
+	if len(got.Ports()) != 3 || got.Ports()[2] != want {
+		t.Errorf("ports %+v, want the SCTP port %+v beside TCP and UDP", got.Ports(), want)
 	}
 	if len(got.External.LoadBalancerIPs) != 1 || len(got.External.IPs) != 1 {
 		t.Errorf("external %+v: want its LoadBalancer IP and ExternalIP, as for TCP", got.External)

@@ -18,14 +18,17 @@ var sharedPorts struct {
 // object keeps its own.
 const maxSharedPorts = 4096
 
-// SharedServicePorts returns ps, or an equal list shared with other
-// Services: a single port without a NodePort (a NodePort is the
-// Service's own).
-func SharedServicePorts(ps []ServicePort) []ServicePort {
-	if len(ps) != 1 || ps[0].NodePort != 0 {
-		return ps
+// sharedServicePorts returns a reference to ps, or to an equal list shared
+// with other Services: a single port without a NodePort (a NodePort is
+// the Service's own). nil: no ports.
+func sharedServicePorts(ps []ServicePort) *[]ServicePort {
+	if len(ps) == 0 {
+		return nil
 	}
-	return *share(&sharedPorts.service, ps)
+	if len(ps) != 1 || ps[0].NodePort != 0 {
+		return ref(ps)
+	}
+	return share(&sharedPorts.service, ps)
 }
 
 // sharedEndpointPorts returns a reference to ps, or to an equal list

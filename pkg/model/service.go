@@ -9,15 +9,20 @@ import (
 
 // Service is what netcube reads of a Kubernetes Service: converted once, when
 // it arrives, so neither the source nor the reconciler keeps API objects
-// (at 100,000 Services those would be most of the agent's memory).
+// (at 100,000 Services those would be most of the agent's memory). It
+// takes 112 bytes and nothing else for most Services: its ClusterIPs are
+// in place and its ports a reference to a list many share.
 type Service struct {
 	ID ServiceID
 	// Created is metadata.creationTimestamp in Unix seconds (0: unknown,
 	// as in most manifest files): of two Services claiming one frontend,
 	// the older one has it.
-	Created    int64
-	ClusterIPs []netip.Addr
-	Ports      []ServicePort
+	Created int64
+	// clusterIPs: spec.clusterIPs, at most one per family (the API's
+	// limit), in place rather than in a list of their own (ClusterIPs);
+	// an unused one is the zero Addr.
+	clusterIPs [2]netip.Addr
+	ports      *[]ServicePort // nil: none; Ports
 	// External is how the Service is reached from outside the cluster;
 	// nil for most Services (ClusterIP only), which then cost nothing more.
 	External *ExternalAccess
@@ -37,6 +42,46 @@ type Service struct {
 	// for this node first, then as PreferClose.
 	PreferSameNode bool
 }
+
+// MaxClusterIPs is how many ClusterIPs a Service has at most: one per
+// family.
+const MaxClusterIPs = 2
+
+// ClusterIPs are the Service's cluster IPs (spec.clusterIPs), in order.
+func (s *Service) ClusterIPs() []netip.Addr {
+	n := 0
+	for n < MaxClusterIPs && s.clusterIPs[n].IsValid() {
+		n++
+	}
+	return s.clusterIPs[:n:n]
+}
+
+// SetClusterIPs sets the Service's cluster IPs to the first MaxClusterIPs
+// valid addresses of ips; it returns how many it kept.
+func (s *Service) SetClusterIPs(ips []netip.Addr) int {
+	s.clusterIPs = [MaxClusterIPs]netip.Addr{}
+	n := 0
+	for _, ip := range ips {
+		if ip.IsValid() && n < MaxClusterIPs {
+			s.clusterIPs[n] = ip
+			n++
+		}
+	}
+	return n
+}
+
+// Ports are the Service's ports; the list may be shared: never change its
+// elements.
+func (s *Service) Ports() []ServicePort {
+	if s.ports == nil {
+		return nil
+	}
+	return *s.ports
+}
+
+// SetPorts sets the Service's ports to ps, or to an equal list other
+// Services share.
+func (s *Service) SetPorts(ps []ServicePort) { s.ports = sharedServicePorts(ps) }
 
 // Algorithm is a load-balancing algorithm.
 type Algorithm uint8

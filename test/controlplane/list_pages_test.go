@@ -336,7 +336,7 @@ func checkListed(t *testing.T, r *recorder, n, pageSize int, ns string, clusterI
 		switch {
 		case svc == nil:
 			t.Errorf("Service %s not handed on", k)
-		case len(svc.ClusterIPs) != 1 || svc.ClusterIPs[0] != clusterIP(i) || len(svc.Ports) != 1 || svc.Ports[0].Port != 80:
+		case len(svc.ClusterIPs()) != 1 || svc.ClusterIPs()[0] != clusterIP(i) || len(svc.Ports()) != 1 || svc.Ports()[0].Port != 80:
 			t.Errorf("Service %s handed on as %+v, want ClusterIP %s port 80", k, svc, clusterIP(i))
 		}
 		switch {

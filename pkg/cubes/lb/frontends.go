@@ -48,7 +48,7 @@ func Frontends(svc *model.Service, slices []*model.EndpointSlice, node model.Nod
 	if svc == nil {
 		return nil
 	}
-	return appendFrontends(nil, make(model.Frontends, 0, len(svc.ClusterIPs)*len(svc.Ports)), svc, slices, node)
+	return appendFrontends(nil, make(model.Frontends, 0, len(svc.ClusterIPs())*len(svc.Ports())), svc, slices, node)
 }
 
 // appendFrontends appends svc's frontends (Frontends) to out: a full sync
@@ -65,8 +65,8 @@ func appendFrontends(a *backendArena, out model.Frontends, svc *model.Service, s
 	if svc.InternalLocal {
 		internalFlags, internalNode = algo|model.Local, node.Name
 	}
-	for _, ip := range svc.ClusterIPs {
-		for _, sp := range svc.Ports {
+	for _, ip := range svc.ClusterIPs() {
+		for _, sp := range svc.Ports() {
 			fe := model.Frontend{Addr: ip, Port: sp.Port, Proto: sp.Proto}
 			bs := clusterBackends(a, svc, ip.Is6(), sp, slices, node, internalNode)
 			out = append(out, model.FrontendBackends{Frontend: fe, Flags: internalFlags, Affinity: svc.Affinity,
@@ -80,9 +80,9 @@ func appendFrontends(a *backendArena, out model.Frontends, svc *model.Service, s
 	if svc.External.LocalOnly {
 		flags, local = flags|model.Local, node.Name
 	}
-	for _, family := range svc.ClusterIPs {
+	for _, family := range svc.ClusterIPs() {
 		v6 := family.Is6()
-		for _, sp := range svc.Ports {
+		for _, sp := range svc.Ports() {
 			bs := clusterBackends(a, svc, v6, sp, slices, node, local)
 			drain := draining(a, v6, sp, slices, bs)
 			// With Local, clients inside the cluster (pods, the node) reach

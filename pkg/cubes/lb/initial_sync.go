@@ -91,7 +91,7 @@ func (r *Reconciler) reserve(ids []model.ServiceID) {
 		if st.svc == nil {
 			continue
 		}
-		frontends += len(st.svc.ClusterIPs) * len(st.svc.Ports)
+		frontends += len(st.svc.ClusterIPs()) * len(st.svc.Ports())
 		for _, s := range st.slices {
 			backends += len(s.Endpoints) * max(1, len(s.Ports()))
 		}

@@ -140,8 +140,8 @@ func (h *holder) deliver(k types.NamespacedName, s *model.Service) {
 		h.log = append(h.log, "delete "+k.String())
 		return
 	}
-	h.held[k] = s.ClusterIPs[0].String()
-	h.log = append(h.log, k.String()+" "+s.ClusterIPs[0].String())
+	h.held[k] = s.ClusterIPs()[0].String()
+	h.log = append(h.log, k.String()+" "+s.ClusterIPs()[0].String())
 }
 
 func (h *holder) keys() []types.NamespacedName {

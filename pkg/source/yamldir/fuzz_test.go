@@ -57,12 +57,12 @@ func validPort(p uint16, proto model.Proto) bool {
 func checkObject(t *testing.T, k objKey, o object) {
 	t.Helper()
 	if s := o.svc; s != nil {
-		for _, a := range s.ClusterIPs {
+		for _, a := range s.ClusterIPs() {
 			if !a.IsValid() {
 				t.Errorf("%s: invalid cluster IP", k)
 			}
 		}
-		for _, p := range s.Ports {
+		for _, p := range s.Ports() {
 			if !validPort(p.Port, p.Proto) {
 				t.Errorf("%s: port %+v", k, p)
 			}

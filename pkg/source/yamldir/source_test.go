@@ -36,7 +36,7 @@ func (r *recorder) OnService(k types.NamespacedName, s *model.Service) {
 		r.add("delete Service " + k.String())
 		return
 	}
-	r.add("Service " + k.String() + " " + s.ClusterIPs[0].String())
+	r.add("Service " + k.String() + " " + s.ClusterIPs()[0].String())
 }
 
 func (r *recorder) OnEndpointSlice(k types.NamespacedName, s *model.EndpointSlice) {
@@ -276,10 +276,10 @@ func (r *rangeRecorder) OnService(k types.NamespacedName, s *model.Service) {
 		return
 	}
 	if s.External.Walled {
-		r.add("Service " + k.String() + " " + s.ClusterIPs[0].String() + " walled")
+		r.add("Service " + k.String() + " " + s.ClusterIPs()[0].String() + " walled")
 		return
 	}
-	r.add(fmt.Sprintf("Service %s %s ranges %v", k, s.ClusterIPs[0], s.External.SourceRanges))
+	r.add(fmt.Sprintf("Service %s %s ranges %v", k, s.ClusterIPs()[0], s.External.SourceRanges))
 }
 
 // TestNodesCarryPodCIDRs: Node documents give the nodes' pod CIDRs (the
