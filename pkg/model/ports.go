@@ -22,31 +22,26 @@ const maxSharedPorts = 4096
 // with other Services: a single port without a NodePort (a NodePort is
 // the Service's own). nil: no ports.
 func sharedServicePorts(ps []ServicePort) *[]ServicePort {
-	if len(ps) == 0 {
-		return nil
-	}
-	if len(ps) != 1 || ps[0].NodePort != 0 {
-		return ref(ps)
-	}
-	return share(&sharedPorts.service, ps)
+	return share(&sharedPorts.service, ps, len(ps) == 1 && ps[0].NodePort == 0)
 }
 
 // sharedEndpointPorts returns a reference to ps, or to an equal list
 // shared with other EndpointSlices: a single port. nil: no ports.
 func sharedEndpointPorts(ps []EndpointPort) *[]EndpointPort {
-	if len(ps) == 0 {
-		return nil
-	}
-	if len(ps) != 1 {
-		return ref(ps)
-	}
-	return share(&sharedPorts.endpoint, ps)
+	return share(&sharedPorts.endpoint, ps, len(ps) == 1)
 }
 
-// share returns a reference to the list held for ps's one element,
-// holding ps (its length its capacity: an append copies) if there is none
-// and the table has room; else a reference to ps of its own.
-func share[T comparable](table *map[T]*[]T, ps []T) *[]T {
+// share returns nil for no ports; for a list that may be shared (one
+// port), a reference to the list held for its port, holding ps (its
+// length its capacity: an append copies) if there is none and the table
+// has room; else a reference to ps of its own.
+func share[T comparable](table *map[T]*[]T, ps []T, shareable bool) *[]T {
+	switch {
+	case len(ps) == 0:
+		return nil
+	case !shareable:
+		return ref(ps)
+	}
 	sharedPorts.mu.Lock()
 	defer sharedPorts.mu.Unlock()
 	if l, ok := (*table)[ps[0]]; ok {

@@ -21,7 +21,7 @@ type Service struct {
 	// clusterIPs: spec.clusterIPs, at most one per family (the API's
 	// limit), in place rather than in a list of their own (ClusterIPs);
 	// an unused one is the zero Addr.
-	clusterIPs [2]netip.Addr
+	clusterIPs [MaxClusterIPs]netip.Addr
 	ports      *[]ServicePort // nil: none; Ports
 	// External is how the Service is reached from outside the cluster;
 	// nil for most Services (ClusterIP only), which then cost nothing more.
