@@ -137,26 +137,7 @@ func TestVerdictEventCost(t *testing.T) {
 	if err := policy.Sync(dp.Maps(), nil, on); err != nil {
 		t.Fatal(err)
 	}
-	// The agent reads the ring buffer as it fills (an event wakes it
-	// once 64 KiB wait, bpf/cubes/monitor): a block of events here stays
-	// under that, and is read before the next.
-	km, ok := dp.Maps().Map(monitor.MapEvents).(interface{ Unwrap() *ebpf.Map })
-	if !ok {
-		t.Fatal("the events map is not the kernel's")
-	}
-	rd, err := ringbuf.NewReader(km.Unwrap())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rd.Close()
-	drain := func() {
-		rd.SetDeadline(time.Now().Add(20 * time.Millisecond))
-		for {
-			if _, err := rd.Read(); err != nil {
-				return
-			}
-		}
-	}
+	drain := eventDrain(t, dp)
 	const actRedirect, block, blocks = 7, 200, 10
 	sent := func() uint64 { return cube.PerCPUSum(dp.Maps().Map(monitor.MapStats), uint32(datapath.MonStatSent)) }
 	next := uint16(10000)
@@ -230,4 +211,29 @@ func sameNodePair(t *testing.T) (dp *datapath.Datapath, client, server netip.Add
 		t.Fatal("the receiver is not a policy endpoint of node1: the figure would not be the one printed")
 	}
 	return dp, client, server, on
+}
+
+// eventDrain returns a function that reads every event waiting in dp's
+// ring buffer. The agent reads the ring buffer as it fills (an event wakes
+// it once 64 KiB wait, bpf/cubes/monitor): the cost tests' blocks of
+// events stay under that, and are read between blocks.
+func eventDrain(t *testing.T, dp *datapath.Datapath) func() {
+	t.Helper()
+	km, ok := dp.Maps().Map(monitor.MapEvents).(interface{ Unwrap() *ebpf.Map })
+	if !ok {
+		t.Fatal("the events map is not the kernel's")
+	}
+	rd, err := ringbuf.NewReader(km.Unwrap())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rd.Close() })
+	return func() {
+		rd.SetDeadline(time.Now().Add(20 * time.Millisecond))
+		for {
+			if _, err := rd.Read(); err != nil {
+				return
+			}
+		}
+	}
 }
