@@ -186,7 +186,7 @@ func RunPolicyLatency(cfg PolicyLatencyConfig) (*PolicyLatencyReport, error) {
 		}
 		time.Sleep(2 * time.Second)
 		pt := PolicyLatencyPoint{Policies: total, HeapMB: a.liveHeapMB()}
-		pt.Identities, pt.Endpoints, pt.Entries = mapLen(maps.Map(policy.MapPeers)), mapLen(maps.Map(policy.MapEndpoints)), mapLen(maps.Map(policy.MapEntries))
+		pt.Identities, pt.Endpoints, pt.Entries = mapLen(maps.Map(policy.MapHosts))+mapLen(maps.Map(policy.MapPeers)), mapLen(maps.Map(policy.MapEndpoints)), mapLen(maps.Map(policy.MapRules))+mapLen(maps.Map(policy.MapEntries))
 		entryBytes := float64(maps.Map(policy.MapEntries).KeySize() + maps.Map(policy.MapEntries).ValueSize())
 		pt.MapBytesPerPolicy = float64(pt.Entries) * entryBytes / float64(total)
 		pt.KBPerPolicy = (pt.HeapMB - rep.HeapNoPoliciesMB) * 1024 / float64(total)
@@ -589,7 +589,7 @@ func (r *PolicyLatencyReport) Markdown() string {
 		fmt.Fprintf(&b, "| %d | %d | %d | %d | %.0f | %.1f | %s |\n", p.Policies, p.Identities, p.Endpoints, p.Entries,
 			p.MapBytesPerPolicy, p.HeapMB, perPolicy)
 	}
-	b.WriteString("\nEntry bytes: key and value of `pol_entries` (the kernel's LPM trie adds its node overhead). The heap per policy " +
+	b.WriteString("\nEntries: `pol_rules` (exact: one port, or every protocol) and `pol_entries` (port ranges); entry bytes: a key and value (the kernel's hash element or trie node adds its overhead). The heap per policy " +
 		"holds the policies as converted, each policy's compiled entries per rule set, and the node's tables.\n")
 	return b.String()
 }

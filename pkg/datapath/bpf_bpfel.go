@@ -591,7 +591,8 @@ type bpfPolScratch struct {
 	NextKey   bpfCtKey
 	MemoRev   uint32
 	MemoValid uint8
-	MemoPad   [3]uint8
+	MemoFlags uint8
+	MemoPad   [2]uint8
 	_         [4]byte
 }
 
@@ -740,8 +741,10 @@ const (
 	bpfMapPolDrops           = "pol_drops"
 	bpfMapPolEndpoints       = "pol_endpoints"
 	bpfMapPolEntries         = "pol_entries"
+	bpfMapPolHosts           = "pol_hosts"
 	bpfMapPolPeers           = "pol_peers"
 	bpfMapPolRevision        = "pol_revision"
+	bpfMapPolRules           = "pol_rules"
 	bpfMapPolScratch         = "pol_scratch"
 	bpfMapQosBuckets         = "qos_buckets"
 	bpfMapQosConfig          = "qos_config"
@@ -884,8 +887,10 @@ type bpfMapSpecs struct {
 	PolDrops          *ebpf.MapSpec `ebpf:"pol_drops"`
 	PolEndpoints      *ebpf.MapSpec `ebpf:"pol_endpoints"`
 	PolEntries        *ebpf.MapSpec `ebpf:"pol_entries"`
+	PolHosts          *ebpf.MapSpec `ebpf:"pol_hosts"`
 	PolPeers          *ebpf.MapSpec `ebpf:"pol_peers"`
 	PolRevision       *ebpf.MapSpec `ebpf:"pol_revision"`
+	PolRules          *ebpf.MapSpec `ebpf:"pol_rules"`
 	PolScratch        *ebpf.MapSpec `ebpf:"pol_scratch"`
 	QosBuckets        *ebpf.MapSpec `ebpf:"qos_buckets"`
 	QosConfig         *ebpf.MapSpec `ebpf:"qos_config"`
@@ -962,8 +967,10 @@ type bpfMaps struct {
 	PolDrops          *ebpf.Map `ebpf:"pol_drops"`
 	PolEndpoints      *ebpf.Map `ebpf:"pol_endpoints"`
 	PolEntries        *ebpf.Map `ebpf:"pol_entries"`
+	PolHosts          *ebpf.Map `ebpf:"pol_hosts"`
 	PolPeers          *ebpf.Map `ebpf:"pol_peers"`
 	PolRevision       *ebpf.Map `ebpf:"pol_revision"`
+	PolRules          *ebpf.Map `ebpf:"pol_rules"`
 	PolScratch        *ebpf.Map `ebpf:"pol_scratch"`
 	QosBuckets        *ebpf.Map `ebpf:"qos_buckets"`
 	QosConfig         *ebpf.Map `ebpf:"qos_config"`
@@ -1007,8 +1014,10 @@ func (m *bpfMaps) Close() error {
 		m.PolDrops,
 		m.PolEndpoints,
 		m.PolEntries,
+		m.PolHosts,
 		m.PolPeers,
 		m.PolRevision,
+		m.PolRules,
 		m.PolScratch,
 		m.QosBuckets,
 		m.QosConfig,

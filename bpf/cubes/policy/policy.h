@@ -6,8 +6,9 @@
  * A pod no policy selects is not in pol_endpoints: one lookup, and the
  * packet goes on. For a selected pod, a connection's first packet is
  * judged by the rules of the isolated direction (the peer's identity from
- * pol_peers, then at most four longest-prefix lookups in pol_entries:
- * {peer, any peer} x {protocol, any protocol}) and, allowed, recorded in
+ * pol_hosts, or else pol_peers, then at most four lookups in pol_rules,
+ * and for the protocol's port ranges two in pol_entries: {peer, any peer}
+ * x {protocol, any protocol}) and, allowed, recorded in
  * conntrack (a CT_POLICY entry, keyed either way: one lookup whichever
  * way a packet goes) with the verdict and the rules' revision; its later
  * packets and its replies pass on that record, and keep its state and
@@ -69,25 +70,31 @@ static always_inline int pol_conn_key(struct ct_key *k, const struct flow *f)
 /* The lookups' keys are in the per-CPU scratch s (pol_scratch). */
 static always_inline __u32 pol_identity_of(struct pol_scratch *s, const struct nc_addr *a)
 {
-	struct pol_peer *p;
+	struct pol_peer *p = bpf_map_lookup_elem(&pol_hosts, a);
 
+	if (p)
+		return p->identity;
 	s->peer.prefixlen = 128;
 	s->peer.addr = *a;
 	p = bpf_map_lookup_elem(&pol_peers, &s->peer);
 	return p ? p->identity : POL_WORLD;
 }
 
+/* pol_entry_allows: an entry for peer with proto on port, exact in
+ * pol_rules or, for a protocol's port ranges, in pol_entries. */
 static always_inline int pol_entry_allows(struct pol_scratch *s, __u32 peer, __u8 proto, __be16 port)
 {
 	s->rule.peer = peer;
 	s->rule.proto = proto;
 	s->rule.port = port;
-	return bpf_map_lookup_elem(&pol_entries, &s->rule) != NULL;
+	if (bpf_map_lookup_elem(&pol_rules, &s->rule))
+		return 1;
+	return proto && bpf_map_lookup_elem(&pol_entries, &s->rule) != NULL;
 }
 
 /* pol_allows looks the rules up: the peer's identity or any peer, the
- * protocol (any port prefix) or every protocol. Returns the rule that
- * matched first (enum mon_pol_match), or MON_POL_NONE. */
+ * protocol (the port, or a range holding it) or every protocol. Returns
+ * the rule that matched first (enum mon_pol_match), or MON_POL_NONE. */
 static always_inline __u8 pol_allows(struct pol_scratch *s, __u32 rule_set, __u8 dir, __u32 peer, __u8 proto,
 				     __be16 port)
 {
@@ -172,12 +179,14 @@ static always_inline void pol_record(struct pol_scratch *s, const struct flow *f
  * on the same conntrack entry. When the sender's check finds that entry's
  * verdict, under the current rules, already allows the receiver's side
  * too, it leaves the key in the memo and the receiver's check passes the
- * packet without a second lookup. A verdict is a function of the rules
- * and the packet's addresses, ports and protocol only, so a memo under the
- * current revision is right for any packet with its key and direction; it
- * is used once. TCP's SYN, FIN and RST never pass on one: the receiver's
- * check moves the connection's state with them (and removes it at its
- * end), which nothing else may skip. */
+ * packet on it, before any lookup of its own (not even the receiver's
+ * pol_endpoints entry). A verdict is a function of the rules and the
+ * packet's addresses, ports and protocol only, so a memo under the current
+ * revision is right for any packet with its key and direction; it is used
+ * once. The sender's check has already moved the connection's state with
+ * the packet (the entry is one for both sides, and a TCP packet's state is
+ * the same whichever side records it), and removed the entry when the
+ * packet ends the connection: nothing is left for the receiver's to do. */
 static always_inline int pol_memo_key_equal(const struct ct_key *a, const struct ct_key *b)
 {
 	const __u64 *x = (const __u64 *)a, *y = (const __u64 *)b;
@@ -186,40 +195,42 @@ static always_inline int pol_memo_key_equal(const struct ct_key *a, const struct
 	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[3] == y[3] && x[4] == y[4];
 }
 
-/* pol_memo_leave: after an egress check that passed f on entry e (not
- * ending it), whether f's receiving side is allowed already. The memo is
- * s->key and s->swapped as this check left them: nothing is copied, so a
- * packet that leaves the node pays only this test. */
-static always_inline void pol_memo_leave(struct pol_scratch *s, const struct ct_entry *e)
+/* pol_receiver_passes: whether entry e's verdict, under rules s->rev,
+ * already allows the side that receives a packet going e's way s->reply. */
+static always_inline int pol_receiver_passes(const struct pol_scratch *s, const struct ct_entry *e)
 {
 	__u8 receiver = s->reply ? CT_POL_EGRESS : CT_POL_INGRESS;
 
-	if (e->pol_rev != s->rev || !(e->pol_verdict & receiver))
-		return;
+	return e->pol_rev == s->rev && (e->pol_verdict & receiver);
+}
+
+/* pol_memo_leave: after an egress check that passed f on an entry whose
+ * verdict allows its receiver too. The memo is s->key and s->swapped as
+ * this check left them: nothing is copied, so a packet that leaves the
+ * node pays nothing more. */
+static always_inline void pol_memo_leave(struct pol_scratch *s, const struct flow *f)
+{
 	s->memo_rev = s->rev;
+	s->memo_flags = f->tcp_flags;
 	s->memo_valid = 1;
 }
 
-/* pol_memo_take: whether an ingress check of f may pass it on the memo;
- * the memo is spent either way. On a miss, f's key and direction are in
- * s->key and s->swapped for the full check. */
+/* pol_memo_take: whether an ingress check of f may pass it on the memo
+ * (rules s->rev); the memo is spent either way. A packet whose TCP flags
+ * differ from those of the one that left the memo is another packet (the
+ * memo's own was lost on its way): with a SYN, FIN or RST it would move
+ * the connection's state, so it is judged in full. */
 static always_inline int pol_memo_take(struct pol_scratch *s, const struct flow *f)
 {
-	int valid = s->memo_valid && s->memo_rev == s->rev &&
-		    !(f->proto == IPPROTO_TCP && (f->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_FIN | TCP_FLAG_RST)));
 	__u8 swapped;
 
-	s->memo_valid = 0;
-	if (!valid) {
-		s->swapped = pol_conn_key(&s->key, f);
+	if (!s->memo_valid)
 		return 0;
-	}
+	s->memo_valid = 0;
+	if (s->memo_rev != s->rev)
+		return 0;
 	swapped = pol_conn_key(&s->next_key, f);
-	if (swapped == s->swapped && pol_memo_key_equal(&s->next_key, &s->key))
-		return 1;
-	s->key = s->next_key;
-	s->swapped = swapped;
-	return 0;
+	return swapped == s->swapped && s->memo_flags == f->tcp_flags && pol_memo_key_equal(&s->next_key, &s->key);
 }
 
 /* pol_check judges f, a packet of skb between real endpoints, for the pod
@@ -229,14 +240,30 @@ static always_inline int pol_memo_take(struct pol_scratch *s, const struct flow 
 static always_inline int pol_check(struct __sk_buff *skb, const struct flow *f, __u8 dir)
 {
 	const struct nc_addr *self = dir == POL_EGRESS ? &f->saddr : &f->daddr;
-	struct pol_endpoint *ep = bpf_map_lookup_elem(&pol_endpoints, self);
+	struct pol_endpoint *ep;
 	struct pol_scratch *s;
 	struct ct_entry *e;
 	__u32 zero = 0;
 	__u8 match;
 
-	if (!ep)
-		return 1; /* no policy selects the pod */
+	if (dir == POL_EGRESS) {
+		ep = bpf_map_lookup_elem(&pol_endpoints, self);
+		if (!ep)
+			return 1; /* no policy selects the pod */
+	}
+	s = bpf_map_lookup_elem(&pol_scratch, &zero);
+	if (!s)
+		return 0;
+	s->rev = pol_rev_now();
+	if (dir == POL_EGRESS) {
+		s->memo_valid = 0;
+	} else {
+		if (pol_memo_take(s, f))
+			return 1;
+		ep = bpf_map_lookup_elem(&pol_endpoints, self);
+		if (!ep)
+			return 1; /* no policy selects the pod */
+	}
 	/* In a direction no policy isolates, a TCP packet passes whatever its
 	 * connection: only its opening and its end (SYN, FIN, RST) are
 	 * recorded, for the other way's sake (whose packets keep the entry's
@@ -244,17 +271,8 @@ static always_inline int pol_check(struct __sk_buff *skb, const struct flow *f, 
 	if (f->proto == IPPROTO_TCP && !(f->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_FIN | TCP_FLAG_RST)) &&
 	    !(ep->flags & (dir == POL_EGRESS ? POL_ISOLATED_EGRESS : POL_ISOLATED_INGRESS)))
 		return 1;
-	s = bpf_map_lookup_elem(&pol_scratch, &zero);
-	if (!s)
-		return 0;
 	mon_crossed(MON_CUBE_POLICY);
-	s->rev = pol_rev_now();
-	if (dir == POL_EGRESS) {
-		s->memo_valid = 0;
-		s->swapped = pol_conn_key(&s->key, f);
-	} else if (pol_memo_take(s, f)) {
-		return 1;
-	}
+	s->swapped = pol_conn_key(&s->key, f);
 	s->now = nc_now();
 	s->peer_id = 0;
 	e = bpf_map_lookup_elem(&ct_flows, &s->key);
@@ -299,14 +317,19 @@ static always_inline int pol_check(struct __sk_buff *skb, const struct flow *f, 
 	}
 known:
 	/* The packet that ends a TCP connection is the entry's last: removed
-	 * by the last side to judge it here (the receiver's, when it is a
-	 * pod some policy selects on this node). */
+	 * by the last side to judge it here. The sender's check removes it
+	 * when the receiver needs no check of its own (its verdict is current:
+	 * the memo; or it is no pod some policy selects on this node). */
 	if (ct_touch(e, NULL, f, s->reply ? CT_REPLY : CT_SERVICE, s->now)) {
-		if ((dir == POL_INGRESS || !bpf_map_lookup_elem(&pol_endpoints, &f->daddr)) &&
+		int memo = dir == POL_EGRESS && pol_receiver_passes(s, e);
+
+		if ((dir == POL_INGRESS || memo || !bpf_map_lookup_elem(&pol_endpoints, &f->daddr)) &&
 		    !bpf_map_delete_elem(&ct_flows, &s->key))
 			ct_count(CT_STAT_CLOSED);
-	} else if (dir == POL_EGRESS) {
-		pol_memo_leave(s, e);
+		if (memo)
+			pol_memo_leave(s, f);
+	} else if (dir == POL_EGRESS && pol_receiver_passes(s, e)) {
+		pol_memo_leave(s, f);
 	}
 	return 1;
 }

@@ -14,9 +14,9 @@ enum pol_identity : __u32 {
 	POL_WORLD = 2,    /* an address in no IP block and of no pod */
 };
 
-/* pol_peers: the identity cache. Each pod address (/32, /128), each IP
- * block region and this node's addresses, to the identity of their class.
- * IPv4 as IPv4-mapped IPv6: a /n is a /(96+n). */
+/* pol_peers: the identity cache's prefixes: each IP block region, to the
+ * identity of its class (single addresses: pol_hosts, below). IPv4 as
+ * IPv4-mapped IPv6: a /n is a /(96+n). */
 struct pol_peer {
 	enum pol_identity identity; /* reserved, or allocated (>= 256) */
 };
@@ -29,6 +29,19 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } pol_peers SEC(".maps");
+
+/* pol_hosts: the identity cache's single addresses (each pod's, this
+ * node's own), exact. A pod peer costs one hash lookup, where pol_peers'
+ * trie walks a node per bit that differs; pol_peers keeps the prefixes
+ * (IP block regions), looked up for an address not here. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct nc_addr);
+	__type(value, struct pol_peer);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} pol_hosts SEC(".maps");
 
 enum pol_endpoint_flags : __u8 {
 	POL_ISOLATED_INGRESS = 1, /* some policy isolates what it receives */
@@ -66,10 +79,10 @@ enum pol_dir : __u8 {
 };
 
 /* pol_entries: what the endpoints of a rule set may receive (send) from
- * (to) a peer identity (POL_ANY_PEER: every peer) with a protocol (0:
- * every protocol and port) on a port prefix. The prefix length counts the
- * bits from rule_set on: POL_ENTRY_BITS for a port range's fixed part,
- * + 16 for one port. */
+ * (to) a peer identity (POL_ANY_PEER: every peer) with a protocol on a
+ * port prefix: the port ranges (single ports and every protocol: in
+ * pol_rules, below). The prefix length counts the bits from rule_set on:
+ * POL_ENTRY_BITS for a port range's fixed part, + 16 for one port. */
 enum pol_entry_bits : __u32 {
 	POL_ENTRY_BITS = 96, /* rule_set, dir, proto, pad, peer */
 };
@@ -88,6 +101,21 @@ struct pol_entry_key {
 struct pol_entry {
 	__u8 allow;
 };
+
+/* pol_rules: the entries that name one port, or every protocol, exact:
+ * keyed as pol_entries' keys are, with prefixlen POL_ENTRY_BITS + 16 (and
+ * port 0 for every protocol). A rule for one port costs one hash lookup,
+ * where pol_entries' trie walks a node per bit that differs; pol_entries
+ * keeps the port ranges (a protocol's every port is one), looked up after
+ * a miss here. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct pol_entry_key);
+	__type(value, struct pol_entry);
+	__uint(max_entries, 262144);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} pol_rules SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
@@ -138,7 +166,8 @@ struct pol_scratch {
 	struct ct_key next_key; /* the ingress check's key, while compared */
 	__u32 memo_rev;          /* the rules' revision the memo holds under */
 	__u8 memo_valid;         /* set by an egress check, cleared by its use */
-	__u8 memo_pad[3];
+	__u8 memo_flags;         /* the TCP flags of the packet that left it */
+	__u8 memo_pad[2];
 };
 
 struct {

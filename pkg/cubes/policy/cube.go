@@ -19,8 +19,10 @@ func (Cube) Name() string { return "policy" }
 
 func (Cube) Maps() []cube.MapSpec {
 	return []cube.MapSpec{
+		{Name: MapHosts, DefaultSize: 65536, SizeFlag: "policy-identity-map-size"},
 		{Name: MapPeers, DefaultSize: 65536, SizeFlag: "policy-identity-map-size"},
 		{Name: MapEndpoints, DefaultSize: 4096, SizeFlag: "router-endpoints-max", Upgrade: upgradeEndpoint},
+		{Name: MapRules, DefaultSize: 262144, SizeFlag: "policy-map-size"},
 		{Name: MapEntries, DefaultSize: 262144, SizeFlag: "policy-map-size"},
 		{Name: MapRevision, DefaultSize: 1},
 		{Name: MapScratch, DefaultSize: 1, Restart: true}, // per-packet room, and the memo (policy.h)

@@ -399,7 +399,7 @@ func TestSameNodeOneLookup(t *testing.T) {
 			{"client data -> server, to the kernel, leaves a memo", progs.FromPod, nil, ack(c, s), true},
 			{"another pod's data -> server, in to_pod on that memo: dropped (not its connection)", progs.ToPod, nil, ack(o, s), false},
 			{"client data -> server, to the kernel, leaves a memo", progs.FromPod, nil, ack(c, s), true},
-			{"client RST -> server, in to_pod on that memo: passes, judged in full (below: the record is gone)", progs.ToPod,
+			{"client RST -> server, in to_pod on the memo a data packet left: passes, judged in full (below: the record is gone)", progs.ToPod,
 				nil, pkt.TCP(c, s, pkt.TCPOpts{RST: true, Seq: 2}, nil), true},
 		}
 		resetThenRevoked := []step{
@@ -439,7 +439,8 @@ func TestSameNodeOneLookup(t *testing.T) {
 			}
 		}
 		// A connection closed between the two pods leaves no record: the
-		// memo never stands in for the packets that end it.
+		// sender's check removes it at the last ACK, whose receiver passes
+		// on the memo.
 		setPolicies(8080)
 		c2 := netip.AddrPortFrom(client.IPs[fam], uint16(42000+fam))
 		base := policyEntries(c2.Addr(), s.Addr()) // the first connection's

@@ -67,44 +67,58 @@ func Inspect(maps *cube.Maps, addr netip.Addr) (Applied, error) {
 	named := map[uint32]bool{}
 	var k datapath.PolicyEntryKey
 	var v datapath.PolicyEntry
-	it := maps.Map(MapEntries).Iterate()
-	for it.Next(&k, &v) {
-		if k.RuleSet != ep.RuleSet {
-			continue
-		}
-		r := Rule{Direction: "ingress", Peer: uint32(k.Peer), Proto: "any"}
-		if datapath.PolicyDir(k.Dir) == datapath.PolicyEgress {
-			r.Direction = "egress"
-		}
-		if k.Proto != 0 {
-			r.Proto = map[uint8]string{6: "TCP", 17: "UDP", 132: "SCTP"}[k.Proto]
-			bits := int(k.Prefixlen) - int(datapath.PolicyEntryBits)
-			port := datapath.HostPort(k.Port)
-			mask := uint16(0xffff) << (16 - bits)
-			if bits == 0 {
-				mask = 0
+	for _, table := range []string{MapRules, MapEntries} {
+		it := maps.Map(table).Iterate()
+		for it.Next(&k, &v) {
+			if k.RuleSet != ep.RuleSet {
+				continue
 			}
-			r.PortFrom, r.PortTo = port&mask, port|^mask
+			r := Rule{Direction: "ingress", Peer: uint32(k.Peer), Proto: "any"}
+			if datapath.PolicyDir(k.Dir) == datapath.PolicyEgress {
+				r.Direction = "egress"
+			}
+			if k.Proto != 0 {
+				r.Proto = map[uint8]string{6: "TCP", 17: "UDP", 132: "SCTP"}[k.Proto]
+				bits := int(k.Prefixlen) - int(datapath.PolicyEntryBits)
+				port := datapath.HostPort(k.Port)
+				mask := uint16(0xffff) << (16 - bits)
+				if bits == 0 {
+					mask = 0
+				}
+				r.PortFrom, r.PortTo = port&mask, port|^mask
+			}
+			a.Rules = append(a.Rules, r)
+			named[r.Peer] = true
 		}
-		a.Rules = append(a.Rules, r)
-		named[r.Peer] = true
-	}
-	if err := it.Err(); err != nil {
-		return a, err
+		if err := it.Err(); err != nil {
+			return a, err
+		}
 	}
 	slices.SortFunc(a.Rules, func(x, y Rule) int {
 		return cmp.Or(strings.Compare(x.Direction, y.Direction), cmp.Compare(x.Peer, y.Peer), strings.Compare(x.Proto, y.Proto), cmp.Compare(x.PortFrom, y.PortFrom))
 	})
-	var pk datapath.Prefix
-	var pv datapath.PolicyPeer
-	pit := maps.Map(MapPeers).Iterate()
-	for pit.Next(&pk, &pv) {
-		if id := uint32(pv.Identity); named[id] {
+	name := func(id datapath.Identity, p netip.Prefix) {
+		if named[uint32(id)] {
 			if a.Peers == nil {
 				a.Peers = map[uint32][]netip.Prefix{}
 			}
-			a.Peers[id] = append(a.Peers[id], pk.Prefix())
+			a.Peers[uint32(id)] = append(a.Peers[uint32(id)], p)
 		}
+	}
+	var hk datapath.Addr
+	var pv datapath.PolicyPeer
+	hit := maps.Map(MapHosts).Iterate()
+	for hit.Next(&hk, &pv) {
+		ip := hk.IP()
+		name(pv.Identity, netip.PrefixFrom(ip, ip.BitLen()))
+	}
+	if err := hit.Err(); err != nil {
+		return a, err
+	}
+	var pk datapath.Prefix
+	pit := maps.Map(MapPeers).Iterate()
+	for pit.Next(&pk, &pv) {
+		name(pv.Identity, pk.Prefix())
 	}
 	return a, pit.Err()
 }

@@ -9,9 +9,11 @@ import (
 
 // The policy cube's maps (bpf/cubes/policy/policy_maps.h).
 const (
-	MapPeers     = "pol_peers"     // the identity cache
+	MapHosts     = "pol_hosts"     // the identity cache's single addresses (pods', this node's)
+	MapPeers     = "pol_peers"     // the identity cache's prefixes (IP block regions)
 	MapEndpoints = "pol_endpoints" // this node's pods some policy selects
-	MapEntries   = "pol_entries"   // what each may send and receive
+	MapRules     = "pol_rules"     // what each may send and receive: one port, or every protocol (exact)
+	MapEntries   = "pol_entries"   // what each may send and receive: port ranges (longest prefix)
 	MapRevision  = "pol_revision"  // the rules' revision (verdicts in conntrack hold theirs)
 	MapScratch   = "pol_scratch"   // the datapath's room for a conntrack key and entry
 	MapDrops     = "pol_drops"     // drops per endpoint and reason (the datapath's)
@@ -118,17 +120,31 @@ func Sync(m *cube.Maps, have, want *Tables) error {
 func SyncChanges(m *cube.Maps, t *Tables, ch Changes) error {
 	var w syncBatches
 	for p := range ch.Peers {
-		if id, ok := t.Peers[p]; ok {
+		id, ok := t.Peers[p]
+		v := datapath.PolicyPeer{Identity: datapath.Identity(id)}
+		switch {
+		case p.IsSingleIP() && ok:
+			w.hosts = append(w.hosts, datapath.AddrFrom(p.Addr()))
+			w.hostVals = append(w.hostVals, v)
+		case p.IsSingleIP():
+			w.staleHosts = append(w.staleHosts, datapath.AddrFrom(p.Addr()))
+		case ok:
 			w.peers = append(w.peers, datapath.PrefixFrom(p))
-			w.peerVals = append(w.peerVals, datapath.PolicyPeer{Identity: datapath.Identity(id)})
-		} else {
+			w.peerVals = append(w.peerVals, v)
+		default:
 			w.stalePeers = append(w.stalePeers, datapath.PrefixFrom(p))
 		}
 	}
 	for e := range ch.Entries {
-		if _, ok := t.Entries[e]; ok {
+		_, ok := t.Entries[e]
+		switch {
+		case e.exact() && ok:
+			w.rules = append(w.rules, entryKey(e))
+		case e.exact():
+			w.staleRules = append(w.staleRules, entryKey(e))
+		case ok:
 			w.entries = append(w.entries, entryKey(e))
-		} else {
+		default:
 			w.staleEntries = append(w.staleEntries, entryKey(e))
 		}
 	}
@@ -150,13 +166,22 @@ func SyncChanges(m *cube.Maps, t *Tables, ch Changes) error {
 }
 
 // syncBatches are one SyncChanges' keys, by map, to write and to delete.
+// An identity-cache key that is a single address goes to pol_hosts (an
+// exact lookup), a wider prefix to pol_peers (the trie); an entry for one
+// port or every protocol to pol_rules (exact), a port range to
+// pol_entries (the trie).
 type syncBatches struct {
+	hosts          []datapath.Addr
+	hostVals       []datapath.PolicyPeer
 	peers          []datapath.Prefix
 	peerVals       []datapath.PolicyPeer
+	rules          []datapath.PolicyEntryKey
 	entries        []datapath.PolicyEntryKey
 	endpoints      []datapath.Addr
 	endpointVals   []datapath.PolicyEndpoint
+	staleHosts     []datapath.Addr
 	stalePeers     []datapath.Prefix
+	staleRules     []datapath.PolicyEntryKey
 	staleEntries   []datapath.PolicyEntryKey
 	staleEndpoints []datapath.Addr
 }
@@ -165,17 +190,21 @@ type syncBatches struct {
 // and entries, then endpoints; then the stale endpoints, entries and
 // identities out.
 func (w *syncBatches) write(m *cube.Maps) error {
-	allow := make([]datapath.PolicyEntry, len(w.entries))
+	allow := make([]datapath.PolicyEntry, max(len(w.entries), len(w.rules)))
 	for i := range allow {
 		allow[i].Allow = 1
 	}
 	steps := []func() error{
+		func() error { return put(m, MapHosts, w.hosts, w.hostVals) },
 		func() error { return put(m, MapPeers, w.peers, w.peerVals) },
-		func() error { return put(m, MapEntries, w.entries, allow) },
+		func() error { return put(m, MapRules, w.rules, allow[:len(w.rules)]) },
+		func() error { return put(m, MapEntries, w.entries, allow[:len(w.entries)]) },
 		func() error { return put(m, MapEndpoints, w.endpoints, w.endpointVals) },
 		func() error { return remove(m, MapEndpoints, w.staleEndpoints) },
 		func() error { return remove(m, MapEntries, w.staleEntries) },
+		func() error { return remove(m, MapRules, w.staleRules) },
 		func() error { return remove(m, MapPeers, w.stalePeers) },
+		func() error { return remove(m, MapHosts, w.staleHosts) },
 	}
 	for _, step := range steps {
 		if err := step(); err != nil {
@@ -214,13 +243,23 @@ func raiseRevision(m *cube.Maps) error {
 	return cube.Put(m, MapRevision, uint32(0), v)
 }
 
+// exact says whether e is kept in pol_rules, the exact table: an entry
+// for one port, or for every protocol (and so every port); the others,
+// port ranges, in pol_entries' trie.
+func (e Entry) exact() bool { return e.PortBits == 16 || e.Proto == 0 }
+
+// entryKey is e's key in its table (exact: as the datapath's lookups
+// build it, with every port bit and, for every protocol, port 0).
 func entryKey(e Entry) datapath.PolicyEntryKey {
-	port := e.Port
-	if e.PortBits < 16 {
-		port &^= 1<<(16-e.PortBits) - 1
+	port, bits := e.Port, e.PortBits
+	if e.Proto == 0 {
+		port, bits = 0, 16
+	}
+	if bits < 16 {
+		port &^= 1<<(16-bits) - 1
 	}
 	return datapath.PolicyEntryKey{
-		Prefixlen: datapath.PolicyEntryBits + datapath.EntryBits(e.PortBits),
+		Prefixlen: datapath.PolicyEntryBits + datapath.EntryBits(bits),
 		RuleSet:   e.RuleSet,
 		Dir:       datapath.PolicyDir(e.Dir),
 		Proto:     uint8(e.Proto),

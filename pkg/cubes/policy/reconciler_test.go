@@ -45,16 +45,16 @@ func TestReconciler(t *testing.T) {
 	other := pod("x", "other", "node2", "10.244.2.5", map[string]string{"app": "web"})
 	client := pod("x", "client", "node1", "10.244.1.6", map[string]string{"app": "client"})
 	r := startWebPolicy(t, fake, web, other, client)
-	if n := fake.Len(policy.MapEndpoints) + fake.Len(policy.MapEntries) + fake.Len(policy.MapPeers); n != 0 {
+	if n := fake.Len(policy.MapEndpoints) + fake.Len(policy.MapRules) + fake.Len(policy.MapHosts); n != 0 {
 		t.Fatalf("%d entries written before the initial lists were complete", n)
 	}
 
 	r.OnPoliciesSynced()
-	eventually(t, "the policy written", func() bool { return fake.Len(policy.MapEntries) == 1 })
+	eventually(t, "the policy written", func() bool { return fake.Len(policy.MapRules) == 1 })
 	if n := fake.Len(policy.MapEndpoints); n != 1 {
 		t.Errorf("%d endpoints, want 1: web on this node (other is on node2, client is selected by nothing)", n)
 	}
-	if n := fake.Len(policy.MapPeers); n != 4 {
+	if n := fake.Len(policy.MapHosts); n != 4 {
 		t.Errorf("%d identity cache entries, want 4 (3 pods and this node)", n)
 	}
 
@@ -68,7 +68,7 @@ func TestReconciler(t *testing.T) {
 	})
 	bystander := pod("x", "bystander", "node2", "10.244.2.9", map[string]string{"app": "db"})
 	r.OnPod(types.NamespacedName{Namespace: "x", Name: "bystander"}, bystander)
-	eventually(t, "the bystander's identity", func() bool { return fake.Len(policy.MapPeers) == 5 })
+	eventually(t, "the bystander's identity", func() bool { return fake.Len(policy.MapHosts) == 5 })
 	time.Sleep(50 * time.Millisecond)
 	if n := writes.Load(); n != 2 {
 		t.Errorf("a pod no policy names: %d map writes, want 2 (its identity, the revision)", n)
@@ -78,8 +78,8 @@ func TestReconciler(t *testing.T) {
 	// bystander takes the client's labels: its identity becomes the
 	// client's (one identity, one entry, serve both).
 	identity := func(ip string) datapath.Identity {
-		v, ok, err := cube.Get[datapath.Prefix, datapath.PolicyPeer](fake.Maps, policy.MapPeers,
-			datapath.PrefixFrom(netip.MustParsePrefix(ip+"/32")))
+		v, ok, err := cube.Get[datapath.Addr, datapath.PolicyPeer](fake.Maps, policy.MapHosts,
+			datapath.AddrFrom(netip.MustParseAddr(ip)))
 		if err != nil || !ok {
 			t.Fatalf("identity of %s: %v %v", ip, ok, err)
 		}
@@ -91,7 +91,7 @@ func TestReconciler(t *testing.T) {
 	fail := atomic.Bool{}
 	fail.Store(true)
 	fake.FailWhen(func(op cubetest.Op) error {
-		if fail.Load() && op.Map == policy.MapPeers {
+		if fail.Load() && op.Map == policy.MapHosts {
 			return errors.New("injected")
 		}
 		return nil
@@ -106,12 +106,12 @@ func TestReconciler(t *testing.T) {
 	eventually(t, "the bystander's new identity once writes succeed", func() bool {
 		return identity("10.244.2.9") == identity("10.244.1.6")
 	})
-	if n := fake.Len(policy.MapEntries); n != 1 {
+	if n := fake.Len(policy.MapRules); n != 1 {
 		t.Errorf("%d entries, want 1", n)
 	}
 	r.OnPolicy(types.NamespacedName{Namespace: "x", Name: "web"}, nil)
 	eventually(t, "the policy removed", func() bool {
-		return fake.Len(policy.MapEntries) == 0 && fake.Len(policy.MapEndpoints) == 0
+		return fake.Len(policy.MapRules) == 0 && fake.Len(policy.MapEndpoints) == 0
 	})
 }
 
@@ -186,13 +186,13 @@ func TestReconcilerSweepsWhatAnEarlierAgentLeft(t *testing.T) {
 	web := pod("x", "web", "node1", "10.244.1.5", map[string]string{"app": "web"})
 	client := pod("x", "client", "node1", "10.244.1.6", map[string]string{"app": "client"})
 	r := startWebPolicy(t, fake, web, client)
-	if n := fake.Len(policy.MapEndpoints) + fake.Len(policy.MapEntries) + fake.Len(policy.MapPeers); n != 3 {
+	if n := fake.Len(policy.MapEndpoints) + fake.Len(policy.MapRules) + fake.Len(policy.MapHosts); n != 3 {
 		t.Fatalf("before the lists are complete the maps hold %d keys, want the 3 the earlier agent left", n)
 	}
 
 	r.OnPoliciesSynced()
 	eventually(t, "the cluster's policy written and what was left deleted", func() bool {
-		return fake.Len(policy.MapEndpoints) == 1 && fake.Len(policy.MapEntries) == 1 && fake.Len(policy.MapPeers) == 3
+		return fake.Len(policy.MapEndpoints) == 1 && fake.Len(policy.MapRules) == 1 && fake.Len(policy.MapHosts) == 3
 	})
 	ep, ok, err := cube.Get[datapath.Addr, datapath.PolicyEndpoint](fake.Maps, policy.MapEndpoints, datapath.AddrFrom(web.IPs[0]))
 	if err != nil || !ok {
@@ -205,7 +205,7 @@ func TestReconcilerSweepsWhatAnEarlierAgentLeft(t *testing.T) {
 	if ep.Id <= 50 || ep.RuleSet <= 1<<31 {
 		t.Errorf("web's endpoint %d, rule set %#x: want above the left ones (50, %#x)", ep.Id, ep.RuleSet, uint32(1<<31))
 	}
-	err = cube.Each(fake.Maps, policy.MapPeers, func(_ datapath.Prefix, v datapath.PolicyPeer) bool {
+	err = cube.Each(fake.Maps, policy.MapHosts, func(_ datapath.Addr, v datapath.PolicyPeer) bool {
 		if id := policy.Identity(v.Identity); id != policy.Host && id <= 300 {
 			t.Errorf("identity %d handed out: want above the left one (300)", id)
 		}

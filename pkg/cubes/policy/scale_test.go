@@ -54,7 +54,8 @@ func TestPolicyChangeLatency(t *testing.T) {
 	slices.Sort(comp)
 	t.Logf("label change -> datapath: p50 %v, p99 %v (target < 10 ms); of which compiling p50 %v, p99 %v",
 		lat[len(lat)/2], lat[len(lat)*99/100], comp[len(comp)/2], comp[len(comp)*99/100])
-	// pol_entries' key and value, and a trie node's overhead (about 40
-	// bytes in the kernel's LPM trie), per policy.
+	// pol_rules' (or pol_entries') key and value, and a node's overhead
+	// (about 40 bytes: a hash element's, or the kernel's LPM trie's), per
+	// policy.
 	t.Logf("policy entries per policy: %.1f (about %d bytes each in the kernel)", float64(len(have.Entries))/1000, 20+1+40)
 }

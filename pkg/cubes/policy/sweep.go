@@ -17,25 +17,42 @@ func sweep(m *cube.Maps, t *Tables) (removed int, err error) {
 	for a := range t.Endpoints {
 		endpoints[datapath.AddrFrom(a)] = struct{}{}
 	}
-	entries := make(map[datapath.PolicyEntryKey]struct{}, len(t.Entries))
+	rules := make(map[datapath.PolicyEntryKey]struct{}, len(t.Entries))
+	entries := map[datapath.PolicyEntryKey]struct{}{} // an earlier agent's single ports are not kept here
 	for e := range t.Entries {
-		entries[entryKey(e)] = struct{}{}
+		if e.exact() {
+			rules[entryKey(e)] = struct{}{}
+		} else {
+			entries[entryKey(e)] = struct{}{}
+		}
 	}
-	peers := make(map[datapath.Prefix]struct{}, len(t.Peers))
+	hosts := make(map[datapath.Addr]struct{}, len(t.Peers))
+	peers := map[datapath.Prefix]struct{}{} // an earlier agent's single addresses are not kept here
 	for p := range t.Peers {
-		peers[datapath.PrefixFrom(p)] = struct{}{}
+		if p.IsSingleIP() {
+			hosts[datapath.AddrFrom(p.Addr())] = struct{}{}
+		} else {
+			peers[datapath.PrefixFrom(p)] = struct{}{}
+		}
 	}
 	n, err := sweepMap[datapath.Addr, datapath.PolicyEndpoint](m, MapEndpoints, endpoints)
 	removed += n
 	if err != nil {
 		return removed, err
 	}
-	n, err = sweepMap[datapath.PolicyEntryKey, datapath.PolicyEntry](m, MapEntries, entries)
+	for name, keep := range map[string]map[datapath.PolicyEntryKey]struct{}{MapRules: rules, MapEntries: entries} {
+		n, err = sweepMap[datapath.PolicyEntryKey, datapath.PolicyEntry](m, name, keep)
+		removed += n
+		if err != nil {
+			return removed, err
+		}
+	}
+	n, err = sweepMap[datapath.Prefix, datapath.PolicyPeer](m, MapPeers, peers)
 	removed += n
 	if err != nil {
 		return removed, err
 	}
-	n, err = sweepMap[datapath.Prefix, datapath.PolicyPeer](m, MapPeers, peers)
+	n, err = sweepMap[datapath.Addr, datapath.PolicyPeer](m, MapHosts, hosts)
 	return removed + n, err
 }
 
@@ -49,14 +66,23 @@ func pinnedNumbers(m *cube.Maps) (endpoint, ruleSet uint32, identity Identity, e
 	if err != nil {
 		return
 	}
-	err = cube.Each(m, MapEntries, func(k datapath.PolicyEntryKey, _ datapath.PolicyEntry) bool {
-		ruleSet, identity = max(ruleSet, k.RuleSet), max(identity, Identity(k.Peer))
+	for _, name := range []string{MapRules, MapEntries} {
+		err = cube.Each(m, name, func(k datapath.PolicyEntryKey, _ datapath.PolicyEntry) bool {
+			ruleSet, identity = max(ruleSet, k.RuleSet), max(identity, Identity(k.Peer))
+			return true
+		})
+		if err != nil {
+			return
+		}
+	}
+	err = cube.Each(m, MapPeers, func(_ datapath.Prefix, v datapath.PolicyPeer) bool {
+		identity = max(identity, Identity(v.Identity))
 		return true
 	})
 	if err != nil {
 		return
 	}
-	err = cube.Each(m, MapPeers, func(_ datapath.Prefix, v datapath.PolicyPeer) bool {
+	err = cube.Each(m, MapHosts, func(_ datapath.Addr, v datapath.PolicyPeer) bool {
 		identity = max(identity, Identity(v.Identity))
 		return true
 	})

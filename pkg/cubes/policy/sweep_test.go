@@ -10,9 +10,12 @@ import (
 	"github.com/netcube/netcube/pkg/model"
 )
 
-// TestSweepKernelMaps: in the kernel's maps (two LPM tries and a hash),
-// sweep deletes exactly the keys the tables do not hold: what was
-// written for them stays, port ranges and IPv4 and IPv6 alike.
+// TestSweepKernelMaps: in the kernel's maps (the identity cache and the
+// entries, each an exact hash and an LPM trie, and the endpoints), sweep
+// deletes exactly the keys the tables do not hold: what was written for
+// them stays, port ranges and IPv4 and IPv6 alike. What an agent from
+// before the exact tables left in the tries for keys that now belong in
+// those (a pod's address, a single port) goes too.
 func TestSweepKernelMaps(t *testing.T) {
 	testenv.RequireRoot(t)
 	dp, err := datapath.Load(datapath.Config{})
@@ -41,8 +44,17 @@ func TestSweepKernelMaps(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// An earlier agent's layout: the kept pod address and single port in
+	// the tries.
+	if err := cube.Put(m, MapPeers, datapath.PrefixFrom(netip.MustParsePrefix("10.0.0.1/32")), datapath.PolicyPeer{Identity: 300}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cube.Put(m, MapEntries, entryKey(Entry{RuleSet: firstRuleSet, Dir: Ingress, Proto: model.TCP, Peer: 300, Port: 8080, PortBits: 16}),
+		datapath.PolicyEntry{Allow: 1}); err != nil {
+		t.Fatal(err)
+	}
 	count := func() (n int) {
-		for _, name := range []string{MapPeers, MapEndpoints, MapEntries} {
+		for _, name := range []string{MapHosts, MapPeers, MapEndpoints, MapRules, MapEntries} {
 			it := m.Map(name).Iterate()
 			k, v := make([]byte, m.Map(name).KeySize()), make([]byte, m.Map(name).ValueSize())
 			for it.Next(&k, &v) {
@@ -51,11 +63,11 @@ func TestSweepKernelMaps(t *testing.T) {
 		}
 		return n
 	}
-	if n := count(); n != 11 {
-		t.Fatalf("the maps hold %d keys, want 11 (7 kept, 4 left)", n)
+	if n := count(); n != 13 {
+		t.Fatalf("the maps hold %d keys, want 13 (7 kept, 4 left, 2 in an earlier layout)", n)
 	}
-	if removed, err := sweep(m, keep); err != nil || removed != 4 {
-		t.Fatalf("sweep removed %d keys (err %v), want the 4 left", removed, err)
+	if removed, err := sweep(m, keep); err != nil || removed != 6 {
+		t.Fatalf("sweep removed %d keys (err %v), want the 4 left and the 2 in an earlier layout", removed, err)
 	}
 	if n := count(); n != 7 {
 		t.Errorf("after the sweep the maps hold %d keys, want the 7 kept", n)

@@ -71,7 +71,7 @@ func (t *Tables) Allows(src, dst netip.Addr, proto model.Proto, port uint16) boo
 
 // MapsAllow answers Allows from the maps the datapath reads (m: the
 // kernel's, pinned by an agent), with its lookups: the endpoints by
-// address, the peer's identity by longest prefix, the entries by longest
+// address, the peer's identity by its address or else by longest prefix, the entries exactly or else by longest
 // port prefix. It tells what is enforced, not what was compiled (the
 // benchmark times an API write to it).
 func MapsAllow(m *cube.Maps, src, dst netip.Addr, proto model.Proto, port uint16) (bool, error) {
@@ -79,7 +79,10 @@ func MapsAllow(m *cube.Maps, src, dst netip.Addr, proto model.Proto, port uint16
 		return true, nil
 	}
 	peerOf := func(a netip.Addr) (Identity, error) {
-		v, ok, err := cube.Get[datapath.Prefix, datapath.PolicyPeer](m, MapPeers, datapath.PrefixFrom(netip.PrefixFrom(a, a.BitLen())))
+		v, ok, err := cube.Get[datapath.Addr, datapath.PolicyPeer](m, MapHosts, datapath.AddrFrom(a))
+		if err == nil && !ok {
+			v, ok, err = cube.Get[datapath.Prefix, datapath.PolicyPeer](m, MapPeers, datapath.PrefixFrom(netip.PrefixFrom(a, a.BitLen())))
+		}
 		if err != nil || !ok {
 			return World, err
 		}
@@ -88,8 +91,11 @@ func MapsAllow(m *cube.Maps, src, dst netip.Addr, proto model.Proto, port uint16
 	allows := func(rs uint32, dir Direction, peer Identity) (bool, error) {
 		for _, id := range []Identity{peer, AnyPeer} {
 			for _, pr := range []model.Proto{proto, 0} {
-				_, ok, err := cube.Get[datapath.PolicyEntryKey, datapath.PolicyEntry](m, MapEntries,
-					entryKey(Entry{RuleSet: rs, Dir: dir, Proto: pr, Peer: id, Port: port, PortBits: 16}))
+				k := entryKey(Entry{RuleSet: rs, Dir: dir, Proto: pr, Peer: id, Port: port, PortBits: 16})
+				_, ok, err := cube.Get[datapath.PolicyEntryKey, datapath.PolicyEntry](m, MapRules, k)
+				if err == nil && !ok && pr != 0 {
+					_, ok, err = cube.Get[datapath.PolicyEntryKey, datapath.PolicyEntry](m, MapEntries, k)
+				}
 				if err != nil || ok {
 					return ok, err
 				}
