@@ -28,8 +28,12 @@ generate:        ## regenerate the cubes' hook header from the registry, then th
 proto:           ## regenerate pkg/hubble/{flowpb,observerpb} from api/hubble (buf and the Go plugins, built from the Go module proxy)
 	bash hack/proto.sh
 
+# The commit the binaries are built from, "-dirty" when the tree has changes
+# beyond the reports (docs/benchmarks): the lab's reports name it (lab/bench.Commit).
+BUILD_COMMIT = $$(git rev-parse HEAD 2>/dev/null)$$(git status --porcelain -- ':/' ':(top,exclude)docs/benchmarks' 2>/dev/null | grep -q . && echo -dirty)
+
 build:
-	$(GO) build -ldflags "-X main.commit=$$(git rev-parse --short=12 HEAD 2>/dev/null)" -o $(BIN)/ ./cmd/... ./lab/cmd/...
+	$(GO) build -ldflags "-X main.commit=$$(git rev-parse --short=12 HEAD 2>/dev/null) -X github.com/netcube/netcube/lab/bench.builtCommit=$(BUILD_COMMIT)" -o $(BIN)/ ./cmd/... ./lab/cmd/...
 
 images: build     ## the agent's and the pause image as archives (bin/images/), from static builds (and cyclonus's worker, for netcube-lab netpol)
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/static/ ./cmd/netcube-agent ./cmd/netcube-cni

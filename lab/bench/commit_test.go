@@ -8,14 +8,14 @@ import (
 	"testing"
 )
 
-// A report names the commit measured: HEAD of the checkout, "-dirty" when
-// the tree has changes beyond the reports or the binary was built from
-// another commit; unknown outside a checkout.
+// A report names the commit measured: the one its binary was built from
+// when the build says, else HEAD of the checkout; "-dirty" when that tree
+// has changes beyond the reports; unknown outside a checkout.
 func TestCommitOf(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("no git")
 	}
-	if got := commitOf(t.TempDir(), ""); got != UnknownCommit {
+	if got := commitOf(t.TempDir(), build{}); got != UnknownCommit {
 		t.Errorf("outside a checkout: %q, want %q", got, UnknownCommit)
 	}
 
@@ -48,24 +48,45 @@ func TestCommitOf(t *testing.T) {
 	head := git("rev-parse", "HEAD")
 
 	sub := filepath.Join(dir, "pkg", "x")
-	if got := commitOf(dir, ""); got != head[:12] {
+	if got := commitOf(dir, build{}); got != head[:12] {
 		t.Errorf("clean tree: %q, want %q", got, head[:12])
 	}
-	if got := commitOf(sub, head); got != head[:12] {
+	if got := commitOf(sub, build{rev: head}); got != head[:12] {
 		t.Errorf("clean tree, from a subdirectory, binary of HEAD: %q, want %q", got, head[:12])
 	}
 	write("docs/benchmarks/sync.json", "{\"changes\": 1}\n")
-	if got := commitOf(sub, ""); got != head[:12] {
+	if got := commitOf(sub, build{}); got != head[:12] {
 		t.Errorf("only a report changed: %q, want %q", got, head[:12])
 	}
 	write("main.go", "package main\n\nfunc main() {}\n")
-	if got := commitOf(sub, ""); got != head[:12]+"-dirty" {
+	if got := commitOf(sub, build{}); got != head[:12]+"-dirty" {
 		t.Errorf("code changed (outside the working directory): %q, want %q", got, head[:12]+"-dirty")
 	}
+	// A binary built from a clean tree measures its own commit, whatever
+	// the checkout holds now (an older build run in a newer checkout).
+	older := strings.Repeat("ab", 20)
+	if got := commitOf(dir, build{rev: older}); got != older[:12] {
+		t.Errorf("binary built clean from another commit, checkout dirty: %q, want %q", got, older[:12])
+	}
+	if got := commitOf(dir, build{rev: older, dirty: true}); got != older[:12]+"-dirty" {
+		t.Errorf("binary built from a dirty tree: %q, want %q", got, older[:12]+"-dirty")
+	}
 	git("checkout", "-q", "main.go")
-	built := strings.Repeat("ab", 20)
-	if got := commitOf(dir, built); got != built[:12]+"-dirty" {
-		t.Errorf("binary built from another commit: %q, want %q", got, built[:12]+"-dirty")
+	if got := commitOf(dir, build{rev: head, dirty: true}); got != head[:12]+"-dirty" {
+		t.Errorf("binary built dirty, checkout clean now: %q, want %q", got, head[:12]+"-dirty")
+	}
+}
+
+// make build stamps the lab's binary with its commit, "-dirty" as the
+// tree was, and builtFrom reads that stamp first.
+func TestBuiltFromStamp(t *testing.T) {
+	defer func(s string) { builtCommit = s }(builtCommit)
+	rev := strings.Repeat("cd", 20)
+	for stamp, want := range map[string]build{rev: {rev: rev}, rev + "-dirty": {rev: rev, dirty: true}} {
+		builtCommit = stamp
+		if got := builtFrom(); got != want {
+			t.Errorf("stamp %q: builtFrom() = %+v, want %+v", stamp, got, want)
+		}
 	}
 }
 
