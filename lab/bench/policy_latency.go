@@ -67,12 +67,27 @@ type PolicyLatencyPoint struct {
 	PolicyChangeTimes
 	OwnCPU *PolicyChangeTimes `json:"agent_own_cpu,omitempty"`
 	// Memory: the node's policy map entries and the agent's live heap.
-	Identities        int     `json:"identities"`
-	Endpoints         int     `json:"endpoints"`
-	Entries           int     `json:"entries"`
-	HeapMB            float64 `json:"agent_live_heap_mb"`
-	KBPerPolicy       float64 `json:"agent_kb_per_policy"`
+	Identities int     `json:"identities"`
+	Endpoints  int     `json:"endpoints"`
+	Entries    int     `json:"entries"`
+	HeapMB     float64 `json:"agent_live_heap_mb"`
+	// KBPerAddedPolicy is what the policies this stage added grew the
+	// heap by, per policy, over the stage before (0 for the first stage:
+	// its growth over the pods alone holds what having any policy costs,
+	// the informer and compiler's fixed state, and its few policies are
+	// within the heap's noise).
+	KBPerAddedPolicy  float64 `json:"agent_kb_per_added_policy"`
 	MapBytesPerPolicy float64 `json:"map_bytes_per_policy"`
+}
+
+// kbPerAddedPolicy is pt's KBPerAddedPolicy, the stages before it
+// being before.
+func kbPerAddedPolicy(before []PolicyLatencyPoint, pt PolicyLatencyPoint) float64 {
+	if len(before) == 0 {
+		return 0
+	}
+	prev := before[len(before)-1]
+	return (pt.HeapMB - prev.HeapMB) * 1024 / float64(pt.Policies-prev.Policies)
 }
 
 // PolicyChangeTimes are one round of a stage's changes.
@@ -189,7 +204,7 @@ func RunPolicyLatency(cfg PolicyLatencyConfig) (*PolicyLatencyReport, error) {
 		pt.Identities, pt.Endpoints, pt.Entries = mapLen(maps.Map(policy.MapHosts))+mapLen(maps.Map(policy.MapPeers)), mapLen(maps.Map(policy.MapEndpoints)), mapLen(maps.Map(policy.MapRules))+mapLen(maps.Map(policy.MapEntries))
 		entryBytes := float64(maps.Map(policy.MapEntries).KeySize() + maps.Map(policy.MapEntries).ValueSize())
 		pt.MapBytesPerPolicy = float64(pt.Entries) * entryBytes / float64(total)
-		pt.KBPerPolicy = (pt.HeapMB - rep.HeapNoPoliciesMB) * 1024 / float64(total)
+		pt.KBPerAddedPolicy = kbPerAddedPolicy(rep.Points, pt)
 		if err := measurePolicyChanges(ctx, cfg, c, maps, a, perNS, &edits, &pt.PolicyChangeTimes); err != nil {
 			return nil, err
 		}
@@ -580,16 +595,21 @@ func (r *PolicyLatencyReport) Markdown() string {
 	workMarkdown(&b, r.Work, r.Changes)
 	b.WriteString("## Memory\n\n")
 	fmt.Fprintf(&b, "The agent's live Go heap (after a forced collection) with the pods alone: %.1f MB.\n\n", r.HeapNoPoliciesMB)
-	b.WriteString("| NetworkPolicies | identity cache entries | endpoints | entries | entry bytes per policy | agent live heap MB | KB per policy |\n|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, p := range r.Points {
-		perPolicy := fmt.Sprintf("%.1f", p.KBPerPolicy)
-		if p.KBPerPolicy <= 0 {
+	b.WriteString("| NetworkPolicies | identity cache entries | endpoints | entries | entry bytes per policy | agent live heap MB | KB per policy added since the stage before |\n|---:|---:|---:|---:|---:|---:|---:|\n")
+	for i, p := range r.Points {
+		perPolicy := fmt.Sprintf("%.1f", p.KBPerAddedPolicy)
+		switch {
+		case i == 0:
+			perPolicy = "–"
+		case p.KBPerAddedPolicy <= 0:
 			perPolicy = "below the heap's noise"
 		}
 		fmt.Fprintf(&b, "| %d | %d | %d | %d | %.0f | %.1f | %s |\n", p.Policies, p.Identities, p.Endpoints, p.Entries,
 			p.MapBytesPerPolicy, p.HeapMB, perPolicy)
 	}
 	b.WriteString("\nEntries: `pol_rules` (exact: one port, or every protocol) and `pol_entries` (port ranges); entry bytes: a key and value (the kernel's hash element or trie node adds its overhead). The heap per policy " +
-		"holds the policies as converted, each policy's compiled entries per rule set, and the node's tables.\n")
+		"holds the policies as converted, each policy's compiled entries per rule set, and the node's tables; it is the growth from one stage to the next over " +
+		"the policies added, so the first stage has none: its growth over the pods alone also holds what having any policy costs (the policy informer's " +
+		"and the compiler's own state), and its few policies are within the heap's noise.\n")
 	return b.String()
 }
