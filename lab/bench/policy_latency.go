@@ -72,22 +72,23 @@ type PolicyLatencyPoint struct {
 	Entries    int     `json:"entries"`
 	HeapMB     float64 `json:"agent_live_heap_mb"`
 	// KBPerAddedPolicy is what the policies this stage added grew the
-	// heap by, per policy, over the stage before (0 for the first stage:
-	// its growth over the pods alone holds what having any policy costs,
-	// the informer and compiler's fixed state, and its few policies are
-	// within the heap's noise).
-	KBPerAddedPolicy  float64 `json:"agent_kb_per_added_policy"`
-	MapBytesPerPolicy float64 `json:"map_bytes_per_policy"`
+	// heap by, per policy, over the stage before; none for the first
+	// stage: its growth over the pods alone holds what having any policy
+	// costs (the informer's and the compiler's fixed state), and its few
+	// policies are within the heap's noise.
+	KBPerAddedPolicy  *float64 `json:"agent_kb_per_added_policy,omitempty"`
+	MapBytesPerPolicy float64  `json:"map_bytes_per_policy"`
 }
 
 // kbPerAddedPolicy is pt's KBPerAddedPolicy, the stages before it
 // being before.
-func kbPerAddedPolicy(before []PolicyLatencyPoint, pt PolicyLatencyPoint) float64 {
+func kbPerAddedPolicy(before []PolicyLatencyPoint, pt PolicyLatencyPoint) *float64 {
 	if len(before) == 0 {
-		return 0
+		return nil
 	}
 	prev := before[len(before)-1]
-	return (pt.HeapMB - prev.HeapMB) * 1024 / float64(pt.Policies-prev.Policies)
+	kb := (pt.HeapMB - prev.HeapMB) * 1024 / float64(pt.Policies-prev.Policies)
+	return &kb
 }
 
 // PolicyChangeTimes are one round of a stage's changes.
@@ -596,12 +597,12 @@ func (r *PolicyLatencyReport) Markdown() string {
 	b.WriteString("## Memory\n\n")
 	fmt.Fprintf(&b, "The agent's live Go heap (after a forced collection) with the pods alone: %.1f MB.\n\n", r.HeapNoPoliciesMB)
 	b.WriteString("| NetworkPolicies | identity cache entries | endpoints | entries | entry bytes per policy | agent live heap MB | KB per policy added since the stage before |\n|---:|---:|---:|---:|---:|---:|---:|\n")
-	for i, p := range r.Points {
-		perPolicy := fmt.Sprintf("%.1f", p.KBPerAddedPolicy)
-		switch {
-		case i == 0:
-			perPolicy = "–"
-		case p.KBPerAddedPolicy <= 0:
+	for _, p := range r.Points {
+		perPolicy := "–" // the first stage
+		switch kb := p.KBPerAddedPolicy; {
+		case kb != nil && *kb > 0:
+			perPolicy = fmt.Sprintf("%.1f", *kb)
+		case kb != nil:
 			perPolicy = "below the heap's noise"
 		}
 		fmt.Fprintf(&b, "| %d | %d | %d | %d | %.0f | %.1f | %s |\n", p.Policies, p.Identities, p.Endpoints, p.Entries,

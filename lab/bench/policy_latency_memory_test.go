@@ -14,8 +14,11 @@ func TestPolicyLatencyHeapPerAddedPolicy(t *testing.T) {
 		p.KBPerAddedPolicy = kbPerAddedPolicy(r.Points, p)
 		r.Points = append(r.Points, p)
 	}
-	if got, want := r.Points[1].KBPerAddedPolicy, 0.4*1024/90; got < want-0.01 || got > want+0.01 {
-		t.Errorf("100 policies after 10: %.2f KB per added policy, want %.2f", got, want)
+	if r.Points[0].KBPerAddedPolicy != nil {
+		t.Errorf("the first stage: %.2f KB per added policy, want none", *r.Points[0].KBPerAddedPolicy)
+	}
+	if got, want := r.Points[1].KBPerAddedPolicy, 0.4*1024/90; got == nil || *got < want-0.01 || *got > want+0.01 {
+		t.Errorf("100 policies after 10: %v KB per added policy, want %.2f", got, want)
 	}
 	md := r.Markdown()
 	for _, want := range []string{"| 10 | 0 | 0 | 0 | 0 | 3.1 | – |", "| 100 | 0 | 0 | 0 | 0 | 3.5 | 4.6 |",
