@@ -39,13 +39,18 @@ type Endpoint struct {
 // ports whose first PortBits bits are Port's (16: Port alone; 0: every
 // port): a port range is a few such prefixes, as a longest-prefix-match
 // table holds them.
+//
+// Its fields fill 16 bytes with no padding (pad is always zero), so the
+// compiler's maps of entries, tens of thousands of keys, hash and compare
+// a key as one 16-byte word rather than field by field.
 type Entry struct {
 	RuleSet  uint32
-	Dir      Direction
-	Proto    model.Proto
 	Peer     Identity
 	Port     uint16
+	Dir      Direction
+	Proto    model.Proto
 	PortBits uint8
+	pad      [3]uint8
 }
 
 // Tables are what the policy cube writes to the datapath for one node.

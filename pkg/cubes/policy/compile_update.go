@@ -271,15 +271,32 @@ type classOp struct {
 // k, for each rule set it selects, and keeps its rules' peers with k or
 // without it. No egress rule of ps matching k is on a named port
 // (classChanged).
+//
+// A new identity runs this for every policy whose peers may match it
+// (hundreds, at thousands of policies), so each rule is matched against
+// k once, not once per rule set, and the entries are gathered in a map
+// the compiler keeps for it.
 func (c *Compiler) applyClassOp(ps *policyState, op classOp) {
 	pol := ps.pol
+	var judged []ruleMatch
+	matches := func(r *model.PolicyRule) bool {
+		for _, j := range judged {
+			if j.rule == r {
+				return j.matches
+			}
+		}
+		m := c.peersMatch(pol, r, op.k)
+		judged = append(judged, ruleMatch{r, m})
+		return m
+	}
 	for r, peers := range ps.peers {
 		peers = slices.DeleteFunc(peers, func(x *class) bool { return x.id == op.k.id })
-		if op.born && c.peersMatch(pol, r, op.k) {
+		if op.born && matches(r) {
 			peers = append(peers, op.k)
 		}
 		ps.peers[r] = peers
 	}
+	only := []*class{op.k}
 	for _, sel := range ps.bySet {
 		if !op.born {
 			for e := range sel.entries {
@@ -290,8 +307,11 @@ func (c *Compiler) applyClassOp(ps *policyState, op classOp) {
 			}
 			continue
 		}
-		add := map[Entry]struct{}{}
-		only := []*class{op.k}
+		if c.classEntries == nil {
+			c.classEntries = map[Entry]struct{}{}
+		}
+		add := c.classEntries
+		clear(add)
 		for _, d := range []struct {
 			dir      Direction
 			isolates bool
@@ -301,18 +321,25 @@ func (c *Compiler) applyClassOp(ps *policyState, op classOp) {
 				continue
 			}
 			for i := range d.rules {
-				if r := &d.rules[i]; c.peersMatch(pol, r, op.k) {
+				if r := &d.rules[i]; matches(r) {
 					c.addRulePeers(add, only, pol, r, sel.ruleSet, d.dir, sel.self)
 				}
 			}
 		}
 		for e := range add {
-			if _, ok := sel.entries[e]; !ok {
-				sel.entries[e] = struct{}{}
+			n := len(sel.entries)
+			sel.entries[e] = struct{}{}
+			if len(sel.entries) > n {
 				c.ref(e)
 			}
 		}
 	}
+}
+
+// ruleMatch is whether a rule's peers match the class of a classOp.
+type ruleMatch struct {
+	rule    *model.PolicyRule
+	matches bool
 }
 
 // egressNamedTouches says whether an egress rule of pol on a named port

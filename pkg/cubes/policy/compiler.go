@@ -54,7 +54,12 @@ type Compiler struct {
 	egressNamed map[model.PolicyID]struct{}
 	nsLabels    map[string]map[string]string // each namespace's labels as compiled
 	eps         map[model.PodID]*endpointState
-	entryRefs   map[Entry]int // how many policies hold each entry
+	// sharedRefs counts, for an entry more than one policy's selection
+	// holds, the holders beyond the first (the tables hold every entry
+	// once: most entries have one holder, so most have no count here).
+	sharedRefs map[Entry]int
+	// classEntries is applyClassOp's scratch map, kept between calls.
+	classEntries map[Entry]struct{}
 
 	t               *Tables
 	changed         Changes
@@ -183,7 +188,7 @@ func (c *Compiler) Compile(cl *Cluster, local func(*model.Pod) bool, hostAddrs [
 	c.selectors = newSelectorIndex()
 	c.nsLabels = map[string]map[string]string{}
 	c.eps = map[model.PodID]*endpointState{}
-	c.entryRefs = map[Entry]int{}
+	c.sharedRefs = map[Entry]int{}
 	c.t = &Tables{Peers: map[netip.Prefix]Identity{}, Endpoints: map[netip.Addr]Endpoint{}, Entries: map[Entry]struct{}{}}
 	pending := c.changed
 	c.changed = Changes{}
@@ -411,21 +416,31 @@ func (c *Compiler) refreshAddr(a netip.Addr) {
 	}
 }
 
-// ref and unref count a policy's entry in and out of the tables.
+// ref and unref count a policy's entry in and out of the tables. A
+// class change refs or unrefs hundreds of entries of a table of tens of
+// thousands: the first holder is the insertion itself (one map write,
+// told new by the table's growing), and only entries with more holders
+// are counted in sharedRefs.
 func (c *Compiler) ref(e Entry) {
-	if c.entryRefs[e]++; c.entryRefs[e] == 1 {
-		c.t.Entries[e] = struct{}{}
+	n := len(c.t.Entries)
+	c.t.Entries[e] = struct{}{}
+	if len(c.t.Entries) > n {
 		c.changed.entry(e)
+		return
 	}
+	c.sharedRefs[e]++
 }
 
 func (c *Compiler) unref(e Entry) {
-	if c.entryRefs[e]--; c.entryRefs[e] > 0 {
-		return
+	switch n := c.sharedRefs[e]; n {
+	case 0:
+		delete(c.t.Entries, e)
+		c.changed.entry(e)
+	case 1:
+		delete(c.sharedRefs, e)
+	default:
+		c.sharedRefs[e] = n - 1
 	}
-	delete(c.entryRefs, e)
-	delete(c.t.Entries, e)
-	c.changed.entry(e)
 }
 
 // set and unset keep a map of sets.

@@ -42,6 +42,9 @@ func TestUpdateMatchesCompile(t *testing.T) {
 				if diff := want.diff(got); diff != "" {
 					t.Fatalf("step %d (pods %v, namespaces %v, policies %v): Update differs from Compile:\n%s", step, pods, nss, pols, diff)
 				}
+				if err := inc.checkRefs(); err != nil {
+					t.Fatalf("step %d: %v", step, err)
+				}
 				maps.t.Warnings = inc.Tables().Warnings // not in the maps
 				if diff := inc.canonical(inc.Tables()).diff(inc.canonical(maps.tables())); diff != "" {
 					t.Fatalf("step %d: the maps written from Changes differ from the tables:\n%s", step, diff)
@@ -56,6 +59,39 @@ func TestUpdateMatchesCompile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkRefs recounts the holders of every entry (the selections of
+// every policy) against what ref and unref keep: the table holds an
+// entry once with any holder, sharedRefs the holders beyond the first.
+func (c *Compiler) checkRefs() error {
+	holders := map[Entry]int{}
+	for _, ps := range c.policies {
+		for _, sel := range ps.bySet {
+			for e := range sel.entries {
+				holders[e]++
+			}
+		}
+	}
+	for e, n := range holders {
+		if _, ok := c.t.Entries[e]; !ok {
+			return fmt.Errorf("entry %+v: %d holders, not in the table", e, n)
+		}
+		if got := c.sharedRefs[e]; got != n-1 {
+			return fmt.Errorf("entry %+v: %d holders, counted %d beyond the first", e, n, got)
+		}
+	}
+	for e := range c.t.Entries {
+		if holders[e] == 0 {
+			return fmt.Errorf("entry %+v: in the table, no holder", e)
+		}
+	}
+	for e := range c.sharedRefs {
+		if holders[e] == 0 {
+			return fmt.Errorf("entry %+v: counted shared, no holder", e)
+		}
+	}
+	return nil
 }
 
 // canonicalTables are tables with identities as their class keys and
