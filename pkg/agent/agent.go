@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/netcube/netcube/pkg/cni"
+	"github.com/netcube/netcube/pkg/cni/cnisocket"
 	"github.com/netcube/netcube/pkg/cube"
 	"github.com/netcube/netcube/pkg/cubes"
 	"github.com/netcube/netcube/pkg/datapath"
@@ -459,5 +460,5 @@ func startPodNetwork(ctx context.Context, cfg Config, dp *datapath.Datapath, han
 	if cfg.CNISocket == "" {
 		return nil
 	}
-	return cni.Serve(ctx, cfg.CNISocket, p)
+	return cnisocket.Serve(ctx, cfg.CNISocket, p)
 }

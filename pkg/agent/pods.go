@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/netcube/netcube/pkg/cni"
+	"github.com/netcube/netcube/pkg/cni/cnisocket"
 	"github.com/netcube/netcube/pkg/cube"
 	"github.com/netcube/netcube/pkg/cubes/router"
 	"github.com/netcube/netcube/pkg/datapath"
@@ -32,7 +33,7 @@ type pods struct {
 	mu       sync.Mutex
 }
 
-var _ cni.AgentHandler = (*pods)(nil)
+var _ cnisocket.AgentHandler = (*pods)(nil)
 
 // attachExisting attaches to every pod veth present and forgets the links
 // of veths that are gone.

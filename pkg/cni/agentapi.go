@@ -1,18 +1,16 @@
 package cni
 
 import (
+	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
-	"net/http"
 	"net/netip"
-	"os"
-	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -26,63 +24,12 @@ type Pod struct {
 	Addrs       []netip.Addr `json:"addrs,omitempty"`
 }
 
-// AgentHandler is the agent's side: what it does when the plugin calls.
-type AgentHandler interface {
-	// Ready: nil once the agent can attach pods (its datapath loaded).
-	Ready() error
-	// PodAdded attaches the pod's programs; ADD fails if it fails.
-	PodAdded(Pod) error
-	// PodDeleted forgets the pod (its links went with its veth).
-	PodDeleted(Pod) error
-}
-
-// Serve answers the plugin on a unix socket until ctx is done. The socket
-// exists only while an agent serves it: a plugin finding none knows the
-// agent is down.
-func Serve(ctx context.Context, socket string, h AgentHandler) error {
-	if err := os.MkdirAll(filepath.Dir(socket), 0o755); err != nil {
-		return err
-	}
-	_ = os.Remove(socket) // a previous agent's
-	l, err := net.Listen("unix", socket)
-	if err != nil {
-		return fmt.Errorf("cni socket: %w", err)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) {
-		if err := h.Ready(); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
-	pod := func(f func(Pod) error) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) {
-			var p Pod
-			if err := json.NewDecoder(r.Body).Decode(&p); err != nil {
-				http.Error(w, "bad request: "+err.Error(), http.StatusBadRequest)
-				return
-			}
-			if err := f(p); err != nil {
-				slog.Error("cni request", "method", r.Method, "pod", p.ContainerID, "iface", p.HostIf, "err", err)
-				http.Error(w, err.Error(), http.StatusInternalServerError)
-				return
-			}
-			fmt.Fprintln(w, "ok")
-		}
-	}
-	mux.HandleFunc("PUT /v1/pods", pod(h.PodAdded))
-	mux.HandleFunc("DELETE /v1/pods", pod(h.PodDeleted))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		<-ctx.Done()
-		_ = srv.Close()
-		_ = os.Remove(socket)
-	}()
-	slog.Info("cni socket", "path", socket)
-	go func() { _ = srv.Serve(l) }()
-	return nil
-}
+// The agent's socket serves these paths (pkg/cni/cnisocket): GET status,
+// PUT and DELETE a Pod (JSON).
+const (
+	PathStatus = "/v1/status"
+	PathPods   = "/v1/pods"
+)
 
 // agent is the plugin's client of the agent's socket.
 type agent struct {
@@ -95,14 +42,8 @@ type agent struct {
 // ErrAgentDown: nothing answers on the socket.
 var ErrAgentDown = errors.New("netcube agent is not running")
 
-func (a agent) client() *http.Client {
-	return &http.Client{
-		Timeout: 10 * time.Second,
-		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", a.socket)
-		}},
-	}
-}
+// callTimeout bounds one call: connecting, the agent's work, its answer.
+const callTimeout = 10 * time.Second
 
 // call sends one request, retrying while the agent is down, for up to
 // a.wait.
@@ -115,14 +56,10 @@ func (a agent) call(method, path string, body any) error {
 		}
 	}
 	deadline := time.Now().Add(a.wait)
-	c := a.client()
 	for {
-		req, _ := http.NewRequest(method, "http://agent"+path, bytes.NewReader(buf))
-		resp, err := c.Do(req)
+		status, msg, err := a.roundTrip(method, path, buf)
 		if err == nil {
-			msg, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			if status == 200 {
 				return nil
 			}
 			return fmt.Errorf("netcube agent: %s", bytes.TrimSpace(msg))
@@ -134,11 +71,74 @@ func (a agent) call(method, path string, body any) error {
 	}
 }
 
+// roundTrip makes one HTTP/1.0 request on a connection of its own and
+// reads the answer to the end (an HTTP/1.0 server closes after it, so the
+// body needs no framing). It is all the HTTP the plugin needs, and not
+// linking net/http takes its initialization off every pod's start.
+func (a agent) roundTrip(method, path string, body []byte) (status int, msg []byte, err error) {
+	conn, err := net.DialTimeout("unix", a.socket, callTimeout)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(callTimeout))
+	req := fmt.Sprintf("%s %s HTTP/1.0\r\nHost: agent\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n",
+		method, path, len(body))
+	if _, err := conn.Write(append([]byte(req), body...)); err != nil {
+		return 0, nil, err
+	}
+	return readResponse(bufio.NewReader(conn))
+}
+
+// readResponse reads an HTTP/1.x response: its status code and body (up
+// to Content-Length if given, else to the end).
+func readResponse(r *bufio.Reader) (status int, body []byte, err error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return 0, nil, fmt.Errorf("read the agent's answer: %w", err)
+	}
+	proto, rest, _ := strings.Cut(strings.TrimRight(line, "\r\n"), " ")
+	code, _, _ := strings.Cut(rest, " ")
+	if status, err = strconv.Atoi(code); err != nil || !strings.HasPrefix(proto, "HTTP/1.") {
+		return 0, nil, fmt.Errorf("the agent's answer is not HTTP: %q", line)
+	}
+	length := -1
+	for {
+		h, err := r.ReadString('\n')
+		if err != nil {
+			return 0, nil, fmt.Errorf("read the agent's answer: %w", err)
+		}
+		h = strings.TrimRight(h, "\r\n")
+		if h == "" {
+			break
+		}
+		name, value, _ := strings.Cut(h, ":")
+		switch strings.ToLower(strings.TrimSpace(name)) {
+		case "content-length":
+			if length, err = strconv.Atoi(strings.TrimSpace(value)); err != nil || length < 0 {
+				return 0, nil, fmt.Errorf("the agent's answer has a bad Content-Length: %q", h)
+			}
+		case "transfer-encoding":
+			return 0, nil, fmt.Errorf("the agent's answer is chunked, which an HTTP/1.0 request does not allow")
+		}
+	}
+	if length >= 0 {
+		body = make([]byte, length)
+		_, err = io.ReadFull(r, body)
+	} else {
+		body, err = io.ReadAll(r)
+	}
+	if err != nil {
+		return 0, nil, fmt.Errorf("read the agent's answer: %w", err)
+	}
+	return status, body, nil
+}
+
 // NotifyPod tells the agent listening on socket that pod's network changed
 // (as ADD does): it attaches the pod's programs and routes its addresses
 // again. For tools that give a pod another address.
 func NotifyPod(socket string, p Pod) error { return agent{socket: socket}.podAdded(p) }
 
-func (a agent) status() error          { return a.call(http.MethodGet, "/v1/status", nil) }
-func (a agent) podAdded(p Pod) error   { return a.call(http.MethodPut, "/v1/pods", p) }
-func (a agent) podDeleted(p Pod) error { return a.call(http.MethodDelete, "/v1/pods", p) }
+func (a agent) status() error          { return a.call("GET", PathStatus, nil) }
+func (a agent) podAdded(p Pod) error   { return a.call("PUT", PathPods, p) }
+func (a agent) podDeleted(p Pod) error { return a.call("DELETE", PathPods, p) }

@@ -1,5 +1,5 @@
-// Package cni is netcube's CNI plugin (netcube-cni, CNI spec 1.1) and the
-// agent's side of the plugin's socket.
+// Package cni is netcube's CNI plugin (netcube-cni, CNI spec 1.1) and its
+// client of the agent's socket (the agent's side: pkg/cni/cnisocket).
 //
 // ADD gives a pod a veth pair (the host side named from the container ID,
 // "ncp" + 11 hex digits), one address per pod CIDR from pkg/ipam, a default

@@ -20,6 +20,7 @@ import (
 
 	"github.com/netcube/netcube/internal/testenv"
 	"github.com/netcube/netcube/pkg/cni"
+	"github.com/netcube/netcube/pkg/cni/cnisocket"
 	"github.com/netcube/netcube/pkg/ipam"
 )
 
@@ -129,7 +130,7 @@ func (e *env) startAgent() {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e.stop = cancel
-	if err := cni.Serve(ctx, e.socket, e.agent); err != nil {
+	if err := cnisocket.Serve(ctx, e.socket, e.agent); err != nil {
 		e.t.Fatal(err)
 	}
 }
