@@ -54,17 +54,19 @@ func (c *Compiler) Update(pods []model.PodID, namespaces []string, policies []mo
 	// Classes first: a pod's own entries are then matched against the
 	// peers as they are now.
 	// (A policy's ops in the order they came.)
+	// A policy recompiled whole has a new state: the ones noted here
+	// for it are skipped (every policy recompiled is in u.whole).
 	for _, ops := range u.classOps {
-		for _, id := range ops.policies {
-			if _, done := u.whole[id]; !done {
-				c.applyClassOp(c.policies[id], ops.op)
+		for _, ps := range ops.policies {
+			if _, done := u.whole[ps.pol.ID]; !done {
+				c.applyClassOp(ps, ops.op)
 			}
 		}
 	}
 	for _, s := range u.pods {
-		for _, id := range s.policies {
-			if _, done := u.whole[id]; !done {
-				c.reselect(c.policies[id], s.op, u.touched)
+		for _, ps := range s.policies {
+			if _, done := u.whole[ps.pol.ID]; !done {
+				c.reselect(ps, s.op, u.touched)
 			}
 		}
 	}
@@ -92,7 +94,7 @@ type update struct {
 // policiesFor are the policies one change (a class op, a pod) touches.
 type policiesFor[T any] struct {
 	op       T
-	policies []model.PolicyID
+	policies []*policyState
 }
 
 // blocksChange says whether policy id's change makes or removes an
@@ -199,8 +201,8 @@ func (c *Compiler) podChanged(id model.PodID, u *update) {
 			}
 		}
 		s := policiesFor[model.PodID]{op: id}
-		c.selectors.subjectPolicies(id.Namespace, sets, func(pid model.PolicyID) {
-			s.policies = append(s.policies, pid)
+		c.selectors.subjectPolicies(id.Namespace, sets, func(ps *policyState) {
+			s.policies = append(s.policies, ps)
 		})
 		u.pods = append(u.pods, s)
 	}
@@ -237,11 +239,11 @@ func (c *Compiler) classChanged(u *update, k *class, born bool) {
 	}
 	ops := policiesFor[classOp]{op: op}
 	defer func() { u.classOps = append(u.classOps, ops) }()
-	c.selectors.peerPolicies(k, c.cl.nsLabels(k.ns), func(pid model.PolicyID) {
+	c.selectors.peerPolicies(k, c.cl.nsLabels(k.ns), func(ps *policyState) {
+		pid, pol := ps.pol.ID, ps.pol
 		if _, ok := u.whole[pid]; ok {
 			return
 		}
-		pol := c.policies[pid].pol
 		matched, named := false, false
 		for i := range pol.Ingress {
 			matched = matched || c.peersMatch(pol, &pol.Ingress[i], k)
@@ -256,7 +258,7 @@ func (c *Compiler) classChanged(u *update, k *class, born bool) {
 		case named:
 			u.whole[pid] = struct{}{}
 		case matched:
-			ops.policies = append(ops.policies, pid)
+			ops.policies = append(ops.policies, ps)
 		}
 	})
 }

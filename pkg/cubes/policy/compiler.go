@@ -265,7 +265,7 @@ func (c *Compiler) warnings() []Warning {
 // index and unindex file a policy by what a change must look at.
 func (c *Compiler) index(ps *policyState) {
 	id := ps.pol.ID
-	c.selectors.add(ps.pol, 1)
+	c.selectors.add(ps, 1)
 	if hasWidePeer(ps.pol) {
 		c.widePeers[id] = struct{}{}
 	}
@@ -276,7 +276,7 @@ func (c *Compiler) index(ps *policyState) {
 
 func (c *Compiler) unindex(ps *policyState) {
 	id := ps.pol.ID
-	c.selectors.add(ps.pol, -1)
+	c.selectors.add(ps, -1)
 	delete(c.widePeers, id)
 	delete(c.egressNamed, id)
 	delete(c.policies, id)

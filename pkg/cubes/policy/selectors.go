@@ -24,29 +24,33 @@ type selectorIndex struct {
 	peers      map[string]*selectorUsers // by selectorKey
 	peersByNS  map[string]map[*selectorUsers]struct{}
 	widePeers  map[*selectorUsers]struct{}
-	blockPeers map[netip.Prefix]map[model.PolicyID]int
+	blockPeers map[netip.Prefix]map[*policyState]int
 	subjects   map[string]map[string]*selectorUsers // namespace, selectorKey
-	seen       map[model.PolicyID]struct{}          // peerPolicies', kept from call to call
+	seen       map[*policyState]struct{}            // peerPolicies', kept from call to call
 }
 
 // selectorUsers is one distinct selector and the policies holding it
-// (counted: a policy may name it more than once).
+// (counted: a policy may name it more than once). Policies are filed by
+// their compiled state, not their ID: a new identity asks a thousand
+// policies at 10,000, and a pointer is hashed without reading the two
+// strings of an ID, nor looked up again to reach the state.
 type selectorUsers struct {
 	key   string
 	ns    string          // the namespace it looks in, when nsSel is nil
 	nsSel labels.Selector // nil: ns alone
 	pods  labels.Selector // nil: every pod
-	users map[model.PolicyID]int
+	users map[*policyState]int
 }
 
 func newSelectorIndex() *selectorIndex {
 	return &selectorIndex{peers: map[string]*selectorUsers{}, peersByNS: map[string]map[*selectorUsers]struct{}{},
-		widePeers: map[*selectorUsers]struct{}{}, blockPeers: map[netip.Prefix]map[model.PolicyID]int{},
+		widePeers: map[*selectorUsers]struct{}{}, blockPeers: map[netip.Prefix]map[*policyState]int{},
 		subjects: map[string]map[string]*selectorUsers{}}
 }
 
-// add files pol (delta 1) or takes it out (delta -1).
-func (x *selectorIndex) add(pol *model.Policy, delta int) {
+// add files policy ps (delta 1) or takes it out (delta -1).
+func (x *selectorIndex) add(ps *policyState, delta int) {
+	pol := ps.pol
 	id := pol.ID
 	subjects := x.subjects[id.Namespace]
 	if subjects == nil {
@@ -56,10 +60,10 @@ func (x *selectorIndex) add(pol *model.Policy, delta int) {
 	key := selectorKey(pol.Pods)
 	s := subjects[key]
 	if s == nil {
-		s = &selectorUsers{key: key, ns: id.Namespace, pods: pol.Pods, users: map[model.PolicyID]int{}}
+		s = &selectorUsers{key: key, ns: id.Namespace, pods: pol.Pods, users: map[*policyState]int{}}
 		subjects[key] = s
 	}
-	if count(s.users, id, delta) {
+	if count(s.users, ps, delta) {
 		if delete(subjects, key); len(subjects) == 0 {
 			delete(x.subjects, id.Namespace)
 		}
@@ -70,21 +74,22 @@ func (x *selectorIndex) add(pol *model.Policy, delta int) {
 				if peer.Block != nil {
 					users := x.blockPeers[peer.Block.CIDR]
 					if users == nil {
-						users = map[model.PolicyID]int{}
+						users = map[*policyState]int{}
 						x.blockPeers[peer.Block.CIDR] = users
 					}
-					if count(users, id, delta) {
+					if count(users, ps, delta) {
 						delete(x.blockPeers, peer.Block.CIDR)
 					}
 					continue
 				}
-				x.addPeer(id, peer, delta)
+				x.addPeer(ps, peer, delta)
 			}
 		}
 	}
 }
 
-func (x *selectorIndex) addPeer(id model.PolicyID, peer model.PolicyPeer, delta int) {
+func (x *selectorIndex) addPeer(ps *policyState, peer model.PolicyPeer, delta int) {
+	id := ps.pol.ID
 	key := selectorKey(peer.Pods)
 	if peer.Namespaces != nil {
 		key = "namespaces " + selectorKey(peer.Namespaces) + " pods " + key
@@ -93,7 +98,7 @@ func (x *selectorIndex) addPeer(id model.PolicyID, peer model.PolicyPeer, delta 
 	}
 	s := x.peers[key]
 	if s == nil {
-		s = &selectorUsers{key: key, ns: id.Namespace, nsSel: peer.Namespaces, pods: peer.Pods, users: map[model.PolicyID]int{}}
+		s = &selectorUsers{key: key, ns: id.Namespace, nsSel: peer.Namespaces, pods: peer.Pods, users: map[*policyState]int{}}
 		x.peers[key] = s
 		if s.nsSel != nil {
 			x.widePeers[s] = struct{}{}
@@ -101,7 +106,7 @@ func (x *selectorIndex) addPeer(id model.PolicyID, peer model.PolicyPeer, delta 
 			set(x.peersByNS, s.ns, s)
 		}
 	}
-	if count(s.users, id, delta) {
+	if count(s.users, ps, delta) {
 		delete(x.peers, key)
 		if s.nsSel != nil {
 			delete(x.widePeers, s)
@@ -114,17 +119,17 @@ func (x *selectorIndex) addPeer(id model.PolicyID, peer model.PolicyPeer, delta 
 // peerPolicies calls fn with each policy holding a peer that may match
 // class k (a pod class: in namespace k.ns, labelled k.labels; nsLabels
 // are that namespace's labels), once per policy.
-func (x *selectorIndex) peerPolicies(k *class, nsLabels map[string]string, fn func(model.PolicyID)) {
+func (x *selectorIndex) peerPolicies(k *class, nsLabels map[string]string, fn func(*policyState)) {
 	if x.seen == nil {
-		x.seen = map[model.PolicyID]struct{}{}
+		x.seen = map[*policyState]struct{}{}
 	}
 	seen := x.seen
 	defer clear(seen)
-	each := func(users map[model.PolicyID]int) {
-		for id := range users {
-			if _, ok := seen[id]; !ok {
-				seen[id] = struct{}{}
-				fn(id)
+	each := func(users map[*policyState]int) {
+		for ps := range users {
+			if _, ok := seen[ps]; !ok {
+				seen[ps] = struct{}{}
+				fn(ps)
 			}
 		}
 	}
@@ -146,12 +151,12 @@ func (x *selectorIndex) peerPolicies(k *class, nsLabels map[string]string, fn fu
 
 // subjectPolicies calls fn with each policy of namespace ns whose pod
 // selector matches one of the label sets, once per policy.
-func (x *selectorIndex) subjectPolicies(ns string, sets []map[string]string, fn func(model.PolicyID)) {
+func (x *selectorIndex) subjectPolicies(ns string, sets []map[string]string, fn func(*policyState)) {
 	for _, s := range x.subjects[ns] {
 		for _, l := range sets {
 			if s.pods == nil || s.pods.Matches(labelSet(l)) {
-				for id := range s.users {
-					fn(id)
+				for ps := range s.users {
+					fn(ps)
 				}
 				break
 			}
@@ -168,10 +173,10 @@ func selectorKey(s labels.Selector) string {
 	return s.String()
 }
 
-// count adds delta to m[id] and says whether m is left empty.
-func count(m map[model.PolicyID]int, id model.PolicyID, delta int) bool {
-	if m[id] += delta; m[id] <= 0 {
-		delete(m, id)
+// count adds delta to m[ps] and says whether m is left empty.
+func count(m map[*policyState]int, ps *policyState, delta int) bool {
+	if m[ps] += delta; m[ps] <= 0 {
+		delete(m, ps)
 	}
 	return len(m) == 0
 }

@@ -33,7 +33,7 @@ func TestSelectorIndex(t *testing.T) {
 	// whose team selector matches ns1's team t1 with app=a2.
 	k := &class{ns: "ns1", labels: map[string]string{"app": "a2", "tier": "t0"}, members: map[model.PodID]int{}}
 	var asked []model.PolicyID
-	x.peerPolicies(k, cl.nsLabels("ns1"), func(id model.PolicyID) { asked = append(asked, id) })
+	x.peerPolicies(k, cl.nsLabels("ns1"), func(ps *policyState) { asked = append(asked, ps.pol.ID) })
 	var want []model.PolicyID
 	for _, ps := range c.policies {
 		for _, rules := range [][]model.PolicyRule{ps.pol.Ingress, ps.pol.Egress} {
@@ -71,10 +71,10 @@ func TestSelectorIndex(t *testing.T) {
 		}
 		filed := 0
 		for _, s := range slices.Concat(slices.Collect(maps.Values(x.peers)), slices.Collect(maps.Values(x.subjects["ns1"]))) {
-			for id := range s.users {
+			for ps := range s.users {
 				filed++
-				if cl.Policies[id] == nil {
-					t.Errorf("deleted policy %v still filed under %q", id, s.key)
+				if id := ps.pol.ID; cl.Policies[id] == nil || c.policies[id] != ps {
+					t.Errorf("policy %v filed under %q by a state that is not its current one (deleted or replaced)", id, s.key)
 				}
 			}
 		}
