@@ -118,6 +118,19 @@ func Sync(m *cube.Maps, have, want *Tables) error {
 // failed write returns at once; calling it again with the same changes
 // converges (every write is idempotent).
 func SyncChanges(m *cube.Maps, t *Tables, ch Changes) error {
+	w := batchesOf(t, ch)
+	if err := w.write(m); err != nil {
+		return err
+	}
+	if ch.Len() == 0 {
+		return nil
+	}
+	return raiseRevision(m)
+}
+
+// batchesOf sorts the changed keys of t into the maps they go to, to
+// write (in t) or to delete (gone from t).
+func batchesOf(t *Tables, ch Changes) syncBatches {
 	var w syncBatches
 	for p := range ch.Peers {
 		id, ok := t.Peers[p]
@@ -156,13 +169,7 @@ func SyncChanges(m *cube.Maps, t *Tables, ch Changes) error {
 			w.staleEndpoints = append(w.staleEndpoints, datapath.AddrFrom(a))
 		}
 	}
-	if err := w.write(m); err != nil {
-		return err
-	}
-	if ch.Len() == 0 {
-		return nil
-	}
-	return raiseRevision(m)
+	return w
 }
 
 // syncBatches are one SyncChanges' keys, by map, to write and to delete.
@@ -190,6 +197,12 @@ type syncBatches struct {
 // and entries, then endpoints; then the stale endpoints, entries and
 // identities out.
 func (w *syncBatches) write(m *cube.Maps) error {
+	// A new identity's port ranges are hundreds of trie writes, each a
+	// walk of tens of nodes from the root: in the trie's own order, each
+	// walk follows the last one's path while it is still in the cache.
+	// (Their values are all allow, so the keys sort alone.)
+	cube.SortTrieKeys(w.entries)
+	cube.SortTrieKeys(w.staleEntries)
 	allow := make([]datapath.PolicyEntry, max(len(w.entries), len(w.rules)))
 	for i := range allow {
 		allow[i].Allow = 1

@@ -1,0 +1,82 @@
+package policy
+
+import (
+	"math/rand/v2"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/netcube/netcube/internal/testenv"
+	"github.com/netcube/netcube/pkg/cube"
+	"github.com/netcube/netcube/pkg/datapath"
+	"github.com/netcube/netcube/pkg/model"
+)
+
+// BenchmarkTrieWriteOrder: a new identity's port ranges written into
+// pol_entries (then deleted) in the order a Go map hands them out, and
+// in the trie's own order (cube.SortTrieKeys, as SyncChanges writes
+// them), alternated within each iteration so that both meet the same
+// moment of a noisy host. The trie holds what 10,000 policies compile
+// to; the keys are those of a class change (ScaleChanges' "class").
+// Prints each order's median ns per key written and deleted. Needs root.
+// `go test -run XXX -bench TrieWriteOrder ./pkg/cubes/policy`.
+func BenchmarkTrieWriteOrder(b *testing.B) {
+	testenv.RequireRoot(b)
+	dp, err := datapath.Load(datapath.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer dp.Close()
+	m := dp.Maps()
+	cl := ScaleClusterSpread(10, 20, 1000, []string{"node1", "node2"}, SpreadSame)
+	c := NewCompiler()
+	t := c.Compile(cl, func(p *model.Pod) bool { return p.Node == "node1" }, []netip.Addr{netip.MustParseAddr("172.30.0.11")})
+	if err := SyncChanges(m, t, c.Changes()); err != nil {
+		b.Fatal(err)
+	}
+	c.Update(ScaleChanges()[1].Make(cl, 0)) // a class made
+	keys := batchesOf(c.Tables(), c.Changes()).entries
+	if len(keys) < 100 {
+		b.Fatalf("a class change writes %d trie keys; the benchmark wants hundreds", len(keys))
+	}
+	sorted := slices.Clone(keys)
+	cube.SortTrieKeys(sorted)
+	rand.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
+	allow := make([]datapath.PolicyEntry, len(keys))
+	for i := range allow {
+		allow[i].Allow = 1
+	}
+	timed := func(ks []datapath.PolicyEntryKey) (write, del time.Duration) {
+		t0 := time.Now()
+		if _, err := cube.PutBatch(m, MapEntries, ks, allow); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if _, err := cube.RemoveBatch(m, MapEntries, ks); err != nil {
+			b.Fatal(err)
+		}
+		return t1.Sub(t0), time.Since(t1)
+	}
+	var shuffledW, shuffledD, sortedW, sortedD []float64
+	perKey := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(len(keys)) }
+	for i := 0; b.Loop(); i++ {
+		first, second := keys, sorted
+		if i%2 == 1 {
+			first, second = sorted, keys
+		}
+		w1, d1 := timed(first)
+		w2, d2 := timed(second)
+		if i%2 == 1 {
+			w1, d1, w2, d2 = w2, d2, w1, d1
+		}
+		shuffledW, shuffledD = append(shuffledW, perKey(w1)), append(shuffledD, perKey(d1))
+		sortedW, sortedD = append(sortedW, perKey(w2)), append(sortedD, perKey(d2))
+	}
+	median := func(s []float64) float64 { slices.Sort(s); return s[len(s)/2] }
+	b.ReportMetric(float64(len(keys)), "keys")
+	b.ReportMetric(median(shuffledW), "map-order-write-ns/key")
+	b.ReportMetric(median(sortedW), "trie-order-write-ns/key")
+	b.ReportMetric(median(shuffledD), "map-order-delete-ns/key")
+	b.ReportMetric(median(sortedD), "trie-order-delete-ns/key")
+}
