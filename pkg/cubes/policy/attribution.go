@@ -89,7 +89,7 @@ func (c *Compiler) policiesOf(cl *Cluster, pod *model.Pod, rs uint32, k attribKe
 		}
 		for i := range rules {
 			t := &Tables{Entries: map[Entry]struct{}{}}
-			c.addRule(t.Entries, map[*model.PolicyRule][]*class{}, pol, &rules[i], rs, k.dir, pod, nil)
+			c.addRule(t.Entries, &rulePeers{}, pol, &rules[i], rs, k.dir, pod, nil)
 			if t.allows(rs, k.dir, k.peer, k.proto, k.port) {
 				out = append(out, pol.ID.String())
 				break

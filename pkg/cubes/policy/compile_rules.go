@@ -18,7 +18,7 @@ func (c *Compiler) recompile(id model.PolicyID, touched map[model.PodID]struct{}
 		c.unindex(old)
 	}
 	if pol := c.cl.Policies[id]; pol != nil {
-		ps := &policyState{pol: pol, peers: map[*model.PolicyRule][]*class{}, byPod: map[model.PodID]*selection{},
+		ps := &policyState{pol: pol, byPod: map[model.PodID]*selection{},
 			bySet: map[uint32]*selection{}, blocks: policyBlocks(pol)}
 		c.policies[id] = ps
 		c.index(ps)
@@ -83,12 +83,12 @@ func (c *Compiler) compileSelection(ps *policyState, rs uint32, self *model.Pod)
 	warned := map[string]bool{}
 	if pol.IsolatesIngress {
 		for i := range pol.Ingress {
-			c.addRule(sel.entries, ps.peers, pol, &pol.Ingress[i], rs, Ingress, self, warned)
+			c.addRule(sel.entries, &ps.peers, pol, &pol.Ingress[i], rs, Ingress, self, warned)
 		}
 	}
 	if pol.IsolatesEgress {
 		for i := range pol.Egress {
-			c.addRule(sel.entries, ps.peers, pol, &pol.Egress[i], rs, Egress, self, warned)
+			c.addRule(sel.entries, &ps.peers, pol, &pol.Egress[i], rs, Egress, self, warned)
 		}
 	}
 	for e := range sel.entries {
@@ -126,14 +126,15 @@ func (c *Compiler) release(ps *policyState, pid model.PodID, sel *selection, tou
 
 // addRule adds to entries those of one rule of pol for rule set rs (pod
 // self); a named port no pod has is a warning.
-func (c *Compiler) addRule(entries map[Entry]struct{}, peerSets map[*model.PolicyRule][]*class, pol *model.Policy,
+func (c *Compiler) addRule(entries map[Entry]struct{}, peerSets *rulePeers, pol *model.Policy,
 	r *model.PolicyRule, rs uint32, dir Direction, self *model.Pod, warned map[string]bool) {
-	peers, ok := peerSets[r]
+	peers, ok := peerSets.of(r)
 	if !ok {
 		peers = c.peersOf(pol, r)
-		peerSets[r] = peers
+		peerSets.set(r, peers)
 	}
-	if missing := c.addRulePeers(entries, peers, pol, r, rs, dir, self); warned != nil {
+	add := func(e Entry) { entries[e] = struct{}{} }
+	if missing := c.addRulePeers(add, peers, pol, r, rs, dir, self); warned != nil {
 		for _, port := range missing {
 			warned[fmt.Sprintf("%s port %q (%s) is a port of no pod it applies to; it allows nothing",
 				dir, port.Name, port.Proto)] = true
@@ -141,14 +142,14 @@ func (c *Compiler) addRule(entries map[Entry]struct{}, peerSets map[*model.Polic
 	}
 }
 
-// addRulePeers adds to entries those of rule r of pol with the given
-// peers for rule set rs (pod self's), and returns the named ports no pod
-// has.
-func (c *Compiler) addRulePeers(entries map[Entry]struct{}, peers []*class, pol *model.Policy,
+// addRulePeers calls add with the entries of rule r of pol with the
+// given peers for rule set rs (pod self's), the same entry perhaps more
+// than once, and returns the named ports no pod has.
+func (c *Compiler) addRulePeers(add func(Entry), peers []*class, pol *model.Policy,
 	r *model.PolicyRule, rs uint32, dir Direction, self *model.Pod) (missing []model.PolicyPort) {
 	if len(r.Ports) == 0 {
 		for _, pc := range peers {
-			entries[Entry{RuleSet: rs, Dir: dir, Peer: pc.id}] = struct{}{}
+			add(Entry{RuleSet: rs, Dir: dir, Peer: pc.id})
 		}
 		return
 	}
@@ -161,7 +162,7 @@ func (c *Compiler) addRulePeers(entries map[Entry]struct{}, peers []*class, pol 
 				hi = lo
 			}
 			for _, pc := range peers {
-				addRange(entries, Entry{RuleSet: rs, Dir: dir, Proto: port.Proto, Peer: pc.id}, lo, hi)
+				addRange(add, Entry{RuleSet: rs, Dir: dir, Proto: port.Proto, Peer: pc.id}, lo, hi)
 			}
 			continue
 		}
@@ -174,7 +175,7 @@ func (c *Compiler) addRulePeers(entries map[Entry]struct{}, peers []*class, pol 
 		addOwner := func(pc *class, o *model.Pod) {
 			for _, np := range o.Ports {
 				if np.Name == port.Name && np.Proto == port.Proto {
-					addRange(entries, Entry{RuleSet: rs, Dir: dir, Proto: port.Proto, Peer: pc.id}, np.Port, np.Port)
+					addRange(add, Entry{RuleSet: rs, Dir: dir, Proto: port.Proto, Peer: pc.id}, np.Port, np.Port)
 					found = true
 				}
 			}
@@ -271,10 +272,10 @@ func (c *Compiler) peerNamespace(pol *model.Policy, peer *model.PolicyPeer, ns s
 
 // addRange adds the entries of e for the ports lo-hi: the fewest prefixes
 // covering the range exactly.
-func addRange(entries map[Entry]struct{}, e Entry, lo, hi uint16) {
+func addRange(add func(Entry), e Entry, lo, hi uint16) {
 	for _, p := range portPrefixes(lo, hi) {
 		e.Port, e.PortBits = p.port, p.bits
-		entries[e] = struct{}{}
+		add(e)
 	}
 }
 

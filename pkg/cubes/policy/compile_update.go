@@ -276,8 +276,8 @@ type classOp struct {
 //
 // A new identity runs this for every policy whose peers may match it
 // (hundreds, at thousands of policies), so each rule is matched against
-// k once, not once per rule set, and the entries are gathered in a map
-// the compiler keeps for it.
+// k once, not once per rule set, and the entries go straight into each
+// rule set's selection, with no map of their own to fill and walk.
 func (c *Compiler) applyClassOp(ps *policyState, op classOp) {
 	pol := ps.pol
 	var judged []ruleMatch
@@ -291,12 +291,12 @@ func (c *Compiler) applyClassOp(ps *policyState, op classOp) {
 		judged = append(judged, ruleMatch{r, m})
 		return m
 	}
-	for r, peers := range ps.peers {
-		peers = slices.DeleteFunc(peers, func(x *class) bool { return x.id == op.k.id })
-		if op.born && matches(r) {
-			peers = append(peers, op.k)
+	for i := range ps.peers {
+		rp := &ps.peers[i]
+		rp.peers = slices.DeleteFunc(rp.peers, func(x *class) bool { return x.id == op.k.id })
+		if op.born && matches(rp.rule) {
+			rp.peers = append(rp.peers, op.k)
 		}
-		ps.peers[r] = peers
 	}
 	only := []*class{op.k}
 	for _, sel := range ps.bySet {
@@ -309,11 +309,15 @@ func (c *Compiler) applyClassOp(ps *policyState, op classOp) {
 			}
 			continue
 		}
-		if c.classEntries == nil {
-			c.classEntries = map[Entry]struct{}{}
+		// Two rules may give the same entry: the selection holds it,
+		// and the table counts it, once.
+		add := func(e Entry) {
+			n := len(sel.entries)
+			sel.entries[e] = struct{}{}
+			if len(sel.entries) > n {
+				c.ref(e)
+			}
 		}
-		add := c.classEntries
-		clear(add)
 		for _, d := range []struct {
 			dir      Direction
 			isolates bool
@@ -326,13 +330,6 @@ func (c *Compiler) applyClassOp(ps *policyState, op classOp) {
 				if r := &d.rules[i]; matches(r) {
 					c.addRulePeers(add, only, pol, r, sel.ruleSet, d.dir, sel.self)
 				}
-			}
-		}
-		for e := range add {
-			n := len(sel.entries)
-			sel.entries[e] = struct{}{}
-			if len(sel.entries) > n {
-				c.ref(e)
 			}
 		}
 	}

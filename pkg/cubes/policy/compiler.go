@@ -58,8 +58,6 @@ type Compiler struct {
 	// holds, the holders beyond the first (the tables hold every entry
 	// once: most entries have one holder, so most have no count here).
 	sharedRefs map[Entry]int
-	// classEntries is applyClassOp's scratch map, kept between calls.
-	classEntries map[Entry]struct{}
 
 	t               *Tables
 	changed         Changes
@@ -81,10 +79,39 @@ type podState struct {
 // per rule set: its pods are alike).
 type policyState struct {
 	pol    *model.Policy
-	peers  map[*model.PolicyRule][]*class
+	peers  rulePeers
 	byPod  map[model.PodID]*selection
 	bySet  map[uint32]*selection
 	blocks []netip.Prefix // of its peers' ipBlocks
+}
+
+// rulePeers are the classes each rule of a policy allows, matched once.
+// A policy has a few rules: a list, which a new identity (applyClassOp,
+// for each of hundreds of policies) walks without a map iterator's start.
+type rulePeers []rulePeer
+
+type rulePeer struct {
+	rule  *model.PolicyRule
+	peers []*class
+}
+
+func (rp rulePeers) of(r *model.PolicyRule) ([]*class, bool) {
+	for _, x := range rp {
+		if x.rule == r {
+			return x.peers, true
+		}
+	}
+	return nil, false
+}
+
+func (rp *rulePeers) set(r *model.PolicyRule, peers []*class) {
+	for i := range *rp {
+		if (*rp)[i].rule == r {
+			(*rp)[i].peers = peers
+			return
+		}
+	}
+	*rp = append(*rp, rulePeer{r, peers})
 }
 
 // selection is what a policy gives one rule set: its entries, and
