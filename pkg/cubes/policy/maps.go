@@ -128,8 +128,8 @@ func SyncChanges(m *cube.Maps, t *Tables, ch Changes) error {
 	return raiseRevision(m)
 }
 
-// batchesOf sorts the changed keys of t into the maps they go to, to
-// write (in t) or to delete (gone from t).
+// batchesOf files the changed keys of t by the map they go to, to write
+// (in t) or to delete (gone from t).
 func batchesOf(t *Tables, ch Changes) syncBatches {
 	var w syncBatches
 	for p := range ch.Peers {
@@ -198,9 +198,11 @@ type syncBatches struct {
 // identities out.
 func (w *syncBatches) write(m *cube.Maps) error {
 	// A new identity's port ranges are hundreds of trie writes, each a
-	// walk of tens of nodes from the root: in the trie's own order, each
-	// walk follows the last one's path while it is still in the cache.
-	// (Their values are all allow, so the keys sort alone.)
+	// walk from the root: in the trie's own order, each walk follows
+	// the path of the one before, 3-8% cheaper per key here
+	// (BenchmarkTrieWriteOrder; most of a trie write is the kernel's
+	// own work, whatever the order). Their values are all allow, so the
+	// keys sort alone.
 	cube.SortTrieKeys(w.entries)
 	cube.SortTrieKeys(w.staleEntries)
 	allow := make([]datapath.PolicyEntry, max(len(w.entries), len(w.rules)))
