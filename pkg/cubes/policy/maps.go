@@ -197,14 +197,6 @@ type syncBatches struct {
 // and entries, then endpoints; then the stale endpoints, entries and
 // identities out.
 func (w *syncBatches) write(m *cube.Maps) error {
-	// A new identity's port ranges are hundreds of trie writes, each a
-	// walk from the root: in the trie's own order, each walk follows
-	// the path of the one before, 3-8% cheaper per key here
-	// (BenchmarkTrieWriteOrder; most of a trie write is the kernel's
-	// own work, whatever the order). Their values are all allow, so the
-	// keys sort alone.
-	cube.SortTrieKeys(w.entries)
-	cube.SortTrieKeys(w.staleEntries)
 	allow := make([]datapath.PolicyEntry, max(len(w.entries), len(w.rules)))
 	for i := range allow {
 		allow[i].Allow = 1
