@@ -18,8 +18,7 @@ func (c *Compiler) recompile(id model.PolicyID, touched map[model.PodID]struct{}
 		c.unindex(old)
 	}
 	if pol := c.cl.Policies[id]; pol != nil {
-		ps := &policyState{pol: pol, byPod: map[model.PodID]*selection{},
-			bySet: map[uint32]*selection{}, blocks: policyBlocks(pol)}
+		ps := &policyState{pol: pol, byPod: map[model.PodID]*selection{}, blocks: policyBlocks(pol)}
 		c.policies[id] = ps
 		c.index(ps)
 		for pid := range c.localByNS[id.Namespace] {
@@ -62,10 +61,10 @@ func (c *Compiler) reselect(ps *policyState, pid model.PodID, touched map[model.
 	if pol.IsolatesEgress {
 		es.egress++
 	}
-	sel := ps.bySet[pod.ruleSet]
+	sel := ps.bySet.of(pod.ruleSet)
 	if sel == nil {
 		sel = c.compileSelection(ps, pod.ruleSet, p)
-		ps.bySet[pod.ruleSet] = sel
+		ps.bySet = append(ps.bySet, sel)
 	}
 	sel.pods++
 	ps.byPod[pid] = sel
@@ -106,9 +105,7 @@ func (c *Compiler) release(ps *policyState, pid model.PodID, sel *selection, tou
 		for e := range sel.entries {
 			c.unref(e)
 		}
-		if ps.bySet[sel.ruleSet] == sel {
-			delete(ps.bySet, sel.ruleSet)
-		}
+		ps.bySet.remove(sel)
 	}
 	es := c.eps[pid]
 	es.selectors--

@@ -108,7 +108,7 @@ func TestIngressNamedPortWithoutPeers(t *testing.T) {
 	if len(warned) != 1 || warned[0] != grpc.ID {
 		t.Fatalf("warnings for %v, want for %v alone (its port is not the server's; http is)", warned, grpc.ID)
 	}
-	before := c.policies[http.ID].bySet[c.pods[server.ID].ruleSet]
+	before := c.policies[http.ID].bySet.of(c.pods[server.ID].ruleSet)
 
 	client.Node = "elsewhere"
 	cl.SetPod(client.ID, client)
@@ -119,7 +119,7 @@ func TestIngressNamedPortWithoutPeers(t *testing.T) {
 	if tb.Allows(client.IPs[0], server.IPs[0], model.TCP, 8081) {
 		t.Error("the first client: want denied on 8081, a port no rule names")
 	}
-	if after := c.policies[http.ID].bySet[c.pods[server.ID].ruleSet]; after != before {
+	if after := c.policies[http.ID].bySet.of(c.pods[server.ID].ruleSet); after != before {
 		t.Error("the first client: the policy was compiled again, want its entries added to the selection it had")
 	}
 }

@@ -57,15 +57,15 @@ func (c *Compiler) Update(pods []model.PodID, namespaces []string, policies []mo
 	// A policy recompiled whole has a new state: the ones noted here
 	// for it are skipped (every policy recompiled is in u.whole).
 	for _, ops := range u.classOps {
-		for _, ps := range ops.policies {
-			if _, done := u.whole[ps.pol.ID]; !done {
-				c.applyClassOp(ps, ops.op)
+		for _, p := range ops.policies {
+			if !u.isWhole(p.ps.pol.ID) {
+				c.applyClassOp(p.ps, ops.op, ops.rules[p.lo:p.hi])
 			}
 		}
 	}
 	for _, s := range u.pods {
 		for _, ps := range s.policies {
-			if _, done := u.whole[ps.pol.ID]; !done {
+			if !u.isWhole(ps.pol.ID) {
 				c.reselect(ps, s.op, u.touched)
 			}
 		}
@@ -86,12 +86,23 @@ func (c *Compiler) Update(pods []model.PodID, namespaces []string, policies []mo
 // an allocation each.)
 type update struct {
 	whole    map[model.PolicyID]struct{}
-	classOps []policiesFor[classOp]
+	classOps []classOpFor
 	pods     []policiesFor[model.PodID]
 	touched  map[model.PodID]struct{}
 }
 
-// policiesFor are the policies one change (a class op, a pod) touches.
+// isWhole says whether policy id is recompiled whole. Asked for each of
+// the hundreds of policies a new identity touches, when most often none
+// is: no ID is hashed then.
+func (u *update) isWhole(id model.PolicyID) bool {
+	if len(u.whole) == 0 {
+		return false
+	}
+	_, ok := u.whole[id]
+	return ok
+}
+
+// policiesFor are the policies one change (a pod) touches.
 type policiesFor[T any] struct {
 	op       T
 	policies []*policyState
@@ -234,33 +245,53 @@ func (c *Compiler) podChanged(id model.PodID, u *update) {
 // the selected pod's, found or not whatever the peers (addRulePeers).
 func (c *Compiler) classChanged(u *update, k *class, born bool) {
 	op := classOp{k, born}
-	if slices.ContainsFunc(u.classOps, func(o policiesFor[classOp]) bool { return o.op == op }) {
+	if slices.ContainsFunc(u.classOps, func(o classOpFor) bool { return o.op == op }) {
 		return // noted already
 	}
-	ops := policiesFor[classOp]{op: op}
+	ops := classOpFor{op: op}
 	defer func() { u.classOps = append(u.classOps, ops) }()
 	c.selectors.peerPolicies(k, c.cl.nsLabels(k.ns), func(ps *policyState) {
 		pid, pol := ps.pol.ID, ps.pol
-		if _, ok := u.whole[pid]; ok {
+		if u.isWhole(pid) {
 			return
 		}
-		matched, named := false, false
+		n := len(ops.rules)
+		named := false
 		for i := range pol.Ingress {
-			matched = matched || c.peersMatch(pol, &pol.Ingress[i], k)
+			if r := &pol.Ingress[i]; c.selectors.peersHold(ps, r, k) {
+				ops.rules = append(ops.rules, r)
+			}
 		}
 		for i := range pol.Egress {
-			if c.peersMatch(pol, &pol.Egress[i], k) {
-				matched = true
-				named = named || hasNamedPort(&pol.Egress[i])
+			if r := &pol.Egress[i]; c.selectors.peersHold(ps, r, k) {
+				ops.rules = append(ops.rules, r)
+				named = named || hasNamedPort(r)
 			}
 		}
 		switch {
 		case named:
+			ops.rules = ops.rules[:n]
 			u.whole[pid] = struct{}{}
-		case matched:
-			ops.policies = append(ops.policies, ps)
+		case len(ops.rules) > n:
+			ops.policies = append(ops.policies, policyRules{ps, n, len(ops.rules)})
 		}
 	})
+}
+
+// classOpFor is a class op and the policies it touches, each with the
+// rules whose peers match the class (classChanged judges them once:
+// applyClassOp runs after the policies recompiled whole).
+type classOpFor struct {
+	op       classOp
+	policies []policyRules
+	rules    []*model.PolicyRule // policyRules' lo:hi
+}
+
+// policyRules is a policy and its rules matching a class: rules[lo:hi]
+// of the classOpFor.
+type policyRules struct {
+	ps     *policyState
+	lo, hi int
 }
 
 // classOp is a class made (born) or emptied, for one policy.
@@ -271,44 +302,41 @@ type classOp struct {
 
 // applyClassOp adds (born) or takes out the entries policy ps gives class
 // k, for each rule set it selects, and keeps its rules' peers with k or
-// without it. No egress rule of ps matching k is on a named port
-// (classChanged).
+// without it; matching are ps's rules whose peers match k (classChanged's).
+// No egress rule of ps matching k is on a named port (classChanged).
 //
 // A new identity runs this for every policy whose peers may match it
 // (hundreds, at thousands of policies), so each rule is matched against
-// k once, not once per rule set, and the entries go straight into each
-// rule set's selection, with no map of their own to fill and walk.
-func (c *Compiler) applyClassOp(ps *policyState, op classOp) {
+// k once, not once per rule set, and the entries go straight into or out
+// of each rule set's selection: an emptied class's entries are made
+// again from the rules that held it, not found by walking every entry of
+// the selection.
+func (c *Compiler) applyClassOp(ps *policyState, op classOp, matching []*model.PolicyRule) {
 	pol := ps.pol
-	var judged []ruleMatch
-	matches := func(r *model.PolicyRule) bool {
-		for _, j := range judged {
-			if j.rule == r {
-				return j.matches
-			}
-		}
-		m := c.peersMatch(pol, r, op.k)
-		judged = append(judged, ruleMatch{r, m})
-		return m
-	}
+	// holds: the rules whose peers hold k now (born: those matching it;
+	// emptied: those that held it). A class's match is fixed while it
+	// lives: a namespace's labels or a policy's blocks changing recompile
+	// the policy whole.
+	var holds []*model.PolicyRule
 	for i := range ps.peers {
 		rp := &ps.peers[i]
+		n := len(rp.peers)
 		rp.peers = slices.DeleteFunc(rp.peers, func(x *class) bool { return x.id == op.k.id })
-		if op.born && matches(rp.rule) {
-			rp.peers = append(rp.peers, op.k)
+		held := len(rp.peers) < n
+		if op.born {
+			if held = slices.Contains(matching, rp.rule); held {
+				rp.peers = append(rp.peers, op.k)
+			}
 		}
+		if held {
+			holds = append(holds, rp.rule)
+		}
+	}
+	if len(holds) == 0 {
+		return
 	}
 	only := []*class{op.k}
 	for _, sel := range ps.bySet {
-		if !op.born {
-			for e := range sel.entries {
-				if e.Peer == op.k.id {
-					delete(sel.entries, e)
-					c.unref(e)
-				}
-			}
-			continue
-		}
 		// Two rules may give the same entry: the selection holds it,
 		// and the table counts it, once.
 		add := func(e Entry) {
@@ -318,7 +346,15 @@ func (c *Compiler) applyClassOp(ps *policyState, op classOp) {
 				c.ref(e)
 			}
 		}
-		for _, d := range []struct {
+		if !op.born {
+			add = func(e Entry) {
+				if _, ok := sel.entries[e]; ok {
+					delete(sel.entries, e)
+					c.unref(e)
+				}
+			}
+		}
+		for _, d := range [...]struct {
 			dir      Direction
 			isolates bool
 			rules    []model.PolicyRule
@@ -327,18 +363,12 @@ func (c *Compiler) applyClassOp(ps *policyState, op classOp) {
 				continue
 			}
 			for i := range d.rules {
-				if r := &d.rules[i]; matches(r) {
+				if r := &d.rules[i]; slices.Contains(holds, r) {
 					c.addRulePeers(add, only, pol, r, sel.ruleSet, d.dir, sel.self)
 				}
 			}
 		}
 	}
-}
-
-// ruleMatch is whether a rule's peers match the class of a classOp.
-type ruleMatch struct {
-	rule    *model.PolicyRule
-	matches bool
 }
 
 // egressNamedTouches says whether an egress rule of pol on a named port

@@ -81,8 +81,34 @@ type policyState struct {
 	pol    *model.Policy
 	peers  rulePeers
 	byPod  map[model.PodID]*selection
-	bySet  map[uint32]*selection
+	bySet  selections
 	blocks []netip.Prefix // of its peers' ipBlocks
+	// ruleSels are its rules' peer selectors (selectorIndex.add), for
+	// the rules with peers.
+	ruleSels []ruleSels
+}
+
+// selections are a policy's selections, one per rule set. A policy
+// selects a few rule sets of this node: a list, which a new identity
+// (applyClassOp, for each of hundreds of policies) walks without a map
+// iterator's start.
+type selections []*selection
+
+// of is rule set rs's selection, or nil.
+func (ss selections) of(rs uint32) *selection {
+	for _, sel := range ss {
+		if sel.ruleSet == rs {
+			return sel
+		}
+	}
+	return nil
+}
+
+// remove takes sel out, if it is there.
+func (ss *selections) remove(sel *selection) {
+	if i := slices.Index(*ss, sel); i >= 0 {
+		*ss = slices.Delete(*ss, i, i+1)
+	}
 }
 
 // rulePeers are the classes each rule of a policy allows, matched once.

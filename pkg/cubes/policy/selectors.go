@@ -13,7 +13,8 @@ import (
 // selector once instead of every policy: 10,000 policies hold a few
 // hundred distinct selectors, most often far fewer (Cilium's
 // SelectorCache rests on the same observation). What it returns is a
-// superset: the caller still asks each policy (peersMatch, selects).
+// superset: the caller still asks each policy which of its rules match
+// (peersHold, by the selectors matched; selects).
 //   - peers: each distinct pod-selecting peer, by the namespace it looks
 //     in (its policy's) or, with a namespace selector, among the wide
 //     ones; ipBlock peers by their CIDR (a class is in a block only if
@@ -27,6 +28,16 @@ type selectorIndex struct {
 	blockPeers map[netip.Prefix]map[*policyState]int
 	subjects   map[string]map[string]*selectorUsers // namespace, selectorKey
 	seen       map[*policyState]struct{}            // peerPolicies', kept from call to call
+	matched    map[*selectorUsers]struct{}          // the peer selectors matching peerPolicies' class
+}
+
+// ruleSels are the peer selectors of one rule of a policy, in the order
+// of its peers (nil for an ipBlock peer): a rule's match against a class
+// is then a lookup of the selectors peerPolicies matched, not labels
+// matched again for each of hundreds of policies.
+type ruleSels struct {
+	rule *model.PolicyRule
+	sels []*selectorUsers
 }
 
 // selectorUsers is one distinct selector and the policies holding it
@@ -68,9 +79,18 @@ func (x *selectorIndex) add(ps *policyState, delta int) {
 			delete(x.subjects, id.Namespace)
 		}
 	}
+	if delta > 0 {
+		ps.ruleSels = ps.ruleSels[:0]
+	}
 	for _, rules := range [][]model.PolicyRule{pol.Ingress, pol.Egress} {
-		for _, r := range rules {
-			for _, peer := range r.Peers {
+		for i := range rules {
+			r := &rules[i]
+			var sels []*selectorUsers
+			if delta > 0 && len(r.Peers) > 0 {
+				sels = make([]*selectorUsers, len(r.Peers))
+				ps.ruleSels = append(ps.ruleSels, ruleSels{r, sels})
+			}
+			for j, peer := range r.Peers {
 				if peer.Block != nil {
 					users := x.blockPeers[peer.Block.CIDR]
 					if users == nil {
@@ -82,13 +102,17 @@ func (x *selectorIndex) add(ps *policyState, delta int) {
 					}
 					continue
 				}
-				x.addPeer(ps, peer, delta)
+				if s := x.addPeer(ps, peer, delta); sels != nil {
+					sels[j] = s
+				}
 			}
 		}
 	}
 }
 
-func (x *selectorIndex) addPeer(ps *policyState, peer model.PolicyPeer, delta int) {
+// addPeer files policy ps as a user of peer's selector (delta 1), or
+// takes it out (-1), and returns the selector's record.
+func (x *selectorIndex) addPeer(ps *policyState, peer model.PolicyPeer, delta int) *selectorUsers {
 	id := ps.pol.ID
 	key := selectorKey(peer.Pods)
 	if peer.Namespaces != nil {
@@ -114,17 +138,33 @@ func (x *selectorIndex) addPeer(ps *policyState, peer model.PolicyPeer, delta in
 			unset(x.peersByNS, s.ns, s)
 		}
 	}
+	return s
 }
 
 // peerPolicies calls fn with each policy holding a peer that may match
 // class k (a pod class: in namespace k.ns, labelled k.labels; nsLabels
-// are that namespace's labels), once per policy.
+// are that namespace's labels), once per policy. Inside fn, peersHold
+// says which of the policy's rules match k.
 func (x *selectorIndex) peerPolicies(k *class, nsLabels map[string]string, fn func(*policyState)) {
 	if x.seen == nil {
-		x.seen = map[*policyState]struct{}{}
+		x.seen, x.matched = map[*policyState]struct{}{}, map[*selectorUsers]struct{}{}
 	}
-	seen := x.seen
+	seen, matched := x.seen, x.matched
 	defer clear(seen)
+	defer clear(matched)
+	// Every selector matching k first, then their users: a policy's rule
+	// may name several.
+	podLabels, nsSet := labelSet(k.labels), labelSet(nsLabels)
+	for s := range x.peersByNS[k.ns] {
+		if s.pods == nil || s.pods.Matches(podLabels) {
+			matched[s] = struct{}{}
+		}
+	}
+	for s := range x.widePeers {
+		if s.nsSel.Matches(nsSet) && (s.pods == nil || s.pods.Matches(podLabels)) {
+			matched[s] = struct{}{}
+		}
+	}
 	each := func(users map[*policyState]int) {
 		for ps := range users {
 			if _, ok := seen[ps]; !ok {
@@ -133,20 +173,38 @@ func (x *selectorIndex) peerPolicies(k *class, nsLabels map[string]string, fn fu
 			}
 		}
 	}
-	podLabels, nsSet := labelSet(k.labels), labelSet(nsLabels)
-	for s := range x.peersByNS[k.ns] {
-		if s.pods == nil || s.pods.Matches(podLabels) {
-			each(s.users)
-		}
-	}
-	for s := range x.widePeers {
-		if s.nsSel.Matches(nsSet) && (s.pods == nil || s.pods.Matches(podLabels)) {
-			each(s.users)
-		}
+	for s := range matched {
+		each(s.users)
 	}
 	for _, b := range k.sig {
 		each(x.blockPeers[b])
 	}
+}
+
+// peersHold says whether some peer of rule r of policy ps matches class k:
+// an ipBlock holding it, or a pod selector peerPolicies matched for k
+// (only a class with pods: members). Only inside peerPolicies' fn. It
+// answers as peersMatch does, without matching labels again.
+func (x *selectorIndex) peersHold(ps *policyState, r *model.PolicyRule, k *class) bool {
+	var sels []*selectorUsers
+	for _, rs := range ps.ruleSels {
+		if rs.rule == r {
+			sels = rs.sels
+			break
+		}
+	}
+	for i := range r.Peers {
+		if b := r.Peers[i].Block; b != nil {
+			if k.inBlock(b) {
+				return true
+			}
+			continue
+		}
+		if _, ok := x.matched[sels[i]]; ok && k.members != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // subjectPolicies calls fn with each policy of namespace ns whose pod

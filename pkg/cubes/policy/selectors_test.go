@@ -1,10 +1,12 @@
 package policy
 
 import (
+	"cmp"
 	"maps"
 	"net/netip"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/netcube/netcube/pkg/model"
 )
@@ -86,5 +88,59 @@ func TestSelectorIndex(t *testing.T) {
 	if len(cl.Policies) != 0 || len(x.peers)+len(x.peersByNS)+len(x.widePeers)+len(x.blockPeers)+len(x.subjects) != 0 {
 		t.Errorf("after every policy was deleted the index holds %d peers (%d by namespace, %d wide), %d blocks, %d namespaces of subjects",
 			len(x.peers), len(x.peersByNS), len(x.widePeers), len(x.blockPeers), len(x.subjects))
+	}
+}
+
+// TestPeersHold: for every class of a cluster (pods', and those of the
+// ipBlocks' regions), the rules peersHold names inside peerPolicies are
+// exactly those whose peers match the class as peersMatch judges them
+// with the labels, and no policy left out holds one.
+func TestPeersHold(t *testing.T) {
+	cl := ScaleCluster(3, 10, 40, []string{"node1", "node2"})
+	c := NewCompiler()
+	c.Compile(cl, func(p *model.Pod) bool { return p.Node == "node1" }, []netip.Addr{netip.MustParseAddr("172.30.0.11")})
+	type ruleOf struct {
+		pol  model.PolicyID
+		rule *model.PolicyRule
+	}
+	held, blocks := 0, 0
+	for _, k := range c.classes {
+		var want, got []ruleOf
+		for _, ps := range c.policies {
+			for _, rules := range [][]model.PolicyRule{ps.pol.Ingress, ps.pol.Egress} {
+				for i := range rules {
+					if c.peersMatch(ps.pol, &rules[i], k) {
+						want = append(want, ruleOf{ps.pol.ID, &rules[i]})
+					}
+				}
+			}
+		}
+		c.selectors.peerPolicies(k, cl.nsLabels(k.ns), func(ps *policyState) {
+			for _, rules := range [][]model.PolicyRule{ps.pol.Ingress, ps.pol.Egress} {
+				for i := range rules {
+					if c.selectors.peersHold(ps, &rules[i], k) {
+						got = append(got, ruleOf{ps.pol.ID, &rules[i]})
+					}
+				}
+			}
+		})
+		order := func(a, b ruleOf) int {
+			if n := comparePolicyIDs(a.pol, b.pol); n != 0 {
+				return n
+			}
+			return cmp.Compare(uintptr(unsafe.Pointer(a.rule)), uintptr(unsafe.Pointer(b.rule)))
+		}
+		slices.SortFunc(want, order)
+		slices.SortFunc(got, order)
+		if !slices.Equal(got, want) {
+			t.Errorf("class %q: peersHold named %d rules, want the %d whose peers match it", k.key, len(got), len(want))
+		}
+		held += len(got)
+		if k.members == nil {
+			blocks += len(got)
+		}
+	}
+	if held == 0 || blocks == 0 || blocks == held {
+		t.Fatalf("%d rules held a class, %d of them by an ipBlock: want both pod selectors and blocks to hold some", held, blocks)
 	}
 }
