@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"iter"
 	"maps"
 	"slices"
 
@@ -270,7 +271,7 @@ func (c *Compiler) peerNamespace(pol *model.Policy, peer *model.PolicyPeer, ns s
 // addRange adds the entries of e for the ports lo-hi: the fewest prefixes
 // covering the range exactly.
 func addRange(add func(Entry), e Entry, lo, hi uint16) {
-	for _, p := range portPrefixes(lo, hi) {
+	for p := range portPrefixes(lo, hi) {
 		e.Port, e.PortBits = p.port, p.bits
 		add(e)
 	}
@@ -281,19 +282,23 @@ type portPrefix struct {
 	bits uint8
 }
 
-// portPrefixes splits lo-hi into aligned power-of-two blocks.
-func portPrefixes(lo, hi uint16) []portPrefix {
-	var out []portPrefix
-	for l := uint32(lo); l <= uint32(hi); {
-		size := uint32(1)
-		bits := uint8(16)
-		// Grow while aligned and inside the range.
-		for bits > 0 && l%(size*2) == 0 && l+size*2-1 <= uint32(hi) {
-			size *= 2
-			bits--
+// portPrefixes splits lo-hi into aligned power-of-two blocks. A sequence,
+// not a list: a new identity's entries take it for every range rule it
+// meets, with nothing allocated.
+func portPrefixes(lo, hi uint16) iter.Seq[portPrefix] {
+	return func(yield func(portPrefix) bool) {
+		for l := uint32(lo); l <= uint32(hi); {
+			size := uint32(1)
+			bits := uint8(16)
+			// Grow while aligned and inside the range.
+			for bits > 0 && l%(size*2) == 0 && l+size*2-1 <= uint32(hi) {
+				size *= 2
+				bits--
+			}
+			if !yield(portPrefix{port: uint16(l), bits: bits}) {
+				return
+			}
+			l += size
 		}
-		out = append(out, portPrefix{port: uint16(l), bits: bits})
-		l += size
 	}
-	return out
 }

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -16,7 +17,7 @@ func TestPortPrefixes(t *testing.T) {
 		lo, hi uint16
 		want   int
 	}{{80, 80, 1}, {80, 81, 1}, {80, 82, 2}, {0, 65535, 1}, {1, 65535, 16}, {1024, 2047, 1}, {5000, 5010, 3}} {
-		got := portPrefixes(c.lo, c.hi)
+		got := slices.Collect(portPrefixes(c.lo, c.hi))
 		if len(got) != c.want {
 			t.Errorf("%d-%d: %d prefixes %v, want %d", c.lo, c.hi, len(got), got, c.want)
 		}

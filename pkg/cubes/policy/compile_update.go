@@ -36,7 +36,14 @@ func (c *Compiler) Update(pods []model.PodID, namespaces []string, policies []mo
 			return
 		}
 	}
-	u := &update{whole: map[model.PolicyID]struct{}{}, touched: map[model.PodID]struct{}{}}
+	u := &update{whole: map[model.PolicyID]struct{}{}, touched: map[model.PodID]struct{}{},
+		rules: c.spareRules[:0], policies: c.sparePolicies[:0]}
+	defer func() {
+		// Kept without the pointers: no policy stays reachable from here.
+		clear(u.rules)
+		clear(u.policies)
+		c.spareRules, c.sparePolicies = u.rules[:0], u.policies[:0]
+	}()
 	for _, id := range pods {
 		c.podChanged(id, u)
 	}
@@ -57,9 +64,9 @@ func (c *Compiler) Update(pods []model.PodID, namespaces []string, policies []mo
 	// A policy recompiled whole has a new state: the ones noted here
 	// for it are skipped (every policy recompiled is in u.whole).
 	for _, ops := range u.classOps {
-		for _, p := range ops.policies {
+		for _, p := range u.policies[ops.lo:ops.hi] {
 			if !u.isWhole(p.ps.pol.ID) {
-				c.applyClassOp(p.ps, ops.op, ops.rules[p.lo:p.hi])
+				c.applyClassOp(p.ps, ops.op, u.rules[p.lo:p.hi])
 			}
 		}
 	}
@@ -89,6 +96,10 @@ type update struct {
 	classOps []classOpFor
 	pods     []policiesFor[model.PodID]
 	touched  map[model.PodID]struct{}
+	// The class ops' policies, and their rules matching the class, one
+	// after another (classOpFor and policyRules say where).
+	policies []policyRules
+	rules    []*model.PolicyRule
 }
 
 // isWhole says whether policy id is recompiled whole. Asked for each of
@@ -248,47 +259,50 @@ func (c *Compiler) classChanged(u *update, k *class, born bool) {
 	if slices.ContainsFunc(u.classOps, func(o classOpFor) bool { return o.op == op }) {
 		return // noted already
 	}
-	ops := classOpFor{op: op}
-	defer func() { u.classOps = append(u.classOps, ops) }()
+	ops := classOpFor{op: op, lo: len(u.policies)}
+	defer func() {
+		ops.hi = len(u.policies)
+		u.classOps = append(u.classOps, ops)
+	}()
 	c.selectors.peerPolicies(k, c.cl.nsLabels(k.ns), func(ps *policyState) {
 		pid, pol := ps.pol.ID, ps.pol
 		if u.isWhole(pid) {
 			return
 		}
-		n := len(ops.rules)
+		n := len(u.rules)
 		named := false
 		for i := range pol.Ingress {
 			if r := &pol.Ingress[i]; c.selectors.peersHold(ps, r, k) {
-				ops.rules = append(ops.rules, r)
+				u.rules = append(u.rules, r)
 			}
 		}
 		for i := range pol.Egress {
 			if r := &pol.Egress[i]; c.selectors.peersHold(ps, r, k) {
-				ops.rules = append(ops.rules, r)
+				u.rules = append(u.rules, r)
 				named = named || hasNamedPort(r)
 			}
 		}
 		switch {
 		case named:
-			ops.rules = ops.rules[:n]
+			u.rules = u.rules[:n]
 			u.whole[pid] = struct{}{}
-		case len(ops.rules) > n:
-			ops.policies = append(ops.policies, policyRules{ps, n, len(ops.rules)})
+		case len(u.rules) > n:
+			u.policies = append(u.policies, policyRules{ps, n, len(u.rules)})
 		}
 	})
 }
 
-// classOpFor is a class op and the policies it touches, each with the
-// rules whose peers match the class (classChanged judges them once:
-// applyClassOp runs after the policies recompiled whole).
+// classOpFor is a class op and the policies it touches (the update's
+// policies[lo:hi]), each with the rules whose peers match the class
+// (classChanged judges them once: applyClassOp runs after the policies
+// recompiled whole).
 type classOpFor struct {
-	op       classOp
-	policies []policyRules
-	rules    []*model.PolicyRule // policyRules' lo:hi
+	op     classOp
+	lo, hi int
 }
 
-// policyRules is a policy and its rules matching a class: rules[lo:hi]
-// of the classOpFor.
+// policyRules is a policy and its rules matching a class: the update's
+// rules[lo:hi].
 type policyRules struct {
 	ps     *policyState
 	lo, hi int

@@ -63,6 +63,12 @@ type Compiler struct {
 	changed         Changes
 	spare           Changes // the maps of the Changes returned last, reused
 	warningsChanged bool
+	// The lists an Update's class ops fill, kept for the next: a new
+	// identity fills them with hundreds of policies and their rules, and
+	// what each change allocates decides how often the collector runs
+	// (and slows the changes it runs beside).
+	spareRules    []*model.PolicyRule
+	sparePolicies []policyRules
 }
 
 // podState is a pod as compiled: the object, and its addresses' classes;

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"net/netip"
+	"sync"
 
 	"github.com/netcube/netcube/pkg/cube"
 	"github.com/netcube/netcube/pkg/datapath"
@@ -118,7 +119,9 @@ func Sync(m *cube.Maps, have, want *Tables) error {
 // failed write returns at once; calling it again with the same changes
 // converges (every write is idempotent).
 func SyncChanges(m *cube.Maps, t *Tables, ch Changes) error {
-	w := batchesOf(t, ch)
+	w := batchPool.Get().(*syncBatches)
+	defer batchPool.Put(w)
+	w.fill(t, ch)
 	if err := w.write(m); err != nil {
 		return err
 	}
@@ -128,10 +131,28 @@ func SyncChanges(m *cube.Maps, t *Tables, ch Changes) error {
 	return raiseRevision(m)
 }
 
+// batchPool keeps the batches of the last SyncChanges for the next: a new
+// identity's writes fill them with hundreds of keys, and what each change
+// allocates decides how often the collector runs (and slows the changes
+// it runs beside). The batches hold no pointers.
+var batchPool = sync.Pool{New: func() any { return new(syncBatches) }}
+
 // batchesOf files the changed keys of t by the map they go to, to write
 // (in t) or to delete (gone from t).
 func batchesOf(t *Tables, ch Changes) syncBatches {
 	var w syncBatches
+	w.fill(t, ch)
+	return w
+}
+
+// fill empties w, then files ch's keys in it as batchesOf does.
+func (w *syncBatches) fill(t *Tables, ch Changes) {
+	*w = syncBatches{
+		hosts: w.hosts[:0], hostVals: w.hostVals[:0], peers: w.peers[:0], peerVals: w.peerVals[:0],
+		rules: w.rules[:0], entries: w.entries[:0], endpoints: w.endpoints[:0], endpointVals: w.endpointVals[:0],
+		staleHosts: w.staleHosts[:0], stalePeers: w.stalePeers[:0], staleRules: w.staleRules[:0],
+		staleEntries: w.staleEntries[:0], staleEndpoints: w.staleEndpoints[:0], allow: w.allow, // every one allows
+	}
 	for p := range ch.Peers {
 		id, ok := t.Peers[p]
 		v := datapath.PolicyPeer{Identity: datapath.Identity(id)}
@@ -169,7 +190,6 @@ func batchesOf(t *Tables, ch Changes) syncBatches {
 			w.staleEndpoints = append(w.staleEndpoints, datapath.AddrFrom(a))
 		}
 	}
-	return w
 }
 
 // syncBatches are one SyncChanges' keys, by map, to write and to delete.
@@ -191,16 +211,17 @@ type syncBatches struct {
 	staleRules     []datapath.PolicyEntryKey
 	staleEntries   []datapath.PolicyEntryKey
 	staleEndpoints []datapath.Addr
+	allow          []datapath.PolicyEntry // the entries' and rules' value
 }
 
 // write puts the batches in the order SyncChanges promises: identities
 // and entries, then endpoints; then the stale endpoints, entries and
 // identities out.
 func (w *syncBatches) write(m *cube.Maps) error {
-	allow := make([]datapath.PolicyEntry, max(len(w.entries), len(w.rules)))
-	for i := range allow {
-		allow[i].Allow = 1
+	for len(w.allow) < max(len(w.entries), len(w.rules)) {
+		w.allow = append(w.allow, datapath.PolicyEntry{Allow: 1})
 	}
+	allow := w.allow
 	steps := []func() error{
 		func() error { return put(m, MapHosts, w.hosts, w.hostVals) },
 		func() error { return put(m, MapPeers, w.peers, w.peerVals) },
