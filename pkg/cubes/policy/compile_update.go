@@ -65,15 +65,15 @@ func (c *Compiler) Update(pods []model.PodID, namespaces []string, policies []mo
 	// for it are skipped (every policy recompiled is in u.whole).
 	for _, ops := range u.classOps {
 		for _, p := range u.policies[ops.lo:ops.hi] {
-			if !u.isWhole(p.ps.pol.ID) {
+			if _, done := u.whole[p.ps.pol.ID]; !done {
 				c.applyClassOp(p.ps, ops.op, u.rules[p.lo:p.hi])
 			}
 		}
 	}
 	for _, s := range u.pods {
 		for _, ps := range s.policies {
-			if !u.isWhole(ps.pol.ID) {
-				c.reselect(ps, s.op, u.touched)
+			if _, done := u.whole[ps.pol.ID]; !done {
+				c.reselect(ps, s.pod, u.touched)
 			}
 		}
 	}
@@ -94,7 +94,7 @@ func (c *Compiler) Update(pods []model.PodID, namespaces []string, policies []mo
 type update struct {
 	whole    map[model.PolicyID]struct{}
 	classOps []classOpFor
-	pods     []policiesFor[model.PodID]
+	pods     []podPolicies
 	touched  map[model.PodID]struct{}
 	// The class ops' policies, and their rules matching the class, one
 	// after another (classOpFor and policyRules say where).
@@ -102,20 +102,9 @@ type update struct {
 	rules    []*model.PolicyRule
 }
 
-// isWhole says whether policy id is recompiled whole. Asked for each of
-// the hundreds of policies a new identity touches, when most often none
-// is: no ID is hashed then.
-func (u *update) isWhole(id model.PolicyID) bool {
-	if len(u.whole) == 0 {
-		return false
-	}
-	_, ok := u.whole[id]
-	return ok
-}
-
-// policiesFor are the policies one change (a pod) touches.
-type policiesFor[T any] struct {
-	op       T
+// podPolicies are the policies a change of this node's pod touches.
+type podPolicies struct {
+	pod      model.PodID
 	policies []*policyState
 }
 
@@ -222,7 +211,7 @@ func (c *Compiler) podChanged(id model.PodID, u *update) {
 				sets = append(sets, pod.Labels)
 			}
 		}
-		s := policiesFor[model.PodID]{op: id}
+		s := podPolicies{pod: id}
 		c.selectors.subjectPolicies(id.Namespace, sets, func(ps *policyState) {
 			s.policies = append(s.policies, ps)
 		})
@@ -266,7 +255,7 @@ func (c *Compiler) classChanged(u *update, k *class, born bool) {
 	}()
 	c.selectors.peerPolicies(k, c.cl.nsLabels(k.ns), func(ps *policyState) {
 		pid, pol := ps.pol.ID, ps.pol
-		if u.isWhole(pid) {
+		if _, ok := u.whole[pid]; ok {
 			return
 		}
 		n := len(u.rules)

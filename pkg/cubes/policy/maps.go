@@ -137,15 +137,8 @@ func SyncChanges(m *cube.Maps, t *Tables, ch Changes) error {
 // it runs beside). The batches hold no pointers.
 var batchPool = sync.Pool{New: func() any { return new(syncBatches) }}
 
-// batchesOf files the changed keys of t by the map they go to, to write
-// (in t) or to delete (gone from t).
-func batchesOf(t *Tables, ch Changes) syncBatches {
-	var w syncBatches
-	w.fill(t, ch)
-	return w
-}
-
-// fill empties w, then files ch's keys in it as batchesOf does.
+// fill empties w, then files the changed keys of t in it by the map they
+// go to, to write (in t) or to delete (gone from t).
 func (w *syncBatches) fill(t *Tables, ch Changes) {
 	*w = syncBatches{
 		hosts: w.hosts[:0], hostVals: w.hostVals[:0], peers: w.peers[:0], peerVals: w.peerVals[:0],

@@ -41,7 +41,9 @@ func BenchmarkTrieWriteOrder(b *testing.B) {
 		b.Fatal(err)
 	}
 	c.Update(ScaleChanges()[1].Make(cl, 0)) // a class made
-	keys := batchesOf(c.Tables(), c.Changes()).entries
+	var w syncBatches
+	w.fill(c.Tables(), c.Changes())
+	keys := w.entries
 	if len(keys) < 100 {
 		b.Fatalf("a class change writes %d trie keys; the benchmark wants hundreds", len(keys))
 	}
