@@ -7,6 +7,9 @@
  * datapath refreshes a flow's time on its packets, and a timed-out flow
  * is already one the datapath no longer follows (its next packet starts
  * it anew).
+ * It also tells the load balancer which retired backends (cubes/lb,
+ * lb_retired) live flows still run on, so that the agent deletes a
+ * backend removed from every Service only once its connections are gone.
  * Why not a map iterator (iter/bpf_map_elem), which would yield the CPU
  * between entries: some kernels refuse to load one (EPERM, even to root);
  * a tc program run on a dummy packet loads wherever the datapath does.
@@ -15,11 +18,13 @@
 #include "lib/common.h"
 #include "lib/parse.h"
 #include "cubes/ct/ct.h"
+#include "cubes/lb/lb.h"
 
 struct ct_gc_ctx {
 	struct ct_gc_result res;
 	__u64 now;
 	__u32 traced; /* MON_F_TRACE: a timed-out entry's counters are reported */
+	__u32 sweep;  /* this sweep's number (lb_retired_sweep) */
 };
 
 /* ct_gc_timeout reports a timed-out entry's counters (its own way's) and
@@ -46,6 +51,8 @@ static long ct_gc_one(void *map, struct ct_key *k, struct ct_entry *e, struct ct
 			c->res.removed++;
 		if (c->traced)
 			ct_gc_timeout(&copy);
+	} else if (k->dir == CT_SERVICE && e->backend_id && c->sweep) {
+		lb_retired_seen(e->backend_id, c->sweep);
 	}
 	return 0;
 }
@@ -66,6 +73,7 @@ int ct_gc(struct __sk_buff *skb)
 {
 	struct ct_gc_ctx c = {.now = nc_now(), .traced = mon_wanted(MON_F_TRACE)};
 
+	c.sweep = lb_retired_sweep();
 	bpf_for_each_map_elem(&ct_flows, ct_gc_one, &c, 0);
 	bpf_for_each_map_elem(&ct_acct, ct_gc_acct_one, NULL, 0);
 	if (bpf_skb_store_bytes(skb, 0, &c.res, sizeof(c.res), 0))

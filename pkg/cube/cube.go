@@ -197,3 +197,19 @@ type Reconciler interface {
 	// Summary says, for the log, what the initial sync applied.
 	Summary() []any
 }
+
+// Every calls f every interval until ctx ends: a cube's periodic work
+// (conntrack's GC, the load balancer's retired backends), in a goroutine
+// of the cube's Start.
+func Every(ctx context.Context, interval time.Duration, f func()) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f()
+		}
+	}
+}

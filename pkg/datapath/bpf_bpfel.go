@@ -724,6 +724,7 @@ const (
 	bpfMapLbAnnounce         = "lb_announce"
 	bpfMapLbBackends         = "lb_backends"
 	bpfMapLbMaglev           = "lb_maglev"
+	bpfMapLbRetired          = "lb_retired"
 	bpfMapLbRevnat           = "lb_revnat"
 	bpfMapLbServices         = "lb_services"
 	bpfMapLbSourceRanges     = "lb_source_ranges"
@@ -870,6 +871,7 @@ type bpfMapSpecs struct {
 	LbAnnounce        *ebpf.MapSpec `ebpf:"lb_announce"`
 	LbBackends        *ebpf.MapSpec `ebpf:"lb_backends"`
 	LbMaglev          *ebpf.MapSpec `ebpf:"lb_maglev"`
+	LbRetired         *ebpf.MapSpec `ebpf:"lb_retired"`
 	LbRevnat          *ebpf.MapSpec `ebpf:"lb_revnat"`
 	LbServices        *ebpf.MapSpec `ebpf:"lb_services"`
 	LbSourceRanges    *ebpf.MapSpec `ebpf:"lb_source_ranges"`
@@ -950,6 +952,7 @@ type bpfMaps struct {
 	LbAnnounce        *ebpf.Map `ebpf:"lb_announce"`
 	LbBackends        *ebpf.Map `ebpf:"lb_backends"`
 	LbMaglev          *ebpf.Map `ebpf:"lb_maglev"`
+	LbRetired         *ebpf.Map `ebpf:"lb_retired"`
 	LbRevnat          *ebpf.Map `ebpf:"lb_revnat"`
 	LbServices        *ebpf.Map `ebpf:"lb_services"`
 	LbSourceRanges    *ebpf.Map `ebpf:"lb_source_ranges"`
@@ -997,6 +1000,7 @@ func (m *bpfMaps) Close() error {
 		m.LbAnnounce,
 		m.LbBackends,
 		m.LbMaglev,
+		m.LbRetired,
 		m.LbRevnat,
 		m.LbServices,
 		m.LbSourceRanges,

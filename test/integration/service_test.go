@@ -169,6 +169,77 @@ func TestEndpointChurnUnderTraffic(t *testing.T) {
 	}
 }
 
+// TestRemovedEndpointKeepsConnections: on the tc path, an endpoint removed
+// from its Service outright (not terminating: gone from the
+// EndpointSlices, as when its pod stops being ready) keeps its established
+// TCP connections, as kube-proxy's conntrack keeps them, while new
+// connections go to the others. Its backend stays in the datapath while
+// conntrack has a flow on it, and goes once none is left; its UDP backend
+// goes at once (a UDP client moves on). A connection whose backend was
+// deleted would have its next packet balanced afresh, to an endpoint that
+// resets it.
+func TestRemovedEndpointKeepsConnections(t *testing.T) {
+	sb := upWith(t, "tre", sandbox.Config{AgentArgs: []string{"--conntrack-gc-interval", "1s"}})
+	client := sb.Topology.ClientPod()
+	if sb.Topology.Nodes[0].Name != client.Node {
+		t.Fatalf("the client pod is on %s, not the first node", client.Node)
+	}
+	pins := sb.Topology.Nodes[0].PinDir
+	all := sb.Topology.EchoBackends()
+	leaving := all[len(all)-1]
+	addr := "10.96.0.10:80"
+	testenv.WaitFor(t, 10*time.Second, addr, func() bool {
+		return requests(t, sb, "tcp", addr, 1, "--timeout", "200ms")[0].Err == ""
+	})
+	h, open := startHold(t, sb, client.Name, "tcp", addr, 60)
+	if open.Held != 60 {
+		t.Fatalf("opening 60 connections: %+v", open)
+	}
+	if rep := h.check(t); rep.Held != 60 { // positive control: they answer
+		t.Fatalf("the held connections before the change: %+v", rep)
+	}
+	backendIn := func(proto uint8) bool {
+		maps, closeMaps, err := datapath.OpenPinned(pins)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer closeMaps()
+		var id uint32
+		var b datapath.Backend
+		for it := maps.Map(lb.MapBackends).Iterate(); it.Next(&id, &b); {
+			if b.Addr.IP() == leaving.IP4 && b.Proto == proto {
+				return true
+			}
+		}
+		return false
+	}
+	if !backendIn(6) || !backendIn(17) {
+		t.Fatalf("%s's TCP and UDP backends are not in lb_backends before the change", leaving.Name)
+	}
+
+	writeEcho(t, sb, all[:len(all)-1])
+	testenv.WaitFor(t, 5*time.Second, "new connections avoiding "+leaving.Name, func() bool {
+		for _, r := range requests(t, sb, "tcp", addr, 20) {
+			if r.Err != "" || r.Backend == leaving.Name {
+				return false
+			}
+		}
+		return true
+	})
+	testenv.WaitFor(t, 5*time.Second, leaving.Name+"'s UDP backend deleted", func() bool { return !backendIn(17) })
+	time.Sleep(3 * time.Second) // three conntrack sweeps: a backend without flows would be gone
+	if rep := h.check(t); rep.Held != 60 {
+		t.Fatalf("held connections after %s left the Service: %+v; want every one still answering, from its own endpoint", leaving.Name, rep)
+	}
+	if !backendIn(6) {
+		t.Fatalf("%s's TCP backend left lb_backends while connections ran on it", leaving.Name)
+	}
+
+	h.close()
+	lag := testenv.WaitFor(t, 30*time.Second, leaving.Name+"'s TCP backend deleted once its connections closed", func() bool { return !backendIn(6) })
+	t.Logf("retired backend deleted %s after its connections closed", lag)
+}
+
 func writeEcho(t *testing.T, sb *sandbox.Sandbox, pods []sandbox.Pod) {
 	t.Helper()
 	content := sandbox.ServiceYAML("echo", sandbox.EchoIPs, sandbox.EchoPorts) + "---\n" +

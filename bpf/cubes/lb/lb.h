@@ -39,6 +39,31 @@ static always_inline int lb_is_vip(const struct nc_addr *a)
 	return 1;
 }
 
+/* lb_retired_sweep starts a conntrack sweep (ct_gc.c): its number, which
+ * lb_retired_seen stamps on the retired backends that live flows still
+ * use; 0 before the agent has written the counter (key 0 of lb_retired).
+ * Only the sweep writes the counter, and sweeps run one at a time. */
+static always_inline __u32 lb_retired_sweep(void)
+{
+	__u32 zero = 0;
+	__u32 *sweeps = bpf_map_lookup_elem(&lb_retired, &zero);
+
+	if (!sweeps)
+		return 0;
+	*sweeps += 1;
+	return *sweeps;
+}
+
+/* lb_retired_seen notes that sweep found a live flow on backend_id: if the
+ * backend is retired, it stays (lb_maps.h, lb_retired). */
+static always_inline void lb_retired_seen(__u32 backend_id, __u32 sweep)
+{
+	__u32 *seen = bpf_map_lookup_elem(&lb_retired, &backend_id);
+
+	if (seen)
+		*seen = sweep;
+}
+
 /* lb_lookup_service returns the master entry of a frontend, or NULL when the
  * address and port are not a Service. */
 static always_inline struct lb_svc_val *

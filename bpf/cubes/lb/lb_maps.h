@@ -134,6 +134,24 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } lb_revnat SEC(".maps");
 
+/* lb_retired: backends that no frontend offers any more but whose
+ * connections may still run. A TCP or SCTP endpoint removed from a Service
+ * keeps its established connections, as kube-proxy's conntrack keeps them:
+ * its lb_backends entry stays (no slot names it, so no new flow picks it)
+ * while conntrack holds a flow on it. Backend id -> the number of the last
+ * conntrack sweep (ct_gc.c) that found a live flow on the backend; key 0,
+ * which no backend has, counts the sweeps. The agent deletes a retired
+ * backend once two whole sweeps have found no flow on it
+ * (pkg/cubes/lb/retired.go). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, LB_SERVICES_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} lb_retired SEC(".maps");
+
 /* lb_vips: the ClusterIPs, addresses that are a Service's alone (a
  * NodePort's address is the node's, an ExternalIP may be too): address ->
  * 1. Read only for the packets whose ports cannot be read (unparsed.h),

@@ -80,23 +80,16 @@ const tcActOK = 0
 
 // Run sweeps every interval until ctx ends.
 func (g *GC) Run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
+	cube.Every(ctx, interval, func() {
+		res, err := g.Sweep()
+		if err != nil {
+			slog.Error("conntrack GC", "err", err)
 			return
-		case <-t.C:
-			res, err := g.Sweep()
-			if err != nil {
-				slog.Error("conntrack GC", "err", err)
-				continue
-			}
-			if res.Removed > 0 {
-				slog.Debug("conntrack GC", "entries", res.Seen-res.Removed, "removed", res.Removed)
-			}
 		}
-	}
+		if res.Removed > 0 {
+			slog.Debug("conntrack GC", "entries", res.Seen-res.Removed, "removed", res.Removed)
+		}
+	})
 }
 
 // Metrics are the table's gauges and counters: the GC's, and the

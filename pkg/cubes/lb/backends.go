@@ -85,6 +85,9 @@ func (c *Tables) backendByID(id uint32) model.Backend {
 
 func (c *Tables) acquire(k datapath.Backend) (uint32, error) {
 	if b := c.backends.get(k); b != nil {
+		if b.refs == 0 {
+			c.unretire(b.id)
+		}
 		b.refs++
 		return b.id, nil
 	}
@@ -97,7 +100,8 @@ func (c *Tables) acquire(k datapath.Backend) (uint32, error) {
 	return id, nil
 }
 
-// releaseAll drops one reference per id; a backend nobody uses is deleted.
+// releaseAll drops one reference per id; a backend nobody uses is retired
+// (retired.go) or deleted.
 func (c *Tables) releaseAll(ids []uint32) {
 	for _, id := range ids {
 		b := c.backends.getID(id)
@@ -106,6 +110,9 @@ func (c *Tables) releaseAll(ids []uint32) {
 		}
 		if b.refs > 1 {
 			b.refs--
+			continue
+		}
+		if c.retire(b) {
 			continue
 		}
 		// A failed delete is tried again (leftovers); meanwhile the entry

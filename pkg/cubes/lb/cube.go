@@ -62,8 +62,11 @@ type Tables struct {
 	// caller retries.
 	leftovers []func() error
 	// unclaimed: backends a restore found in no slot, kept for the first
-	// sync to claim as draining (ReleaseUnclaimed deletes the rest).
+	// sync to claim as draining (ReleaseUnclaimed releases the rest).
 	unclaimed []uint32
+	// retired: backends no frontend holds, kept while conntrack may have
+	// flows on them (retired.go); nil: such a backend is deleted at once.
+	retired map[uint32]struct{}
 	// vips: the ClusterIP addresses in lb_vips, and how many frontends
 	// hold each (vips.go).
 	vips map[datapath.Addr]uint32
@@ -74,14 +77,15 @@ type Tables struct {
 	uplinks   []Uplink
 }
 
-// ReleaseUnclaimed deletes the backends that a restore kept and the first
-// sync did not claim (no frontend holds them); call it once, after that
-// sync.
+// ReleaseUnclaimed retires (retired.go) or deletes the backends that a
+// restore kept and the first sync did not claim (no frontend holds them);
+// call it once, after that sync.
 func (c *Tables) ReleaseUnclaimed() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, id := range c.unclaimed {
-		if b := c.backends.getID(id); b == nil || b.refs > 0 {
+		b := c.backends.getID(id)
+		if b == nil || b.refs > 0 || c.retire(b) {
 			continue
 		}
 		if err := c.deleteID(MapBackends, id); err != nil {

@@ -90,6 +90,13 @@ func checkMaps(t *testing.T, c *Tables) {
 			used[id] = true
 		}
 	}
+	for id := range c.retired { // in no slot, kept for their flows
+		used[id] = true
+		var stamp uint32
+		if err := m.Map(MapRetired).Lookup(id, &stamp); err != nil {
+			t.Fatalf("retired backend %d is not in %s: %v", id, MapRetired, err)
+		}
+	}
 	for id := range backends {
 		// After a failed update, a backend it replaced may wait in the map,
 		// in no slot, for the retry to release it.

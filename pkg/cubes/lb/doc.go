@@ -16,6 +16,8 @@
 //     "frontend F has backends B" -> the few map writes that change, in an
 //     order that never lets a packet see a half-written Service and that a
 //     retry completes; restore.go rebuilds the view after an agent restart;
+//   - retired.go: a TCP or SCTP backend removed from every frontend stays
+//     for its established connections until conntrack's GC finds none;
 //   - udpclose.go: socket-LB's connected UDP sockets of a backend that left
 //     are closed (bpf/entry/sock_destroy.c's iterator);
 //   - metrics.go: sync latency, errors, map fill.

@@ -55,6 +55,10 @@ func newMetrics(tables *Tables, maps *cube.Maps, pending func() int) *metrics {
 		}, func() float64 { return float64(tables.Entries()[name]) / float64(maps.Size(name)) }))
 	}
 	m.gauges = append(m.gauges, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "netcube_lb_retired_backends",
+		Help: "Backends removed from every Service and kept while conntrack may have connections on them.",
+	}, func() float64 { return float64(tables.Retired()) }))
+	m.gauges = append(m.gauges, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "netcube_services_pending", Help: "Services waiting to be synced (including retries).",
 	}, func() float64 { return float64(pending()) }))
 	return m

@@ -24,6 +24,7 @@ const (
 	MapVIPs          = "lb_vips"           // the ClusterIP addresses (vips.go)
 	MapAffinity      = "lb_affinity"       // (datapath) client's last backend
 	MapAffinityMatch = "lb_affinity_match" // backends a Service with affinity still has
+	MapRetired       = "lb_retired"        // backends removed from every Service while flows may run on them (retired.go)
 	MapMaglev        = "lb_maglev"         // Maglev tables by revNAT id
 	MapSourceRanges  = "lb_source_ranges"  // loadBalancerSourceRanges
 	MapAnnounce      = "lb_announce"       // LoadBalancer IPs answered for on the uplinks (announce.go)
@@ -51,6 +52,7 @@ func (Cube) Maps() []cube.MapSpec {
 		{Name: MapServices, DefaultSize: 262144, SizeFlag: "lb-service-map-size"},
 		{Name: MapBackends, DefaultSize: 131072, SizeFlag: "lb-backend-map-size"},
 		{Name: MapAffinityMatch, DefaultSize: 131072, SizeFlag: "lb-backend-map-size"},
+		{Name: MapRetired, DefaultSize: 131072, SizeFlag: "lb-backend-map-size"}, // a retired backend is in lb_backends
 		{Name: MapRevNAT, DefaultSize: 65536, SizeFlag: "lb-revnat-map-size"},
 		{Name: MapVIPs, DefaultSize: 65536, SizeFlag: "lb-revnat-map-size"}, // a ClusterIP has a frontend at least
 		{Name: MapAffinity, DefaultSize: 65536, SizeFlag: "affinity-map-size"},
@@ -93,6 +95,14 @@ func (Cube) Start(ctx context.Context, env cube.Env) (cube.Started, error) {
 		if err := protectNodePorts(env.Maps, env.Settings.NodePortLo, env.Settings.NodePortHi); err != nil {
 			return cube.Started{}, err
 		}
+	}
+	// Retired backends go once conntrack's GC has found no flow on them;
+	// hollow agents run no GC (nor a datapath).
+	if iv := env.Settings.ConntrackGCInterval; iv > 0 && !env.Settings.Hollow {
+		if err := tables.EnableRetiring(); err != nil {
+			return cube.Started{}, err
+		}
+		go tables.RunRetired(ctx, iv)
 	}
 	var rec *Reconciler
 	m := newMetrics(tables, env.Maps, func() int { return rec.Pending() })

@@ -117,6 +117,9 @@ func Restore(maps *cube.Maps) (*Tables, error) {
 		c.backends.add(b, id, 0)
 		c.unclaimed = append(c.unclaimed, id)
 	}
+	if err := c.removeRetiredList(); err != nil {
+		return nil, err
+	}
 	if err := c.removeStaleAffinityMatch(); err != nil {
 		return nil, err
 	}
