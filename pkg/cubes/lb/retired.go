@@ -22,9 +22,11 @@ const sweepCounter = uint32(0)
 // sees that entry.
 const retiredSweeps = 2
 
-// Retiring backends: a TCP or SCTP endpoint removed from a Service (or
-// whose Service is deleted) keeps its established connections, as
-// kube-proxy's conntrack keeps them, on both paths. On the tc path a
+// Retiring backends: a TCP or SCTP endpoint removed from a Service keeps
+// its established connections, as kube-proxy's conntrack keeps them, on
+// both paths. (A deleted Service's backends retire too, but on the tc path
+// its connections end with it: its revNAT entry goes at once, so their
+// replies are no longer translated.) On the tc path a
 // connection's packets find their backend through its conntrack entry's
 // backend id, so the backend's lb_backends entry stays while conntrack has
 // a live flow on it: the backend is retired (no slot names it, so no new
