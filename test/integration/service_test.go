@@ -216,6 +216,15 @@ func TestRemovedEndpointKeepsConnections(t *testing.T) {
 	if !backendIn(6) || !backendIn(17) {
 		t.Fatalf("%s's TCP and UDP backends are not in lb_backends before the change", leaving.Name)
 	}
+	// Positive control for "new connections avoid it" below.
+	testenv.WaitFor(t, 5*time.Second, "new connections reaching "+leaving.Name+" before the change", func() bool {
+		for _, r := range requests(t, sb, "tcp", addr, 20) {
+			if r.Err == "" && r.Backend == leaving.Name {
+				return true
+			}
+		}
+		return false
+	})
 
 	writeEcho(t, sb, all[:len(all)-1])
 	testenv.WaitFor(t, 5*time.Second, "new connections avoiding "+leaving.Name, func() bool {
