@@ -25,14 +25,15 @@ const retiredSweeps = 2
 // Retiring backends: a TCP or SCTP endpoint removed from a Service keeps
 // its established connections, as kube-proxy's conntrack keeps them, on
 // both paths. (A deleted Service's backends retire too, but on the tc path
-// its connections end with it: its revNAT entry goes at once, so their
-// replies are no longer translated.) On the tc path a
-// connection's packets find their backend through its conntrack entry's
-// backend id, so the backend's lb_backends entry stays while conntrack has
-// a live flow on it: the backend is retired (no slot names it, so no new
-// flow picks it) rather than deleted. Each conntrack sweep (ct_gc.c) stamps
-// the retired backends that live flows still use with its number, and
-// ExpireRetired deletes those that two whole sweeps found unused. A UDP
+// its connections end with it: its frontend and revNAT entries go at once,
+// so its packets no longer match a Service nor its replies a translation.)
+// On the tc path a connection's packets find their backend through its
+// conntrack entry's backend id, so the backend's lb_backends entry stays
+// while conntrack has a live flow on it: the backend is retired (no slot
+// names it, so no new flow picks it) rather than deleted. Each conntrack
+// sweep (ct_gc.c) stamps the retired backends that live flows still use
+// with its number, and ExpireRetired deletes those that two whole sweeps
+// found unused. A UDP
 // backend is deleted at once: kube-proxy flushes a removed endpoint's UDP
 // conntrack entries so that a client's next datagram goes to one that is
 // left, and so do we (its next datagram finds no backend and is balanced
