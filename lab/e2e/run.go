@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/netcube/netcube/lab/kubeenv"
 	"github.com/netcube/netcube/lab/sandbox"
 )
 
@@ -58,7 +58,11 @@ func Run(o Options) (*Report, error) {
 		"--kubectl-path", filepath.Join(cfg.E2EDir, "kubectl"),
 		"--provider", "skeleton", "--num-nodes", strconv.Itoa(len(o.Sandbox.Topology.Nodes)),
 		"--node-os-distro", "debian", "--report-dir", o.Dir)
-	cmd := exec.Command("nsenter", args...)
+	cmd, cleanup, err := kubeenv.SuiteCommand("nsenter", args...)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
 	logFile, err := os.Create(filepath.Join(o.Dir, "e2e.log"))
 	if err != nil {
 		return nil, err
@@ -67,7 +71,7 @@ func Run(o Options) (*Report, error) {
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	// PATH: the suite runs kubectl by name in places.
-	cmd.Env = append(os.Environ(), "PATH="+cfg.E2EDir+":"+os.Getenv("PATH"))
+	cmd.Env = append(cmd.Env, "PATH="+cfg.E2EDir+":"+os.Getenv("PATH"))
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}

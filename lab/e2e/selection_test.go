@@ -3,12 +3,13 @@ package e2e
 import (
 	"flag"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/netcube/netcube/lab/kubeenv"
 )
 
 // suiteList is every test the full run selects (Focus), as ginkgo's
@@ -61,7 +62,11 @@ func dryRun(t *testing.T, dir, skip string) []string {
 		args = append(args, "--skip", skip)
 	}
 	args = append(args, filepath.Join(dir, "e2e.test"), "--", "--provider", "skeleton")
-	cmd := exec.Command(filepath.Join(dir, "ginkgo"), args...)
+	cmd, done, err := kubeenv.SuiteCommand(filepath.Join(dir, "ginkgo"), args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
 	cmd.Dir = out
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("ginkgo --dry-run: %v\n%s", err, b)

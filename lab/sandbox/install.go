@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/netcube/netcube/lab/images"
+	"github.com/netcube/netcube/lab/kubeenv"
 )
 
 // sandboxImage is what containerd runs as every pod's sandbox (imported,
@@ -35,11 +36,11 @@ func (sb *Sandbox) buildImages(log io.Writer) ([]string, error) {
 	if _, err := os.Stat(filepath.Join(static, "netcube-agent")); err != nil {
 		return nil, fmt.Errorf("the agent image needs static builds in %s: run `make images`", static)
 	}
-	list, err := exec.Command(filepath.Join(sb.Config.E2EDir, "e2e.test"), "--list-images").Output()
+	list, err := kubeenv.SuiteImages(sb.Config.E2EDir)
 	if err != nil {
-		return nil, fmt.Errorf("e2e.test --list-images: %w (hack/build-e2e.sh builds it)", err)
+		return nil, err
 	}
-	refs := images.RefsByRepository(strings.Fields(string(list)))
+	refs := images.RefsByRepository(list)
 	pause, err := images.Pause(dir)
 	if err != nil {
 		return nil, err

@@ -77,11 +77,11 @@ func TestUpstreamSigNetworkSmoke(t *testing.T) {
 	t.Logf("upstream sig-network smoke: %d passed, %d failed, %d skipped in %s", c.Passed, c.Failed, c.Skipped, rep.Wall)
 
 	// NetworkPolicy with IPv6 too (the upstream tests probe one family).
-	list, err := exec.Command(filepath.Join(e2eDir, "e2e.test"), "--list-images").Output()
+	list, err := kubeenv.SuiteImages(e2eDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	agnhost := images.RefsByRepository(strings.Fields(string(list)))["registry.k8s.io/e2e-test-images/agnhost"]
+	agnhost := images.RefsByRepository(list)["registry.k8s.io/e2e-test-images/agnhost"]
 	if len(agnhost) == 0 {
 		t.Fatal("e2e.test lists no agnhost image")
 	}
