@@ -73,6 +73,8 @@ func TestSuiteCommandLeavesNothingBehind(t *testing.T) {
 		t.Errorf("after done, %s still holds %v", parent, left)
 	}
 
+	// SuiteImages starts e2e.test without a TMPDIR of its own: it lists
+	// the images and leaves nothing behind.
 	images, err := SuiteImages(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -81,6 +83,6 @@ func TestSuiteCommandLeavesNothingBehind(t *testing.T) {
 		t.Error("e2e.test --list-images named no image")
 	}
 	if left := leftIn(t, parent); len(left) != 0 {
-		t.Errorf("after SuiteImages, %s still holds %v", parent, left)
+		t.Errorf("after SuiteImages, %s holds %v: --list-images leaks now, so it needs SuiteCommand too", parent, left)
 	}
 }

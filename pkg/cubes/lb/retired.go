@@ -33,11 +33,10 @@ const retiredSweeps = 2
 // names it, so no new flow picks it) rather than deleted. Each conntrack
 // sweep (ct_gc.c) stamps the retired backends that live flows still use
 // with its number, and ExpireRetired deletes those that two whole sweeps
-// found unused. A UDP
-// backend is deleted at once: kube-proxy flushes a removed endpoint's UDP
-// conntrack entries so that a client's next datagram goes to one that is
-// left, and so do we (its next datagram finds no backend and is balanced
-// afresh).
+// found unused. A UDP backend is deleted at once: kube-proxy flushes a
+// removed endpoint's UDP conntrack entries so that a client's next
+// datagram goes to one that is left, and so do we (its next datagram finds
+// no backend and is balanced afresh).
 //
 // Retiring needs the conntrack GC (--conntrack-gc-interval > 0); without
 // it (and in hollow agents, which run no datapath) a backend nobody holds
