@@ -18,7 +18,7 @@ import (
 // podCmd holds the tools that run inside sandbox pods.
 func podCmd(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: netcube-lab pod serve|request|load|hold|send|sniff")
+		return errors.New("usage: netcube-lab pod serve|request|load|hold|send|sniff|capture")
 	}
 	fs := flag.NewFlagSet("pod "+args[0], flag.ExitOnError)
 	switch args[0] {
@@ -68,6 +68,19 @@ func podCmd(args []string) error {
 			return err
 		}
 		return json.NewEncoder(os.Stdout).Encode(seen)
+	case "capture":
+		dev := fs.String("dev", "eth0", "the device to read")
+		marker := fs.String("marker", "", "count the frames whose bytes hold this string")
+		d := fs.Duration("for", 3*time.Second, "how long to read")
+		_ = fs.Parse(args[1:])
+		enc := json.NewEncoder(os.Stdout)
+		// A first line once the socket is bound: a sender started after
+		// it is seen.
+		caught, err := traffic.Capture(*dev, []byte(*marker), *d, func() { _ = enc.Encode(map[string]bool{"listening": true}) })
+		if err != nil {
+			return err
+		}
+		return enc.Encode(caught)
 	case "hold":
 		c := traffic.Client{}
 		fs.StringVar(&c.Proto, "proto", "tcp", "tcp or udp")
