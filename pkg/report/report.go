@@ -68,11 +68,15 @@ const (
 	// its Node's pod CIDRs, or names no Node; those pods are not used
 	// (their addresses match no pod selector).
 	PodOutsideNode Reason = "PodOutsideNode"
+	// IngressOutsidePools: a Service's status.loadBalancer.ingress holds
+	// an address in no NetworkLoadBalancerPool while netcube assigns the
+	// cluster's LoadBalancer IPs; that address is not served.
+	IngressOutsidePools Reason = "IngressOutsidePools"
 )
 
 // Reasons lists every reason (the gauge reports each, standing or not).
 var Reasons = []Reason{InvalidField, FrontendConflict, DuplicateObject, UnreadObject, PodCIDRConflict, UnmatchedPort, MapFull, SliceConflict,
-	LoadBalancerIPNotAssigned, PoolConflict, PodOutsideNode}
+	LoadBalancerIPNotAssigned, PoolConflict, PodOutsideNode, IngressOutsidePools}
 
 // Sink receives each new or changed problem, e.g. to write a Kubernetes
 // Event. It must not block.
