@@ -10,7 +10,6 @@
 package agent
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -26,6 +25,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -169,9 +169,6 @@ func Run(ctx context.Context, cfg Config) error {
 			fields = append(fields, p.ListPhases()...)
 		}
 		slog.Info("initial sync applied", fields...)
-		if a, ok := src.(interface{ runAssigner(context.Context) }); ok {
-			a.runAssigner(srcCtx)
-		}
 		if cfg.ReadyFile != "" {
 			if err := os.WriteFile(cfg.ReadyFile, []byte("ready\n"), 0o644); err != nil {
 				return err
@@ -325,16 +322,17 @@ func newSource(cfg Config, rep *report.Reporter) (source.Source, error) {
 	s := &sourceWithEvents{Source: &kube.Source{Config: rc, ProxyName: cfg.ProxyName, Report: rep, WatchList: cfg.APIWatchList,
 		PageSize: cfg.APIListPageSize, NodeName: cfg.NodeName, PodSource: cfg.PodSource}, events: events}
 	if cfg.LoadBalancerIPs {
-		if s.lbIPs, err = newLBIPAM(rc, cfg, rep); err != nil {
+		if s.pools, err = newPoolGuard(rc, rep); err != nil {
 			return nil, err
 		}
 	}
 	return s, nil
 }
 
-// newLBIPAM is the LoadBalancer IP assigner, run by the agent that holds
-// its Lease.
-func newLBIPAM(rc *rest.Config, cfg Config, rep *report.Reporter) (*lbipam.Elector, error) {
+// newPoolGuard watches the NetworkLoadBalancerPools: netcube-operator
+// assigns the LoadBalancer IPs from them, and the agent serves only
+// ingress addresses that lie in one.
+func newPoolGuard(rc *rest.Config, rep *report.Reporter) (*poolGuard, error) {
 	// JSON: the dynamic client reads no protobuf.
 	jc := rest.CopyConfig(rc)
 	jc.ContentType, jc.AcceptContentTypes = "application/json", "application/json"
@@ -342,37 +340,57 @@ func newLBIPAM(rc *rest.Config, cfg Config, rep *report.Reporter) (*lbipam.Elect
 	if err != nil {
 		return nil, err
 	}
-	ns := cfg.LeaseNamespace
-	if ns == "" {
-		ns = cmp.Or(os.Getenv("POD_NAMESPACE"), "kube-system")
-	}
-	return &lbipam.Elector{Client: dyn, Namespace: ns, Name: "netcube-lb-ipam", Identity: cfg.NodeName,
-		Lead: (&lbipam.Controller{Client: dyn, Config: rc, PageSize: cfg.APIListPageSize, Report: rep}).Run}, nil
+	return &poolGuard{guard: &lbipam.PoolGuard{Report: rep}, client: dyn}, nil
 }
 
-// sourceWithEvents runs the API source with its Event writer and, once
-// the agent's initial sync is applied (runAssigner), the LoadBalancer IP
-// assigner's election.
+type poolGuard struct {
+	guard  *lbipam.PoolGuard
+	client dynamic.Interface
+}
+
+// sourceWithEvents runs the API source with its Event writer and, when
+// netcube assigns LoadBalancer IPs, the pool guard between the source's
+// Services and the handler.
 type sourceWithEvents struct {
 	*kube.Source
 	events *kube.EventSink
-	lbIPs  *lbipam.Elector // nil: not run
+	pools  *poolGuard // nil: every ingress address is served
 }
+
+// allHandlers is what the agent hands its source (a source.Deferred).
+type allHandlers interface {
+	source.Handler
+	source.PolicyHandler
+	source.SliceHandler
+}
+
+// guarded is h with its Services passed through the pool guard.
+type guarded struct {
+	allHandlers
+	guard *lbipam.PoolGuard
+}
+
+func (g guarded) OnService(k types.NamespacedName, s *model.Service) { g.guard.OnService(k, s) }
 
 func (s *sourceWithEvents) Run(ctx context.Context, h source.Handler) error {
 	go s.events.Run(ctx)
-	return s.Source.Run(ctx, h)
-}
-
-// runAssigner starts the LoadBalancer IP assigner's election. Only after
-// the initial sync: the assigner lists every Service, which, served beside
-// the source's own lists, competes with the sync that programs the node,
-// while assigning can wait: the addresses already given are in the
-// Services' statuses, which every node serves meanwhile.
-func (s *sourceWithEvents) runAssigner(ctx context.Context) {
-	if s.lbIPs != nil {
-		go s.lbIPs.Run(ctx)
+	if s.pools != nil {
+		all, ok := h.(allHandlers)
+		if !ok {
+			return fmt.Errorf("the pool guard needs a handler of every kind, got %T", h)
+		}
+		s.pools.guard.Next = h.OnService
+		h = guarded{allHandlers: all, guard: s.pools.guard}
+		go s.pools.guard.Watch(ctx, s.pools.client)
+		// The pools first: a Service handed on before them would have
+		// its LoadBalancer IPs taken away, then given back.
+		select {
+		case <-s.pools.guard.Synced():
+		case <-ctx.Done():
+			return nil
+		}
 	}
+	return s.Source.Run(ctx, h)
 }
 
 // serve starts the metrics and health endpoints. /healthz says the agent is
@@ -422,15 +440,19 @@ func serve(ctx context.Context, cfg Config, m *metrics, rec cube.Reconciler, src
 		metricsMux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	}
 	for _, s := range []struct {
-		addr string
-		h    http.Handler
-	}{{cfg.HealthzBindAddress, health}, {cfg.MetricsBindAddress, metricsMux}} {
-		if s.addr == "" {
+		flag, addr string
+		h          http.Handler
+	}{{"healthz-bind-address", cfg.HealthzBindAddress, health}, {"metrics-bind-address", cfg.MetricsBindAddress, metricsMux}} {
+		addr, err := resolveBindAddress(s.flag, s.addr)
+		if err != nil {
+			return err
+		}
+		if addr == "" {
 			continue
 		}
-		l, err := net.Listen("tcp", s.addr)
+		l, err := net.Listen("tcp", addr)
 		if err != nil {
-			return fmt.Errorf("listen %s: %w", s.addr, err)
+			return fmt.Errorf("listen %s: %w", addr, err)
 		}
 		srv := &http.Server{Handler: s.h, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = srv.Serve(l) }()

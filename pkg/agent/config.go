@@ -98,12 +98,12 @@ type Config struct {
 	// netcube's classes, where the latency class goes first, and not in
 	// a device or network queue that knows no classes.
 	UplinkRate string `json:"uplinkRate,omitempty"`
-	// LoadBalancerIPs: with the Kubernetes API, the agents elect one of
-	// them (a Lease in LeaseNamespace; "": $POD_NAMESPACE, else
-	// kube-system) to give LoadBalancer Services their IPs from the
-	// NetworkLoadBalancerPools (package lbipam).
-	LoadBalancerIPs bool   `json:"loadBalancerIPs"`
-	LeaseNamespace  string `json:"leaseNamespace,omitempty"`
+	// LoadBalancerIPs: netcube-operator gives LoadBalancer Services their
+	// IPs from the NetworkLoadBalancerPools (package lbipam), and the
+	// agent serves an ingress address of a Service of netcube's class (or
+	// none) only if it lies in a pool. False: another controller (MetalLB,
+	// a cloud's) assigns them, and every ingress address is served.
+	LoadBalancerIPs bool `json:"loadBalancerIPs"`
 
 	// The pod network. CNISocket: where the CNI plugin tells the agent
 	// of each pod ("": not served). CNIConfDir: where the agent installs

@@ -83,8 +83,8 @@ func flagSet(name string, cfg *Config) (fs *flag.FlagSet, configFile *string, cl
 	fs.BoolVar(&cfg.Monitor.Policy, "monitor-policy", cfg.Monitor.Policy, "report each connection a NetworkPolicy allowed as an event")
 	fs.BoolVar(&cfg.Monitor.Cubes, "monitor-cubes", cfg.Monitor.Cubes, "count the packets and bytes each cube handled (netcube_cube_packets_total, _bytes_total)")
 	fs.BoolVar(&cfg.Monitor.Trace, "monitor-trace", cfg.Monitor.Trace, "report the first packet of each flow a cube translated (backend, SNAT, masquerade) as an event")
-	fs.StringVar(&cfg.MetricsBindAddress, "metrics-bind-address", cfg.MetricsBindAddress, "address of /metrics (\"\": off)")
-	fs.StringVar(&cfg.HealthzBindAddress, "healthz-bind-address", cfg.HealthzBindAddress, "address of /healthz and /readyz (\"\": off)")
+	fs.StringVar(&cfg.MetricsBindAddress, "metrics-bind-address", cfg.MetricsBindAddress, "address of /metrics (\"\": off; host \"node\": the node's address, $NODE_IP)")
+	fs.StringVar(&cfg.HealthzBindAddress, "healthz-bind-address", cfg.HealthzBindAddress, "address of /healthz and /readyz (\"\": off; host \"node\": the node's address, $NODE_IP)")
 	fs.DurationVar(&cfg.APIUnreachableGrace.Duration, "api-unreachable-grace", cfg.APIUnreachableGrace.Duration,
 		"how long the API server may be unreachable before /readyz fails (the datapath keeps its last state)")
 	fs.StringVar(&cfg.ReadyFile, "ready-file", cfg.ReadyFile, "file written once the first sync is applied")
@@ -97,8 +97,7 @@ func flagSet(name string, cfg *Config) (fs *flag.FlagSet, configFile *string, cl
 	fs.StringVar(&cfg.NodePortMode, "nodeport-mode", cfg.NodePortMode, "how flows from outside reach backends on other nodes: snat (through the node they came in on), dsr (direct server return: the backend's node answers the client; the frontend in an IPv4 option / IPv6 destination option; needs --routing native or kernel), or hybrid (DSR for TCP, SNAT for UDP)")
 	fs.StringVar(&cfg.LBAlgorithm, "lb-algorithm", cfg.LBAlgorithm, "how new flows pick a backend unless their Service's netcube.io/lb-algorithm annotation says: random or maglev")
 	fs.StringVar(&cfg.NodePortRange, "nodeport-range", cfg.NodePortRange, "NodePort range (lo-hi) that the node's own processes may not bind (socket-LB)")
-	fs.BoolVar(&cfg.LoadBalancerIPs, "load-balancer-ips", cfg.LoadBalancerIPs, "with the Kubernetes API: one agent, elected by a Lease, gives LoadBalancer Services their IPs from the NetworkLoadBalancerPools")
-	fs.StringVar(&cfg.LeaseNamespace, "lease-namespace", cfg.LeaseNamespace, "where the LoadBalancer IP assigner's Lease lives (default $POD_NAMESPACE, then kube-system)")
+	fs.BoolVar(&cfg.LoadBalancerIPs, "load-balancer-ips", cfg.LoadBalancerIPs, "netcube-operator assigns LoadBalancer IPs from the NetworkLoadBalancerPools: serve only ingress addresses in a pool (false: another controller assigns them, every one is served)")
 	fs.StringVar(&cfg.UplinkRate, "uplink-rate", cfg.UplinkRate, "what the uplinks send while network slices queue them, in bits per second (\"900M\"; \"\": each uplink's speed, 10G for a veth): a little under the real bottleneck, so the queue forms where the latency class goes first")
 	fs.IntVar(&cfg.GCPercent, "gc-percent", cfg.GCPercent, "Go GC target percentage (GOGC); the GOGC environment variable wins")
 	for _, d := range []struct {

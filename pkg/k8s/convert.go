@@ -175,6 +175,7 @@ func externalAccess(svc *corev1.Service, bad func(string, ...any)) *model.Extern
 		ext.IPs = append(ext.IPs, ip.Unmap())
 	}
 	lb := svc.Spec.Type == corev1.ServiceTypeLoadBalancer
+	ext.ForeignLoadBalancer = lb && svc.Spec.LoadBalancerClass != nil && *svc.Spec.LoadBalancerClass != LoadBalancerClass
 	if lb {
 		for i, in := range svc.Status.LoadBalancer.Ingress {
 			if in.IP == "" {

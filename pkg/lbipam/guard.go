@@ -34,8 +34,10 @@ import (
 // a router's): only the pools' addresses, which the cluster's admin set
 // aside, are served.
 //
-// When the pools change, the Services whose served addresses change are
-// passed on again.
+// A Service of another loadBalancerClass is passed on as it is: its
+// addresses are its controller's (MetalLB's, a cloud's), which netcube's
+// pools do not describe. When the pools change, the Services whose served
+// addresses change are passed on again.
 type PoolGuard struct {
 	// Next receives the Services as they are to be programmed.
 	Next   func(key types.NamespacedName, svc *model.Service)
@@ -76,7 +78,7 @@ func (g *PoolGuard) OnService(key types.NamespacedName, svc *model.Service) {
 	g.init()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if svc == nil || svc.External == nil || len(svc.External.LoadBalancerIPs) == 0 {
+	if svc == nil || svc.External == nil || len(svc.External.LoadBalancerIPs) == 0 || svc.External.ForeignLoadBalancer {
 		if _, had := g.delivered[key]; had {
 			delete(g.delivered, key)
 			g.Report.Clear(serviceObject(key), report.IngressOutsidePools)

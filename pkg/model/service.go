@@ -105,6 +105,10 @@ type ServicePort struct {
 type ExternalAccess struct {
 	IPs             []netip.Addr // spec.externalIPs
 	LoadBalancerIPs []netip.Addr // status.loadBalancer.ingress[].ip
+	// ForeignLoadBalancer: spec.loadBalancerClass names another
+	// controller (not netcube's), which wrote LoadBalancerIPs: netcube's
+	// pools do not bound them.
+	ForeignLoadBalancer bool
 	// Restricted: loadBalancerSourceRanges were given, so only clients in
 	// SourceRanges may reach the LoadBalancer IPs, in each family only
 	// those of its family (none of a family: no client of it).
