@@ -35,7 +35,7 @@ const LeaseName = "netcube-lb-ipam"
 
 type options struct {
 	kubeconfig, namespace, identity, lease, healthz string
-	pageSize                                      int64
+	pageSize                                        int64
 }
 
 func main() {
