@@ -258,7 +258,9 @@ func TestRBACIsEnough(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testenv.WaitFor(t, bound, "the assigned LoadBalancer IP served", func() bool {
+	// (The agent started before the pools' CRD was installed: it looks
+	// for it every 10 s.)
+	testenv.WaitFor(t, 15*time.Second, "the assigned LoadBalancer IP served", func() bool {
 		_, ok := programmed(t, a.pins)[model.Frontend{Addr: netip.MustParseAddr(assigned.Status.LoadBalancer.Ingress[0].IP), Port: 80, Proto: model.TCP}]
 		return ok
 	})

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/netcube/netcube/internal/testenv"
+	"github.com/netcube/netcube/pkg/datapath"
 	"github.com/netcube/netcube/pkg/model"
 	"github.com/netcube/netcube/pkg/source/kube"
 )
@@ -32,7 +33,9 @@ func TestIngressOutsidePoolsNotServed(t *testing.T) {
 		_ = d.Resource(kube.NetworkLoadBalancerPools).Delete(ctx(t), "guard-pool", metav1.DeleteOptions{})
 	})
 	a := startAgent(t, pinDir(t))
-	other := startAgent(t, pinDir(t), "--load-balancer-ips=false")
+	otherPins := pinDir(t) + "-ipam-off" // pinDir is one per test
+	t.Cleanup(func() { _ = datapath.Unpin(otherPins) })
+	other := startAgent(t, otherPins, "--load-balancer-ips=false")
 
 	svc := service(ns, "guarded", nil)
 	svc.Spec.Type = corev1.ServiceTypeLoadBalancer
