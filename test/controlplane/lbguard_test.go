@@ -1,12 +1,15 @@
 package controlplane
 
 import (
+	"context"
 	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/netcube/netcube/internal/testenv"
@@ -15,9 +18,10 @@ import (
 	"github.com/netcube/netcube/pkg/source/kube"
 )
 
-// TestIngressOutsidePoolsNotServed: whoever may write a Service's status
-// (once every agent could) writes two LoadBalancer IPs into it, one in
-// the cluster's NetworkLoadBalancerPool and one in none (another
+// TestIngressOutsidePoolsNotServed: a compromised node (once every agent
+// could) holds the LoadBalancer IP Lease, so that no honest assigner
+// corrects it, and writes two LoadBalancer IPs into a Service's status,
+// one in the cluster's NetworkLoadBalancerPool and one in none (another
 // Service's address, a router's). The agent serves the pool's (the
 // positive control), never the other, and names it in a Warning Event;
 // a pool made to hold it makes it served, the pool's removal takes it
@@ -32,6 +36,7 @@ func TestIngressOutsidePoolsNotServed(t *testing.T) {
 	t.Cleanup(func() {
 		_ = d.Resource(kube.NetworkLoadBalancerPools).Delete(ctx(t), "guard-pool", metav1.DeleteOptions{})
 	})
+	holdLease(t, "compromised-node")
 	a := startAgent(t, pinDir(t))
 	otherPins := pinDir(t) + "-ipam-off" // pinDir is one per test
 	t.Cleanup(func() { _ = datapath.Unpin(otherPins) })
@@ -77,4 +82,30 @@ func TestIngressOutsidePoolsNotServed(t *testing.T) {
 	if !served(a.pins, "192.0.2.230") {
 		t.Error("the pool's address went with the other pool")
 	}
+}
+
+// holdLease makes holder the holder of the LoadBalancer IP Lease, freshly
+// renewed for an hour, until the test ends (then it is let go).
+func holdLease(t *testing.T, holder string) {
+	t.Helper()
+	leases := env.Client.CoordinationV1().Leases("kube-system")
+	l, err := leases.Get(ctx(t), "netcube-lb-ipam", metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		l, err = leases.Create(ctx(t), &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "netcube-lb-ipam", Namespace: "kube-system"}}, metav1.CreateOptions{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.NowMicro()
+	l.Spec = coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: ptr[int32](3600), AcquireTime: &now, RenewTime: &now}
+	if _, err := leases.Update(ctx(t), l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		l, err := leases.Get(context.Background(), "netcube-lb-ipam", metav1.GetOptions{})
+		if err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == holder {
+			l.Spec.HolderIdentity = ptr("")
+			_, _ = leases.Update(context.Background(), l, metav1.UpdateOptions{})
+		}
+	})
 }
