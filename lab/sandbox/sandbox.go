@@ -134,6 +134,11 @@ func Up(cfg Config, log io.Writer) (sb *Sandbox, err error) {
 				return nil, err
 			}
 		}
+		if cfg.APIServer {
+			if err := sb.startOperator(log); err != nil {
+				return nil, err
+			}
+		}
 	}
 	for _, n := range t.Nodes {
 		if cfg.PodNetwork != PodNetworkFlannel {
