@@ -62,7 +62,7 @@ func lbService(name string, extra func(*corev1.Service)) *corev1.Service {
 
 // TestLoadBalancerIPsFromAPool: with the sandbox's NetworkLoadBalancerPool
 // (the top of the nodes' subnets), a LoadBalancer Service gets an IPv4
-// and an IPv6 address from the elected agent, and a client outside the
+// and an IPv6 address from netcube-operator, and a client outside the
 // cluster, on the nodes' link and with no route to them, reaches it on
 // both (the nodes answer its ARP and neighbour solicitations);
 // loadBalancerSourceRanges that leave the client out stop it, ones that
