@@ -76,6 +76,15 @@ func TestPoolGuardServesPoolAddressesOnly(t *testing.T) {
 	if got[types.NamespacedName{Namespace: "default", Name: "plain"}] != plain {
 		t.Error("a Service without ingress addresses is not passed on as it is")
 	}
+	foreign := *svc
+	ext := *svc.External
+	ext.ForeignLoadBalancer = true
+	foreign.External = &ext
+	fkey := types.NamespacedName{Namespace: "default", Name: "metallb"}
+	g.OnService(fkey, &foreign)
+	if got[fkey] != &foreign {
+		t.Error("a Service of another loadBalancerClass is not passed on as it is (its controller's addresses)")
+	}
 	g.OnService(key, nil)
 	if s, ok := got[key]; !ok || s != nil {
 		t.Error("a deleted Service is not passed on as deleted")
