@@ -60,9 +60,18 @@ static always_inline int handle_from_net(struct __sk_buff *skb)
 	if (xlate_reply(skb, &f, reply, &verdict, 0))
 		return verdict;
 	/* A DSR flow's packet for a pod of this node: its frontend kept,
-	 * for the pod's replies (cubes/lb/dsr.h). */
-	if (f.dsr && router_endpoint(&f.daddr) && dsr_record(skb, &f))
-		return mon_drop(skb, &f, MON_DROP_CT_CREATE);
+	 * for the pod's replies (cubes/lb/dsr.h); honoured only with DSR on
+	 * and from another node of the cluster (else anyone who reaches a
+	 * pod's address could make it answer from an address they chose). */
+	if (f.dsr && router_endpoint(&f.daddr)) {
+		if (lb_nodeport == LB_NODEPORT_SNAT || !router_from_node(skb))
+			return mon_drop(skb, &f, MON_DROP_DSR_UNTRUSTED);
+		verdict = dsr_record(skb, &f);
+		if (verdict == DSR_CONFLICT)
+			return mon_drop(skb, &f, MON_DROP_DSR_UNTRUSTED);
+		if (verdict)
+			return mon_drop(skb, &f, MON_DROP_CT_CREATE);
+	}
 
 	svc = lb_lookup_service(&f.daddr, f.dport, f.proto);
 	if (!svc || !(svc->flags & LB_SVC_EXTERNAL)) {
@@ -86,11 +95,16 @@ static always_inline int handle_from_net(struct __sk_buff *skb)
 			/* The backend is this node (a host-network pod): its
 			 * stack answers the client directly, through to_net. */
 			flags = CT_F_HOST;
-		} else if (!(svc->flags & LB_SVC_LOCAL) && lb_dsr_wanted(&f) && !router_endpoint(&x.backend->addr)) {
+		} else if (!(svc->flags & LB_SVC_LOCAL) && lb_dsr_wanted(&f) && !router_local_pod(&x.backend->addr)) {
 			/* Cluster, DSR: the backend's node answers the client. */
 			flags = CT_F_DSR;
 			x.dsr = 1;
-		} else if (!(svc->flags & LB_SVC_LOCAL)) { /* Cluster: SNAT to this node */
+		} else if (!(svc->flags & LB_SVC_LOCAL) && !router_local_pod(&x.backend->addr)) {
+			/* Cluster, a backend on another node: SNAT to this
+			 * node, so the reply comes back here. One on this node
+			 * replies through this node anyway, and keeps the
+			 * client as its source (as Local does), so its ingress
+			 * policy judges the real client. */
 			node = node_addr(f.family);
 			if (!node)
 				return mon_drop(skb, &f, MON_DROP_NO_NODE_ADDR);

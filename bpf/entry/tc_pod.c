@@ -9,12 +9,15 @@
  *            translated back first), on to another node (router.h), or,
  *            outside the cluster, masqueraded to this node (masq.h);
  *            an ICMP echo request to outside the cluster is masqueraded
- *            too (xlate_icmp.h), any other ICMP goes to the kernel; a
- *            packet whose ports cannot be read, to unparsed.h
+ *            too (xlate_icmp.h); a packet whose ports cannot be read
+ *            (ICMP, other protocols): its policy, unparsed.h. First of
+ *            all, the packet's source must be the pod's own address
+ *            (router_source_ok): a forged one is dropped
  *   to_pod   (egress of the host veth): what the kernel delivers to the
- *            pod: policy (ingress) -> conntrack -> reverse NAT; an ICMP
- *            error about a Service flow of the pod: its quote translated
- *            back to the frontend
+ *            pod: policy (ingress) -> conntrack -> reverse NAT; a packet
+ *            without ports (ICMP, other protocols): its policy
+ *            (unparsed.h); an ICMP error about a Service flow of the pod:
+ *            its quote translated back to the frontend
  * A netkit pod (--pod-device netkit) runs the same two as its device's own
  * programs: from_pod_netkit as the pod transmits (netkit's peer hook, in
  * the pod's transmit path: no backlog pass before the node's datapath),
@@ -24,7 +27,6 @@
  * wherever it is handed to it (router_to_endpoint's callers, to_pod).
  */
 #include "xlate.h"
-#include "xlate_icmp.h"
 #include "unparsed.h"
 #include "cubes_gen.h"
 
@@ -38,8 +40,12 @@ static always_inline int handle_from_pod(struct __sk_buff *skb, const __u8 at_xm
 	int verdict, miss;
 
 	miss = parse_flow(skb, &f);
-	if (miss == PARSE_NOT_A_FLOW)
-		return xlate_icmp_from_pod(skb);
+	if (miss == PARSE_NOT_IP)
+		return TC_ACT_OK; /* ARP: the node answers for the gateway */
+	if (miss == PARSE_MALFORMED)
+		return mon_drop(skb, &f, MON_DROP_MALFORMED);
+	if (!router_source_ok(skb, f.family, &f.saddr, &f.daddr, link_local_multicast(&f)))
+		return mon_drop(skb, &f, MON_DROP_INVALID_SOURCE);
 	if (miss)
 		return unparsed_from_pod(skb, &f, miss);
 	verdict = cubes_from_pod(skb, &f);
@@ -109,10 +115,12 @@ static always_inline int handle_to_pod(struct __sk_buff *skb)
 		return TC_ACT_OK;
 	}
 	miss = parse_flow(skb, &f);
-	if (miss == PARSE_NOT_A_FLOW)
-		return xlate_icmp_to_pod(skb);
+	if (miss == PARSE_NOT_IP)
+		return TC_ACT_OK;
+	if (miss == PARSE_MALFORMED)
+		return mon_drop(skb, &f, MON_DROP_MALFORMED);
 	if (miss)
-		return unparsed_to_pod(skb, &f);
+		return unparsed_to_pod(skb, &f, miss);
 	verdict = xlate_admit(skb, &f);
 	if (verdict != CUBE_PASS)
 		return verdict;

@@ -117,13 +117,14 @@ static always_inline struct ct_entry *icmp_quoted_flow(struct __sk_buff *skb, co
 
 /* xlate_icmp_error_masq sends error e, to this node's address, back to the
  * pod whose masqueraded flow it answers; anything else passes. */
-static always_inline int xlate_icmp_error_masq(struct __sk_buff *skb, const struct flow *e)
+static always_inline int xlate_icmp_error_masq(struct __sk_buff *skb, struct flow *e)
 {
 	const struct router_endpoint *ep;
 	struct icmp_quote q = {};
 	struct ct_entry *ct = icmp_quoted_flow(skb, e, &q);
-	struct nc_addr pod;
-	__be16 port;
+	struct nc_addr pod, node, masq;
+	__be16 port, masq_port;
+	int allowed;
 
 	if (!ct)
 		return TC_ACT_OK;
@@ -133,6 +134,21 @@ static always_inline int xlate_icmp_error_masq(struct __sk_buff *skb, const stru
 	}
 	pod = ct->nat_addr;
 	port = ct->nat_port;
+	/* The pod's ingress policy judges the error as it will arrive: to the
+	 * pod, about the pod's own packet (untranslated); e and the quote are
+	 * set so for it, and back (the stack has no room for copies). */
+	node = e->daddr;
+	masq = q.f.saddr;
+	masq_port = q.f.sport;
+	e->daddr = pod;
+	q.f.saddr = pod;
+	q.f.sport = port;
+	allowed = pol_check_quoted(skb, e, &q.f, POL_INGRESS);
+	e->daddr = node;
+	q.f.saddr = masq;
+	q.f.sport = masq_port;
+	if (!allowed)
+		return TC_ACT_SHOT;
 	/* icmp_quote bounded every offset written: a helper fails here only
 	 * when the kernel cannot make the packet writable. */
 	if (icmp_set_outer(skb, e, NAT_DST, &pod) || icmp_set_quote(skb, e, &q, NAT_SRC, &pod, port)) {
@@ -174,21 +190,23 @@ static always_inline int xlate_icmp_error_service(struct __sk_buff *skb, const s
 	return TC_ACT_OK;
 }
 
-/* xlate_icmp_from_pod: a pod's echo request to outside the cluster is
- * masqueraded (its egress policy judges it as any flow); every other ICMP
- * message goes as before, to the kernel. */
-static always_inline int xlate_icmp_from_pod(struct __sk_buff *skb)
+/* xlate_icmp_masq_wanted says whether echo request f, from a pod, goes
+ * outside the cluster masqueraded. */
+static always_inline int xlate_icmp_masq_wanted(const struct flow *f)
 {
-	struct flow f = {.point = MON_AT_FROM_POD};
+	return !router_endpoint(&f->daddr) && !router_remote_node(&f->daddr) && masq_wanted(&f->daddr);
+}
+
+/* xlate_icmp_from_pod masquerades echo request f (parse_icmp's), a pod's
+ * to outside the cluster (xlate_icmp_masq_wanted), once its egress policy
+ * allows it as any flow. */
+static always_inline int xlate_icmp_from_pod(struct __sk_buff *skb, struct flow *f)
+{
 	int verdict;
 
-	if (parse_icmp(skb, &f) != ICMP_MSG_ECHO)
-		return TC_ACT_OK;
-	if (router_endpoint(&f.daddr) || router_remote_node(&f.daddr) || !masq_wanted(&f.daddr))
-		return TC_ACT_OK;
-	if (!pol_check(skb, &f, POL_EGRESS))
+	if (!pol_check(skb, f, POL_EGRESS))
 		return TC_ACT_SHOT;
-	verdict = xlate_masquerade(skb, &f);
+	verdict = xlate_masquerade(skb, f);
 	if (verdict != TC_ACT_SHOT)
 		nat_icmp_count(NAT_ICMP_ECHO_MASQ);
 	return verdict;
@@ -212,13 +230,9 @@ static always_inline int xlate_icmp_from_net(struct __sk_buff *skb)
 	return TC_ACT_OK;
 }
 
-/* xlate_icmp_to_pod: an error about a Service flow of the pod, translated
- * to its frontend; the rest as it is. */
-static always_inline int xlate_icmp_to_pod(struct __sk_buff *skb)
+/* xlate_icmp_to_pod: error e (parse_icmp's), to a pod: about a Service
+ * flow of the pod, translated to its frontend; anything else as it is. */
+static always_inline int xlate_icmp_to_pod(struct __sk_buff *skb, const struct flow *e)
 {
-	struct flow f = {.point = MON_AT_TO_POD};
-
-	if (parse_icmp(skb, &f) != ICMP_MSG_ERROR)
-		return TC_ACT_OK;
-	return xlate_icmp_error_service(skb, &f);
+	return xlate_icmp_error_service(skb, e);
 }

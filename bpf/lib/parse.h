@@ -1,10 +1,13 @@
 /* parse.h: turns a packet into a flow (addresses, ports, protocol, offsets).
- * Only TCP, UDP and SCTP over IPv4 and IPv6 (no extension header but a
+ * TCP, UDP and SCTP over IPv4 and IPv6 (no extension header but a
  * fragment header) become flows, fragments included (their ports:
  * frag.h); parse_flow says why any other packet is not one (enum
- * parse_miss): most are passed through untouched by the caller, but one
- * whose ports cannot be read (unparsed.h) is not let past a Service or a
- * NetworkPolicy that would need them.
+ * parse_miss). A packet whose headers lie past the linear part of its skb
+ * (a packet socket with a vnet header can send one so) has them pulled
+ * in first: what the parser cannot read is never let past policy for
+ * that. An IPv6 packet with an IPv4-mapped address is malformed (no host
+ * sends one, RFC 4291 2.5.5.2, and in the 16-byte form it would pass for
+ * the IPv4 host: Linux drops them too, ip6_rcv_core).
  * SCTP flows are Services' and NAT's as TCP and UDP are (its checksum
  * across a port rewrite: cubes/nat/sctp.h); conntrack reads the type of
  * their first chunk (an association's start and end).
@@ -107,24 +110,53 @@ struct frag_hdr6 {
 	__be32 id;
 };
 
+/* Why parse_l3 or parse_flow made no flow of a packet (0: it did). */
+enum parse_miss {
+	PARSE_NOT_IP = 1,    /* not IPv4 or IPv6 (ARP, say): no addresses */
+	PARSE_MALFORMED = 2, /* IP, but a header cut short, or an IPv6 address
+			      * IPv4-mapped (the addresses may be unread) */
+	/* The addresses are read (f->proto is the header's number), the
+	 * ports cannot be: */
+	PARSE_NO_PORTS = 3,    /* a protocol without ports (ICMP: icmp.h; GRE, ESP, ...) */
+	PARSE_EXT_HEADER = 4,  /* an IPv6 extension header other than one fragment header */
+	PARSE_FRAG_UNSEEN = 5, /* a later fragment whose first fragment was not seen here */
+	PARSE_AGAIN = 6,       /* (parse_flow's own) a header past the skb's linear part */
+};
+
+/* PARSE_PULL_MAX: the most header parse_flow reads: Ethernet, IPv6, the
+ * DSR header, a fragment header, TCP with options. */
+#define PARSE_PULL_MAX (14 + 40 + 24 + 8 + 60)
+
+/* parse_more says why a header that ends at need is past data_end: the
+ * packet is shorter (malformed), or that part is not linear (again, once
+ * pulled: parse_flow). */
+static always_inline int parse_more(struct __sk_buff *skb, __u32 need)
+{
+	return need <= skb->len ? PARSE_AGAIN : PARSE_MALFORMED;
+}
+
 /* parse_l3 reads f's IP header: family, addresses, protocol, where its L4
  * header starts, and whether it is a fragment (the datagram's id in
- * *frag_id). 0, or -1 for anything but IPv4 and IPv6 (with no extension
- * header but a fragment header). */
+ * *frag_id). 0, or why not (enum parse_miss; an IPv6 extension header
+ * other than a fragment header is the protocol, as read). */
 static always_inline int parse_l3(struct __sk_buff *skb, struct flow *f, __u32 *frag_id)
 {
 	void *data = (void *)(long)skb->data;
 	void *end = (void *)(long)skb->data_end;
 	struct ethhdr *eth = data;
 
+	f->dsr = 0;
+	f->frag = FRAG_NONE;
 	if ((void *)(eth + 1) > end)
-		return -1;
+		return skb->len < sizeof(*eth) ? PARSE_NOT_IP : PARSE_AGAIN;
 
 	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
 		struct iphdr *ip = (void *)(eth + 1);
 
-		if ((void *)(ip + 1) > end || ip->ihl < 5)
-			return -1;
+		if ((void *)(ip + 1) > end)
+			return parse_more(skb, L3_OFF + sizeof(*ip));
+		if (ip->ihl < 5)
+			return PARSE_MALFORMED;
 		f->family = 4;
 		f->proto = ip->protocol;
 		f->l4_off = L3_OFF + ip->ihl * 4;
@@ -147,12 +179,14 @@ static always_inline int parse_l3(struct __sk_buff *skb, struct flow *f, __u32 *
 		struct ipv6hdr *ip6 = (void *)(eth + 1);
 
 		if ((void *)(ip6 + 1) > end)
-			return -1;
+			return parse_more(skb, L3_OFF + sizeof(*ip6));
 		f->family = 6;
 		f->proto = ip6->nexthdr;
 		f->l4_off = L3_OFF + sizeof(*ip6);
 		addr_from_v6(&f->saddr, ip6->saddr.in6_u.u6_addr32);
 		addr_from_v6(&f->daddr, ip6->daddr.in6_u.u6_addr32);
+		if (addr_is_v4(&f->saddr) || addr_is_v4(&f->daddr))
+			return PARSE_MALFORMED;
 		if (f->proto == IPPROTO_DSTOPTS) {
 			struct dsr_hdr6 *h = (void *)(ip6 + 1);
 
@@ -170,7 +204,7 @@ static always_inline int parse_l3(struct __sk_buff *skb, struct flow *f, __u32 *
 			struct frag_hdr6 *fh = (void *)(ip6 + 1);
 
 			if ((void *)(fh + 1) > end)
-				return -1;
+				return parse_more(skb, L3_OFF + sizeof(*ip6) + sizeof(*fh));
 			f->proto = fh->nexthdr;
 			f->l4_off += sizeof(*fh);
 			f->frag = (fh->frag_off & bpf_htons(0xfff8)) ? FRAG_LATER : FRAG_FIRST;
@@ -178,17 +212,8 @@ static always_inline int parse_l3(struct __sk_buff *skb, struct flow *f, __u32 *
 		}
 		return 0;
 	}
-	return -1;
+	return PARSE_NOT_IP;
 }
-
-/* Why parse_flow made no flow of a packet (0: it did). */
-enum parse_miss {
-	PARSE_NOT_A_FLOW = 1, /* not IP, cut short, or a protocol without ports (ICMP: icmp.h) */
-	/* The addresses are read (f->proto is the header's number), the
-	 * ports cannot be: */
-	PARSE_EXT_HEADER = 2,  /* an IPv6 extension header other than one fragment header */
-	PARSE_FRAG_UNSEEN = 3, /* a later fragment whose first fragment was not seen here */
-};
 
 /* ipv6_ext_header says whether nexthdr is an IPv6 extension header (RFC
  * 8200, 4, and the IANA list): hop-by-hop, routing, fragment, AH,
@@ -204,36 +229,42 @@ static always_inline int ipv6_ext_header(__u8 nexthdr)
 	return 0;
 }
 
-/* parse_flow fills f for a TCP/UDP/SCTP packet (or a fragment of one whose
- * first fragment was seen) and returns 0; otherwise it returns why not
- * (enum parse_miss). */
-static always_inline int parse_flow(struct __sk_buff *skb, struct flow *f)
+/* parse_flow_direct is parse_flow on the skb's linear part:
+ * PARSE_AGAIN when a header it needs lies past it. */
+static always_inline int parse_flow_direct(struct __sk_buff *skb, struct flow *f)
 {
 	void *data, *end;
 	__u32 frag_id = 0;
+	int miss;
 
-	if (parse_l3(skb, f, &frag_id))
-		return PARSE_NOT_A_FLOW;
+	f->tcp_flags = 0;
+	f->sctp_chunk = 0;
+	f->sport = f->dport = 0;
+	miss = parse_l3(skb, f, &frag_id);
+	if (miss)
+		return miss;
 	if (f->family == 6 && ipv6_ext_header(f->proto))
 		return PARSE_EXT_HEADER;
 	if (f->proto != IPPROTO_TCP && f->proto != IPPROTO_UDP && f->proto != IPPROTO_SCTP)
-		return PARSE_NOT_A_FLOW;
+		return PARSE_NO_PORTS;
 	if (f->frag == FRAG_LATER)
 		return frag_ports_of(&f->saddr, &f->daddr, frag_id, f->proto, &f->sport, &f->dport) ? PARSE_FRAG_UNSEEN : 0;
 
-	/* TCP, UDP and SCTP all start with the two ports. */
+	/* TCP, UDP and SCTP all start with the two ports; a first fragment
+	 * too short to hold its L4 header is malformed (RFC 1858's tiny
+	 * fragments hide a TCP header's flags). */
 	data = (void *)(long)skb->data;
 	end = (void *)(long)skb->data_end;
 	__be16 *ports = data + f->l4_off;
 	if ((void *)(ports + 2) > end)
-		return PARSE_NOT_A_FLOW;
+		return parse_more(skb, f->l4_off + 4);
 	f->sport = ports[0];
 	f->dport = ports[1];
 	if (f->proto == IPPROTO_TCP) {
 		struct tcphdr *tcp = data + f->l4_off;
 
 		if ((void *)(tcp + 1) > end)
-			return PARSE_NOT_A_FLOW;
+			return parse_more(skb, f->l4_off + sizeof(*tcp));
 		f->tcp_flags = ((__u8 *)tcp)[13];
 	}
 	if (f->proto == IPPROTO_SCTP) {
@@ -241,10 +272,31 @@ static always_inline int parse_flow(struct __sk_buff *skb, struct flow *f)
 
 		if ((void *)(chunk + 1) <= end) /* none: an invalid packet, the peer's to drop */
 			f->sctp_chunk = *chunk;
+		else if (f->l4_off + sizeof(struct sctp_common) < skb->len)
+			return PARSE_AGAIN;
 	}
 	if (f->frag == FRAG_FIRST)
 		frag_remember(&f->saddr, &f->daddr, frag_id, f->proto, f->sport, f->dport);
 	return 0;
+}
+
+/* parse_flow fills f for a TCP/UDP/SCTP packet (or a fragment of one whose
+ * first fragment was seen) and returns 0; otherwise it returns why not
+ * (enum parse_miss). Headers past the skb's linear part are pulled in
+ * (never on the common path: a pull only when a header is not linear,
+ * which a stack's own packets always have it) and read again. */
+static always_inline int parse_flow(struct __sk_buff *skb, struct flow *f)
+{
+	int miss = parse_flow_direct(skb, f);
+	__u32 len;
+
+	if (miss != PARSE_AGAIN)
+		return miss;
+	len = skb->len < PARSE_PULL_MAX ? skb->len : PARSE_PULL_MAX;
+	if ((long)skb->data_end - (long)skb->data >= len || bpf_skb_pull_data(skb, len))
+		return PARSE_MALFORMED;
+	miss = parse_flow_direct(skb, f);
+	return miss == PARSE_AGAIN ? PARSE_MALFORMED : miss;
 }
 
 /* parse_addrs reads the addresses, family and protocol of any IPv4 or

@@ -256,7 +256,9 @@ const (
 	bpfMonDropMON_DROP_EXT_HEADER        bpfMonDrop = 12
 	bpfMonDropMON_DROP_FRAG_UNSEEN       bpfMonDrop = 13
 	bpfMonDropMON_DROP_RATE              bpfMonDrop = 14
-	bpfMonDropMON_DROP_MAX               bpfMonDrop = 15
+	bpfMonDropMON_DROP_INVALID_SOURCE    bpfMonDrop = 15
+	bpfMonDropMON_DROP_DSR_UNTRUSTED     bpfMonDrop = 16
+	bpfMonDropMON_DROP_MAX               bpfMonDrop = 17
 )
 
 type bpfMonEvent struct {

@@ -17,7 +17,7 @@ import (
 // once, not entry by entry).
 func TestBatchWritesAnLPMTrie(t *testing.T) {
 	testenv.RequireRoot(t)
-	dp, err := datapath.Load(datapath.Config{})
+	dp, err := loadTrusting(datapath.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

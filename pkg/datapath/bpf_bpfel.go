@@ -291,7 +291,9 @@ const (
 	bpfMonDropMON_DROP_EXT_HEADER        bpfMonDrop = 12
 	bpfMonDropMON_DROP_FRAG_UNSEEN       bpfMonDrop = 13
 	bpfMonDropMON_DROP_RATE              bpfMonDrop = 14
-	bpfMonDropMON_DROP_MAX               bpfMonDrop = 15
+	bpfMonDropMON_DROP_INVALID_SOURCE    bpfMonDrop = 15
+	bpfMonDropMON_DROP_DSR_UNTRUSTED     bpfMonDrop = 16
+	bpfMonDropMON_DROP_MAX               bpfMonDrop = 17
 )
 
 type bpfMonEvent struct {
@@ -660,6 +662,12 @@ type bpfRouterEndpoint struct {
 	HostMac [6]uint8
 }
 
+type bpfRouterMac struct {
+	_    structs.HostLayout
+	Addr [6]uint8
+	Pad  uint16
+}
+
 type bpfRouterMode uint32
 
 const (
@@ -671,6 +679,11 @@ const (
 type bpfRouterNode struct {
 	_        structs.HostLayout
 	Underlay bpfNcAddr
+}
+
+type bpfRouterSource struct {
+	_       structs.HostLayout
+	Ifindex uint32
 }
 
 type bpfSockDestroyTarget struct {
@@ -753,7 +766,9 @@ const (
 	bpfMapQosSlices          = "qos_slices"
 	bpfMapRouterConfig       = "router_config"
 	bpfMapRouterEndpoints    = "router_endpoints"
+	bpfMapRouterNodeMacs     = "router_node_macs"
 	bpfMapRouterNodes        = "router_nodes"
+	bpfMapRouterSources      = "router_sources"
 	bpfMapSockDestroyTarget  = "sock_destroy_target"
 	bpfMapSockRevnat         = "sock_revnat"
 	bpfMapSockSent           = "sock_sent"
@@ -789,6 +804,7 @@ const (
 	bpfVarMonCubeLayout      = "mon_cube_layout"
 	bpfVarMonEventLayout     = "mon_event_layout"
 	bpfVarMonFlowEndLayout   = "mon_flow_end_layout"
+	bpfVarRouterCheckSources = "router_check_sources"
 )
 
 // loadBpf returns the embedded CollectionSpec for bpf.
@@ -900,7 +916,9 @@ type bpfMapSpecs struct {
 	QosSlices         *ebpf.MapSpec `ebpf:"qos_slices"`
 	RouterConfig      *ebpf.MapSpec `ebpf:"router_config"`
 	RouterEndpoints   *ebpf.MapSpec `ebpf:"router_endpoints"`
+	RouterNodeMacs    *ebpf.MapSpec `ebpf:"router_node_macs"`
 	RouterNodes       *ebpf.MapSpec `ebpf:"router_nodes"`
+	RouterSources     *ebpf.MapSpec `ebpf:"router_sources"`
 	SockDestroyTarget *ebpf.MapSpec `ebpf:"sock_destroy_target"`
 	SockRevnat        *ebpf.MapSpec `ebpf:"sock_revnat"`
 	SockSent          *ebpf.MapSpec `ebpf:"sock_sent"`
@@ -920,6 +938,7 @@ type bpfVariableSpecs struct {
 	MonCubeLayout      *ebpf.VariableSpec `ebpf:"mon_cube_layout"`
 	MonEventLayout     *ebpf.VariableSpec `ebpf:"mon_event_layout"`
 	MonFlowEndLayout   *ebpf.VariableSpec `ebpf:"mon_flow_end_layout"`
+	RouterCheckSources *ebpf.VariableSpec `ebpf:"router_check_sources"`
 }
 
 // bpfObjects contains all objects after they have been loaded into the kernel.
@@ -981,7 +1000,9 @@ type bpfMaps struct {
 	QosSlices         *ebpf.Map `ebpf:"qos_slices"`
 	RouterConfig      *ebpf.Map `ebpf:"router_config"`
 	RouterEndpoints   *ebpf.Map `ebpf:"router_endpoints"`
+	RouterNodeMacs    *ebpf.Map `ebpf:"router_node_macs"`
 	RouterNodes       *ebpf.Map `ebpf:"router_nodes"`
+	RouterSources     *ebpf.Map `ebpf:"router_sources"`
 	SockDestroyTarget *ebpf.Map `ebpf:"sock_destroy_target"`
 	SockRevnat        *ebpf.Map `ebpf:"sock_revnat"`
 	SockSent          *ebpf.Map `ebpf:"sock_sent"`
@@ -1029,7 +1050,9 @@ func (m *bpfMaps) Close() error {
 		m.QosSlices,
 		m.RouterConfig,
 		m.RouterEndpoints,
+		m.RouterNodeMacs,
 		m.RouterNodes,
+		m.RouterSources,
 		m.SockDestroyTarget,
 		m.SockRevnat,
 		m.SockSent,
@@ -1050,6 +1073,7 @@ type bpfVariables struct {
 	MonCubeLayout      *ebpf.Variable `ebpf:"mon_cube_layout"`
 	MonEventLayout     *ebpf.Variable `ebpf:"mon_event_layout"`
 	MonFlowEndLayout   *ebpf.Variable `ebpf:"mon_flow_end_layout"`
+	RouterCheckSources *ebpf.Variable `ebpf:"router_check_sources"`
 }
 
 // bpfPrograms contains all programs after they have been loaded into the kernel.

@@ -21,7 +21,7 @@ import (
 // fill it: TestConntrackLifecycle; a full table: TestConntrackFullRefusesNewFlows.)
 func TestConntrackEvictedFlowIsBalancedAgain(t *testing.T) {
 	testenv.RequireRoot(t)
-	dp, err := datapath.Load(datapath.Config{MapSizes: map[string]uint32{
+	dp, err := loadTrusting(datapath.Config{MapSizes: map[string]uint32{
 		"lb_services": 64, "lb_backends": 64, "lb_revnat": 64, "ct_flows": 256,
 	}})
 	if err != nil {
@@ -63,7 +63,7 @@ func TestConntrackEvictedFlowIsBalancedAgain(t *testing.T) {
 func TestConntrackFullRefusesNewFlows(t *testing.T) {
 	testenv.RequireRoot(t)
 	const flows = 4
-	dp, err := datapath.Load(datapath.Config{MapSizes: map[string]uint32{
+	dp, err := loadTrusting(datapath.Config{MapSizes: map[string]uint32{
 		"lb_services": 64, "lb_backends": 64, "lb_revnat": 64, "ct_flows": 2 * flows,
 	}})
 	if err != nil {

@@ -6,8 +6,10 @@ import (
 
 	"github.com/netcube/netcube/internal/pkt"
 	"github.com/netcube/netcube/internal/testenv"
+	"github.com/netcube/netcube/pkg/cube"
 	"github.com/netcube/netcube/pkg/cubes/lb"
 	"github.com/netcube/netcube/pkg/cubes/nat"
+	"github.com/netcube/netcube/pkg/cubes/router"
 	"github.com/netcube/netcube/pkg/datapath"
 	"github.com/netcube/netcube/pkg/model"
 )
@@ -20,7 +22,7 @@ func loadMode(t *testing.T, mode string) (*datapath.Datapath, *lb.Tables) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dp, err := datapath.Load(datapath.Config{MapSizes: map[string]uint32{
+	dp, err := loadTrusting(datapath.Config{MapSizes: map[string]uint32{
 		"lb_services": 1024, "lb_backends": 1024, "lb_revnat": 1024, "ct_flows": 65536,
 	}, Variables: vars})
 	if err != nil {
@@ -89,9 +91,12 @@ func TestDSRPacketFlows(t *testing.T) {
 			back, _ := loadMode(t, lb.NodePortDSR)
 			endpoint(t, back, c.backend.Addr(), 7)
 			reply := pkt.TCP(c.backend, c.client, synAck, nil)
+			run(t, back, step{name: "backend's node: the pod's reply, before any DSR packet, is not translated (control)", in: reply, verdict: actOK})
+			run(t, back, step{name: "backend's node: a DSR SYN from a sender that is no node: dropped", fromNet: true, in: onWire, verdict: actShot})
+			run(t, back, step{name: "backend's node: the pod's reply after it is still not translated", in: reply, verdict: actOK})
+			nodeMAC(t, back, onWire[6:12])
 			for _, s := range []step{
-				{name: "backend's node: the pod's reply, before any DSR packet, is not translated (control)", in: reply, verdict: actOK},
-				{name: "backend's node: the SYN into the pod", fromNet: true, in: onWire, verdict: actRedirect, out: withMACs(onWire, podMAC, hostMAC)},
+				{name: "backend's node: the SYN into the pod, from a node", fromNet: true, in: onWire, verdict: actRedirect, out: withMACs(onWire, podMAC, hostMAC)},
 				{name: "backend's node: the pod's reply leaves from the frontend", in: reply, verdict: actOK, out: pkt.TCP(c.np, c.client, synAck, nil)},
 			} {
 				run(t, back, s)
@@ -134,4 +139,39 @@ func TestDSRPacketFlows(t *testing.T) {
 			}
 		})
 	}
+}
+
+// nodeMAC registers mac as another node's (router_node_macs), as the
+// router cube does from the neighbour table.
+func nodeMAC(t *testing.T, dp *datapath.Datapath, mac []byte) {
+	t.Helper()
+	var k datapath.RouterMac
+	copy(k.Addr[:], mac)
+	if err := cube.Put(dp.Maps(), router.MapNodeMACs, k, uint8(1)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDSROptionIsTrustedOnlyFromNodesWithDSROn: a packet carrying a DSR
+// frontend is honoured only with --nodeport-mode dsr or hybrid and from
+// another node's MAC (TestDSRPacketFlows: from a sender that is no node).
+// Each refusal follows its positive control.
+func TestDSROptionIsTrustedOnlyFromNodesWithDSROn(t *testing.T) {
+	synIn := pkt.SYNWithMSS(ext4, np4, 1460)
+	onWire := pkt.WithDSR(pkt.WithMSS(pkt.Rewrite(synIn, ext4, be4), 1452), np4)
+	forged := pkt.WithDSR(pkt.WithMSS(pkt.Rewrite(synIn, ext4, be4), 1452), netip.MustParseAddrPort("198.51.100.7:443"))
+
+	// SNAT mode: never, even from a node.
+	snat, _ := loadMode(t, lb.NodePortSNAT)
+	endpoint(t, snat, be4.Addr(), 7)
+	nodeMAC(t, snat, onWire[6:12])
+	run(t, snat, step{name: "snat: a plain SYN from outside into the pod (control)", fromNet: true, in: pkt.Rewrite(synIn, ext4, be4), verdict: actRedirect,
+		out: withMACs(pkt.Rewrite(synIn, ext4, be4), podMAC, hostMAC)})
+	before := drops(t, snat)[datapath.MonDropDSRUntrusted]
+	run(t, snat, step{name: "snat: a DSR SYN from a node: dropped", fromNet: true, in: forged, verdict: actShot})
+	if n := drops(t, snat)[datapath.MonDropDSRUntrusted] - before; n != 1 {
+		t.Errorf("snat: dsr-untrusted drops +%d, want 1", n)
+	}
+	run(t, snat, step{name: "snat: the pod's reply is not sent from the forged frontend", in: pkt.TCP(be4, ext4, synAck, nil), verdict: actOK})
+
 }

@@ -16,7 +16,7 @@ import (
 func TestEachReadsInBatches(t *testing.T) {
 	testenv.RequireRoot(t)
 	const n = 10000 // more than two of Each's batches
-	dp, err := datapath.Load(datapath.Config{MapSizes: map[string]uint32{"lb_backends": n}})
+	dp, err := loadTrusting(datapath.Config{MapSizes: map[string]uint32{"lb_backends": n}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,6 +35,8 @@ const (
 	MonDropExtHeader       = bpfMonDropMON_DROP_EXT_HEADER
 	MonDropFragUnseen      = bpfMonDropMON_DROP_FRAG_UNSEEN
 	MonDropRate            = bpfMonDropMON_DROP_RATE
+	MonDropInvalidSource   = bpfMonDropMON_DROP_INVALID_SOURCE
+	MonDropDSRUntrusted    = bpfMonDropMON_DROP_DSR_UNTRUSTED
 	MonDropMax             = bpfMonDropMON_DROP_MAX
 
 	MonEvDrop  = bpfMonTypeMON_EV_DROP

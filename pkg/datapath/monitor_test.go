@@ -424,7 +424,7 @@ func extClient(i int) netip.AddrPort {
 // loadSized is load with a conntrack table of ct entries.
 func loadSized(t *testing.T, ct uint32) (*datapath.Datapath, *lb.Tables) {
 	t.Helper()
-	dp, err := datapath.Load(datapath.Config{MapSizes: map[string]uint32{
+	dp, err := loadTrusting(datapath.Config{MapSizes: map[string]uint32{
 		"lb_services": 1024, "lb_backends": 1024, "lb_revnat": 1024, "ct_flows": ct,
 	}})
 	if err != nil {

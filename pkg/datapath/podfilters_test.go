@@ -187,7 +187,7 @@ func TestPodAttachmentNetkit(t *testing.T) {
 func loadPinned(t *testing.T, name string) (*datapath.Datapath, string) {
 	t.Helper()
 	pins := filepath.Join(datapath.BPFFS, testenv.Name(name))
-	dp, err := datapath.Load(datapath.Config{PinDir: pins})
+	dp, err := loadTrusting(datapath.Config{PinDir: pins})
 	if err != nil {
 		t.Fatal(err)
 	}

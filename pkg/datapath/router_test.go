@@ -34,6 +34,11 @@ func endpoint(t *testing.T, dp *datapath.Datapath, a netip.Addr, ifindex uint32)
 	if err := cube.Put(dp.Maps(), router.MapEndpoints, datapath.AddrFrom(a), ep); err != nil {
 		t.Fatal(err)
 	}
+	// As the router cube writes both for every pod (router_sources: the
+	// pod's own address, on its own device).
+	if err := cube.Put(dp.Maps(), router.MapSources, datapath.AddrFrom(a), datapath.RouterSource{Ifindex: ifindex}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestRouterPacketFlows: the router's decisions, packet in and out: a

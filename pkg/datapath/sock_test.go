@@ -168,7 +168,7 @@ func attachSockLB(t *testing.T) (*lb.Tables, *os.File) {
 func attachSockLBDatapath(t *testing.T) (*datapath.Datapath, *lb.Tables, *os.File) {
 	t.Helper()
 	cg, pins := cgroupAndPins(t, "netcube-test-sock-")
-	dp, err := datapath.Load(datapath.Config{PinDir: pins})
+	dp, err := loadTrusting(datapath.Config{PinDir: pins})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func load(t testing.TB) (*datapath.Datapath, *lb.Tables) {
 	testenv.RequireRoot(t)
 	// Conntrack takes what the tests' flows hold (a full table refuses
 	// new flows; its memory is allocated per entry).
-	dp, err := datapath.Load(datapath.Config{MapSizes: map[string]uint32{
+	dp, err := loadTrusting(datapath.Config{MapSizes: map[string]uint32{
 		"lb_services": 1024, "lb_backends": 1024, "lb_revnat": 1024, "ct_flows": 65536,
 	}})
 	if err != nil {

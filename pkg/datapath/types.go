@@ -26,6 +26,8 @@ type (
 	AnnounceValue    = bpfLbAnnounceVal
 
 	RouterEndpoint = bpfRouterEndpoint
+	RouterSource   = bpfRouterSource
+	RouterMac      = bpfRouterMac
 	RouterNode     = bpfRouterNode
 	RouterConf     = bpfRouterConf
 

@@ -37,7 +37,7 @@ func TestUnpinDetachesAtOnce(t *testing.T) {
 	}
 
 	for round := 0; round < 20; round++ { // the deferred release is a race: try it often
-		dp, err := datapath.Load(datapath.Config{PinDir: pins})
+		dp, err := loadTrusting(datapath.Config{PinDir: pins})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,7 +77,7 @@ func TestRetiredPinsRemoved(t *testing.T) {
 	if err := old.Pin(filepath.Join(pins, "pol_flows")); err != nil {
 		t.Fatal(err)
 	}
-	dp, err := datapath.Load(datapath.Config{PinDir: pins})
+	dp, err := loadTrusting(datapath.Config{PinDir: pins})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func TestUpgradeCarriesPolicyEndpointsOver(t *testing.T) {
 
 	// The earlier agent's maps: the server isolated, the client's identity
 	// allowed on port 80, the entry under the server's number 7.
-	dp, err := datapath.Load(cfg)
+	dp, err := loadTrusting(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestUpgradeCarriesPolicyEndpointsOver(t *testing.T) {
 	}
 	old.Close()
 
-	dp, err = datapath.Load(cfg)
+	dp, err = loadTrusting(cfg)
 	if err != nil {
 		t.Fatalf("the agent after rule sets did not start over the earlier pins: %v", err)
 	}

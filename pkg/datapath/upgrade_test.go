@@ -44,7 +44,7 @@ func TestUpgradeCarriesConntrackOver(t *testing.T) {
 	}
 
 	// The earlier agent: a Service of eight backends and one answered flow.
-	dp, err := datapath.Load(cfg(1024))
+	dp, err := loadTrusting(cfg(1024))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestUpgradeCarriesConntrackOver(t *testing.T) {
 	// The new agent, then one with a bigger table: the flow stays on its
 	// backend, its entries upgraded.
 	for _, size := range []uint32{1024, 4096} {
-		dp, err := datapath.Load(cfg(size))
+		dp, err := loadTrusting(cfg(size))
 		if err != nil {
 			t.Fatalf("load over the earlier table (size %d): %v", size, err)
 		}
@@ -146,7 +146,7 @@ func TestUpgradeRestartsCounters(t *testing.T) {
 	cfg := datapath.Config{PinDir: pins, Cubes: cubes.All, MapSizes: map[string]uint32{
 		"lb_services": 1024, "lb_backends": 1024, "lb_revnat": 1024, ct.MapFlows: 1024,
 	}}
-	dp, err := datapath.Load(cfg)
+	dp, err := loadTrusting(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,14 +179,14 @@ func TestUpgradeRestartsCounters(t *testing.T) {
 		}
 	}
 	repin(lb.MapSourceRanges, 7)
-	if _, err := datapath.Load(cfg); err == nil {
+	if _, err := loadTrusting(cfg); err == nil {
 		t.Fatal("an lb_source_ranges pin of another size was reused or replaced; want the load refused")
 	}
 	if err := os.Remove(filepath.Join(pins, lb.MapSourceRanges)); err != nil {
 		t.Fatal(err)
 	}
 	repin(monitor.MapDrops, 3)
-	dp, err = datapath.Load(cfg)
+	dp, err = loadTrusting(cfg)
 	if err != nil {
 		t.Fatalf("load over an earlier monitor_drops: %v", err)
 	}

@@ -25,6 +25,8 @@ var drops = map[datapath.MonDrop]Reason{
 	datapath.MonDropMalformed:       {"malformed", "router", "a header too short to rewrite or route"},
 	datapath.MonDropExtHeader:       {"unsupported-extension-header", "lb", "an IPv6 extension header (not a fragment header) on a packet to a ClusterIP: its ports, and so its backend, cannot be read"},
 	datapath.MonDropRate:            {"egress-rate-exceeded", "qos", "a pod's packet would have waited beyond its rate's horizon (its slice's rate, or its kubernetes.io/egress-bandwidth)"},
+	datapath.MonDropInvalidSource:   {"invalid-source", "router", "a pod sent a packet whose source address is not one of its own (a forged source)"},
+	datapath.MonDropDSRUntrusted:    {"dsr-untrusted", "lb", "a packet carried a DSR option but DSR is off, or its sender is not a node of the cluster"},
 	datapath.MonDropFragUnseen:      {"fragment-without-first", "lb", "a later fragment to a ClusterIP whose first fragment (with the ports) was not seen on this node"},
 }
 

@@ -32,6 +32,8 @@ var dropReasons = map[string]flowpb.DropReason{
 	"unsupported-extension-header": flowpb.DropReason_INVALID_IPV6_EXTENSION_HEADER,
 	"fragment-without-first":       flowpb.DropReason_FIRST_LOGICAL_DATAGRAM_FRAGMENT_NOT_FOUND,
 	"egress-rate-exceeded":         flowpb.DropReason_REACHED_EDT_RATE_LIMITING_DROP_HORIZON,
+	"invalid-source":               flowpb.DropReason_INVALID_SOURCE_IP,
+	"dsr-untrusted":                flowpb.DropReason_INVALID_PACKET_DROPPED,
 }
 
 // points are Hubble's observation points for netcube's hooks.

@@ -101,6 +101,24 @@ func (t *Tracer) endpoint(a netip.Addr) (datapath.RouterEndpoint, bool) {
 	return ep, err == nil
 }
 
+// sourceDevice is the host-side device a pod of this node sends a from (0:
+// none).
+func (t *Tracer) sourceDevice(a netip.Addr) uint32 {
+	var s datapath.RouterSource
+	if t.dp.Maps().Map(router.MapSources).Lookup(datapath.AddrFrom(a), &s) != nil {
+		return 0
+	}
+	return s.Ifindex
+}
+
+// skbOnDevice is the start of struct __sk_buff, up to ifindex: what
+// BPF_PROG_RUN takes to run a packet as received on that device (every
+// field before it zero, as the kernel requires).
+type skbOnDevice struct {
+	_       [10]uint32 // len .. ingress_ifindex
+	Ifindex uint32
+}
+
 // Trace runs p (a pod's packet when its source is a pod of this node,
 // else one arriving on the uplink) and, if it gets through, its reply.
 func (t *Tracer) Trace(p Packet) (Result, error) {
@@ -180,6 +198,13 @@ func (t *Tracer) run(prog *ebpf.Program, name string, p Packet) (Hop, error) {
 	}
 	out := make([]byte, len(in)+256)
 	opts := &ebpf.RunOptions{Data: in, DataOut: out}
+	if name == "from_pod" {
+		// The pod's packet arrives on the pod's own device, where
+		// from_pod's source check expects it (router_sources).
+		if dev := t.sourceDevice(p.Src.Addr()); dev > 1 {
+			opts.Context = skbOnDevice{Ifindex: dev}
+		}
+	}
 	v, err := prog.Run(opts)
 	if err != nil {
 		return hop, fmt.Errorf("run %s: %w", name, err)

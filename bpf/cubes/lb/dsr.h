@@ -188,10 +188,14 @@ static always_inline int dsr_encode(void *ctx, int xdp, const struct flow *f, co
 }
 
 /* dsr_record keeps the frontend that DSR packet f (f->dsr, for a pod of
- * this node) carries as its flow's reply entry, so the pod's replies
- * leave from the frontend, straight to the client (xlate.h). A flow
- * already recorded with it is left as it is, unless f reopens it. 0, or
- * -1: the frontend unreadable, or the entry not written (counted). */
+ * this node, from a node of the cluster: the caller's) carries as its
+ * flow's reply entry, so the pod's replies leave from the frontend,
+ * straight to the client (xlate.h). A flow already recorded with it is
+ * left as it is, unless f reopens it. 0; -1: the frontend unreadable, or
+ * the entry not written (counted); DSR_CONFLICT: the reply key is a live
+ * flow's that is no DSR flow (a pod's own connection, say), which a DSR
+ * packet never takes over. */
+#define DSR_CONFLICT 1
 static always_inline int dsr_record(struct __sk_buff *skb, const struct flow *f)
 {
 	struct ct_scratch *s = ct_scratch_area();
@@ -220,6 +224,8 @@ static always_inline int dsr_record(struct __sk_buff *skb, const struct flow *f)
 		mon_crossed(MON_CUBE_CT);
 		return 0;
 	}
+	if (e && !(e->flags & CT_F_DSR) && !ct_expired(e, f->proto, nc_now()))
+		return DSR_CONFLICT;
 	__builtin_memset(&s->entry, 0, sizeof(s->entry));
 	s->entry.last_ns = nc_now();
 	s->entry.flags = CT_F_EXTERNAL | CT_F_DSR;

@@ -30,6 +30,8 @@ enum mon_drop : __u32 {
 	MON_DROP_EXT_HEADER,        /* lb: an IPv6 extension header hides the ports of a packet to a ClusterIP */
 	MON_DROP_FRAG_UNSEEN,       /* lb: a later fragment to a ClusterIP, its first fragment not seen here */
 	MON_DROP_RATE,              /* qos: a pod's packet would leave beyond its rate's horizon */
+	MON_DROP_INVALID_SOURCE,    /* router: a pod sent from an address that is not its own */
+	MON_DROP_DSR_UNTRUSTED,     /* lb: a DSR option from a sender that is no node of the cluster, or with DSR off */
 	MON_DROP_MAX,
 };
 

@@ -333,3 +333,43 @@ known:
 	}
 	return 1;
 }
+
+/* pol_check_quoted judges ICMP error e, which pod-side dir of it sends
+ * (POL_EGRESS) or receives (POL_INGRESS), as a packet of the connection it
+ * quotes (q: that connection's packet as it was sent, between real
+ * endpoints). An error belongs to its connection as a reply does: it
+ * passes when the connection is recorded as allowed under the current
+ * rules, and it neither moves nor renews the record (an error is no
+ * proof the connection lives). When it quotes no such connection (none,
+ * one the rules now judge again, or one the pod is not an end of: a
+ * forged quote), it is judged as itself: a packet without ports, which
+ * only a rule without ports admits. */
+static always_inline int pol_check_quoted(struct __sk_buff *skb, const struct flow *e, const struct flow *q,
+					  __u8 dir)
+{
+	const struct nc_addr *self = dir == POL_EGRESS ? &e->saddr : &e->daddr;
+	const struct nc_addr *end = dir == POL_EGRESS ? &q->daddr : &q->saddr;
+	struct pol_endpoint *ep = bpf_map_lookup_elem(&pol_endpoints, self);
+	struct pol_scratch *s;
+	struct ct_entry *c;
+	__u32 zero = 0;
+
+	if (!ep)
+		return 1; /* no policy selects the pod */
+	s = bpf_map_lookup_elem(&pol_scratch, &zero);
+	if (!s)
+		return 0;
+	s->memo_valid = 0; /* the memo is an egress check's, of the same packet */
+	if (!(ep->flags & (dir == POL_EGRESS ? POL_ISOLATED_EGRESS : POL_ISOLATED_INGRESS)))
+		return 1;
+	if (addr_equal(self, end)) {
+		pol_conn_key(&s->key, q);
+		c = bpf_map_lookup_elem(&ct_flows, &s->key);
+		if (c && c->pol_rev == pol_rev_now() && (c->pol_verdict & (CT_POL_EGRESS | CT_POL_INGRESS)) &&
+		    !ct_expired(c, q->proto, nc_now())) {
+			mon_crossed(MON_CUBE_POLICY);
+			return 1;
+		}
+	}
+	return pol_check(skb, e, dir);
+}

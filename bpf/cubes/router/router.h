@@ -17,6 +17,57 @@ static always_inline const struct router_endpoint *router_endpoint(const struct 
 	return bpf_map_lookup_elem(&router_endpoints, daddr);
 }
 
+/* ipv6_link_scoped says whether IPv6 address a is link-local unicast
+ * (fe80::/10) or unspecified (::, a duplicate address detection probe's
+ * source). */
+static always_inline int ipv6_link_scoped(const struct nc_addr *a)
+{
+	const __u8 *b = (const __u8 *)a;
+
+	if (b[0] == 0xfe && (b[1] & 0xc0) == 0x80)
+		return 1;
+	return !(a->w[0] | a->w[1] | a->w[2] | a->w[3]);
+}
+
+/* router_source_ok says whether the pod behind skb's device may send from
+ * saddr: one of its own addresses, on its own device; or, IPv6, a
+ * link-local or unspecified source to the link (neighbour discovery,
+ * duplicate address detection, MLD: to_link says the destination is
+ * link-local unicast or link-scoped multicast), which the node's stack
+ * answers and routes nowhere. Anything else is a forged source. */
+static always_inline int router_source_ok(const struct __sk_buff *skb, __u8 family, const struct nc_addr *saddr,
+					  const struct nc_addr *daddr, int to_link)
+{
+	const struct router_source *s;
+
+	if (!router_check_sources)
+		return 1;
+	s = bpf_map_lookup_elem(&router_sources, saddr);
+	if (s)
+		return s->ifindex == skb->ifindex;
+	if (family != 6 || !ipv6_link_scoped(saddr))
+		return 0;
+	return to_link || (ipv6_link_scoped(daddr) && (daddr->w[0] | daddr->w[1] | daddr->w[2] | daddr->w[3]));
+}
+
+/* router_local_pod says whether a is an address of a pod of this node (in
+ * every routing mode). */
+static always_inline int router_local_pod(const struct nc_addr *a)
+{
+	return bpf_map_lookup_elem(&router_sources, a) != NULL;
+}
+
+/* router_from_node says whether skb's frame was sent by another node of
+ * the cluster (its Ethernet source: router_node_macs). */
+static always_inline int router_from_node(struct __sk_buff *skb)
+{
+	struct router_mac m = {};
+
+	if (bpf_skb_load_bytes(skb, offsetof(struct ethhdr, h_source), m.addr, 6))
+		return 0;
+	return bpf_map_lookup_elem(&router_node_macs, &m) != NULL;
+}
+
 static always_inline const struct router_conf *router_cfg(void)
 {
 	__u32 k = 0;

@@ -21,6 +21,50 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } router_endpoints SEC(".maps");
 
+/* router_sources: the addresses this node's pods may send from (their
+ * own: the CNI plugin's permanent neighbour entries on each pod's device)
+ * -> the host-side device they must arrive on. Written in every routing
+ * mode (router_endpoints is left empty in the kernel's): from_pod drops
+ * any other source (router_source_ok), so a pod cannot pose as another
+ * pod, the node or a host outside to get past policy. */
+/* router_check_sources: on in every node's datapath (the agent has no
+ * flag for it); off only in the BPF_PROG_RUN tests of other cubes, whose
+ * packets come from addresses no pod device owns (datapath.Config's
+ * TrustSources). */
+volatile const __u8 router_check_sources = 1;
+
+struct router_source {
+	__u32 ifindex; /* host-side veth (netkit: the primary device) */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct nc_addr);
+	__type(value, struct router_source);
+	__uint(max_entries, 4096);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} router_sources SEC(".maps");
+
+/* router_node_macs: the Ethernet addresses the other nodes of the cluster
+ * send from (the neighbour entries of their addresses, learned by the
+ * agent): only a frame from one of them may carry a DSR frontend
+ * (cubes/lb/dsr.h), so a host outside cannot make a pod answer from an
+ * address of its choosing (pkg/cubes/router nodemacs.go). */
+struct router_mac {
+	__u8 addr[6];
+	__u16 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct router_mac);
+	__type(value, __u8);
+	__uint(max_entries, 4096);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} router_node_macs SEC(".maps");
+
 /* router_nodes: the other nodes' pod CIDRs -> the node's underlay address
  * (the VXLAN tunnel's remote end). */
 struct router_node {

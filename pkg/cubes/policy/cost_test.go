@@ -29,7 +29,7 @@ import (
 // assertion: `go test ./pkg/cubes/policy -run PolicyCheckCost -v`.
 func TestPolicyCheckCost(t *testing.T) {
 	testenv.RequireRoot(t)
-	dp, err := datapath.Load(datapath.Config{})
+	dp, err := loadTrusting(datapath.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestVerdictEventCost(t *testing.T) {
 func sameNodePair(t *testing.T) (dp *datapath.Datapath, client, server netip.Addr, on *policy.Tables) {
 	t.Helper()
 	testenv.RequireRoot(t)
-	dp, err := datapath.Load(datapath.Config{})
+	dp, err := loadTrusting(datapath.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,7 @@ func runProg(t *testing.T, prog *ebpf.Program, in []byte) uint32 {
 // sent the packet does not vouch for the receiver).
 func TestRepliesPassAndDropsCounted(t *testing.T) {
 	testenv.RequireRoot(t)
-	dp, err := datapath.Load(datapath.Config{})
+	dp, err := loadTrusting(datapath.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestRepliesPassAndDropsCounted(t *testing.T) {
 // hop-by-hop header, to ff02::16) still leaves.
 func TestUnreadablePortsFailClosed(t *testing.T) {
 	testenv.RequireRoot(t)
-	dp, err := datapath.Load(datapath.Config{})
+	dp, err := loadTrusting(datapath.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestUnreadablePortsFailClosed(t *testing.T) {
 func TestVerdictInConntrack(t *testing.T) {
 	testenv.RequireRoot(t)
 	const table = 256
-	dp, err := datapath.Load(datapath.Config{MapSizes: map[string]uint32{ct.MapFlows: table, ct.MapAcct: table}})
+	dp, err := loadTrusting(datapath.Config{MapSizes: map[string]uint32{ct.MapFlows: table, ct.MapAcct: table}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +307,7 @@ func TestSameNodeOneLookup(t *testing.T) {
 	// The memo is per CPU, as a program run is: every run of this test on
 	// one CPU, so that each finds what the run before it left.
 	defer testenv.OnCPU(t, 0)()
-	dp, err := datapath.Load(datapath.Config{})
+	dp, err := loadTrusting(datapath.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

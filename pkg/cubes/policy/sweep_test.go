@@ -18,7 +18,7 @@ import (
 // those (a pod's address, a single port) goes too.
 func TestSweepKernelMaps(t *testing.T) {
 	testenv.RequireRoot(t)
-	dp, err := datapath.Load(datapath.Config{})
+	dp, err := loadTrusting(datapath.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func BenchmarkPolicyUpdate(b *testing.B) {
 func BenchmarkPolicySync(b *testing.B) {
 	testenv.RequireRoot(b)
 	for _, c := range updateBenchSizes {
-		dp, err := datapath.Load(datapath.Config{})
+		dp, err := loadTrusting(datapath.Config{})
 		if err != nil {
 			b.Fatal(err)
 		}

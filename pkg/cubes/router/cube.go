@@ -12,6 +12,8 @@ import (
 // The router cube's maps (bpf/cubes/router/router_maps.h).
 const (
 	MapEndpoints = "router_endpoints"
+	MapSources   = "router_sources"   // the addresses each pod may send from
+	MapNodeMACs  = "router_node_macs" // the other nodes' MACs (DSR senders)
 	MapNodes     = "router_nodes"
 	MapConfig    = "router_config"
 )
@@ -36,6 +38,8 @@ func (Cube) Name() string { return "router" }
 func (Cube) Maps() []cube.MapSpec {
 	return []cube.MapSpec{
 		{Name: MapEndpoints, DefaultSize: 4096, SizeFlag: "router-endpoints-max"},
+		{Name: MapSources, DefaultSize: 4096, SizeFlag: "router-sources-max"},
+		{Name: MapNodeMACs, DefaultSize: 4096, SizeFlag: "router-node-macs-max"},
 		{Name: MapNodes, DefaultSize: 16384, SizeFlag: "router-nodes-max"},
 		{Name: MapConfig},
 	}
@@ -44,7 +48,7 @@ func (Cube) Maps() []cube.MapSpec {
 // Start sets the routing mode up (creating or removing the overlay
 // device), writes this node's pods, and returns the handlers of Nodes and
 // pods.
-func (Cube) Start(_ context.Context, env cube.Env) (cube.Started, error) {
+func (Cube) Start(ctx context.Context, env cube.Env) (cube.Started, error) {
 	mode := env.Settings.Routing
 	if mode == "" {
 		mode = Native
@@ -93,7 +97,12 @@ func (Cube) Start(_ context.Context, env cube.Env) (cube.Started, error) {
 	if hollow {
 		table = &memoryRoutes{}
 	}
-	st.Nodes = newNodes(env, mode, overlay, table)
+	nodes := newNodes(env, mode, overlay, table)
+	if !hollow {
+		nodes.macs = newNodeMACs(env.Maps)
+		go nodes.macs.run(ctx)
+	}
+	st.Nodes = nodes
 	slog.Info("router", "mode", mode, "overlay_ifindex", overlay)
 	return st, nil
 }

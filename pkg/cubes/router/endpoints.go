@@ -12,8 +12,8 @@ import (
 	"github.com/netcube/netcube/pkg/datapath"
 )
 
-// endpoints keeps router_endpoints equal to this node's pods as the
-// kernel has them: each pod veth (by name prefix) and its permanent
+// endpoints keeps router_endpoints and router_sources equal to this
+// node's pods as the kernel has them: each pod veth (by name prefix) and its permanent
 // neighbour entries (pod address -> pod MAC), which the CNI plugin made.
 type endpoints struct {
 	maps   *cube.Maps
@@ -30,18 +30,38 @@ func (e *endpoints) PodDown(string) error { return e.syncAll() }
 
 // syncAll writes every pod's entries and removes those of pods gone: a
 // full pass is a few syscalls per pod, and converges whatever was missed.
+// router_sources (the addresses each pod may send from) is written in
+// every routing mode; router_endpoints (where to deliver) is left empty
+// in the kernel's.
 func (e *endpoints) syncAll() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	want := map[datapath.Addr]datapath.RouterEndpoint{}
+	eps := map[datapath.Addr]datapath.RouterEndpoint{}
 	var err error
-	if !e.none && !e.hollow {
-		if want, err = e.fromKernel(); err != nil {
+	if !e.hollow {
+		if eps, err = e.fromKernel(); err != nil {
 			return err
 		}
 	}
-	var stale []datapath.Addr
-	err = cube.Each(e.maps, MapEndpoints, func(k datapath.Addr, v datapath.RouterEndpoint) bool {
+	sources := make(map[datapath.Addr]datapath.RouterSource, len(eps))
+	for a, ep := range eps {
+		sources[a] = datapath.RouterSource{Ifindex: ep.Ifindex}
+	}
+	if e.none {
+		eps = map[datapath.Addr]datapath.RouterEndpoint{}
+	}
+	if err := converge(e.maps, MapSources, sources); err != nil {
+		return err
+	}
+	return converge(e.maps, MapEndpoints, eps)
+}
+
+// converge makes map name hold exactly want: new and changed entries
+// first (an entry is never missing while it is rewritten), then those no
+// longer wanted removed.
+func converge[K, V comparable](maps *cube.Maps, name string, want map[K]V) error {
+	var stale []K
+	err := cube.Each(maps, name, func(k K, v V) bool {
 		if w, ok := want[k]; !ok {
 			stale = append(stale, k)
 		} else if w == v {
@@ -53,12 +73,12 @@ func (e *endpoints) syncAll() error {
 		return err
 	}
 	for k, v := range want {
-		if err := cube.Put(e.maps, MapEndpoints, k, v); err != nil {
-			return fmt.Errorf("pod %s: %w", k.IP(), err)
+		if err := cube.Put(maps, name, k, v); err != nil {
+			return fmt.Errorf("%s: %v: %w", name, k, err)
 		}
 	}
 	for _, k := range stale {
-		if err := cube.Remove(e.maps, MapEndpoints, k); err != nil {
+		if err := cube.Remove(maps, name, k); err != nil {
 			return err
 		}
 	}

@@ -38,7 +38,8 @@ type nodes struct {
 	report  *report.Reporter
 	self    string
 	mode    string
-	overlay int // the overlay device's ifindex (VXLAN)
+	overlay int       // the overlay device's ifindex (VXLAN)
+	macs    *nodeMACs // the other nodes' MACs (nil: a hollow node)
 
 	mu      sync.Mutex
 	known   map[string]*model.NodeInfo // every node, this one included
@@ -158,6 +159,15 @@ func (n *nodes) underlay(info *model.NodeInfo, p netip.Prefix) netip.Addr {
 // simply not be delivered yet.
 func (n *nodes) apply() {
 	want := n.desired()
+	if n.macs != nil {
+		var addrs []netip.Addr
+		for name, info := range n.known {
+			if name != n.self {
+				addrs = append(addrs, info.Addresses...)
+			}
+		}
+		n.macs.set(addrs)
+	}
 	for p, w := range want {
 		if have, ok := n.applied[p]; ok && have == w {
 			continue

@@ -276,6 +276,7 @@ type DropReason int32
 
 const (
 	DropReason_DROP_REASON_UNKNOWN                       DropReason = 0
+	DropReason_INVALID_SOURCE_IP                         DropReason = 132
 	DropReason_POLICY_DENIED                             DropReason = 133
 	DropReason_INVALID_PACKET_DROPPED                    DropReason = 134
 	DropReason_ERROR_WRITING_TO_PACKET                   DropReason = 141
@@ -293,6 +294,7 @@ const (
 var (
 	DropReason_name = map[int32]string{
 		0:   "DROP_REASON_UNKNOWN",
+		132: "INVALID_SOURCE_IP",
 		133: "POLICY_DENIED",
 		134: "INVALID_PACKET_DROPPED",
 		141: "ERROR_WRITING_TO_PACKET",
@@ -307,6 +309,7 @@ var (
 	}
 	DropReason_value = map[string]int32{
 		"DROP_REASON_UNKNOWN":                       0,
+		"INVALID_SOURCE_IP":                         132,
 		"POLICY_DENIED":                             133,
 		"INVALID_PACKET_DROPPED":                    134,
 		"ERROR_WRITING_TO_PACKET":                   141,
@@ -2033,10 +2036,11 @@ const file_flow_flow_proto_rawDesc = "" +
 	"\n" +
 	"\x06TRACED\x10\x06\x12\x0e\n" +
 	"\n" +
-	"TRANSLATED\x10\a*\xa4\x03\n" +
+	"TRANSLATED\x10\a*\xbc\x03\n" +
 	"\n" +
 	"DropReason\x12\x17\n" +
-	"\x13DROP_REASON_UNKNOWN\x10\x00\x12\x12\n" +
+	"\x13DROP_REASON_UNKNOWN\x10\x00\x12\x16\n" +
+	"\x11INVALID_SOURCE_IP\x10\x84\x01\x12\x12\n" +
 	"\rPOLICY_DENIED\x10\x85\x01\x12\x1b\n" +
 	"\x16INVALID_PACKET_DROPPED\x10\x86\x01\x12\x1c\n" +
 	"\x17ERROR_WRITING_TO_PACKET\x10\x8d\x01\x12\x1c\n" +
