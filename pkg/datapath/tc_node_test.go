@@ -45,6 +45,7 @@ func TestExternalPacketFlows(t *testing.T) {
 	cases := []struct {
 		name     string
 		services []model.FrontendBackends
+		local    []netip.Addr // pods of this node (router_sources)
 		steps    []step
 	}{
 		{
@@ -103,6 +104,16 @@ func TestExternalPacketFlows(t *testing.T) {
 			},
 		},
 		{
+			name:     "NodePort, Cluster, the endpoint a pod of this node: DNAT alone, the client kept (its ingress policy judges the client, not the node)",
+			services: []model.FrontendBackends{{Frontend: frontend(np4, model.TCP), Flags: ext, Backends: backends(be4b)}},
+			local:    []netip.Addr{be4b.Addr()},
+			steps: []step{
+				{name: "SYN", fromNet: true, in: syn4, verdict: actOK, out: pkt.Rewrite(syn4, ext4, be4b)},
+				{name: "SYN-ACK from the local pod", in: pkt.TCP(be4b, ext4, synAck, nil), verdict: actOK,
+					out: pkt.TCP(np4, ext4, synAck, nil)},
+			},
+		},
+		{
 			name: "Local without a local endpoint: dropped (another node may serve it); no endpoints at all: refused",
 			services: []model.FrontendBackends{
 				{Frontend: frontend(np4, model.TCP), Flags: local},
@@ -147,6 +158,9 @@ func TestExternalPacketFlows(t *testing.T) {
 				if err := cube.Apply(fb); err != nil {
 					t.Fatal(err)
 				}
+			}
+			for _, a := range c.local {
+				podSource(t, dp, a, progRunIfindex)
 			}
 			for _, s := range c.steps {
 				run(t, dp, s)
