@@ -86,8 +86,9 @@ func slowloris(t *testing.T, sb *sandbox.Sandbox, who, addr string, conns int, d
 // a pod of another node) holding a node's health-check ports open do not
 // stop the node's Service programming nor its health checks. While they
 // hold both Services' ports, one Service's port changes and a new Service
-// is created: the new Service is served within seconds, the moved port
-// answers, the port still under attack answers a new client (its
+// is created: the new Service, and one written after the change, are
+// served within seconds, the moved port answers (the one it left does
+// not), the port still under attack answers a new client (its
 // connections are capped and cut after the read timeout), and the
 // attackers' connections were cut by the server.
 func TestHealthCheckPortsWithstandSlowClients(t *testing.T) {
@@ -136,6 +137,16 @@ func TestHealthCheckPortsWithstandSlowClients(t *testing.T) {
 		return request(t, sb, node1.Pods[0].Name, "tcp", "10.96.0.52:80", 1, "--timeout", "300ms")[0].Err == ""
 	})
 	t.Logf("the new Service served on both nodes %v after it was written", time.Since(changedAt).Round(time.Millisecond))
+	// And the node goes on programming Services after the port moved: one
+	// more, written now, is served on the attacked node too.
+	if err := top.WriteManifest("healthcheck.yaml", changed+"---\n"+
+		sandbox.ServiceYAML("later", []string{"10.96.0.53"}, sandbox.EchoPorts[:1])+"---\n"+
+		sandbox.SliceYAML("later", false, sandbox.EndpointPorts[:1], pods)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 5*time.Second, "a Service written after the port moved, served on node1 (the attacked)", func() bool {
+		return request(t, sb, node1.Pods[0].Name, "tcp", "10.96.0.53:80", 1, "--timeout", "300ms")[0].Err == ""
+	})
 	testenv.WaitFor(t, 5*time.Second, "the moved health-check port answers", func() bool {
 		st, n := healthAnswer(t, sb, node1, movedTo, time.Second)
 		return st == "200" && n == local1
