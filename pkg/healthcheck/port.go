@@ -2,6 +2,7 @@ package healthcheck
 
 import (
 	"encoding/json"
+	"net"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -16,6 +17,10 @@ type port struct {
 	service model.ServiceID
 	local   atomic.Int64
 	srv     *http.Server
+	// lns are srv's listeners, closed here too: srv.Close knows only
+	// those its Serve goroutines have begun on, and a Service that moves
+	// back at once must find its old port free.
+	lns []net.Listener
 }
 
 // close stops the port's server: its listeners and every connection, at
@@ -26,6 +31,9 @@ func (p *port) close() {
 		return
 	}
 	_ = p.srv.Close()
+	for _, ln := range p.lns {
+		_ = ln.Close()
+	}
 }
 
 // ServeHTTP writes kube-proxy's health-check response.

@@ -138,7 +138,7 @@ func (s *Server) open(id model.ServiceID, number uint16, local int) (*port, erro
 		}
 		lns = append(lns, limit(ln))
 	}
-	p := &port{service: id}
+	p := &port{service: id, lns: lns}
 	p.local.Store(int64(local))
 	p.srv = newHTTPServer(p)
 	for _, ln := range lns {
