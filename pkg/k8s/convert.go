@@ -191,6 +191,9 @@ func externalAccess(svc *corev1.Service, bad func(string, ...any)) *model.Extern
 		ext.Restricted = len(svc.Spec.LoadBalancerSourceRanges) > 0
 		for i, s := range svc.Spec.LoadBalancerSourceRanges {
 			p, err := netip.ParsePrefix(strings.TrimSpace(s))
+			if err == nil {
+				p, err = unmapPrefix(p)
+			}
 			if err != nil {
 				// Fail closed: the ranges meant to restrict access; with one
 				// unreadable, which clients may connect is unknown.
@@ -199,7 +202,7 @@ func externalAccess(svc *corev1.Service, bad func(string, ...any)) *model.Extern
 				ext.Walled = true
 				continue
 			}
-			ext.SourceRanges = append(ext.SourceRanges, netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-unmappedBits(p)).Masked())
+			ext.SourceRanges = append(ext.SourceRanges, p)
 		}
 		if ext.Walled {
 			ext.SourceRanges = nil
@@ -222,15 +225,6 @@ func externalAccess(svc *corev1.Service, bad func(string, ...any)) *model.Extern
 		ext.HealthCheckNodePort = uint16(hc)
 	}
 	return &ext
-}
-
-// unmappedBits: an IPv4-mapped IPv6 prefix (::ffff:a.b.c.d/n) loses 96
-// bits when its address is unmapped.
-func unmappedBits(p netip.Prefix) int {
-	if p.Addr().Is4In6() {
-		return 96
-	}
-	return 0
 }
 
 func clusterIPs(svc *corev1.Service) []string {

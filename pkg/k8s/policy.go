@@ -110,16 +110,22 @@ func toPeer(p networkingv1.NetworkPolicyPeer) (model.PolicyPeer, error) {
 		if err != nil {
 			return peer, fieldError(".ipBlock.cidr", "%q is not a CIDR", p.IPBlock.CIDR)
 		}
-		block := &model.IPBlock{CIDR: cidr.Masked()}
+		if cidr, err = unmapPrefix(cidr); err != nil {
+			return peer, fieldError(".ipBlock.cidr", "%v", err)
+		}
+		block := &model.IPBlock{CIDR: cidr}
 		for k, e := range p.IPBlock.Except {
 			ex, err := netip.ParsePrefix(e)
+			if err == nil {
+				ex, err = unmapPrefix(ex)
+			}
 			switch {
 			case err != nil:
-				return peer, fieldError(fmt.Sprintf(".ipBlock.except[%d]", k), "%q is not a CIDR", e)
+				return peer, fieldError(fmt.Sprintf(".ipBlock.except[%d]", k), "%q is not a CIDR: %v", e, err)
 			case ex.Addr().Is4() != cidr.Addr().Is4() || ex.Bits() <= cidr.Bits() || !cidr.Contains(ex.Addr()):
 				return peer, fieldError(fmt.Sprintf(".ipBlock.except[%d]", k), "%s is not strictly inside cidr %s", e, cidr)
 			}
-			block.Except = append(block.Except, ex.Masked())
+			block.Except = append(block.Except, ex)
 		}
 		peer.Block = block
 		return peer, nil

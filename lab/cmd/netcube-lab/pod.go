@@ -18,7 +18,7 @@ import (
 // podCmd holds the tools that run inside sandbox pods.
 func podCmd(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: netcube-lab pod serve|request|load|hold|send|sniff|capture")
+		return errors.New("usage: netcube-lab pod serve|request|load|hold|send|sniff|capture|slowloris")
 	}
 	fs := flag.NewFlagSet("pod "+args[0], flag.ExitOnError)
 	switch args[0] {
@@ -81,6 +81,16 @@ func podCmd(args []string) error {
 			return err
 		}
 		return enc.Encode(caught)
+	case "slowloris":
+		conns := fs.Int("conns", 100, "connections to hold")
+		interval := fs.Duration("interval", 200*time.Millisecond, "pause between the bytes of each request")
+		d := fs.Duration("for", 10*time.Second, "how long to attack")
+		_ = fs.Parse(args[1:])
+		if fs.NArg() != 1 {
+			return errors.New("usage: netcube-lab pod slowloris [flags] HOST:PORT (a line once every connection was tried, then the report)")
+		}
+		enc := json.NewEncoder(os.Stdout)
+		return enc.Encode(traffic.Slowloris(fs.Arg(0), *conns, *interval, *d, func(r traffic.SlowReport) { _ = enc.Encode(r) }))
 	case "hold":
 		c := traffic.Client{}
 		fs.StringVar(&c.Proto, "proto", "tcp", "tcp or udp")

@@ -114,6 +114,7 @@ func (Cube) Start(ctx context.Context, env cube.Env) (cube.Started, error) {
 	if !env.Settings.Hollow { // hollow agents share the machine: none may listen on a health-check port
 		health := healthcheck.New()
 		health.Mark = uint32(datapath.AgentSocketMark) // may bind in the NodePort range (bpf/cubes/lb/sock_maps.h)
+		health.Addrs = node.Addrs                      // where NodePorts are served, not every address of the node
 		rec.SetHealthChecks(health)
 		st.Stop = health.Close
 	}

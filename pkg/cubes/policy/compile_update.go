@@ -449,7 +449,8 @@ func nsSelectorMatches(pol *model.Policy, l map[string]string) bool {
 }
 
 // policyBlocks are the prefixes of pol's ipBlocks (with repeats: counted
-// as many times as named).
+// as many times as named), and IPv4's whole range for a cidr that covers
+// ::ffff:0:0/96 (mappedV4).
 func policyBlocks(pol *model.Policy) []netip.Prefix {
 	var out []netip.Prefix
 	for _, rules := range [][]model.PolicyRule{pol.Ingress, pol.Egress} {
@@ -459,11 +460,32 @@ func policyBlocks(pol *model.Policy) []netip.Prefix {
 					continue
 				}
 				out = append(out, p.Block.CIDR)
+				if coversMappedV4(p.Block.CIDR) {
+					out = append(out, allV4)
+				}
 				out = append(out, p.Block.Except...)
 			}
 		}
 	}
 	return out
+}
+
+// An IPv4 address is keyed v4-mapped (::ffff:a.b.c.d) in the datapath's
+// 16-byte prefix map, so an IPv6 block holding ::ffff:0:0/96 (::/0, say)
+// would be the longest match of every IPv4 address outside the pods and
+// the IPv4 blocks, and an IPv6 rule would admit IPv4 clients. A cidr that
+// covers it brings IPv4's whole range as a block of its own: its class
+// is outside every IPv6 block (an IPv4 address is in no IPv6 prefix), so
+// IPv4 clients match it first and an IPv6 rule admits only IPv6, as
+// written.
+var (
+	mappedV4 = netip.MustParsePrefix("::ffff:0:0/96")
+	allV4    = netip.MustParsePrefix("0.0.0.0/0")
+)
+
+// coversMappedV4 says whether IPv6 prefix p holds ::ffff:0:0/96.
+func coversMappedV4(p netip.Prefix) bool {
+	return p.Addr().Is6() && p.Bits() <= mappedV4.Bits() && p.Contains(mappedV4.Addr())
 }
 
 // blocksFrom are the counted prefixes, sorted.
