@@ -18,7 +18,8 @@ import (
 // fuzzSeeds are the packet-flow fixtures the fuzzer mutates: TCP and UDP
 // to a frontend and to a pod, replies, fragments, ICMP errors quoting a
 // translated packet, ICMP echoes and the errors of masqueraded flows
-// (whole and cut-short quotes, of UDP and of an echo), IPv4 and IPv6.
+// (whole and cut-short quotes, of UDP and of an echo), IPv4 and IPv6;
+// DSR frontends, protocols without ports, IPv4-mapped sources.
 func fuzzSeeds() [][]byte {
 	udp4 := pkt.UDP(client4, vip4, []byte("query"))
 	big := pkt.UDP(client6, vip6, bytes.Repeat([]byte("x"), 1800))
@@ -48,6 +49,17 @@ func fuzzSeeds() [][]byte {
 			pkt.Error(c.server, c.node, pkt.TimeExceeded, 0, echo, 0),
 			pkt.Error(c.server, c.client, pkt.PortUnreach, 0, pkt.Rewrite(udp4, client4, be4), 0))
 	}
+	// Issue 68's paths: a DSR frontend from outside, protocols without
+	// ports (GRE), an IPv6 packet with an IPv4-mapped source, a UDP
+	// header cut short, an ICMPv6 error quoting a TCP flow.
+	seeds = append(seeds,
+		pkt.WithDSR(pkt.TCP(client4, be4, syn, nil), vip4),
+		pkt.WithDSR(pkt.UDP(client6, be6, []byte("q")), vip6),
+		withProto(pkt.UDP(client4, pod4, nil), 47),
+		withProto(pkt.UDP(client6, be6, nil), 50),
+		pkt.UDP(netip.MustParseAddrPort("[::ffff:10.244.1.11]:40000"), be6, []byte("q")),
+		udp4[:14+20+4],
+		pkt.Error(be6.Addr(), client6.Addr(), pkt.PortUnreach, 0, pkt.TCP(client6, be6, syn, nil), 0))
 	seeds = append(seeds, pkt.Fragments(pkt.UDP(client4, vip4, bytes.Repeat([]byte("y"), 1800)), 600, 7)...)
 	return append(seeds, pkt.Fragments(big, 800, 9)...)
 }
