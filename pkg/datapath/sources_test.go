@@ -17,7 +17,7 @@ import (
 // the "pod device" of these tests.
 const progRunIfindex = 1
 
-func podSource(t *testing.T, dp *datapath.Datapath, a netip.Addr, ifindex uint32) {
+func podSource(t testing.TB, dp *datapath.Datapath, a netip.Addr, ifindex uint32) {
 	t.Helper()
 	if err := cube.Put(dp.Maps(), router.MapSources, datapath.AddrFrom(a), datapath.RouterSource{Ifindex: ifindex}); err != nil {
 		t.Fatal(err)
