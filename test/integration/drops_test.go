@@ -215,7 +215,9 @@ func TestMonitorShowsNoNodeAddress(t *testing.T) {
 	node1 := top.Nodes[0]
 	ext4, ext6 := netip.MustParseAddr("198.51.100.20"), netip.MustParseAddr("fd00:198:51:100::20")
 	if err := top.WriteManifest("ext.yaml", externalService("ext", "NodePort", "Cluster", []string{"10.96.0.45", "fd00:10:96::45"},
-		[2]int{30122, 30123}, []string{ext4.String(), ext6.String()}, nil, top.EchoBackends())); err != nil {
+		// Endpoints on node2 only: node1 SNATs to reach them (one on
+		// node1 itself would keep the client, needing no node address).
+		[2]int{30122, 30123}, []string{ext4.String(), ext6.String()}, nil, top.Nodes[1].Pods)); err != nil {
 		t.Fatal(err)
 	}
 	for _, a := range []netip.Addr{ext4, ext6} {

@@ -75,7 +75,7 @@ func answeredBy(t *testing.T, rs []traffic.Result, want []string, peer netip.Add
 			t.Fatalf("request %d failed: %s", r.Seq, r.Err)
 		}
 		seen[r.Backend]++
-		if r.Peer != peer.String() {
+		if peer.IsValid() && r.Peer != peer.String() {
 			t.Fatalf("backend %s saw the client as %s, want %s", r.Backend, r.Peer, peer)
 		}
 	}
@@ -89,12 +89,31 @@ func answeredBy(t *testing.T, rs []traffic.Result, want []string, peer netip.Add
 	}
 }
 
+// answeredByCluster is answeredBy for externalTrafficPolicy Cluster
+// through node: an endpoint on node itself (one of local) sees the client
+// (no SNAT, so that its ingress policy judges the client), any other sees
+// node's address.
+func answeredByCluster(t *testing.T, rs []traffic.Result, want, local []string, node, client netip.Addr) {
+	t.Helper()
+	for _, r := range rs {
+		peer := node
+		if slices.Contains(local, r.Backend) {
+			peer = client
+		}
+		if r.Err == "" && r.Peer != peer.String() {
+			t.Fatalf("backend %s saw the client as %s, want %s", r.Backend, r.Peer, peer)
+		}
+	}
+	answeredBy(t, rs, want, netip.Addr{})
+}
+
 // TestExternalAccess: a client outside the cluster (on the nodes' network,
 // not a node) reaches Services through any node: NodePorts on every node
 // address, ExternalIPs and LoadBalancer IPs routed to a node, TCP and UDP,
 // IPv4 and IPv6. With externalTrafficPolicy Cluster every endpoint serves and
 // sees the node's address (SNAT); with Local only the node's own endpoints
-// serve, and see the client's address; a node without one drops (the client
+// serve, and see the client's address (as an endpoint on the receiving
+// node does with Cluster); a node without one drops (the client
 // times out rather than being refused: a load balancer's health check moves
 // it elsewhere). Pods reach NodePorts too.
 func TestExternalAccess(t *testing.T) {
@@ -142,12 +161,17 @@ func TestExternalAccess(t *testing.T) {
 	}
 
 	everyone := podNames(all)
-	for _, n := range top.Nodes {
+	for i, n := range top.Nodes {
+		local := podNames([][]sandbox.Pod{onNode1, onNode2}[i])
 		for _, ip := range []netip.Addr{n.IP4, n.IP6} {
+			client := top.External.IP4
+			if ip.Is6() {
+				client = top.External.IP6
+			}
 			for _, c := range []struct{ proto, port string }{{"tcp", "30080"}, {"udp", "30081"}} {
 				addr := net.JoinHostPort(ip.String(), c.port)
 				t.Run("Cluster NodePort "+c.proto+" "+addr, func(t *testing.T) {
-					answeredBy(t, fromOutside(t, sb, c.proto, addr, 40), everyone, ip)
+					answeredByCluster(t, fromOutside(t, sb, c.proto, addr, 40), everyone, local, ip, client)
 				})
 			}
 		}
@@ -159,8 +183,12 @@ func TestExternalAccess(t *testing.T) {
 		}
 		for _, c := range []struct{ proto, port string }{{"tcp", "80"}, {"udp", strconv.Itoa(sandbox.PodPort)}} {
 			addr := net.JoinHostPort(ip, c.port)
+			client := top.External.IP4
+			if via.Is6() {
+				client = top.External.IP6
+			}
 			t.Run("Cluster external IP "+c.proto+" "+addr, func(t *testing.T) {
-				answeredBy(t, fromOutside(t, sb, c.proto, addr, 40), everyone, via)
+				answeredByCluster(t, fromOutside(t, sb, c.proto, addr, 40), everyone, podNames(onNode2), via, client)
 			})
 		}
 	}
@@ -216,7 +244,7 @@ func TestExternalAccess(t *testing.T) {
 		}
 	})
 	t.Run("loadBalancerSourceRanges admit only clients within them", func(t *testing.T) {
-		answeredBy(t, fromOutside(t, sb, "tcp", "198.51.100.8:80", 40), everyone, node2.IP4)
+		answeredByCluster(t, fromOutside(t, sb, "tcp", "198.51.100.8:80", 40), everyone, podNames(onNode2), node2.IP4, top.External.IP4)
 		// The v6 ranges do not hold the client: dropped.
 		r := fromOutside(t, sb, "tcp", "[2001:db8::8]:80", 1, "--timeout", "300ms")[0]
 		if !strings.Contains(r.Err, "timeout") {
@@ -247,7 +275,7 @@ func TestExternalAccess(t *testing.T) {
 				return (fromOutside(t, sb, "tcp", "198.51.100.9:80", 1, "--timeout", "200ms")[0].Err == "") == step.answer
 			})
 			if step.answer {
-				answeredBy(t, fromOutside(t, sb, "tcp", "198.51.100.9:80", 20), everyone, node2.IP4)
+				answeredByCluster(t, fromOutside(t, sb, "tcp", "198.51.100.9:80", 20), everyone, podNames(onNode2), node2.IP4, top.External.IP4)
 				continue
 			}
 			for _, r := range fromOutside(t, sb, "tcp", "198.51.100.9:80", 3, "--timeout", "300ms") {

@@ -119,9 +119,13 @@ func TestExternalXDP(t *testing.T) {
 			}
 		})
 	}
-	t.Run("passed to tc: an endpoint on the node itself", func(t *testing.T) {
+	t.Run("passed to tc: an endpoint on the node itself, which sees the client (no SNAT)", func(t *testing.T) {
 		for _, ip := range []netip.Addr{node1.IP4, node1.IP6} {
-			answeredBy(t, fromOutside(t, sb, "tcp", net.JoinHostPort(ip.String(), "30112"), 20), podNames(onNode1), ip)
+			client := top.External.IP4
+			if ip.Is6() {
+				client = top.External.IP6
+			}
+			answeredBy(t, fromOutside(t, sb, "tcp", net.JoinHostPort(ip.String(), "30112"), 20), podNames(onNode1), client)
 		}
 	})
 
