@@ -72,11 +72,14 @@ const (
 	// an address in no NetworkLoadBalancerPool while netcube assigns the
 	// cluster's LoadBalancer IPs; that address is not served.
 	IngressOutsidePools Reason = "IngressOutsidePools"
+	// PolicyNotWritten: a pod's NetworkPolicy could not be written into
+	// its node's maps (one full); the pod is quarantined until it is.
+	PolicyNotWritten Reason = "PolicyNotWritten"
 )
 
 // Reasons lists every reason (the gauge reports each, standing or not).
 var Reasons = []Reason{InvalidField, FrontendConflict, DuplicateObject, UnreadObject, PodCIDRConflict, UnmatchedPort, MapFull, SliceConflict,
-	LoadBalancerIPNotAssigned, PoolConflict, PodOutsideNode, IngressOutsidePools}
+	LoadBalancerIPNotAssigned, PoolConflict, PodOutsideNode, IngressOutsidePools, PolicyNotWritten}
 
 // Sink receives each new or changed problem, e.g. to write a Kubernetes
 // Event. It must not block.
