@@ -68,11 +68,14 @@ const (
 	// its Node's pod CIDRs, or names no Node; those pods are not used
 	// (their addresses match no pod selector).
 	PodOutsideNode Reason = "PodOutsideNode"
+	// PolicyNotWritten: a pod's NetworkPolicy could not be written into
+	// its node's maps (one full); the pod is quarantined until it is.
+	PolicyNotWritten Reason = "PolicyNotWritten"
 )
 
 // Reasons lists every reason (the gauge reports each, standing or not).
 var Reasons = []Reason{InvalidField, FrontendConflict, DuplicateObject, UnreadObject, PodCIDRConflict, UnmatchedPort, MapFull, SliceConflict,
-	LoadBalancerIPNotAssigned, PoolConflict, PodOutsideNode}
+	LoadBalancerIPNotAssigned, PoolConflict, PodOutsideNode, PolicyNotWritten}
 
 // Sink receives each new or changed problem, e.g. to write a Kubernetes
 // Event. It must not block.

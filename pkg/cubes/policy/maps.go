@@ -115,20 +115,33 @@ func Sync(m *cube.Maps, have, want *Tables) error {
 // leave after, so a pod is never judged by a half written policy: during
 // a change it has the union of the old rules and the new. Each map's
 // writes, and its deletes, are one batch call (a new identity's entries
-// are hundreds of keys, and a system call per key costs more than the key). A
-// failed write returns at once; calling it again with the same changes
-// converges (every write is idempotent).
+// are hundreds of keys, and a system call per key costs more than the key).
+//
+// A key that cannot be written (a full map) does not stop the others:
+// every delete is still made (a revoked rule never stays in force
+// because another key did not fit), and each endpoint the unwritten keys
+// concern is written quarantined instead (failclosed.go): isolated both
+// ways under a rule set that allows nothing. The error is then a
+// *SyncError naming them. Calling it again with the same changes, and
+// the quarantined endpoints, converges (every write is idempotent).
 func SyncChanges(m *cube.Maps, t *Tables, ch Changes) error {
 	w := batchPool.Get().(*syncBatches)
 	defer batchPool.Put(w)
 	w.fill(t, ch)
-	if err := w.write(m); err != nil {
-		return err
-	}
-	if ch.Len() == 0 {
+	se := w.write(m, t)
+	if ch.Len() == 0 && se == nil {
 		return nil
 	}
-	return raiseRevision(m)
+	if err := raiseRevision(m); err != nil {
+		if se == nil {
+			return err
+		}
+		se.errs = append(se.errs, err)
+	}
+	if se == nil {
+		return nil
+	}
+	return se
 }
 
 // batchPool keeps the batches of the last SyncChanges for the next: a new
@@ -208,39 +221,51 @@ type syncBatches struct {
 }
 
 // write puts the batches in the order SyncChanges promises: identities
-// and entries, then endpoints; then the stale endpoints, entries and
-// identities out.
-func (w *syncBatches) write(m *cube.Maps) error {
+// and entries, then endpoints (those the keys not written concern,
+// quarantined); then the stale endpoints, entries and identities out,
+// whatever failed before. nil: everything written.
+func (w *syncBatches) write(m *cube.Maps, t *Tables) *SyncError {
 	for len(w.allow) < max(len(w.entries), len(w.rules)) {
 		w.allow = append(w.allow, datapath.PolicyEntry{Allow: 1})
 	}
 	allow := w.allow
-	steps := []func() error{
-		func() error { return put(m, MapHosts, w.hosts, w.hostVals) },
-		func() error { return put(m, MapPeers, w.peers, w.peerVals) },
-		func() error { return put(m, MapRules, w.rules, allow[:len(w.rules)]) },
-		func() error { return put(m, MapEntries, w.entries, allow[:len(w.entries)]) },
-		func() error { return put(m, MapEndpoints, w.endpoints, w.endpointVals) },
+	var se SyncError
+	putEach(m, MapHosts, w.hosts, w.hostVals, func(i int, err error) { se.host(w.hosts[i].IP(), err) })
+	putEach(m, MapPeers, w.peers, w.peerVals, func(_ int, err error) { se.peer(err) })
+	putEach(m, MapRules, w.rules, allow[:len(w.rules)], func(i int, err error) { se.ruleSet(w.rules[i].RuleSet, err) })
+	putEach(m, MapEntries, w.entries, allow[:len(w.entries)], func(i int, err error) { se.ruleSet(w.entries[i].RuleSet, err) })
+	if se.failed() {
+		w.quarantine(t, &se)
+	}
+	putEach(m, MapEndpoints, w.endpoints, w.endpointVals, func(i int, err error) { se.endpoint(w.endpoints[i].IP(), err) })
+	for _, step := range []func() error{
 		func() error { return remove(m, MapEndpoints, w.staleEndpoints) },
 		func() error { return remove(m, MapEntries, w.staleEntries) },
 		func() error { return remove(m, MapRules, w.staleRules) },
 		func() error { return remove(m, MapPeers, w.stalePeers) },
 		func() error { return remove(m, MapHosts, w.staleHosts) },
-	}
-	for _, step := range steps {
+	} {
 		if err := step(); err != nil {
-			return err
+			se.errs = append(se.errs, err)
 		}
 	}
-	return nil
-}
-
-func put[K, V any](m *cube.Maps, name string, keys []K, values []V) error {
-	if len(keys) == 0 {
+	if !se.failed() && len(se.errs) == 0 {
 		return nil
 	}
-	_, err := cube.PutBatch(m, name, keys, values)
-	return err
+	return &se
+}
+
+// putEach writes keys[i]=values[i] in batches; a key the map refuses is
+// passed to failed and the rest still written.
+func putEach[K, V any](m *cube.Maps, name string, keys []K, values []V, failed func(i int, err error)) {
+	for lo := 0; lo < len(keys); {
+		n, err := cube.PutBatch(m, name, keys[lo:], values[lo:])
+		if err == nil {
+			return
+		}
+		failed(lo+n, err)
+		lo += n + 1
+	}
 }
 
 func remove[K any](m *cube.Maps, name string, keys []K) error {

@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -54,6 +55,11 @@ type Reconciler struct {
 	// attributions: PoliciesOf's answers since the last compilation.
 	attributions map[attribKey][]string
 
+	// The CNI plugin's pods and the passes they wait for (admit.go).
+	admission
+	// What the last pass could not write, and whom it concerns (health.go).
+	health
+
 	syncs, failures prometheus.Counter
 	duration        prometheus.Histogram
 	entries         *prometheus.GaugeVec
@@ -69,6 +75,7 @@ func NewReconciler(maps *cube.Maps, node string, hostAddrs []netip.Addr) *Reconc
 		cluster: NewCluster(), dirty: make(chan struct{}, 1),
 		compiler: NewCompiler(), pendingPods: map[model.PodID]struct{}{}, pendingNamespaces: map[string]struct{}{},
 		pendingPolicies: map[model.PolicyID]struct{}{}, warned: map[model.PolicyID]string{}, attributions: map[attribKey][]string{},
+		admission: newAdmission(),
 		syncs: prometheus.NewCounter(prometheus.CounterOpts{Name: "netcube_policy_syncs_total",
 			Help: "Passes that wrote the policy maps to match the cluster's NetworkPolicies."}),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "netcube_policy_sync_errors_total",
@@ -139,8 +146,9 @@ func (r *Reconciler) changed() {
 func (r *Reconciler) OnPod(key types.NamespacedName, p *model.Pod) {
 	id := model.PodID{Namespace: key.Namespace, Name: key.Name}
 	r.mu.Lock()
-	r.cluster.SetPod(id, p)
+	r.cluster.SetPod(id, r.fromAPI(id, p))
 	r.pendingPods[id] = struct{}{}
+	r.podSeen()
 	r.mu.Unlock()
 	r.changed()
 }
@@ -271,14 +279,31 @@ func (r *Reconciler) pass() error {
 	clear(r.pendingPods)
 	clear(r.pendingNamespaces)
 	clear(r.pendingPolicies)
+	seq := r.admitSeq
 	t, ch := r.compiler.Tables(), r.compiler.Changes()
 	clear(r.attributions)
 	r.mu.Unlock()
-	if err := SyncChanges(r.maps, t, ch); err != nil {
+	err := SyncChanges(r.maps, t, ch)
+	var se *SyncError
+	if err != nil && !errors.As(err, &se) {
 		r.mu.Lock()
 		r.compiler.Requeue(ch)
 		r.mu.Unlock()
 		return err
+	}
+	r.mu.Lock()
+	if se != nil {
+		// Written as far as it could be, the rest quarantined: the next
+		// pass tries the keys again, and gives the quarantined their
+		// own entries back once they fit.
+		r.quarantineUnselected(t, se)
+		r.compiler.Requeue(ch)
+		r.compiler.Requeue(Changes{Endpoints: union(se.Quarantined, se.Open)})
+	}
+	r.passWritten(seq, se)
+	r.mu.Unlock()
+	if se != nil {
+		return se
 	}
 	if !r.swept {
 		n, err := sweep(r.maps, t)
