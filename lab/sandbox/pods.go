@@ -98,7 +98,10 @@ func (t Topology) cni(n Node, binDir, network string, op func(context.Context, *
 	c := libcni.NewCNIConfigWithCacheDir([]string{binDir}, t.cniCacheDir(n), nodeExec{netns: n.Netns})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return op(ctx, c, list, &libcni.RuntimeConf{ContainerID: containerID(p), NetNS: "/run/netns/" + p.Netns, IfName: "eth0"})
+	// The pod's name, as kubelet's runtime gives it: an agent enforcing
+	// NetworkPolicy writes the pod's policy before it answers ADD.
+	return op(ctx, c, list, &libcni.RuntimeConf{ContainerID: containerID(p), NetNS: "/run/netns/" + p.Netns, IfName: "eth0",
+		Args: [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", "default"}, {"K8S_POD_NAME", p.Name}}})
 }
 
 // waitConfList waits for the node's agent to install the conflist (it
