@@ -10,10 +10,14 @@ import (
 	"github.com/netcube/netcube/lab/sandbox"
 )
 
-// udp4 is an IPv4 UDP packet from src to dst:port carrying payload (the
-// kernel sets the header's length and checksum; UDP's is left out).
+// udp4 is an Ethernet frame holding an IPv4 UDP packet from src to
+// dst:port carrying payload (`pod send` sends the packet through the
+// pod's routes, so the Ethernet header is only its framing; the kernel
+// sets the IP header's length and checksum; UDP's checksum is left out).
 func udp4(src, dst netip.Addr, port uint16, payload string) []byte {
-	b := make([]byte, 28+len(payload))
+	f := make([]byte, 14+28+len(payload))
+	binary.BigEndian.PutUint16(f[12:], 0x0800)
+	b := f[14:]
 	b[0], b[8], b[9] = 0x45, 64, 17
 	copy(b[12:16], src.AsSlice())
 	copy(b[16:20], dst.AsSlice())
@@ -21,7 +25,7 @@ func udp4(src, dst netip.Addr, port uint16, payload string) []byte {
 	binary.BigEndian.PutUint16(b[22:], port)
 	binary.BigEndian.PutUint16(b[24:], uint16(8+len(payload)))
 	copy(b[28:], payload)
-	return b
+	return f
 }
 
 // TestNewPodIsJudgedFromItsFirstPacket: a NetworkPolicy lets pods labelled
