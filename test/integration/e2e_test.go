@@ -42,7 +42,7 @@ func TestUpstreamSigNetworkSmoke(t *testing.T) {
 	// The agent image holds static builds; cyclonus's worker image (for
 	// its NetworkPolicy cases) its worker.
 	for _, args := range [][]string{
-		{"-o", filepath.Join(binDir, "static") + "/", "github.com/netcube/netcube/cmd/netcube-agent", "github.com/netcube/netcube/cmd/netcube-cni"},
+		{"-o", filepath.Join(binDir, "static") + "/", "github.com/netcube/netcube/cmd/netcube-agent", "github.com/netcube/netcube/cmd/netcube-cni", "github.com/netcube/netcube/cmd/netcube-operator"},
 		{"-o", filepath.Join(binDir, "static", "cyclonus-worker"), "github.com/mattfenwick/cyclonus/cmd/worker"},
 	} {
 		build := exec.Command("go", append([]string{"build"}, args...)...)
