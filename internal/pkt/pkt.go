@@ -217,3 +217,15 @@ func SCTPInit(src, dst netip.AddrPort) []byte {
 	sctp := &layers.SCTP{SrcPort: layers.SCTPPort(src.Port()), DstPort: layers.SCTPPort(dst.Port())}
 	return build(src.Addr(), dst.Addr(), layers.IPProtocolSCTP, sctp, chunk)
 }
+
+// WithProto gives an IP packet another protocol number (GRE, ESP: a
+// protocol without ports); its checksums are left as they were.
+func WithProto(packet []byte, proto byte) []byte {
+	out := append([]byte(nil), packet...)
+	if out[12] == 0x08 { // IPv4
+		out[14+9] = proto
+	} else {
+		out[14+6] = proto
+	}
+	return out
+}

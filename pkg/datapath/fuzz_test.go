@@ -55,8 +55,8 @@ func fuzzSeeds() [][]byte {
 	seeds = append(seeds,
 		pkt.WithDSR(pkt.TCP(client4, be4, syn, nil), vip4),
 		pkt.WithDSR(pkt.UDP(client6, be6, []byte("q")), vip6),
-		withProto(pkt.UDP(client4, pod4, nil), 47),
-		withProto(pkt.UDP(client6, be6, nil), 50),
+		pkt.WithProto(pkt.UDP(client4, pod4, nil), 47),
+		pkt.WithProto(pkt.UDP(client6, be6, nil), 50),
 		pkt.UDP(netip.MustParseAddrPort("[::ffff:10.244.1.11]:40000"), be6, []byte("q")),
 		udp4[:14+20+4],
 		pkt.Error(be6.Addr(), client6.Addr(), pkt.PortUnreach, 0, pkt.TCP(client6, be6, syn, nil), 0))

@@ -24,18 +24,6 @@ func podSource(t testing.TB, dp *datapath.Datapath, a netip.Addr, ifindex uint32
 	}
 }
 
-// withProto gives an IP packet another protocol number (GRE, ESP: what
-// has no ports); its checksums are not the datapath's to check.
-func withProto(packet []byte, proto byte) []byte {
-	out := append([]byte(nil), packet...)
-	if out[12] == 0x08 { // IPv4
-		out[14+9] = proto
-	} else {
-		out[14+6] = proto
-	}
-	return out
-}
-
 // TestForgedSourcesAreDropped: from_pod lets a pod send only from its own
 // addresses, on its own device (router_sources, which the router cube
 // writes from the CNI plugin's neighbour entries), whatever the protocol;
@@ -79,8 +67,8 @@ func TestForgedSourcesAreDropped(t *testing.T) {
 		{"TCP SYN to a ClusterIP posing as another pod", pkt.TCP(other4, vip4, syn, nil), true},
 		{"ICMP echo from the pod's own address", pkt.Echo(own4.Addr(), pod4.Addr(), 1, 1, false, nil), false},
 		{"ICMP echo posing as another pod", pkt.Echo(other4.Addr(), pod4.Addr(), 1, 1, false, nil), true},
-		{"GRE from the pod's own address", withProto(pkt.UDP(own4, pod4, nil), 47), false},
-		{"GRE posing as the node", withProto(pkt.UDP(nodeAddr, pod4, nil), 47), true},
+		{"GRE from the pod's own address", pkt.WithProto(pkt.UDP(own4, pod4, nil), 47), false},
+		{"GRE posing as the node", pkt.WithProto(pkt.UDP(nodeAddr, pod4, nil), 47), true},
 		{"IPv6 UDP from the pod's own address", pkt.UDP(own6, be6, []byte("q")), false},
 		{"IPv6 UDP posing as another pod", pkt.UDP(other6, be6, []byte("q")), true},
 		{"IPv6 link-local to the gateway (neighbour discovery)", pkt.Echo(lla, netip.MustParseAddr("fe80::1"), 1, 1, false, nil), false},

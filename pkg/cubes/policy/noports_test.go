@@ -14,17 +14,6 @@ import (
 	"github.com/netcube/netcube/pkg/model"
 )
 
-// withProto gives an IP packet another protocol number (GRE: no ports).
-func withProto(packet []byte, proto byte) []byte {
-	out := append([]byte(nil), packet...)
-	if out[12] == 0x08 {
-		out[14+9] = proto
-	} else {
-		out[14+6] = proto
-	}
-	return out
-}
-
 // TestPacketsWithoutPortsAreJudged: an isolated pod's ICMP and other
 // protocols without ports (GRE here) are judged in both directions: as a
 // packet to port 0, which a rule naming ports does not admit and a rule
@@ -69,7 +58,7 @@ func TestPacketsWithoutPortsAreJudged(t *testing.T) {
 		s := netip.AddrPortFrom(server.IPs[fam], 8080)
 		echo := pkt.Echo(c.Addr(), s.Addr(), 7, 1, false, nil)
 		echoOut := pkt.Echo(s.Addr(), c.Addr(), 8, 1, false, nil)
-		gre := withProto(pkt.UDP(c, s, nil), 47)
+		gre := pkt.WithProto(pkt.UDP(c, s, nil), 47)
 		syn := pkt.TCP(c, s, pkt.TCPOpts{SYN: true, Seq: 1}, nil)
 		synAck := pkt.TCP(s, c, pkt.TCPOpts{SYN: true, ACK: true, Seq: 9, Ack: 2}, nil)
 		// Errors about the allowed connection, each way, and about none.
