@@ -98,7 +98,10 @@ func (t Topology) cni(n Node, binDir, network string, op func(context.Context, *
 	c := libcni.NewCNIConfigWithCacheDir([]string{binDir}, t.cniCacheDir(n), nodeExec{netns: n.Netns})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return op(ctx, c, list, &libcni.RuntimeConf{ContainerID: containerID(p), NetNS: "/run/netns/" + p.Netns, IfName: "eth0"})
+	// The pod's name, as kubelet's runtime gives it: an agent enforcing
+	// NetworkPolicy writes the pod's policy before it answers ADD.
+	return op(ctx, c, list, &libcni.RuntimeConf{ContainerID: containerID(p), NetNS: "/run/netns/" + p.Netns, IfName: "eth0",
+		Args: [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", "default"}, {"K8S_POD_NAME", p.Name}}})
 }
 
 // waitConfList waits for the node's agent to install the conflist (it
@@ -171,22 +174,40 @@ func podMAC(p Pod) (string, error) {
 
 // TimePodStartups wires count extra pods on a node one after another, as a
 // runtime starting pods does, and returns how long each CNI ADD took; each
-// is deleted (CNI DEL, namespace) before the next.
+// is deleted (CNI DEL, namespace, Pod object) before the next. With
+// netcube's pod network each pod has its Pod object first (the agent
+// refuses ADD for a pod it does not know), and its ADD is timed once the
+// agent has it.
 func (sb *Sandbox) TimePodStartups(node string, count int) ([]time.Duration, error) {
 	n, err := sb.node(node)
 	if err != nil {
 		return nil, err
 	}
+	netcube := sb.Config.PodNetwork != PodNetworkFlannel
 	var out []time.Duration
 	for i := 0; i < count; i++ {
 		p := Pod{Name: fmt.Sprintf("startup%d", i), Node: n.Name, Netns: fmt.Sprintf("%s-s%d", sb.Config.Name, i)}
-		took, err := sb.Topology.addPod(n, p, sb.pluginDir(), sb.network())
-		if err == nil {
-			out = append(out, took)
-			err = sb.Topology.delPod(n, p, sb.pluginDir(), sb.network())
+		if netcube {
+			err = sb.declarePod(p.Name, n.Name, map[string]string{"app": "startup"})
+			if err == nil {
+				err = sb.waitPodSeen(n, p.Name, readyTimeout)
+			}
 		}
-		if derr := ip("", "netns", "delete", p.Netns); err == nil {
-			err = derr
+		if err == nil {
+			var took time.Duration
+			took, err = sb.Topology.addPod(n, p, sb.pluginDir(), sb.network())
+			if err == nil {
+				out = append(out, took)
+				err = sb.Topology.delPod(n, p, sb.pluginDir(), sb.network())
+			}
+			if derr := ip("", "netns", "delete", p.Netns); err == nil {
+				err = derr
+			}
+		}
+		if netcube {
+			if derr := sb.undeclarePod(p.Name); err == nil {
+				err = derr
+			}
 		}
 		if err != nil {
 			return out, fmt.Errorf("pod startup %d on %s: %w", i, node, err)

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -21,6 +22,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -128,19 +130,20 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	rec := cs.rec
-	if err := serve(ctx, cfg, m, rec, src); err != nil {
+	ph, _ := cs.policy.(policyHealth)
+	if err := serve(ctx, cfg, m, rec, ph, src); err != nil {
 		return err
 	}
 	if cs.api == nil {
 		cs.api = map[string]http.Handler{}
 	}
-	cs.api[localapi.StatusPath] = statusHandler(cfg.NodeName, time.Now(), m, rec)
+	cs.api[localapi.StatusPath] = statusHandler(cfg.NodeName, time.Now(), m, rec, ph)
 	if err := serveAPI(ctx, cfg.APISocket, cs.api); err != nil {
 		return err
 	}
 
 	if !hollow {
-		if err := startPodNetwork(ctx, cfg, kdp, cs.pods); err != nil {
+		if err := startPodNetwork(ctx, cfg, kdp, cs.pods, cs.policy); err != nil {
 			return err
 		}
 		// Every hook now runs this agent's programs: what the earlier
@@ -395,9 +398,11 @@ func (s *sourceWithEvents) Run(ctx context.Context, h source.Handler) error {
 
 // serve starts the metrics and health endpoints. /healthz says the agent is
 // alive (and, as kube-proxy's, when it last synced); /readyz that its first
-// sync is applied, no Service is failing, and the API server has not been
-// unreachable for longer than the grace.
-func serve(ctx context.Context, cfg Config, m *metrics, rec cube.Reconciler, src source.Source) error {
+// sync is applied (the Services', and the NetworkPolicies' when ph, the
+// policy cube, is given), no Service is failing, every pod's policy is
+// written, and the API server has not been unreachable for longer than
+// the grace.
+func serve(ctx context.Context, cfg Config, m *metrics, rec cube.Reconciler, ph policyHealth, src source.Source) error {
 	reach, _ := src.(interface{ Unreachable() time.Duration })
 	health := http.NewServeMux()
 	// kube-proxy's shape, which tools (and the e2e suite) read: when the
@@ -421,10 +426,18 @@ func serve(ctx context.Context, cfg Config, m *metrics, rec cube.Reconciler, src
 				return
 			}
 		}
-		if f := rec.Failures(); len(f) > 0 {
+		if ph != nil {
+			select {
+			case <-ph.PolicySynced():
+			default:
+				http.Error(w, "initial NetworkPolicy sync not applied yet", http.StatusServiceUnavailable)
+				return
+			}
+		}
+		if f := failures(rec, ph); len(f) > 0 {
 			var b strings.Builder
-			for id, err := range f {
-				fmt.Fprintf(&b, "%s: %v\n", id, err)
+			for _, id := range slices.Sorted(maps.Keys(f)) {
+				fmt.Fprintf(&b, "%s: %v\n", id, f[id])
 			}
 			http.Error(w, b.String(), http.StatusServiceUnavailable)
 			return
@@ -463,8 +476,10 @@ func serve(ctx context.Context, cfg Config, m *metrics, rec cube.Reconciler, src
 }
 
 // startPodNetwork attaches to the pods already wired, then serves the CNI
-// plugin's socket and installs the plugin binary (when asked to).
-func startPodNetwork(ctx context.Context, cfg Config, dp *datapath.Datapath, handlers []cube.PodHandler) error {
+// plugin's socket and installs the plugin binary (when asked to). With a
+// cube enforcing NetworkPolicy (pol), the socket answers ADD only once
+// the pod's policy is written (cnisocket.WithPolicy).
+func startPodNetwork(ctx context.Context, cfg Config, dp *datapath.Datapath, handlers []cube.PodHandler, pol source.PolicyHandler) error {
 	p := &pods{dp: dp, prefix: cfg.PodIfacePrefix, handlers: handlers}
 	if err := p.attachExisting(); err != nil {
 		return err
@@ -482,5 +497,11 @@ func startPodNetwork(ctx context.Context, cfg Config, dp *datapath.Datapath, han
 	if cfg.CNISocket == "" {
 		return nil
 	}
-	return cnisocket.Serve(ctx, cfg.CNISocket, p)
+	var h cnisocket.AgentHandler = p
+	if pp, ok := pol.(cnisocket.PodPolicy); ok {
+		h = cnisocket.WithPolicy(p, pp)
+	} else if pol != nil {
+		return fmt.Errorf("the cube enforcing NetworkPolicy (%T) cannot write a pod's policy before its CNI ADD returns", pol)
+	}
+	return cnisocket.Serve(ctx, cfg.CNISocket, h)
 }

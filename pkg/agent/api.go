@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -15,7 +16,30 @@ import (
 	"github.com/netcube/netcube/pkg/localapi"
 )
 
-func statusHandler(node string, started time.Time, m *metrics, rec cube.Reconciler) http.Handler {
+// policyHealth is the policy cube's side of /readyz and `netcube status`:
+// whether its first sync is written, and what it could not write.
+type policyHealth interface {
+	PolicySynced() <-chan struct{}
+	PolicyFailures() map[string]error
+}
+
+// failures are the Service reconciler's failures and the policy cube's
+// (ph may be nil), by object.
+func failures(rec cube.Reconciler, ph policyHealth) map[string]error {
+	f := maps.Clone(rec.Failures())
+	if ph == nil {
+		return f
+	}
+	for id, err := range ph.PolicyFailures() {
+		if f == nil {
+			f = map[string]error{}
+		}
+		f[id] = err
+	}
+	return f
+}
+
+func statusHandler(node string, started time.Time, m *metrics, rec cube.Reconciler, ph policyHealth) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		st := localapi.Status{Node: node, Started: started, LastSync: m.lastSync()}
 		select {
@@ -23,7 +47,16 @@ func statusHandler(node string, started time.Time, m *metrics, rec cube.Reconcil
 			st.Synced = true
 		default:
 		}
-		for id, err := range rec.Failures() {
+		if ph != nil {
+			synced := false
+			select {
+			case <-ph.PolicySynced():
+				synced = true
+			default:
+			}
+			st.PolicySynced = &synced
+		}
+		for id, err := range failures(rec, ph) {
 			if st.Failing == nil {
 				st.Failing = map[string]string{}
 			}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/skel"
@@ -108,11 +109,28 @@ func Add(args *skel.CmdArgs) (err error) {
 	if err := wireHost(host, peer.Attrs().HardwareAddr, addrs); err != nil {
 		return types.NewError(types.ErrInternal, "netcube-cni: host side", err.Error())
 	}
-	if err := ag.podAdded(Pod{ContainerID: args.ContainerID, IfName: args.IfName, Netns: args.Netns,
+	ns, name := PodName(args.Args)
+	if err := ag.podAdded(Pod{ContainerID: args.ContainerID, Namespace: ns, Name: name, IfName: args.IfName, Netns: args.Netns,
 		HostIf: hostName, HostIfIndex: host.Attrs().Index, Addrs: addrs}); err != nil {
 		return types.NewError(types.ErrTryAgainLater, "netcube-cni: the agent did not attach the pod", err.Error())
 	}
 	return types.PrintResult(result(c, args, host, peer, addrs), c.CNIVersion)
+}
+
+// PodName reads the Kubernetes pod's namespace and name from CNI_ARGS
+// ("K8S_POD_NAMESPACE=x;K8S_POD_NAME=y;..."), as kubelet's runtime gives
+// them; "" where absent.
+func PodName(cniArgs string) (namespace, name string) {
+	for _, kv := range strings.Split(cniArgs, ";") {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case "K8S_POD_NAMESPACE":
+			namespace = v
+		case "K8S_POD_NAME":
+			name = v
+		}
+	}
+	return namespace, name
 }
 
 // createPair makes the pod's device pair (c.PodDevice: a veth or a netkit

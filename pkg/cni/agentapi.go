@@ -16,7 +16,13 @@ import (
 
 // Pod is what the plugin tells the agent of a pod it wired (or unwired).
 type Pod struct {
-	ContainerID string       `json:"containerID"`
+	ContainerID string `json:"containerID"`
+	// Namespace and Name are the Kubernetes pod's (CNI_ARGS
+	// K8S_POD_NAMESPACE, K8S_POD_NAME): an agent enforcing NetworkPolicy
+	// writes the pod's policy before it answers ADD, and refuses an ADD
+	// that names no pod.
+	Namespace   string       `json:"namespace,omitempty"`
+	Name        string       `json:"name,omitempty"`
 	IfName      string       `json:"ifname"`
 	Netns       string       `json:"netns,omitempty"`
 	HostIf      string       `json:"hostIf"`

@@ -40,7 +40,13 @@ type env struct {
 	dataDir string
 	socket  string
 	agent   *recordingAgent
-	stop    context.CancelFunc
+	// wrap, if set, is the agent's side of the socket around agent (the
+	// real policy gate, in policy_test.go).
+	wrap func(cnisocket.AgentHandler) cnisocket.AgentHandler
+	// k8sPod, if set, is the pod ("namespace/name") the runtime names
+	// in CNI_ARGS, as kubelet's does.
+	k8sPod string
+	stop   context.CancelFunc
 }
 
 var build struct {
@@ -130,7 +136,11 @@ func (e *env) startAgent() {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e.stop = cancel
-	if err := cnisocket.Serve(ctx, e.socket, e.agent); err != nil {
+	var h cnisocket.AgentHandler = e.agent
+	if e.wrap != nil {
+		h = e.wrap(h)
+	}
+	if err := cnisocket.Serve(ctx, e.socket, h); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -159,7 +169,7 @@ func (e *env) runtime(op, netnsPath string, valid ...types.GCAttachment) (*types
 	cmd := exec.Command("ip", args...)
 	vb, _ := json.Marshal(valid)
 	cmd.Env = append(os.Environ(), "CNI_HELPER_OP="+op, "CNI_HELPER_NETNS="+netnsPath,
-		"CNI_HELPER_PATH="+e.binDir, "CNI_HELPER_CONF="+e.confDir, "CNI_HELPER_VALID="+string(vb))
+		"CNI_HELPER_PATH="+e.binDir, "CNI_HELPER_CONF="+e.confDir, "CNI_HELPER_VALID="+string(vb), "CNI_HELPER_POD="+e.k8sPod)
 	out, err := cmd.Output()
 	if err != nil {
 		e.t.Fatalf("runtime helper %s: %v\n%s", op, err, out)
@@ -204,6 +214,9 @@ func TestHelperRuntime(t *testing.T) {
 	}
 	nsPath := os.Getenv("CNI_HELPER_NETNS")
 	rt := &libcni.RuntimeConf{ContainerID: "c-" + filepath.Base(nsPath), NetNS: nsPath, IfName: "eth0"}
+	if ns, name, ok := strings.Cut(os.Getenv("CNI_HELPER_POD"), "/"); ok {
+		rt.Args = [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", ns}, {"K8S_POD_NAME", name}}
+	}
 	ctx := context.Background()
 	var reply helperReply
 	switch op {

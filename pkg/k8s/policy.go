@@ -203,8 +203,11 @@ func policyProtocol(p *corev1.Protocol) (model.Proto, bool) {
 	return 0, false
 }
 
-// ToPod converts what the policy cube reads of a pod: nil for a pod with no
-// address yet (nothing to enforce). err names what was left out.
+// ToPod converts what the policy cube reads of a pod: nil for a pod that
+// has finished (Succeeded or Failed: its address may be another's now).
+// A pod with no address yet is kept, with none: its labels are what its
+// node's agent writes its policy from before its CNI ADD returns (the
+// runtime reports the address only after). err names what was left out.
 func ToPod(pod *corev1.Pod) (*model.Pod, error) {
 	if pod.Name == "" {
 		return nil, errors.New("metadata.name is empty: the pod is not used")
@@ -256,7 +259,7 @@ func ToPod(pod *corev1.Pod) (*model.Pod, error) {
 			*a.to = bw
 		}
 	}
-	if len(out.IPs) == 0 || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 		return nil, errors.Join(errs...)
 	}
 	return out, errors.Join(errs...)

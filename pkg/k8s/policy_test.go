@@ -144,7 +144,11 @@ func TestPodConverted(t *testing.T) {
 		t.Errorf("pod %+v", p)
 	}
 	pod.Status.PodIPs = nil
+	if p, err := ToPod(pod); err != nil || p == nil || len(p.IPs) != 0 || p.Labels["app"] != "web" || p.Node != "node1" {
+		t.Errorf("a pod without an address yet: %+v, %v; want it with its labels and node, and no address", p, err)
+	}
+	pod.Status.Phase = corev1.PodSucceeded
 	if p, _ := ToPod(pod); p != nil {
-		t.Errorf("a pod without an address yet: %+v, want nil", p)
+		t.Errorf("a pod that has finished: %+v, want nil", p)
 	}
 }

@@ -17,6 +17,11 @@ type Status struct {
 	// datapath last applied one (zero: never).
 	Synced   bool      `json:"synced"`
 	LastSync time.Time `json:"last_sync,omitzero"`
-	// Failing are the objects whose last apply failed (retried).
+	// PolicySynced: the first sync of NetworkPolicies is written (nil: no
+	// cube enforces them). Until it is, the CNI socket refuses ADD.
+	PolicySynced *bool `json:"policy_synced,omitempty"`
+	// Failing are the objects whose last apply failed (retried): Services,
+	// and the policy maps and each pod whose NetworkPolicy they lack
+	// ("Pod ns/name": quarantined, or left as the maps held it).
 	Failing map[string]string `json:"failing,omitempty"`
 }

@@ -35,8 +35,8 @@ type Handler interface {
 }
 
 // PolicyHandler receives what NetworkPolicy is enforced from: every pod,
-// namespace and NetworkPolicy (nil: deleted, or a pod without an address
-// yet). A Source delivers them when its Handler implements this too, and
+// namespace and NetworkPolicy (nil: deleted, or a pod that has
+// finished; a pod without an address yet comes with none). A Source delivers them when its Handler implements this too, and
 // calls OnPoliciesSynced once all three initial lists are delivered.
 type PolicyHandler interface {
 	OnPod(key types.NamespacedName, pod *model.Pod)

@@ -221,6 +221,9 @@ func printText(w io.Writer, r Report) {
 		if !a.LastSync.IsZero() {
 			sync += fmt.Sprintf(", last sync %s ago", time.Since(a.LastSync).Round(time.Second))
 		}
+		if a.PolicySynced != nil && !*a.PolicySynced {
+			sync += "; first NetworkPolicy sync not written yet (CNI ADD refused)"
+		}
 		fmt.Fprintf(w, "Agent:      node %s, up %s, %s\n", a.Node, time.Since(a.Started).Round(time.Second), sync)
 		for id, err := range a.Failing {
 			fmt.Fprintf(w, "            failing: %s: %s\n", id, err)

@@ -109,7 +109,7 @@ func (r *Reconciler) SliceKeys() []string {
 	return out
 }
 
-// OnPod: a pod (nil: deleted, or without an address).
+// OnPod: a pod (nil: deleted, or finished; with no address yet: none).
 func (r *Reconciler) OnPod(key types.NamespacedName, p *model.Pod) {
 	id := model.PodID{Namespace: key.Namespace, Name: key.Name}
 	r.mu.Lock()

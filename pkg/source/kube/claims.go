@@ -141,7 +141,7 @@ func (c *podClaims) judge(node string) {
 	c.refuse(node, fmt.Sprintf("pods outside Node %s's pod CIDRs %v, not used: %s", node, c.nodeCIDRs[node], strings.Join(out, ", ")))
 }
 
-// setLocal records this node's pod k (nil: deleted, or no address).
+// setLocal records this node's pod k (nil: deleted, or finished).
 func (c *podClaims) setLocal(k types.NamespacedName, p *model.Pod) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
