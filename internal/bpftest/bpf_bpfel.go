@@ -40,14 +40,27 @@ type bpfCtEntry struct {
 	State      uint64
 }
 
+type bpfCtEvictRing struct {
+	_      structs.HostLayout
+	Next   uint64
+	Oldest uint64
+}
+
+type bpfCtEvictSlot struct {
+	_     structs.HostLayout
+	Key   bpfCtKey
+	Other bpfCtKey
+}
+
 type bpfCtFlags uint8
 
 const (
-	bpfCtFlagsCT_F_EXTERNAL bpfCtFlags = 1
-	bpfCtFlagsCT_F_SNAT     bpfCtFlags = 2
-	bpfCtFlagsCT_F_MASQ     bpfCtFlags = 4
-	bpfCtFlagsCT_F_HOST     bpfCtFlags = 8
-	bpfCtFlagsCT_F_DSR      bpfCtFlags = 16
+	bpfCtFlagsCT_F_EXTERNAL  bpfCtFlags = 1
+	bpfCtFlagsCT_F_SNAT      bpfCtFlags = 2
+	bpfCtFlagsCT_F_MASQ      bpfCtFlags = 4
+	bpfCtFlagsCT_F_HOST      bpfCtFlags = 8
+	bpfCtFlagsCT_F_DSR       bpfCtFlags = 16
+	bpfCtFlagsCT_F_HANDSHAKE bpfCtFlags = 32
 )
 
 type bpfCtKey struct {
@@ -76,7 +89,8 @@ const (
 	bpfCtStatCT_STAT_CREATED       bpfCtStat = 0
 	bpfCtStatCT_STAT_CLOSED        bpfCtStat = 1
 	bpfCtStatCT_STAT_INSERT_FAILED bpfCtStat = 2
-	bpfCtStatCT_STAT_MAX           bpfCtStat = 3
+	bpfCtStatCT_STAT_EARLY_DROP    bpfCtStat = 3
+	bpfCtStatCT_STAT_MAX           bpfCtStat = 4
 )
 
 type bpfFlow struct {
@@ -466,6 +480,8 @@ const (
 	bpfMapCtFlows            = "ct_flows"
 	bpfMapCtScratch          = "ct_scratch"
 	bpfMapCtStats            = "ct_stats"
+	bpfMapCtUnanswered       = "ct_unanswered"
+	bpfMapCtUnansweredRing   = "ct_unanswered_ring"
 	bpfMapFragDatagrams      = "frag_datagrams"
 	bpfMapLbAffinity         = "lb_affinity"
 	bpfMapLbAffinityMatch    = "lb_affinity_match"
@@ -493,6 +509,7 @@ const (
 	bpfProgChainTail6        = "chain_tail6"
 	bpfProgChainTail7        = "chain_tail7"
 	bpfProgRun               = "run"
+	bpfVarCtEarlyDrop        = "ct_early_drop"
 	bpfVarCtTimeoutClose     = "ct_timeout_close"
 	bpfVarCtTimeoutSyn       = "ct_timeout_syn"
 	bpfVarCtTimeoutTcp       = "ct_timeout_tcp"
@@ -565,35 +582,38 @@ type bpfProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type bpfMapSpecs struct {
-	ChainCounts     *ebpf.MapSpec `ebpf:"chain_counts"`
-	ChainProgs      *ebpf.MapSpec `ebpf:"chain_progs"`
-	CtAcct          *ebpf.MapSpec `ebpf:"ct_acct"`
-	CtFlows         *ebpf.MapSpec `ebpf:"ct_flows"`
-	CtScratch       *ebpf.MapSpec `ebpf:"ct_scratch"`
-	CtStats         *ebpf.MapSpec `ebpf:"ct_stats"`
-	FragDatagrams   *ebpf.MapSpec `ebpf:"frag_datagrams"`
-	LbAffinity      *ebpf.MapSpec `ebpf:"lb_affinity"`
-	LbAffinityMatch *ebpf.MapSpec `ebpf:"lb_affinity_match"`
-	LbAnnounce      *ebpf.MapSpec `ebpf:"lb_announce"`
-	LbBackends      *ebpf.MapSpec `ebpf:"lb_backends"`
-	LbMaglev        *ebpf.MapSpec `ebpf:"lb_maglev"`
-	LbRetired       *ebpf.MapSpec `ebpf:"lb_retired"`
-	LbRevnat        *ebpf.MapSpec `ebpf:"lb_revnat"`
-	LbServices      *ebpf.MapSpec `ebpf:"lb_services"`
-	LbSourceRanges  *ebpf.MapSpec `ebpf:"lb_source_ranges"`
-	LbVips          *ebpf.MapSpec `ebpf:"lb_vips"`
-	MonitorConfig   *ebpf.MapSpec `ebpf:"monitor_config"`
-	MonitorCubes    *ebpf.MapSpec `ebpf:"monitor_cubes"`
-	MonitorDrops    *ebpf.MapSpec `ebpf:"monitor_drops"`
-	MonitorEvents   *ebpf.MapSpec `ebpf:"monitor_events"`
-	MonitorStats    *ebpf.MapSpec `ebpf:"monitor_stats"`
-	MonitorXdp      *ebpf.MapSpec `ebpf:"monitor_xdp"`
+	ChainCounts      *ebpf.MapSpec `ebpf:"chain_counts"`
+	ChainProgs       *ebpf.MapSpec `ebpf:"chain_progs"`
+	CtAcct           *ebpf.MapSpec `ebpf:"ct_acct"`
+	CtFlows          *ebpf.MapSpec `ebpf:"ct_flows"`
+	CtScratch        *ebpf.MapSpec `ebpf:"ct_scratch"`
+	CtStats          *ebpf.MapSpec `ebpf:"ct_stats"`
+	CtUnanswered     *ebpf.MapSpec `ebpf:"ct_unanswered"`
+	CtUnansweredRing *ebpf.MapSpec `ebpf:"ct_unanswered_ring"`
+	FragDatagrams    *ebpf.MapSpec `ebpf:"frag_datagrams"`
+	LbAffinity       *ebpf.MapSpec `ebpf:"lb_affinity"`
+	LbAffinityMatch  *ebpf.MapSpec `ebpf:"lb_affinity_match"`
+	LbAnnounce       *ebpf.MapSpec `ebpf:"lb_announce"`
+	LbBackends       *ebpf.MapSpec `ebpf:"lb_backends"`
+	LbMaglev         *ebpf.MapSpec `ebpf:"lb_maglev"`
+	LbRetired        *ebpf.MapSpec `ebpf:"lb_retired"`
+	LbRevnat         *ebpf.MapSpec `ebpf:"lb_revnat"`
+	LbServices       *ebpf.MapSpec `ebpf:"lb_services"`
+	LbSourceRanges   *ebpf.MapSpec `ebpf:"lb_source_ranges"`
+	LbVips           *ebpf.MapSpec `ebpf:"lb_vips"`
+	MonitorConfig    *ebpf.MapSpec `ebpf:"monitor_config"`
+	MonitorCubes     *ebpf.MapSpec `ebpf:"monitor_cubes"`
+	MonitorDrops     *ebpf.MapSpec `ebpf:"monitor_drops"`
+	MonitorEvents    *ebpf.MapSpec `ebpf:"monitor_events"`
+	MonitorStats     *ebpf.MapSpec `ebpf:"monitor_stats"`
+	MonitorXdp       *ebpf.MapSpec `ebpf:"monitor_xdp"`
 }
 
 // bpfVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type bpfVariableSpecs struct {
+	CtEarlyDrop        *ebpf.VariableSpec `ebpf:"ct_early_drop"`
 	CtTimeoutClose     *ebpf.VariableSpec `ebpf:"ct_timeout_close"`
 	CtTimeoutSyn       *ebpf.VariableSpec `ebpf:"ct_timeout_syn"`
 	CtTimeoutTcp       *ebpf.VariableSpec `ebpf:"ct_timeout_tcp"`
@@ -628,29 +648,31 @@ func (o *bpfObjects) Close() error {
 //
 // It can be passed to loadBpfObjects or ebpf.CollectionSpec.LoadAndAssign.
 type bpfMaps struct {
-	ChainCounts     *ebpf.Map `ebpf:"chain_counts"`
-	ChainProgs      *ebpf.Map `ebpf:"chain_progs"`
-	CtAcct          *ebpf.Map `ebpf:"ct_acct"`
-	CtFlows         *ebpf.Map `ebpf:"ct_flows"`
-	CtScratch       *ebpf.Map `ebpf:"ct_scratch"`
-	CtStats         *ebpf.Map `ebpf:"ct_stats"`
-	FragDatagrams   *ebpf.Map `ebpf:"frag_datagrams"`
-	LbAffinity      *ebpf.Map `ebpf:"lb_affinity"`
-	LbAffinityMatch *ebpf.Map `ebpf:"lb_affinity_match"`
-	LbAnnounce      *ebpf.Map `ebpf:"lb_announce"`
-	LbBackends      *ebpf.Map `ebpf:"lb_backends"`
-	LbMaglev        *ebpf.Map `ebpf:"lb_maglev"`
-	LbRetired       *ebpf.Map `ebpf:"lb_retired"`
-	LbRevnat        *ebpf.Map `ebpf:"lb_revnat"`
-	LbServices      *ebpf.Map `ebpf:"lb_services"`
-	LbSourceRanges  *ebpf.Map `ebpf:"lb_source_ranges"`
-	LbVips          *ebpf.Map `ebpf:"lb_vips"`
-	MonitorConfig   *ebpf.Map `ebpf:"monitor_config"`
-	MonitorCubes    *ebpf.Map `ebpf:"monitor_cubes"`
-	MonitorDrops    *ebpf.Map `ebpf:"monitor_drops"`
-	MonitorEvents   *ebpf.Map `ebpf:"monitor_events"`
-	MonitorStats    *ebpf.Map `ebpf:"monitor_stats"`
-	MonitorXdp      *ebpf.Map `ebpf:"monitor_xdp"`
+	ChainCounts      *ebpf.Map `ebpf:"chain_counts"`
+	ChainProgs       *ebpf.Map `ebpf:"chain_progs"`
+	CtAcct           *ebpf.Map `ebpf:"ct_acct"`
+	CtFlows          *ebpf.Map `ebpf:"ct_flows"`
+	CtScratch        *ebpf.Map `ebpf:"ct_scratch"`
+	CtStats          *ebpf.Map `ebpf:"ct_stats"`
+	CtUnanswered     *ebpf.Map `ebpf:"ct_unanswered"`
+	CtUnansweredRing *ebpf.Map `ebpf:"ct_unanswered_ring"`
+	FragDatagrams    *ebpf.Map `ebpf:"frag_datagrams"`
+	LbAffinity       *ebpf.Map `ebpf:"lb_affinity"`
+	LbAffinityMatch  *ebpf.Map `ebpf:"lb_affinity_match"`
+	LbAnnounce       *ebpf.Map `ebpf:"lb_announce"`
+	LbBackends       *ebpf.Map `ebpf:"lb_backends"`
+	LbMaglev         *ebpf.Map `ebpf:"lb_maglev"`
+	LbRetired        *ebpf.Map `ebpf:"lb_retired"`
+	LbRevnat         *ebpf.Map `ebpf:"lb_revnat"`
+	LbServices       *ebpf.Map `ebpf:"lb_services"`
+	LbSourceRanges   *ebpf.Map `ebpf:"lb_source_ranges"`
+	LbVips           *ebpf.Map `ebpf:"lb_vips"`
+	MonitorConfig    *ebpf.Map `ebpf:"monitor_config"`
+	MonitorCubes     *ebpf.Map `ebpf:"monitor_cubes"`
+	MonitorDrops     *ebpf.Map `ebpf:"monitor_drops"`
+	MonitorEvents    *ebpf.Map `ebpf:"monitor_events"`
+	MonitorStats     *ebpf.Map `ebpf:"monitor_stats"`
+	MonitorXdp       *ebpf.Map `ebpf:"monitor_xdp"`
 }
 
 func (m *bpfMaps) Close() error {
@@ -661,6 +683,8 @@ func (m *bpfMaps) Close() error {
 		m.CtFlows,
 		m.CtScratch,
 		m.CtStats,
+		m.CtUnanswered,
+		m.CtUnansweredRing,
 		m.FragDatagrams,
 		m.LbAffinity,
 		m.LbAffinityMatch,
@@ -685,6 +709,7 @@ func (m *bpfMaps) Close() error {
 //
 // It can be passed to loadBpfObjects or ebpf.CollectionSpec.LoadAndAssign.
 type bpfVariables struct {
+	CtEarlyDrop        *ebpf.Variable `ebpf:"ct_early_drop"`
 	CtTimeoutClose     *ebpf.Variable `ebpf:"ct_timeout_close"`
 	CtTimeoutSyn       *ebpf.Variable `ebpf:"ct_timeout_syn"`
 	CtTimeoutTcp       *ebpf.Variable `ebpf:"ct_timeout_tcp"`

@@ -54,7 +54,7 @@ func TestConntrackEntries(t *testing.T) {
 	h.create(client, backend, 3, netip.AddrPort{})
 
 	svc, ok := h.lookup(client, frontend, bpfCtDirCT_SERVICE)
-	if !ok || svc.Entry.BackendId != 7 || svc.Entry.RevNatId != 3 || svc.Entry.LastNs != 1_000_000 || svc.Entry.Flags != 0 {
+	if !ok || svc.Entry.BackendId != 7 || svc.Entry.RevNatId != 3 || svc.Entry.LastNs != 1_000_000 || svc.Entry.Flags != uint8(bpfCtFlagsCT_F_HANDSHAKE) {
 		t.Fatalf("service entry: found %v, %+v", ok, svc.Entry)
 	}
 	reply, ok := h.lookup(backend, client, bpfCtDirCT_REPLY)
@@ -96,7 +96,7 @@ func TestConntrackSNAT(t *testing.T) {
 	h.create(client, backend, 4, snat)
 
 	svc, ok := h.lookup(client, frontend, bpfCtDirCT_SERVICE)
-	wantFlags := uint8(bpfCtFlagsCT_F_EXTERNAL | bpfCtFlagsCT_F_SNAT)
+	wantFlags := uint8(bpfCtFlagsCT_F_EXTERNAL | bpfCtFlagsCT_F_SNAT | bpfCtFlagsCT_F_HANDSHAKE)
 	if !ok || svc.Entry.Flags != wantFlags || svc.Entry.NatAddr.W != addr(nodeIP).W || svc.Entry.NatPort != port(61005) {
 		t.Fatalf("service entry: found %v, %+v", ok, svc.Entry)
 	}

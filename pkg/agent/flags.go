@@ -99,6 +99,7 @@ func flagSet(name string, cfg *Config) (fs *flag.FlagSet, configFile *string, cl
 	fs.StringVar(&cfg.NodePortRange, "nodeport-range", cfg.NodePortRange, "NodePort range (lo-hi) that the node's own processes may not bind (socket-LB)")
 	fs.BoolVar(&cfg.LoadBalancerIPs, "load-balancer-ips", cfg.LoadBalancerIPs, "netcube-operator assigns LoadBalancer IPs from the NetworkLoadBalancerPools: serve only ingress addresses in a pool (false: another controller assigns them, every one is served)")
 	fs.StringVar(&cfg.UplinkRate, "uplink-rate", cfg.UplinkRate, "what the uplinks send while network slices queue them, in bits per second (\"900M\"; \"\": each uplink's speed, 10G for a veth): a little under the real bottleneck, so the queue forms where the latency class goes first")
+	fs.BoolVar(&cfg.Conntrack.EarlyDrop, "conntrack-early-drop", cfg.Conntrack.EarlyDrop, "a full conntrack table evicts its oldest flow not yet answered for a new flow (false: it refuses new flows until entries time out)")
 	fs.IntVar(&cfg.GCPercent, "gc-percent", cfg.GCPercent, "Go GC target percentage (GOGC); the GOGC environment variable wins")
 	for _, d := range []struct {
 		flag, help string

@@ -40,14 +40,27 @@ type bpfCtEntry struct {
 	State      bpfCtState
 }
 
+type bpfCtEvictRing struct {
+	_      structs.HostLayout
+	Next   uint64
+	Oldest uint64
+}
+
+type bpfCtEvictSlot struct {
+	_     structs.HostLayout
+	Key   bpfCtKey
+	Other bpfCtKey
+}
+
 type bpfCtFlags uint8
 
 const (
-	bpfCtFlagsCT_F_EXTERNAL bpfCtFlags = 1
-	bpfCtFlagsCT_F_SNAT     bpfCtFlags = 2
-	bpfCtFlagsCT_F_MASQ     bpfCtFlags = 4
-	bpfCtFlagsCT_F_HOST     bpfCtFlags = 8
-	bpfCtFlagsCT_F_DSR      bpfCtFlags = 16
+	bpfCtFlagsCT_F_EXTERNAL  bpfCtFlags = 1
+	bpfCtFlagsCT_F_SNAT      bpfCtFlags = 2
+	bpfCtFlagsCT_F_MASQ      bpfCtFlags = 4
+	bpfCtFlagsCT_F_HOST      bpfCtFlags = 8
+	bpfCtFlagsCT_F_DSR       bpfCtFlags = 16
+	bpfCtFlagsCT_F_HANDSHAKE bpfCtFlags = 32
 )
 
 type bpfCtGcResult struct {
@@ -90,17 +103,19 @@ const (
 	bpfCtStatCT_STAT_CREATED       bpfCtStat = 0
 	bpfCtStatCT_STAT_CLOSED        bpfCtStat = 1
 	bpfCtStatCT_STAT_INSERT_FAILED bpfCtStat = 2
-	bpfCtStatCT_STAT_MAX           bpfCtStat = 3
+	bpfCtStatCT_STAT_EARLY_DROP    bpfCtStat = 3
+	bpfCtStatCT_STAT_MAX           bpfCtStat = 4
 )
 
 type bpfCtState uint64
 
 const (
-	bpfCtStateCT_ST_REPLIED bpfCtState = 1
-	bpfCtStateCT_ST_FIN_FWD bpfCtState = 2
-	bpfCtStateCT_ST_FIN_REV bpfCtState = 4
-	bpfCtStateCT_ST_CLOSING bpfCtState = 8
-	bpfCtStateCT_ST_FIN2REV bpfCtState = 16
+	bpfCtStateCT_ST_REPLIED     bpfCtState = 1
+	bpfCtStateCT_ST_FIN_FWD     bpfCtState = 2
+	bpfCtStateCT_ST_FIN_REV     bpfCtState = 4
+	bpfCtStateCT_ST_CLOSING     bpfCtState = 8
+	bpfCtStateCT_ST_FIN2REV     bpfCtState = 16
+	bpfCtStateCT_ST_ESTABLISHED bpfCtState = 32
 )
 
 type bpfFragKey struct {
@@ -731,6 +746,8 @@ const (
 	bpfMapCtFlows            = "ct_flows"
 	bpfMapCtScratch          = "ct_scratch"
 	bpfMapCtStats            = "ct_stats"
+	bpfMapCtUnanswered       = "ct_unanswered"
+	bpfMapCtUnansweredRing   = "ct_unanswered_ring"
 	bpfMapFragDatagrams      = "frag_datagrams"
 	bpfMapLbAffinity         = "lb_affinity"
 	bpfMapLbAffinityMatch    = "lb_affinity_match"
@@ -795,6 +812,7 @@ const (
 	bpfProgToPod             = "to_pod"
 	bpfProgToPodNetkit       = "to_pod_netkit"
 	bpfProgXdpFromNet        = "xdp_from_net"
+	bpfVarCtEarlyDrop        = "ct_early_drop"
 	bpfVarCtTimeoutClose     = "ct_timeout_close"
 	bpfVarCtTimeoutSyn       = "ct_timeout_syn"
 	bpfVarCtTimeoutTcp       = "ct_timeout_tcp"
@@ -881,6 +899,8 @@ type bpfMapSpecs struct {
 	CtFlows           *ebpf.MapSpec `ebpf:"ct_flows"`
 	CtScratch         *ebpf.MapSpec `ebpf:"ct_scratch"`
 	CtStats           *ebpf.MapSpec `ebpf:"ct_stats"`
+	CtUnanswered      *ebpf.MapSpec `ebpf:"ct_unanswered"`
+	CtUnansweredRing  *ebpf.MapSpec `ebpf:"ct_unanswered_ring"`
 	FragDatagrams     *ebpf.MapSpec `ebpf:"frag_datagrams"`
 	LbAffinity        *ebpf.MapSpec `ebpf:"lb_affinity"`
 	LbAffinityMatch   *ebpf.MapSpec `ebpf:"lb_affinity_match"`
@@ -929,6 +949,7 @@ type bpfMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type bpfVariableSpecs struct {
+	CtEarlyDrop        *ebpf.VariableSpec `ebpf:"ct_early_drop"`
 	CtTimeoutClose     *ebpf.VariableSpec `ebpf:"ct_timeout_close"`
 	CtTimeoutSyn       *ebpf.VariableSpec `ebpf:"ct_timeout_syn"`
 	CtTimeoutTcp       *ebpf.VariableSpec `ebpf:"ct_timeout_tcp"`
@@ -965,6 +986,8 @@ type bpfMaps struct {
 	CtFlows           *ebpf.Map `ebpf:"ct_flows"`
 	CtScratch         *ebpf.Map `ebpf:"ct_scratch"`
 	CtStats           *ebpf.Map `ebpf:"ct_stats"`
+	CtUnanswered      *ebpf.Map `ebpf:"ct_unanswered"`
+	CtUnansweredRing  *ebpf.Map `ebpf:"ct_unanswered_ring"`
 	FragDatagrams     *ebpf.Map `ebpf:"frag_datagrams"`
 	LbAffinity        *ebpf.Map `ebpf:"lb_affinity"`
 	LbAffinityMatch   *ebpf.Map `ebpf:"lb_affinity_match"`
@@ -1015,6 +1038,8 @@ func (m *bpfMaps) Close() error {
 		m.CtFlows,
 		m.CtScratch,
 		m.CtStats,
+		m.CtUnanswered,
+		m.CtUnansweredRing,
 		m.FragDatagrams,
 		m.LbAffinity,
 		m.LbAffinityMatch,
@@ -1064,6 +1089,7 @@ func (m *bpfMaps) Close() error {
 //
 // It can be passed to loadBpfObjects or ebpf.CollectionSpec.LoadAndAssign.
 type bpfVariables struct {
+	CtEarlyDrop        *ebpf.Variable `ebpf:"ct_early_drop"`
 	CtTimeoutClose     *ebpf.Variable `ebpf:"ct_timeout_close"`
 	CtTimeoutSyn       *ebpf.Variable `ebpf:"ct_timeout_syn"`
 	CtTimeoutTcp       *ebpf.Variable `ebpf:"ct_timeout_tcp"`

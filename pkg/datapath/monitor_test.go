@@ -168,16 +168,27 @@ func TestEveryDropHasItsReason(t *testing.T) {
 			verdict: actShot, reason: datapath.MonDropSNATNoPort, cube: "nat", point: "from-network",
 		},
 		{
-			name: "conntrack full: a new flow is refused its entries",
+			name: "conntrack full of established flows: a new flow is refused its entries",
 			setup: func(t *testing.T, dp *datapath.Datapath, tables *lb.Tables) {
 				apply(t, tables, model.FrontendBackends{Frontend: frontend(vip4, model.TCP), Backends: backends(be4)})
-				// One flow (two entries) of the table's four.
-				if v := runProg(t, dp.Programs().FromPod, pkt.TCP(netip.AddrPortFrom(client4.Addr(), 30001), vip4, syn, nil)); v != actOK {
-					t.Fatalf("first flow: verdict %d", v)
+				// Two established flows (two entries each) fill the
+				// table's four: none may be evicted (early drop takes
+				// only flows not yet established).
+				for _, port := range []uint16{30001, 30002} {
+					c := netip.AddrPortFrom(client4.Addr(), port)
+					if v := runProg(t, dp.Programs().FromPod, pkt.TCP(c, vip4, syn, nil)); v != actOK {
+						t.Fatalf("flow from port %d: verdict %d", port, v)
+					}
+					if v := runProg(t, dp.Programs().ToPod, pkt.TCP(be4, c, synAck, nil)); v != actOK {
+						t.Fatalf("flow from port %d's reply: verdict %d", port, v)
+					}
+					if v := runProg(t, dp.Programs().FromPod, pkt.TCP(c, vip4, pkt.TCPOpts{ACK: true, Seq: 1001, Ack: 5001, Window: 502}, nil)); v != actOK {
+						t.Fatalf("flow from port %d's ACK: verdict %d", port, v)
+					}
 				}
 			},
 			ctSize: 4,
-			prog:   "from_pod", allowed: pkt.TCP(netip.AddrPortFrom(client4.Addr(), 30002), vip4, syn, nil),
+			prog:   "from_pod", allowed: pkt.TCP(netip.AddrPortFrom(client4.Addr(), 30002), vip4, pkt.TCPOpts{ACK: true, Seq: 1001, Ack: 5001, Window: 502}, []byte("x")),
 			dropped: pkt.TCP(netip.AddrPortFrom(client4.Addr(), 30003), vip4, syn, nil),
 			verdict: actShot, reason: datapath.MonDropCTCreate, cube: "ct", point: "from-pod",
 		},

@@ -97,12 +97,15 @@ const (
 	CTMasq     = bpfCtFlagsCT_F_MASQ
 	CTHost     = bpfCtFlagsCT_F_HOST
 
-	CTReplied = bpfCtStateCT_ST_REPLIED
-	CTClosing = bpfCtStateCT_ST_CLOSING
+	CTReplied     = bpfCtStateCT_ST_REPLIED
+	CTEstablished = bpfCtStateCT_ST_ESTABLISHED
+	CTHandshake   = bpfCtFlagsCT_F_HANDSHAKE
+	CTClosing     = bpfCtStateCT_ST_CLOSING
 
 	CTStatCreated      = bpfCtStatCT_STAT_CREATED
 	CTStatClosed       = bpfCtStatCT_STAT_CLOSED
 	CTStatInsertFailed = bpfCtStatCT_STAT_INSERT_FAILED
+	CTStatEarlyDrop    = bpfCtStatCT_STAT_EARLY_DROP
 
 	NatIcmpEchoMasq     = bpfNatIcmpStatNAT_ICMP_ECHO_MASQ
 	NatIcmpEchoNoID     = bpfNatIcmpStatNAT_ICMP_ECHO_NO_ID

@@ -35,13 +35,17 @@ import (
 //   - fragment-without-first: a pod's later fragment to a ClusterIP whose
 //     first fragment was never sent;
 //   - ct-insert-failed (last: it fills conntrack): new flows from outside
-//     once conntrack (256 entries here) is full.
+//     once conntrack (256 entries here) is full. Its agents run with early
+//     drop off (--conntrack-early-drop=false): with it on, a table full of
+//     flows never answered, as these are, gives them up for new ones
+//     (test/adversarial TestSYNFloodKeepsEstablishedFlows), and only a
+//     table full of answered flows refuses one.
 //
 // The crafted packets are sent by `netcube-lab pod send` (a raw socket
 // through the namespace's routes, or a packet socket on a device).
 func TestMonitorShowsTheRarerDrops(t *testing.T) {
 	syn := pkt.TCPOpts{SYN: true, Seq: 1000, Window: 64240}
-	sb := upWith(t, "td", sandbox.Config{Routing: "vxlan", AgentArgs: []string{"--ct-map-size=256"}})
+	sb := upWith(t, "td", sandbox.Config{Routing: "vxlan", AgentArgs: []string{"--ct-map-size=256", "--conntrack-early-drop=false"}})
 	top := sb.Topology
 	node1 := top.Nodes[0]
 	client := top.ClientPod()

@@ -1,11 +1,8 @@
 package integration
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
-	"io"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,58 +17,30 @@ import (
 	"github.com/netcube/netcube/pkg/datapath"
 )
 
-// holder is `netcube-lab pod hold` running in a pod: connections held open,
-// checked on demand.
+// holder is `netcube-lab pod hold` running in a pod (sandbox.Holder),
+// its errors the test's.
 type holder struct {
-	cmd   *exec.Cmd
-	in    io.WriteCloser
-	out   *bufio.Scanner
-	close func()
+	h *sandbox.Holder
 }
 
 func startHold(t *testing.T, sb *sandbox.Sandbox, pod, proto, addr string, count int) (*holder, traffic.HoldReport) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(binDir, sandbox.LabBinary), "pod", "hold", "--proto", proto, "--count", strconv.Itoa(count), addr)
-	in, err := cmd.StdinPipe()
+	h, rep, err := sb.StartHold(filepath.Join(binDir, sandbox.LabBinary), pod, proto, addr, count)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sb.Start(pod, cmd); err != nil {
-		t.Fatal(err)
-	}
-	h := &holder{cmd: cmd, in: in, out: bufio.NewScanner(out)}
-	h.close = func() {
-		_ = in.Close()
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	}
-	t.Cleanup(h.close)
-	return h, h.report(t)
-}
-
-func (h *holder) report(t *testing.T) traffic.HoldReport {
-	t.Helper()
-	if !h.out.Scan() {
-		t.Fatalf("netcube-lab pod hold ended: %v", h.out.Err())
-	}
-	var rep traffic.HoldReport
-	if err := json.Unmarshal(h.out.Bytes(), &rep); err != nil {
-		t.Fatalf("netcube-lab pod hold: %q: %v", h.out.Text(), err)
-	}
-	return rep
+	t.Cleanup(h.Close)
+	return &holder{h}, rep
 }
 
 // check sends one request on every held connection.
 func (h *holder) check(t *testing.T) traffic.HoldReport {
 	t.Helper()
-	if _, err := fmt.Fprintln(h.in, "check"); err != nil {
+	rep, err := h.h.Check()
+	if err != nil {
 		t.Fatal(err)
 	}
-	return h.report(t)
+	return rep
 }
 
 // ctStats sums a node's conntrack counters (ct_stats) and counts its

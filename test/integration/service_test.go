@@ -244,7 +244,7 @@ func TestRemovedEndpointKeepsConnections(t *testing.T) {
 		t.Fatalf("%s's TCP backend left lb_backends while connections ran on it", leaving.Name)
 	}
 
-	h.close()
+	h.h.Close()
 	lag := testenv.WaitFor(t, 30*time.Second, leaving.Name+"'s TCP backend deleted once its connections closed", func() bool { return !backendIn(6) })
 	t.Logf("retired backend deleted %s after its connections closed", lag)
 }

@@ -26,15 +26,18 @@
  * answered), which an idle association's HEARTBEATs (every 30 s by
  * default, net.sctp.hb_interval) keep alive; a lost end is the GC's.
  * The table is a hash map (ct_maps.h says why not an LRU): when it is
- * full a new flow is refused and counted, and no live flow loses its
- * entries; a flow whose entries are gone all the same (the GC took them
- * once it was idle past its timeout) is simply load-balanced again on its
- * next packet.
+ * full, a new flow takes the place of the oldest flow not yet answered
+ * (evict.h: early drop), or, when every flow is answered, is refused and
+ * counted; no answered flow loses its entries. A flow whose entries are
+ * gone all the same (evicted unanswered, or taken by the GC once it was
+ * idle past its timeout) is simply load-balanced again on its next
+ * packet.
  */
 #pragma once
 #include "lib/common.h"
 #include "lib/parse.h"
 #include "ct_maps.h"
+#include "cubes/monitor/monitor.h"
 #include "cubes/monitor/monitor.h"
 
 static always_inline void ct_key_from_flow(struct ct_key *k, const struct flow *f, __u8 dir)
@@ -61,14 +64,26 @@ static always_inline void ct_count(enum ct_stat stat)
 		*n += 1;
 }
 
-/* ct_timeout_ns is how long a flow of proto in state st lives after its
- * last packet. */
-static always_inline __u64 ct_timeout_ns(__u64 st, __u8 proto)
+
+/* ct_answered_state says whether state st of a flow of proto (its entry's
+ * flags) is past its opening: TCP's handshake done (for an entry an
+ * earlier agent wrote, answered), any other protocol answered. Such a
+ * flow has its long timeout and is never evicted (evict.h). */
+static always_inline int ct_answered_state(__u64 st, __u8 flags, __u8 proto)
+{
+	if (proto == IPPROTO_TCP && (flags & CT_F_HANDSHAKE))
+		return !!(st & CT_ST_ESTABLISHED);
+	return !!(st & CT_ST_REPLIED);
+}
+
+/* ct_timeout_ns is how long a flow of proto in state st (its entry's
+ * flags) lives after its last packet. */
+static always_inline __u64 ct_timeout_ns(__u64 st, __u8 flags, __u8 proto)
 {
 	__u32 s;
 
 	if (proto == IPPROTO_TCP)
-		s = (st & CT_ST_CLOSING) ? ct_timeout_close : (st & CT_ST_REPLIED) ? ct_timeout_tcp : ct_timeout_syn;
+		s = (st & CT_ST_CLOSING) ? ct_timeout_close : ct_answered_state(st, flags, proto) ? ct_timeout_tcp : ct_timeout_syn;
 	else /* UDP, and SCTP (see above) */
 		s = (st & CT_ST_REPLIED) ? ct_timeout_udp_stream : ct_timeout_udp;
 	return (__u64)s * 1000000000ULL;
@@ -84,8 +99,10 @@ static always_inline int ct_expired(const struct ct_entry *e, __u8 proto, __u64 
 {
 	__u64 last = READ_ONCE_U64(e->last_ns);
 
-	return now > last && now - last > ct_timeout_ns(e->state, proto);
+	return now > last && now - last > ct_timeout_ns(e->state, e->flags, proto);
 }
+
+#include "evict.h" /* (it needs the above) */
 
 /* ct_reopens says whether f, a TCP SYN, starts a new connection on a
  * client port whose old flow was answered or is closing (its close
@@ -121,6 +138,17 @@ static always_inline __u64 ct_packet_state(const struct flow *f, __u8 dir)
 	return st;
 }
 
+/* ct_establishes: what TCP packet f adds to a flow whose state, with
+ * what the packet itself adds, is st: CT_ST_ESTABLISHED for a packet
+ * without SYN or RST once the flow is answered, either way (a DSR node
+ * sees one way only). */
+static always_inline __u64 ct_establishes(__u64 st, const struct flow *f)
+{
+	if (f->proto != IPPROTO_TCP || !(st & CT_ST_REPLIED) || (f->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_RST)))
+		return 0;
+	return CT_ST_ESTABLISHED;
+}
+
 /* ct_news says whether packet f (way dir) is news for entry e: a state
  * it does not hold yet, the flow's end, or its time to be refreshed. The
  * reply path looks the flow's other entry up only then. */
@@ -128,6 +156,7 @@ static always_inline int ct_news(const struct ct_entry *e, const struct flow *f,
 {
 	__u64 add = ct_packet_state(f, dir);
 
+	add |= ct_establishes(e->state | add, f);
 	return (add & ~e->state) || (add & CT_ST_CLOSING) || (e->state & CT_ST_FINS) == CT_ST_FINS ||
 	       now - e->last_ns > CT_TOUCH_NS;
 }
@@ -226,6 +255,7 @@ static always_inline int ct_touch(struct ct_entry *e, struct ct_entry *other, co
 		if (f->proto == IPPROTO_TCP && (f->tcp_flags & TCP_FLAG_FIN))
 			add |= CT_ST_CLOSING;
 	}
+	add |= ct_establishes(before | add, f);
 	after = before | add;
 
 	if ((after & CT_ST_FINS) == CT_ST_FINS) {
@@ -324,7 +354,7 @@ static always_inline int ct_create_flow(const struct flow *f, __u32 backend_id,
 		.backend_id = backend_id,
 		.rev_nat_id = rev_nat_id,
 		.last_ns = now,
-		.flags = flags,
+		.flags = flags | CT_F_HANDSHAKE,
 	};
 	struct ct_key k;
 	int err;
@@ -337,7 +367,7 @@ static always_inline int ct_create_flow(const struct flow *f, __u32 backend_id,
 		e.nat_port = f->sport;
 		ct_reply_key(&k, baddr, bport, snat_addr, snat_port, f->proto);
 	}
-	err = bpf_map_update_elem(&ct_flows, &k, &e, BPF_ANY);
+	err = ct_insert(&k, &e);
 	if (err)
 		goto failed;
 	if (flags & CT_F_SNAT) {
@@ -345,13 +375,26 @@ static always_inline int ct_create_flow(const struct flow *f, __u32 backend_id,
 		e.nat_port = snat_port;
 	}
 	ct_key_from_flow(&k, f, CT_SERVICE);
-	err = bpf_map_update_elem(&ct_flows, &k, &e, BPF_ANY);
+	err = ct_insert(&k, &e);
 	if (!err) {
+		struct ct_evict_slot *slot = ct_claim_slot();
+
+		/* Early drop's ring learns the flow (its reply key written
+		 * into the slot itself: no stack for a second key). */
+		if (slot) {
+			if (flags & CT_F_SNAT)
+				ct_reply_key(&slot->other, baddr, bport, snat_addr, snat_port, f->proto);
+			else
+				ct_reply_key(&slot->other, baddr, bport, &f->saddr, f->sport, f->proto);
+			slot->key = k;
+		}
 		mon_crossed(MON_CUBE_CT);
 		mon_new_flow();
 		ct_account_flow(f, CT_SERVICE);
 		return 0;
 	}
+	/* (A reply entry without its service entry is left to the GC: its
+	 * removal here costs the programs' stack more than they have.) */
 failed:
 	ct_count(CT_STAT_INSERT_FAILED);
 	return err;

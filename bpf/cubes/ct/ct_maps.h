@@ -38,6 +38,11 @@ enum ct_flags : __u8 {
 			    * entry on the backend's node (nat_addr, nat_port:
 			    * the frontend, which its replies leave from). Its
 			    * own FIN closes such a flow (the other is unseen). */
+	CT_F_HANDSHAKE = 32, /* written by a datapath that follows TCP's
+			      * handshake (CT_ST_ESTABLISHED): a flow
+			      * answered but not yet established lives as
+			      * long as one unanswered. Entries an earlier
+			      * agent wrote lack it: answered is established. */
 };
 
 /* What a flow has shown so far (both entries of a flow hold the same
@@ -49,6 +54,10 @@ enum ct_state : __u64 {
 	CT_ST_CLOSING = 8, /* TCP: a RST, or FINs both ways */
 	CT_ST_FIN2_REV = 16, /* TCP: of the FINs both ways, the backend's came
 			      * second (so the client's ACK is the last packet) */
+	CT_ST_ESTABLISHED = 32, /* TCP: answered, then a packet without SYN
+				 * (the handshake's last ACK, or what
+				 * follows it): a SYN-ACK to a spoofed
+				 * source never gets here */
 };
 
 /* CT_POLICY: which of its pods' policies allowed the connection, as of
@@ -93,6 +102,8 @@ enum ct_stat : __u32 {
 	CT_STAT_CREATED = 0,   /* flows written (a new flow, or one rewritten) */
 	CT_STAT_CLOSED,        /* flows the datapath removed at their close */
 	CT_STAT_INSERT_FAILED, /* flows that could not be written */
+	CT_STAT_EARLY_DROP,    /* flows not yet answered, removed from a full
+				* table to make room for a new one (evict.h) */
 	CT_STAT_MAX,
 };
 
@@ -123,6 +134,48 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } ct_flows SEC(".maps");
+
+/* Early drop (evict.h): the flows written that were not yet answered, in
+ * the order they were written, so that a full table can give up the
+ * oldest of them for a new flow, as netfilter's early_drop does. A ring
+ * shared by every CPU: each slot holds a flow's one or two keys; a newer
+ * flow overwrites the oldest slot; a slot's flow may since have been
+ * answered, closed or removed (eviction looks each one up first). */
+#ifndef CT_EVICT_SLOTS
+#define CT_EVICT_SLOTS 16384 /* a power of two */
+#endif
+
+struct ct_evict_slot {
+	struct ct_key key;   /* one entry of the flow */
+	struct ct_key other; /* its other entry (other.dir 0: it has one) */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct ct_evict_slot);
+	__uint(max_entries, CT_EVICT_SLOTS);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} ct_unanswered SEC(".maps");
+
+/* ct_unanswered_ring: where the ring stands. Both count up forever (a
+ * slot: the count modulo CT_EVICT_SLOTS). */
+struct ct_evict_ring {
+	__u64 next;   /* flows written to the ring */
+	__u64 oldest; /* the first slot eviction has not looked at (at least
+		       * next - CT_EVICT_SLOTS: older slots are overwritten) */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct ct_evict_ring);
+	__uint(max_entries, 1);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} ct_unanswered_ring SEC(".maps");
+
+/* ct_early_drop: whether a full table evicts (--conntrack-early-drop). */
+volatile const __u8 ct_early_drop = 1;
 
 /* ct_acct: per-flow counters while the agent traces (MON_F_TRACE): the
  * packets and bytes of each conntrack entry, keyed as the entry (a flow's

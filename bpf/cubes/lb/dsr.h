@@ -228,13 +228,14 @@ static always_inline int dsr_record(struct __sk_buff *skb, const struct flow *f)
 		return DSR_CONFLICT;
 	__builtin_memset(&s->entry, 0, sizeof(s->entry));
 	s->entry.last_ns = nc_now();
-	s->entry.flags = CT_F_EXTERNAL | CT_F_DSR;
+	s->entry.flags = CT_F_EXTERNAL | CT_F_DSR | CT_F_HANDSHAKE;
 	s->entry.nat_addr = fe;
 	s->entry.nat_port = port;
-	if (bpf_map_update_elem(&ct_flows, &s->key, &s->entry, BPF_ANY)) {
+	if (ct_insert(&s->key, &s->entry)) {
 		ct_count(CT_STAT_INSERT_FAILED);
 		return -1;
 	}
+	ct_note_unanswered(&s->key);
 	ct_count(CT_STAT_CREATED);
 	mon_crossed(MON_CUBE_CT);
 	return 0;

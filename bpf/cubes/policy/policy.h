@@ -169,9 +169,12 @@ static always_inline void pol_record(struct pol_scratch *s, const struct flow *f
 	s->entry.state = ct_packet_state(f, CT_SERVICE);
 	s->entry.pol_verdict = s->bit | (s->swapped ? CT_POL_SWAPPED : 0);
 	s->entry.pol_rev = s->rev;
+	s->entry.flags = CT_F_HANDSHAKE;
 	ct_count(CT_STAT_CREATED);
-	if (bpf_map_update_elem(&ct_flows, &s->key, &s->entry, BPF_ANY))
+	if (ct_insert(&s->key, &s->entry))
 		ct_count(CT_STAT_INSERT_FAILED);
+	else
+		ct_note_unanswered(&s->key);
 }
 
 /* The memo. A packet between two pods of this node is checked twice in

@@ -70,12 +70,14 @@ type MapFill struct {
 }
 
 // Conntrack is conntrack's pressure: flows held of the table's size,
-// and the new flows it could not hold.
+// the new flows it could not hold, and the unanswered ones it gave up
+// for new ones (early drop).
 type Conntrack struct {
 	Entries      int     `json:"entries"`
 	Max          uint32  `json:"max_entries"`
 	Fill         float64 `json:"fill_percent"`
 	InsertFailed uint64  `json:"insert_failed"`
+	EarlyDropped uint64  `json:"early_dropped"`
 }
 
 // Events are the monitor's events: written to the ring buffer, or lost
@@ -172,6 +174,7 @@ func collect(node agentapi.Node) (Report, error) {
 		r.Conntrack.Fill = 100 * float64(r.Conntrack.Entries) / float64(flows.Max)
 	}
 	r.Conntrack.InsertFailed = cube.PerCPUSum(maps.Map(ct.MapStats), uint32(datapath.CTStatInsertFailed))
+	r.Conntrack.EarlyDropped = cube.PerCPUSum(maps.Map(ct.MapStats), uint32(datapath.CTStatEarlyDrop))
 	for _, d := range events.DropReasons() {
 		if n := cube.PerCPUSum(maps.Map(monitor.MapDrops), uint32(d)); n > 0 {
 			r.Drops[events.DropReason(d).Name] = n
@@ -251,8 +254,8 @@ func printText(w io.Writer, r Report) {
 			fmt.Fprintf(w, "  %-8s  %d packets, %s\n", "", t.Packets, bytesText(t.Bytes))
 		}
 	}
-	fmt.Fprintf(w, "Conntrack:  %d flows of %d (%.1f%%), %d new flows not held (table full)\n",
-		r.Conntrack.Entries, r.Conntrack.Max, r.Conntrack.Fill, r.Conntrack.InsertFailed)
+	fmt.Fprintf(w, "Conntrack:  %d flows of %d (%.1f%%), %d new flows not held (table full), %d unanswered flows evicted for new ones\n",
+		r.Conntrack.Entries, r.Conntrack.Max, r.Conntrack.Fill, r.Conntrack.InsertFailed, r.Conntrack.EarlyDropped)
 	if len(r.Drops) == 0 {
 		fmt.Fprintln(w, "Drops:      none")
 	} else {

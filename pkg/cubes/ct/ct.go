@@ -1,6 +1,7 @@
 // Package ct is the Go side of the conntrack cube (bpf/cubes/ct): the
 // datapath creates, follows and (at a flow's close) removes its entries;
-// the agent sizes the table (--ct-map-size), sets its timeouts at load
+// the agent sizes the table (--ct-map-size; a full one evicts its oldest
+// flow not yet answered for a new one, --conntrack-early-drop), sets its timeouts at load
 // (Config, the --conntrack-* flags), removes timed-out entries with the
 // datapath's own iterator (GC) and exports the table's metrics. It also
 // owns the table of fragmented datagrams the packet parser keeps
@@ -24,6 +25,14 @@ const MapFragments = "frag_datagrams"
 
 // MapStats counts, per CPU, flows written, closed and not written.
 const MapStats = "ct_stats"
+
+// MapUnanswered and MapUnansweredRing are early drop's ring: the flows
+// written not yet answered, oldest first, that a full table evicts for a
+// new flow (bpf/cubes/ct/evict.h), and where it stands.
+const (
+	MapUnanswered     = "ct_unanswered"
+	MapUnansweredRing = "ct_unanswered_ring"
+)
 
 // MapAcct counts each flow's packets and bytes while the agent traces
 // (reported with the flow's end); MapScratch is the programs' room for it.
@@ -50,6 +59,8 @@ func (Cube) Maps() []cube.MapSpec {
 		{Name: MapFlows, DefaultSize: 262144, SizeFlag: "ct-map-size", Upgrade: upgradeEntry},
 		{Name: MapFragments, DefaultSize: 8192, SizeFlag: "frag-map-size"},
 		{Name: MapStats},
+		{Name: MapUnanswered},
+		{Name: MapUnansweredRing},
 		{Name: MapAcct, DefaultSize: 262144, SizeFlag: "ct-map-size"},
 		{Name: MapScratch, Restart: true}, // scratch: a new layout replaces the pin
 	}

@@ -93,7 +93,7 @@ func (g *GC) Run(ctx context.Context, interval time.Duration) {
 }
 
 // Metrics are the table's gauges and counters: the GC's, and the
-// datapath's own (ct_stats: flows written, closed, not written).
+// datapath's own (ct_stats: flows written, closed, not written, evicted).
 func (g *GC) Metrics() []prometheus.Collector {
 	stat := func(name, help string, s datapath.CTStat) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 {
@@ -106,5 +106,6 @@ func (g *GC) Metrics() []prometheus.Collector {
 		stat("netcube_conntrack_flows_created_total", "Flows the datapath wrote to conntrack.", datapath.CTStatCreated),
 		stat("netcube_conntrack_flows_closed_total", "Flows the datapath removed at their close (RST, or the last ACK).", datapath.CTStatClosed),
 		stat("netcube_conntrack_insert_failures_total", "Flows the datapath could not write to conntrack.", datapath.CTStatInsertFailed),
+		stat("netcube_conntrack_early_drops_total", "Flows not yet answered that the datapath removed from a full conntrack table to hold a new one.", datapath.CTStatEarlyDrop),
 	}
 }

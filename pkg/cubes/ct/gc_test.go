@@ -22,7 +22,9 @@ import (
 // follow. The timeouts are the defaults but the two longest, shortened
 // (established 200 s, UDP stream 100 s): an entry cannot be older than the
 // machine's clock (CLOCK_MONOTONIC, from boot), and a fresh machine has
-// not been up a day.
+// not been up a day. An entry an earlier agent wrote (no CT_F_HANDSHAKE)
+// is established once answered; one this datapath wrote, once its
+// handshake is done.
 func TestGCRemovesTimedOutEntriesOnly(t *testing.T) {
 	testenv.RequireRoot(t)
 	cfg := ct.Defaults()
@@ -49,27 +51,34 @@ func TestGCRemovesTimedOutEntriesOnly(t *testing.T) {
 		state   datapath.CTState
 		idle    time.Duration
 		removed bool
+		flags   datapath.CTFlags // CTHandshake: written by this datapath (which follows TCP's handshake)
 	}
+	est, hs := datapath.CTReplied|datapath.CTEstablished, datapath.CTHandshake
 	entries := []entry{
-		{"TCP established, idle 10 s", 6, datapath.CTReplied, 10 * time.Second, false},
-		{"TCP established, idle 190 s", 6, datapath.CTReplied, 190 * time.Second, false},
-		{"TCP established, idle 210 s", 6, datapath.CTReplied, 210 * time.Second, true},
-		{"TCP unanswered, refreshed after the sweep read the clock", 6, 0, -time.Second, false},
-		{"TCP unanswered, idle 50 s", 6, 0, 50 * time.Second, false},
-		{"TCP unanswered, idle 70 s", 6, 0, 70 * time.Second, true},
-		{"TCP closing, idle 5 s", 6, datapath.CTReplied | datapath.CTClosing, 5 * time.Second, false},
-		{"TCP closing, idle 15 s", 6, datapath.CTReplied | datapath.CTClosing, 15 * time.Second, true},
-		{"UDP unanswered, idle 20 s", 17, 0, 20 * time.Second, false},
-		{"UDP unanswered, idle 40 s", 17, 0, 40 * time.Second, true},
-		{"UDP answered, idle 90 s", 17, datapath.CTReplied, 90 * time.Second, false},
-		{"UDP answered, idle 110 s", 17, datapath.CTReplied, 110 * time.Second, true},
+		{"TCP established, idle 10 s", 6, datapath.CTReplied, 10 * time.Second, false, 0},
+		{"TCP established, idle 190 s", 6, datapath.CTReplied, 190 * time.Second, false, 0},
+		{"TCP established, idle 210 s", 6, datapath.CTReplied, 210 * time.Second, true, 0},
+		{"TCP unanswered, refreshed after the sweep read the clock", 6, 0, -time.Second, false, 0},
+		{"TCP unanswered, idle 50 s", 6, 0, 50 * time.Second, false, 0},
+		{"TCP unanswered, idle 70 s", 6, 0, 70 * time.Second, true, 0},
+		{"TCP closing, idle 5 s", 6, datapath.CTReplied | datapath.CTClosing, 5 * time.Second, false, 0},
+		{"TCP closing, idle 15 s", 6, datapath.CTReplied | datapath.CTClosing, 15 * time.Second, true, 0},
+		{"UDP unanswered, idle 20 s", 17, 0, 20 * time.Second, false, 0},
+		{"UDP unanswered, idle 40 s", 17, 0, 40 * time.Second, true, 0},
+		{"UDP answered, idle 90 s", 17, datapath.CTReplied, 90 * time.Second, false, 0},
+		{"UDP answered, idle 110 s", 17, datapath.CTReplied, 110 * time.Second, true, 0},
+		{"TCP established (handshake seen), idle 190 s", 6, est, 190 * time.Second, false, hs},
+		{"TCP established (handshake seen), idle 210 s", 6, est, 210 * time.Second, true, hs},
+		// A SYN-ACK no one completed (a spoofed SYN's): the SYN timeout.
+		{"TCP answered, handshake not done, idle 50 s", 6, datapath.CTReplied, 50 * time.Second, false, hs},
+		{"TCP answered, handshake not done, idle 70 s", 6, datapath.CTReplied, 70 * time.Second, true, hs},
 	}
 	key := func(i int, e entry) datapath.CTKey {
 		return datapath.CTKey{Saddr: datapath.AddrFrom(netip.MustParseAddr("10.244.1.1")), Daddr: datapath.AddrFrom(netip.MustParseAddr("10.96.0.1")),
 			Sport: datapath.Port(uint16(40000 + i)), Dport: datapath.Port(80), Proto: e.proto, Dir: datapath.CTService}
 	}
 	for i, e := range entries {
-		k, v := key(i, e), datapath.CTEntry{BackendId: 1, RevNatId: 1, LastNs: ago(e.idle), State: e.state}
+		k, v := key(i, e), datapath.CTEntry{BackendId: 1, RevNatId: 1, LastNs: ago(e.idle), State: e.state, Flags: e.flags}
 		if err := flows.Update(&k, &v); err != nil {
 			t.Fatal(err)
 		}

@@ -26,6 +26,11 @@ type Config struct {
 	UDPStream metav1.Duration `json:"udpStreamTimeout,omitempty"`
 	// GCInterval: how often timed-out entries are removed.
 	GCInterval metav1.Duration `json:"gcInterval,omitempty"`
+	// EarlyDrop: a full table evicts its oldest flow not yet answered
+	// for a new flow (netfilter's early drop), so that a flood of
+	// spoofed SYNs cannot refuse new flows; off, a full table refuses
+	// every new flow until entries time out (for measurement).
+	EarlyDrop bool `json:"earlyDrop"`
 }
 
 // Defaults are kube-proxy's timeouts where it has them.
@@ -38,6 +43,7 @@ func Defaults() Config {
 		UDP:            d(30 * time.Second),
 		UDPStream:      d(300 * time.Second),
 		GCInterval:     d(10 * time.Second),
+		EarlyDrop:      true,
 	}
 }
 
@@ -60,6 +66,10 @@ func (c Config) Variables() (map[string]any, error) {
 			return nil, fmt.Errorf("conntrack %s: %s is not a whole number of seconds from 1s to %ds", t.field, t.d, uint32(math.MaxUint32))
 		}
 		vars[t.variable] = uint32(t.d / time.Second)
+	}
+	vars["ct_early_drop"] = uint8(0)
+	if c.EarlyDrop {
+		vars["ct_early_drop"] = uint8(1)
 	}
 	if c.GCInterval.Duration < time.Second {
 		return nil, fmt.Errorf("conntrack gcInterval: %s is under a second", c.GCInterval.Duration)
