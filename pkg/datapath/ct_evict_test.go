@@ -57,7 +57,7 @@ func TestConntrackEvictedFlowIsBalancedAgain(t *testing.T) {
 }
 
 // ctStat sums counter stat of ct_stats over the CPUs.
-func ctStat(t *testing.T, dp *datapath.Datapath, stat datapath.CTStat) uint64 {
+func ctStat(t testing.TB, dp *datapath.Datapath, stat datapath.CTStat) uint64 {
 	t.Helper()
 	var perCPU []uint64
 	if err := dp.Maps().Map(ct.MapStats).Lookup(uint32(stat), &perCPU); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/netcube/netcube/internal/pkt"
 	"github.com/netcube/netcube/internal/testenv"
+	"github.com/netcube/netcube/pkg/cubes/lb"
 	"github.com/netcube/netcube/pkg/datapath"
 	"github.com/netcube/netcube/pkg/model"
 )
@@ -70,7 +71,8 @@ func fuzzSeeds() [][]byte {
 // TCP and UDP, IPv4 and IPv6) and conntrack emptied before each frame, a
 // frame not addressed to a frontend address leaves every program with its
 // network and transport headers and payload as they were (the router may
-// set Ethernet addresses). `make test` runs the seeds and a short
+// set Ethernet addresses). Each frame runs again with conntrack full of
+// flows never answered (the early drop's path). `make test` runs the seeds and a short
 // fuzzing; `go test ./pkg/datapath -run '^$' -fuzz FuzzPrograms` a long one.
 // New inputs it finds go to testdata/fuzz/FuzzPrograms (commit them).
 func FuzzPrograms(f *testing.F) {
@@ -79,20 +81,47 @@ func FuzzPrograms(f *testing.F) {
 		f.Add(s)
 	}
 	dp, cube := load(f)
-	for _, fe := range []model.Frontend{frontend(vip4, model.TCP), frontend(vip4, model.UDP), frontend(vip6, model.TCP), frontend(vip6, model.UDP)} {
-		bs := backends(be4)
-		if fe.Addr.Is6() {
-			bs = backends(be6)
-		}
-		if err := cube.Upsert(fe, bs); err != nil {
-			f.Fatal(err)
+	// full: the same, its conntrack (4 entries) filled before each frame
+	// with two flows never answered, so that every frame that starts a
+	// flow takes the early drop's path (bpf/cubes/ct/evict.h).
+	full, err := loadTrusting(datapath.Config{MapSizes: map[string]uint32{
+		"lb_services": 1024, "lb_backends": 1024, "lb_revnat": 1024, "ct_flows": 4,
+	}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer full.Close()
+	for _, tables := range []*lb.Tables{cube, lb.New(full.Maps())} {
+		for _, fe := range []model.Frontend{frontend(vip4, model.TCP), frontend(vip4, model.UDP), frontend(vip6, model.TCP), frontend(vip6, model.UDP)} {
+			bs := backends(be4)
+			if fe.Addr.Is6() {
+				bs = backends(be6)
+			}
+			if err := tables.Upsert(fe, bs); err != nil {
+				f.Fatal(err)
+			}
 		}
 	}
 	progs := dp.Programs()
-	named := []struct {
+	type namedProg struct {
 		name string
 		prog *ebpf.Program
-	}{{"from_pod", progs.FromPod}, {"to_pod", progs.ToPod}, {"from_net", progs.FromNet}, {"to_net", progs.ToNet}}
+	}
+	programsOf := func(p datapath.Programs) []namedProg {
+		return []namedProg{{"from_pod", p.FromPod}, {"to_pod", p.ToPod}, {"from_net", p.FromNet}, {"to_net", p.ToNet}}
+	}
+	named, namedFull := programsOf(progs), programsOf(full.Programs())
+	fill := func(t testing.TB) {
+		for _, m := range []string{"ct_flows", "frag_datagrams"} {
+			emptyMap(t, full, m)
+		}
+		for port := range uint16(2) {
+			syn := pkt.TCP(netip.AddrPortFrom(client4.Addr(), 50000+port), vip4, syn, nil)
+			if _, err := full.Programs().FromPod.Run(&ebpf.RunOptions{Data: syn, DataOut: make([]byte, len(syn)+512)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	frontends := []netip.Addr{vip4.Addr(), vip6.Addr()}
 	// Positive control: the comparison below sees a translation.
 	synToVIP := pkt.TCP(client4, vip4, syn, nil)
@@ -101,13 +130,25 @@ func FuzzPrograms(f *testing.F) {
 	if _, err := progs.FromPod.Run(opts); err != nil || bytes.Equal(opts.DataOut[12:], synToVIP[12:]) {
 		f.Fatalf("a SYN to the frontend was not translated (err %v): the check would see nothing", err)
 	}
+	// Positive control of full: a new flow there is served by evicting.
+	fill(f)
+	evictedBefore := ctStat(f, full, datapath.CTStatEarlyDrop)
+	if v, err := full.Programs().FromPod.Run(&ebpf.RunOptions{Data: synToVIP, DataOut: make([]byte, len(synToVIP)+512)}); err != nil || v == actShot ||
+		ctStat(f, full, datapath.CTStatEarlyDrop) != evictedBefore+1 {
+		f.Fatalf("a SYN to the frontend with conntrack full: verdict %d, %v; not served by one early drop", v, err)
+	}
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		if len(frame) < 14 || len(frame) > 2048 || runt(frame) {
 			return // what BPF_PROG_RUN refuses to run (tc sees frames up to the MTU)
 		}
-		for _, p := range named {
-			for _, m := range []string{"ct_flows", "frag_datagrams"} {
-				emptyMap(t, dp, m)
+		for i, p := range append(named, namedFull...) {
+			if i < len(named) {
+				for _, m := range []string{"ct_flows", "frag_datagrams"} {
+					emptyMap(t, dp, m)
+				}
+			} else {
+				fill(t)
+				p.name += " (conntrack full)"
 			}
 			out := make([]byte, len(frame)+512)
 			opts := &ebpf.RunOptions{Data: frame, DataOut: out}
@@ -150,7 +191,7 @@ func frameDst(frame []byte) netip.Addr {
 }
 
 // emptyMap deletes every entry of a hash map of dp.
-func emptyMap(t *testing.T, dp *datapath.Datapath, name string) {
+func emptyMap(t testing.TB, dp *datapath.Datapath, name string) {
 	t.Helper()
 	m := dp.Maps().Map(name)
 	var keys [][]byte
