@@ -57,6 +57,11 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	rep := report.New()
+	if cfg.Manifests == "" {
+		if rc, err := restConfig(cfg); err == nil {
+			sizeIdentityMaps(ctx, &cfg, rc)
+		}
+	}
 	src, err := newSource(cfg, rep)
 	if err != nil {
 		return err
@@ -281,10 +286,9 @@ func startCubes(ctx context.Context, dp nodeDatapath, m *metrics, env cube.Env) 
 // newSource picks the state source: a YAML directory, or the Kubernetes API
 // (kubeconfig, or in-cluster config), whose problems go to rep (and, from
 // the API, as Events on the objects).
-func newSource(cfg Config, rep *report.Reporter) (source.Source, error) {
-	if cfg.Manifests != "" {
-		return &yamldir.Source{Dir: cfg.Manifests, Report: rep}, nil
-	}
+// restConfig is the API server's address and credentials: --kubeconfig,
+// or the Pod's own.
+func restConfig(cfg Config) (*rest.Config, error) {
 	var rc *rest.Config
 	var err error
 	if cfg.Kubeconfig != "" {
@@ -296,6 +300,17 @@ func newSource(cfg Config, rep *report.Reporter) (source.Source, error) {
 		return nil, fmt.Errorf("Kubernetes API config (give --kubeconfig, or --manifests for a YAML directory): %w", err)
 	}
 	rc.UserAgent = "netcube-agent"
+	return rc, nil
+}
+
+func newSource(cfg Config, rep *report.Reporter) (source.Source, error) {
+	if cfg.Manifests != "" {
+		return &yamldir.Source{Dir: cfg.Manifests, Report: rep}, nil
+	}
+	rc, err := restConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
 	rc.QPS, rc.Burst = 50, 100
 	// Protobuf: a third of JSON's size on the wire and far less garbage
 	// when listing 100,000 objects.

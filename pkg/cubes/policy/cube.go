@@ -19,8 +19,11 @@ func (Cube) Name() string { return "policy" }
 
 func (Cube) Maps() []cube.MapSpec {
 	return []cube.MapSpec{
-		{Name: MapHosts, DefaultSize: 65536, SizeFlag: "policy-identity-map-size"},
-		{Name: MapPeers, DefaultSize: 65536, SizeFlag: "policy-identity-map-size"},
+		// (Resized when the cluster is: pkg/agent sizes pol_hosts from
+		// its Pods; the identities carry over, so no peer is unknown
+		// across the restart.)
+		{Name: MapHosts, DefaultSize: 65536, SizeFlag: "policy-identity-map-size", Upgrade: samePeer},
+		{Name: MapPeers, DefaultSize: 65536, SizeFlag: "policy-identity-map-size", Upgrade: samePeer},
 		{Name: MapEndpoints, DefaultSize: 4096, SizeFlag: "router-endpoints-max", Upgrade: upgradeEndpoint},
 		{Name: MapRules, DefaultSize: 262144, SizeFlag: "policy-map-size"},
 		{Name: MapEntries, DefaultSize: 262144, SizeFlag: "policy-map-size"},

@@ -30,3 +30,9 @@ func upgradeEndpoint(old []byte) ([]byte, bool) {
 	}
 	return nil, false
 }
+
+// samePeer carries an identity (struct pol_peer) over as it is: its
+// maps change size, not layout (pol_hosts grows with the cluster).
+func samePeer(old []byte) ([]byte, bool) {
+	return old, len(old) == int(unsafe.Sizeof(datapath.PolicyPeer{}))
+}
