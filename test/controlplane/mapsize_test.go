@@ -28,14 +28,18 @@ func TestIdentityMapSizedFromTheCluster(t *testing.T) {
 	if _, err := c.CoreV1().ServiceAccounts("default").Create(ctx(t), sa, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.CoreV1().ServiceAccounts("default").Delete(context.Background(), sa.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = c.CoreV1().ServiceAccounts("default").Delete(context.Background(), sa.Name, metav1.DeleteOptions{})
+	})
 	for i := range 30 {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("mapsize-%d", i), Namespace: "default"},
 			Spec: corev1.PodSpec{NodeName: "node-elsewhere", ServiceAccountName: sa.Name, Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
 		if _, err := c.CoreV1().Pods("default").Create(ctx(t), p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = c.CoreV1().Pods("default").Delete(context.Background(), p.Name, *metav1.NewDeleteOptions(0)) })
+		t.Cleanup(func() {
+			_ = c.CoreV1().Pods("default").Delete(context.Background(), p.Name, *metav1.NewDeleteOptions(0))
+		})
 	}
 	l, err := c.CoreV1().Pods("").List(ctx(t), metav1.ListOptions{})
 	if err != nil {
