@@ -49,9 +49,9 @@ spec:
 	packets := func(marker string) map[string][]byte {
 		quoted := pkt.UDP(netip.AddrPortFrom(dst, 53), netip.AddrPortFrom(src, 40000), []byte(marker))
 		return map[string][]byte{
-			"an ICMP echo":  pkt.Echo(src, dst, 7, 1, false, []byte(marker)),
-			"a GRE packet":  pkt.WithProto(pkt.UDP(netip.AddrPortFrom(src, 40000), netip.AddrPortFrom(dst, 9), []byte(marker)), 47),
-			"an ESP packet": pkt.WithProto(pkt.UDP(netip.AddrPortFrom(src, 40001), netip.AddrPortFrom(dst, 9), []byte(marker)), 50),
+			"an ICMP echo":                        pkt.Echo(src, dst, 7, 1, false, []byte(marker)),
+			"a GRE packet":                        pkt.WithProto(pkt.UDP(netip.AddrPortFrom(src, 40000), netip.AddrPortFrom(dst, 9), []byte(marker)), 47),
+			"an ESP packet":                       pkt.WithProto(pkt.UDP(netip.AddrPortFrom(src, 40001), netip.AddrPortFrom(dst, 9), []byte(marker)), 50),
 			"an ICMP error quoting no connection": pkt.Error(src, dst, pkt.PortUnreach, 0, quoted, 0),
 		}
 	}
