@@ -5,7 +5,7 @@ BIN     := bin
 # Tests share the machine's namespaces, cgroups and bpffs: run packages one at a time.
 TESTFLAGS ?= -p 1 -count=1 -timeout 30m
 
-.PHONY: all deps tools e2e-tools generate proto manifests build images test fuzz reliability e2e netpol demo sandbox sandbox-down bench bench-observability bench-slices bench-sync bench-scale bench-compare bench-podnet bench-nodeport lint clean
+.PHONY: all deps tools e2e-tools generate proto manifests build images test fuzz reliability e2e netpol demo sandbox sandbox-down bench bench-observability bench-slices bench-sync bench-scale bench-compare bench-podnet bench-nodeport bench-synflood lint clean
 
 all: build
 
@@ -108,6 +108,9 @@ bench-podnet: deps build tools ## pod network: netcube (native, VXLAN, kernel-ro
 
 bench-nodeport: deps build tools ## external client->NodePort, backend on the other node: packets/s, TCP throughput, rr p50/p99, node1 on tc, XDP, XDP with DSR and kube-proxy iptables, IPv4 and IPv6 (about 6 minutes): docs/benchmarks/nodeport.{json,md}, plots/nodeport-accel-*.svg
 	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube-lab bench nodeport --runs 3 --duration 3s
+
+bench-synflood: deps build ## spoofed SYNs at 10,000/s to a NodePort for 30 s, early drop off and on: held connections kept, new ones served (about 5 minutes): docs/benchmarks/synflood.{json,md}
+	$(BIN)/netcube-lab bench synflood --runs 2
 
 lint:
 	$(GO) vet ./...

@@ -46,8 +46,11 @@ func benchCmd(args []string) error {
 	if len(args) > 0 && args[0] == "scale" {
 		return benchScale(args[1:])
 	}
+	if len(args) > 0 && args[0] == "synflood" {
+		return benchSynFlood(args[1:])
+	}
 	if len(args) == 0 || args[0] != "datapath" {
-		return errors.New("usage: netcube-lab bench datapath|sync|compare|podnet|policy|policy-latency|reliability|observability|slices|nodeport|scale [flags]")
+		return errors.New("usage: netcube-lab bench datapath|sync|compare|podnet|policy|policy-latency|reliability|observability|slices|nodeport|scale|synflood [flags]")
 	}
 	fs := flag.NewFlagSet("bench datapath", flag.ExitOnError)
 	cfg := bench.DatapathConfig{Log: os.Stdout}
@@ -336,6 +339,31 @@ func benchReliability(args []string) error {
 	if err := rep.Write(*out); err != nil {
 		return err
 	}
+	fmt.Print(rep.Markdown())
+	return nil
+}
+
+func benchSynFlood(args []string) error {
+	fs := flag.NewFlagSet("bench synflood", flag.ExitOnError)
+	cfg := bench.SynFloodConfig{Log: os.Stdout}
+	fs.IntVar(&cfg.Runs, "runs", 2, "floods with early drop off and on, alternating (each in a sandbox of its own)")
+	fs.IntVar(&cfg.TableSize, "ct-entries", 262144, "node1's conntrack entries (--ct-map-size; the agent's default)")
+	fs.Float64Var(&cfg.Rate, "rate", 10000, "spoofed SYNs a second")
+	fs.DurationVar(&cfg.Duration, "duration", 30*time.Second, "length of each flood")
+	fs.IntVar(&cfg.Held, "held", 100, "connections established before each flood")
+	fs.DurationVar(&cfg.NewEvery, "new-every", 100*time.Millisecond, "a new connection this often during the flood")
+	fs.StringVar(&cfg.OutDir, "out", "docs/benchmarks", "directory for synflood.{json,md} and plots/synflood.svg (\"\": none)")
+	_ = fs.Parse(args)
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cfg.BinDir = filepath.Dir(exe)
+	rep, err := bench.SynFlood(cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Println()
 	fmt.Print(rep.Markdown())
 	return nil
 }

@@ -18,7 +18,7 @@ import (
 // podCmd holds the tools that run inside sandbox pods.
 func podCmd(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: netcube-lab pod serve|request|load|hold|send|sniff|capture|slowloris")
+		return errors.New("usage: netcube-lab pod serve|request|load|hold|send|sniff|capture|slowloris|synflood")
 	}
 	fs := flag.NewFlagSet("pod "+args[0], flag.ExitOnError)
 	switch args[0] {
@@ -91,6 +91,28 @@ func podCmd(args []string) error {
 		}
 		enc := json.NewEncoder(os.Stdout)
 		return enc.Encode(traffic.Slowloris(fs.Arg(0), *conns, *interval, *d, func(r traffic.SlowReport) { _ = enc.Encode(r) }))
+	case "synflood":
+		from := fs.String("from", "198.18.0.0/15", "spoofed sources: a new address (then port) of this prefix each SYN")
+		rate := fs.Float64("rate", 10000, "SYNs a second")
+		d := fs.Duration("for", 10*time.Second, "how long to flood")
+		_ = fs.Parse(args[1:])
+		if fs.NArg() != 1 {
+			return errors.New("usage: netcube-lab pod synflood [flags] IPV4:PORT (a JSON line a second, then the report)")
+		}
+		to, err := netip.ParseAddrPort(fs.Arg(0))
+		if err != nil {
+			return fmt.Errorf("synflood: %w", err)
+		}
+		src, err := netip.ParsePrefix(*from)
+		if err != nil {
+			return fmt.Errorf("synflood --from: %w", err)
+		}
+		enc := json.NewEncoder(os.Stdout)
+		rep, err := traffic.SYNFlood(to, src, *rate, *d, func(r traffic.FloodReport) { _ = enc.Encode(r) })
+		if err != nil {
+			return err
+		}
+		return enc.Encode(rep)
 	case "hold":
 		c := traffic.Client{}
 		fs.StringVar(&c.Proto, "proto", "tcp", "tcp or udp")
