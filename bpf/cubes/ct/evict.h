@@ -26,8 +26,8 @@
 #define E2BIG 7
 #endif
 
-/* How many of the oldest slots one insert looks at for a flow to evict
- * (as many CT_EVICT_TRY()s as ct_evict_unanswered has). */
+/* How many of the oldest slots one look of ct_evict_unanswered passes
+ * for a flow to evict (as many CT_EVICT_TRY()s as it has). */
 #define CT_EVICT_TRIES 8
 
 static always_inline struct ct_evict_ring *ct_ring(void)
@@ -132,12 +132,16 @@ __attribute__((noinline)) int ct_evict_unanswered(void)
 }
 
 /* ct_insert writes entry e under k; a full table first gives up its
- * oldest unanswered flow. 0, or the map's error. */
+ * oldest unanswered flow, looking at up to CT_EVICT_LOOKS × CT_EVICT_TRIES
+ * slots: the ring's oldest slots may name flows answered since (the
+ * connections of before a flood, when the flood fills the table), and
+ * each look passes eight. 0, or the map's error. */
+#define CT_EVICT_LOOKS 4
 static always_inline int ct_insert(const struct ct_key *k, const struct ct_entry *e)
 {
 	int err = bpf_map_update_elem(&ct_flows, k, e, BPF_ANY);
 
-	if (err == -E2BIG && ct_evict_unanswered())
+	if (err == -E2BIG && (ct_evict_unanswered() || ct_evict_unanswered() || ct_evict_unanswered() || ct_evict_unanswered()))
 		err = bpf_map_update_elem(&ct_flows, k, e, BPF_ANY);
 	return err;
 }
