@@ -59,6 +59,9 @@ type SynFloodRun struct {
 	NewFailed int     `json:"new_failed"`
 	NewP50Ms  float64 `json:"new_p50_ms"`
 	NewP99Ms  float64 `json:"new_p99_ms"`
+	// NewErrors: the first failures, when and why (the client's socket
+	// as the kernel saw it).
+	NewErrors []string `json:"new_errors,omitempty"`
 	// Node1's conntrack counters at the end: flows given up for new ones,
 	// and flows not written (the table full).
 	EarlyDrops   uint64 `json:"early_drops"`
@@ -185,6 +188,9 @@ func synFloodOnce(cfg SynFloodConfig, earlyDrop bool) (SynFloodRun, error) {
 				r.New++
 				if res.Err != "" {
 					r.NewFailed++
+					if len(r.NewErrors) < 5 {
+						r.NewErrors = append(r.NewErrors, fmt.Sprintf("at %d s: %s (%s; %s)", s, res.Err, res.Local, res.TCP))
+					}
 					secs[s].NewFailed++
 				} else {
 					secs[s].NewOK++

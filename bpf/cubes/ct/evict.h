@@ -137,11 +137,20 @@ __attribute__((noinline)) int ct_evict_unanswered(void)
  * connections of before a flood, when the flood fills the table), and
  * each look passes eight. 0, or the map's error. */
 #define CT_EVICT_LOOKS 4
+static always_inline int ct_evict_looks(void)
+{
+	return ct_evict_unanswered() || ct_evict_unanswered() || ct_evict_unanswered() || ct_evict_unanswered();
+}
+
 static always_inline int ct_insert(const struct ct_key *k, const struct ct_entry *e)
 {
 	int err = bpf_map_update_elem(&ct_flows, k, e, BPF_ANY);
 
-	if (err == -E2BIG && (ct_evict_unanswered() || ct_evict_unanswered() || ct_evict_unanswered() || ct_evict_unanswered()))
+	/* Twice: another CPU may write a new flow into the room the first
+	 * eviction made before this one does (a flood on every CPU). */
+	if (err == -E2BIG && ct_evict_looks())
+		err = bpf_map_update_elem(&ct_flows, k, e, BPF_ANY);
+	if (err == -E2BIG && ct_evict_looks())
 		err = bpf_map_update_elem(&ct_flows, k, e, BPF_ANY);
 	return err;
 }
