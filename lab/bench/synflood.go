@@ -90,8 +90,8 @@ type SynFloodReport struct {
 }
 
 const (
-	floodNodePort = 30190
-	floodService  = "flood"
+	floodNodePort  = 30190
+	floodService   = "flood"
 	floodClusterIP = "10.96.0.190"
 )
 
