@@ -701,6 +701,13 @@ type bpfRouterSource struct {
 	Ifindex uint32
 }
 
+type bpfRouterSourceSlot struct {
+	_       structs.HostLayout
+	Ifindex uint32
+	Pad     uint32
+	Addrs   [2]bpfNcAddr
+}
+
 type bpfSockDestroyTarget struct {
 	_        structs.HostLayout
 	Addr     bpfNcAddr
@@ -785,6 +792,7 @@ const (
 	bpfMapRouterEndpoints    = "router_endpoints"
 	bpfMapRouterNodeMacs     = "router_node_macs"
 	bpfMapRouterNodes        = "router_nodes"
+	bpfMapRouterSourceSlots  = "router_source_slots"
 	bpfMapRouterSources      = "router_sources"
 	bpfMapSockDestroyTarget  = "sock_destroy_target"
 	bpfMapSockRevnat         = "sock_revnat"
@@ -938,6 +946,7 @@ type bpfMapSpecs struct {
 	RouterEndpoints   *ebpf.MapSpec `ebpf:"router_endpoints"`
 	RouterNodeMacs    *ebpf.MapSpec `ebpf:"router_node_macs"`
 	RouterNodes       *ebpf.MapSpec `ebpf:"router_nodes"`
+	RouterSourceSlots *ebpf.MapSpec `ebpf:"router_source_slots"`
 	RouterSources     *ebpf.MapSpec `ebpf:"router_sources"`
 	SockDestroyTarget *ebpf.MapSpec `ebpf:"sock_destroy_target"`
 	SockRevnat        *ebpf.MapSpec `ebpf:"sock_revnat"`
@@ -1025,6 +1034,7 @@ type bpfMaps struct {
 	RouterEndpoints   *ebpf.Map `ebpf:"router_endpoints"`
 	RouterNodeMacs    *ebpf.Map `ebpf:"router_node_macs"`
 	RouterNodes       *ebpf.Map `ebpf:"router_nodes"`
+	RouterSourceSlots *ebpf.Map `ebpf:"router_source_slots"`
 	RouterSources     *ebpf.Map `ebpf:"router_sources"`
 	SockDestroyTarget *ebpf.Map `ebpf:"sock_destroy_target"`
 	SockRevnat        *ebpf.Map `ebpf:"sock_revnat"`
@@ -1077,6 +1087,7 @@ func (m *bpfMaps) Close() error {
 		m.RouterEndpoints,
 		m.RouterNodeMacs,
 		m.RouterNodes,
+		m.RouterSourceSlots,
 		m.RouterSources,
 		m.SockDestroyTarget,
 		m.SockRevnat,

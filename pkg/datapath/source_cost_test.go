@@ -11,34 +11,42 @@ import (
 
 // BenchmarkSourceCheck: what from_pod's source check costs a pod's packet
 // (BPF_PROG_RUN, the program's own time per packet): a pod-to-pod TCP
-// data packet with the check on (its source registered) and off, in
-// alternating rounds so that the machine's drift falls on both.
+// data packet with the check on, its source found in the device's slot
+// (router_source_slots, as every pod whose slot no other device holds),
+// on, found by the hash alone (router_sources: a pod whose slot another
+// device holds), and off, in rounds that start at a different variant
+// each so that the machine's drift falls on all three.
 //
 //	go test -run '^$' -bench BenchmarkSourceCheck -benchtime 5x ./pkg/datapath/
 func BenchmarkSourceCheck(b *testing.B) {
 	testenv.RequireRoot(b)
 	packet := pkt.TCP(client4, pod4, pkt.TCPOpts{ACK: true, Seq: 1001, Ack: 5001, Window: 502}, []byte("data"))
-	on, err := datapath.Load(datapath.Config{MapSizes: map[string]uint32{"ct_flows": 4096}})
+	sizes := map[string]uint32{"ct_flows": 4096}
+	slot, err := datapath.Load(datapath.Config{MapSizes: sizes})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer on.Close()
-	off, err := loadTrusting(datapath.Config{MapSizes: map[string]uint32{"ct_flows": 4096}})
+	defer slot.Close()
+	registerPodSource(b, slot, client4.Addr())
+	hash, err := datapath.Load(datapath.Config{MapSizes: sizes})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer hash.Close()
+	podSource(b, hash, client4.Addr(), progRunIfindex)
+	off, err := loadTrusting(datapath.Config{MapSizes: sizes})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer off.Close()
-	podSource(b, on, client4.Addr(), progRunIfindex)
-	const rounds, repeat = 10, 1_000_000
-	var sum [2]float64
+	variants := []*datapath.Datapath{slot, hash, off}
+	const rounds, repeat = 12, 1_000_000
+	var sum [3]float64
 	for range b.N {
 		for r := range rounds {
-			for i, dp := range []*datapath.Datapath{on, off} {
-				if r%2 == 1 {
-					dp = []*datapath.Datapath{off, on}[i]
-					i = 1 - i
-				}
-				v, d, err := dp.Programs().FromPod.Benchmark(packet, repeat, nil)
+			for j := range variants {
+				i := (j + r) % len(variants)
+				v, d, err := variants[i].Programs().FromPod.Benchmark(packet, repeat, nil)
 				if err != nil || v == actShot {
 					b.Fatalf("verdict %d: %v", v, err)
 				}
@@ -47,8 +55,11 @@ func BenchmarkSourceCheck(b *testing.B) {
 		}
 	}
 	n := float64(b.N * rounds)
-	b.ReportMetric(sum[0]/n, "ns/pkt-check-on")
-	b.ReportMetric(sum[1]/n, "ns/pkt-check-off")
-	b.ReportMetric(100*(sum[0]-sum[1])/sum[1], "%-cost")
-	fmt.Printf("source check: on %.1f ns, off %.1f ns per packet (%+.1f%%)\n", sum[0]/n, sum[1]/n, 100*(sum[0]-sum[1])/sum[1])
+	on, byHash, none := sum[0]/n, sum[1]/n, sum[2]/n
+	b.ReportMetric(on, "ns/pkt-check-slot")
+	b.ReportMetric(byHash, "ns/pkt-check-hash")
+	b.ReportMetric(none, "ns/pkt-check-off")
+	b.ReportMetric(100*(on-none)/none, "%-cost")
+	fmt.Printf("source check: by the device's slot %.1f ns (%+.1f%%), by the hash %.1f ns (%+.1f%%), off %.1f ns per packet\n",
+		on, 100*(on-none)/none, byHash, 100*(byHash-none)/none, none)
 }

@@ -44,16 +44,16 @@ func TestForgedSourcesAreDropped(t *testing.T) {
 	other4 := netip.MustParseAddrPort("10.244.1.12:40000") // another pod of this node
 	other6 := netip.MustParseAddrPort("[fd00:10:244:1::12]:40000")
 	elsewhere4 := netip.MustParseAddrPort("10.244.1.13:40000") // a pod of this node on another device
-	podSource(t, dp, own4.Addr(), progRunIfindex)
-	podSource(t, dp, own6.Addr(), progRunIfindex)
-	podSource(t, dp, other4.Addr(), 7)
-	podSource(t, dp, other6.Addr(), 7)
-	podSource(t, dp, elsewhere4.Addr(), 7)
+	sources := map[datapath.Addr]datapath.RouterSource{
+		datapath.AddrFrom(own4.Addr()): {Ifindex: progRunIfindex}, datapath.AddrFrom(own6.Addr()): {Ifindex: progRunIfindex},
+		datapath.AddrFrom(other4.Addr()): {Ifindex: 7}, datapath.AddrFrom(other6.Addr()): {Ifindex: 7},
+		datapath.AddrFrom(elsewhere4.Addr()): {Ifindex: 7},
+	}
 	nodeAddr := netip.AddrPortFrom(node4, 40000)
 	lla := netip.MustParseAddr("fe80::2")
 	unspec := netip.IPv6Unspecified()
 
-	for _, c := range []struct {
+	cases := []struct {
 		name   string
 		in     []byte
 		forged bool
@@ -77,7 +77,62 @@ func TestForgedSourcesAreDropped(t *testing.T) {
 		{"IPv6 link-local source to a routable address", pkt.UDP(netip.AddrPortFrom(lla, 1), be6, []byte("q")), true},
 		{"IPv6 unspecified source to a routable address", pkt.UDP(netip.AddrPortFrom(unspec, 1), be6, []byte("q")), true},
 		{"ARP (no IP source to check)", pkt.ARP(false, pkt.PodMAC, own4.Addr(), nil, netip.MustParseAddr("169.254.1.1")), false},
-	} {
+	}
+	// The same table through each way the check finds a pod's
+	// addresses: router_sources alone (a device whose slot another
+	// holds), the device's slot (the fast path, as the router cube lays
+	// it out), and a slot of another device (ifindex 1 + the size: it
+	// names other4, which must not pass on this device).
+	ways := []struct {
+		name  string
+		write func(t *testing.T)
+	}{
+		{"router_sources alone", func(t *testing.T) {
+			for a, s := range sources {
+				if err := cube.Put(dp.Maps(), router.MapSources, a, s); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}},
+		{"the device's slot", func(t *testing.T) {
+			if err := router.PutSources(dp.Maps(), sources); err != nil {
+				t.Fatal(err)
+			}
+			var slot datapath.RouterSourceSlot
+			if err := dp.Maps().Map(router.MapSourceSlots).Lookup(uint32(progRunIfindex), &slot); err != nil || slot.Ifindex != progRunIfindex {
+				t.Fatalf("the pod's slot: %+v, %v", slot, err)
+			}
+		}},
+		{"a slot of another device", func(t *testing.T) {
+			if err := router.PutSources(dp.Maps(), sources); err != nil {
+				t.Fatal(err)
+			}
+			o := datapath.AddrFrom(other4.Addr())
+			stranger := datapath.RouterSourceSlot{Ifindex: progRunIfindex + dp.Maps().Size(router.MapSourceSlots), Addrs: [2]datapath.Addr{o, o}}
+			if err := cube.Put(dp.Maps(), router.MapSourceSlots, uint32(progRunIfindex), stranger); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, way := range ways {
+		t.Run(way.name, func(t *testing.T) {
+			if err := router.PutSources(dp.Maps(), nil); err != nil {
+				t.Fatal(err)
+			}
+			way.write(t)
+			checkSources(t, dp, cases)
+		})
+	}
+}
+
+// checkSources runs each packet through from_pod: a forged one is dropped
+// as invalid-source, any other goes on.
+func checkSources(t *testing.T, dp *datapath.Datapath, cases []struct {
+	name   string
+	in     []byte
+	forged bool
+}) {
+	for _, c := range cases {
 		before := drops(t, dp)[datapath.MonDropInvalidSource]
 		v := runProg(t, dp.Programs().FromPod, c.in)
 		after := drops(t, dp)[datapath.MonDropInvalidSource]

@@ -25,11 +25,12 @@ type (
 	AnnounceKey      = bpfLbAnnounceKey
 	AnnounceValue    = bpfLbAnnounceVal
 
-	RouterEndpoint = bpfRouterEndpoint
-	RouterSource   = bpfRouterSource
-	RouterMac      = bpfRouterMac
-	RouterNode     = bpfRouterNode
-	RouterConf     = bpfRouterConf
+	RouterEndpoint   = bpfRouterEndpoint
+	RouterSource     = bpfRouterSource
+	RouterSourceSlot = bpfRouterSourceSlot
+	RouterMac        = bpfRouterMac
+	RouterNode       = bpfRouterNode
+	RouterConf       = bpfRouterConf
 
 	Prefix = bpfNcPrefix // an LPM key: PrefixFrom
 

@@ -34,13 +34,20 @@ static always_inline int ipv6_link_scoped(const struct nc_addr *a)
  * link-local or unspecified source to the link (neighbour discovery,
  * duplicate address detection, MLD: to_link says the destination is
  * link-local unicast or link-scoped multicast), which the node's stack
- * answers and routes nowhere. Anything else is a forged source. */
+ * answers and routes nowhere. Anything else is a forged source. The
+ * device's slot first (router_source_slots), then the hash. */
 static always_inline int router_source_ok(const struct __sk_buff *skb, __u8 family, const struct nc_addr *saddr,
 					  const struct nc_addr *daddr, int to_link)
 {
+	const struct router_source_slot *slot;
 	const struct router_source *s;
+	__u32 i = skb->ifindex & (ROUTER_SOURCE_SLOTS - 1);
 
 	if (!router_check_sources)
+		return 1;
+	slot = bpf_map_lookup_elem(&router_source_slots, &i);
+	if (slot && slot->ifindex == skb->ifindex &&
+	    (addr_equal(&slot->addrs[0], saddr) || addr_equal(&slot->addrs[1], saddr)))
 		return 1;
 	s = bpf_map_lookup_elem(&router_sources, saddr);
 	if (s)

@@ -46,6 +46,31 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } router_sources SEC(".maps");
 
+/* router_source_slots: router_sources' fast path, by device: slot
+ * ifindex % ROUTER_SOURCE_SLOTS holds the device's pod and its one or two
+ * addresses (one: written twice), so that most packets a pod sends are
+ * checked by an array slot the verifier inlines instead of a hash of the
+ * 16-byte source (about 10 ns a packet: docs/benchmarks/source-check.md).
+ * A slot held by another device (two pods' ifindexes a multiple of the
+ * size apart: the lower ifindex keeps it), an empty one, or a source the
+ * slot does not hold sends the check to router_sources, which says what
+ * is allowed; a slot only ever admits what router_sources holds too. */
+#define ROUTER_SOURCE_SLOTS 4096 /* a power of two: the BPF masks with it (the Go side reads the map's size) */
+
+struct router_source_slot {
+	__u32 ifindex; /* host-side device; 0: empty */
+	__u32 pad;
+	struct nc_addr addrs[2];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct router_source_slot);
+	__uint(max_entries, ROUTER_SOURCE_SLOTS);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} router_source_slots SEC(".maps");
+
 /* router_node_macs: the Ethernet addresses the other nodes of the cluster
  * send from (the neighbour entries of their addresses, learned by the
  * agent): only a frame from one of them may carry a DSR frontend

@@ -226,6 +226,10 @@ func (m *memMap) Lookup(key, valueOut any) error {
 		return err
 	}
 	v, ok := m.entries[string(kb)]
+	if !ok && m.typ == ebpf.Array && m.makeRoom(kb) == nil {
+		// An array has every index below its size, zero until written.
+		v, ok = make([]byte, m.valueSize), true
+	}
 	if !ok {
 		return fmt.Errorf("lookup %s: %w", m.name, ebpf.ErrKeyNotExist)
 	}

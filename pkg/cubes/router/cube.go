@@ -11,11 +11,12 @@ import (
 
 // The router cube's maps (bpf/cubes/router/router_maps.h).
 const (
-	MapEndpoints = "router_endpoints"
-	MapSources   = "router_sources"   // the addresses each pod may send from
-	MapNodeMACs  = "router_node_macs" // the other nodes' MACs (DSR senders)
-	MapNodes     = "router_nodes"
-	MapConfig    = "router_config"
+	MapEndpoints   = "router_endpoints"
+	MapSources     = "router_sources"      // the addresses each pod may send from
+	MapSourceSlots = "router_source_slots" // router_sources' fast path, by device
+	MapNodeMACs    = "router_node_macs"    // the other nodes' MACs (DSR senders)
+	MapNodes       = "router_nodes"
+	MapConfig      = "router_config"
 )
 
 // Routing modes (cube.Settings.Routing).
@@ -39,6 +40,7 @@ func (Cube) Maps() []cube.MapSpec {
 	return []cube.MapSpec{
 		{Name: MapEndpoints, DefaultSize: 4096, SizeFlag: "router-endpoints-max"},
 		{Name: MapSources, DefaultSize: 4096, SizeFlag: "router-sources-max"},
+		{Name: MapSourceSlots}, // its size is the BPF's (ROUTER_SOURCE_SLOTS: a slot is ifindex % size)
 		{Name: MapNodeMACs, DefaultSize: 4096, SizeFlag: "router-node-macs-max"},
 		{Name: MapNodes, DefaultSize: 16384, SizeFlag: "router-nodes-max"},
 		{Name: MapConfig},

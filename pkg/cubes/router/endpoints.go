@@ -2,7 +2,9 @@ package router
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 
@@ -50,10 +52,71 @@ func (e *endpoints) syncAll() error {
 	if e.none {
 		eps = map[datapath.Addr]datapath.RouterEndpoint{}
 	}
-	if err := converge(e.maps, MapSources, sources); err != nil {
+	if err := PutSources(e.maps, sources); err != nil {
 		return err
 	}
 	return converge(e.maps, MapEndpoints, eps)
+}
+
+// PutSources makes router_sources hold exactly sources (the addresses
+// each pod device may send from), and router_source_slots its layout by
+// device, the source check's fast path. Idempotent.
+func PutSources(m *cube.Maps, sources map[datapath.Addr]datapath.RouterSource) error {
+	if err := converge(m, MapSources, maps.Clone(sources)); err != nil { // (converge takes what it writes out of want)
+		return err
+	}
+	return convergeSlots(m, sourceSlots(sources, m.Size(MapSourceSlots)))
+}
+
+// sourceSlots lays router_sources out by device for router_source_slots
+// (router_maps.h): slot ifindex % size holds the device with the lowest
+// ifindex of those that share it (size: the map's, ROUTER_SOURCE_SLOTS), with its first two addresses in order
+// (a device with one address holds it twice). What a slot leaves out is
+// checked against router_sources alone.
+func sourceSlots(sources map[datapath.Addr]datapath.RouterSource, size uint32) map[uint32]datapath.RouterSourceSlot {
+	byDevice := map[uint32][]datapath.Addr{}
+	for a, s := range sources {
+		byDevice[s.Ifindex] = append(byDevice[s.Ifindex], a)
+	}
+	slots := map[uint32]datapath.RouterSourceSlot{}
+	for ifindex, addrs := range byDevice {
+		i := ifindex % size
+		if held, ok := slots[i]; ok && held.Ifindex < ifindex {
+			continue
+		}
+		slices.SortFunc(addrs, func(a, b datapath.Addr) int { return slices.Compare(a.W[:], b.W[:]) })
+		slots[i] = datapath.RouterSourceSlot{Ifindex: ifindex, Addrs: [2]datapath.Addr{addrs[0], addrs[min(1, len(addrs)-1)]}}
+	}
+	return slots
+}
+
+// convergeSlots makes router_source_slots hold exactly want, every other
+// slot empty: the slots taken or changed first, then those emptied (a
+// pod's slot is never empty while it is rewritten).
+func convergeSlots(maps *cube.Maps, want map[uint32]datapath.RouterSourceSlot) error {
+	var empty []uint32
+	err := cube.Each(maps, MapSourceSlots, func(i uint32, v datapath.RouterSourceSlot) bool {
+		if w, ok := want[i]; ok && w == v {
+			delete(want, i)
+		} else if !ok && v != (datapath.RouterSourceSlot{}) {
+			empty = append(empty, i)
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	for i, v := range want {
+		if err := cube.Put(maps, MapSourceSlots, i, v); err != nil {
+			return fmt.Errorf("%s: slot %d: %w", MapSourceSlots, i, err)
+		}
+	}
+	for _, i := range empty {
+		if err := cube.Put(maps, MapSourceSlots, i, datapath.RouterSourceSlot{}); err != nil {
+			return fmt.Errorf("%s: slot %d: %w", MapSourceSlots, i, err)
+		}
+	}
+	return nil
 }
 
 // converge makes map name hold exactly want: new and changed entries
