@@ -12,8 +12,8 @@ all: build
 deps:            ## install system packages (idempotent)
 	bash hack/install-deps.sh
 
-tools:           ## build (or reuse cached) kube-apiserver, etcd, helm and the hubble CLI from the Go module proxy
-	bash hack/build-tools.sh >/dev/null
+tools:           ## build (or reuse cached) kube-apiserver, etcd, helm and the hubble CLI from the Go module proxy; bin/hubble links the CLI
+	mkdir -p $(BIN) && ln -sf "$$(bash hack/build-tools.sh | tail -n 1)/hubble" $(BIN)/hubble
 
 e2e-tools:       ## build (or reuse cached) kubelet, kube-scheduler, kubectl, agnhost, CoreDNS, e2e.test and ginkgo
 	bash hack/build-e2e.sh >/dev/null

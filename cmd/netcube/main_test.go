@@ -23,7 +23,7 @@ func TestVerbs(t *testing.T) {
 		{args: []string{"monitor", "--port", "70000"}, code: 2, err: "--port 70000 is out of range"},
 		{args: []string{"monitor", "--type", "drops"}, code: 2, err: `--type "drops": want drop or trace`},
 		{args: []string{"monitor", "-o", "yaml"}, code: 2, err: `-o "yaml": want compact or json`},
-		{args: []string{"monitor", "--socket", "/nonexistent/agent.sock"}, code: 1, err: "no agent answers on /nonexistent/agent.sock"},
+		{args: []string{"monitor", "--socket", "/nonexistent/agent.sock"}, code: 1, err: "no agent answers: no socket at /nonexistent/agent.sock"},
 		{args: []string{"service"}, code: 2, err: "Usage: netcube service list"},
 		{args: []string{"service", "list", "-o", "yaml"}, code: 2, err: `-o "yaml": want table or json`},
 		{args: []string{"service", "list", "--bpf-root", "/nonexistent"}, code: 1, err: "no datapath pinned at /nonexistent"},

@@ -230,6 +230,17 @@ func OpenPinned(dir string) (*cube.Maps, func(), error) { return openPinned(dir,
 // for an agent's source (the agent must not be writing the same maps).
 func OpenPinnedForWriting(dir string) (*cube.Maps, func(), error) { return openPinned(dir, false) }
 
+// PinLayoutError: a pinned map's entries are not this build's (an agent
+// of another version pinned it): reading it would misread every entry.
+type PinLayoutError struct {
+	Map                            string
+	Key, Value, WantKey, WantValue uint32
+}
+
+func (e *PinLayoutError) Error() string {
+	return fmt.Sprintf("pinned map %s has %d-byte keys and %d-byte values, this build's %d and %d", e.Map, e.Key, e.Value, e.WantKey, e.WantValue)
+}
+
 func openPinned(dir string, readOnly bool) (*cube.Maps, func(), error) {
 	spec, err := loadBpf()
 	if err != nil {
@@ -249,6 +260,12 @@ func openPinned(dir string, readOnly bool) (*cube.Maps, func(), error) {
 		if err != nil {
 			closeAll()
 			return nil, nil, fmt.Errorf("open pinned map %s: %w", name, err)
+		}
+		if ms.KeySize != 0 && ms.ValueSize != 0 && (mp.KeySize() != ms.KeySize || mp.ValueSize() != ms.ValueSize) {
+			err := &PinLayoutError{Map: name, Key: mp.KeySize(), Value: mp.ValueSize(), WantKey: ms.KeySize, WantValue: ms.ValueSize}
+			mp.Close()
+			closeAll()
+			return nil, nil, err
 		}
 		maps = append(maps, &kernelMap{Map: mp, name: name})
 	}

@@ -61,7 +61,7 @@ func Run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("netcube monitor", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var node agentapi.Node
-	fs.StringVar(&node.Socket, "socket", agentapi.DefaultSocket, "the agent's local API socket (its --api-socket)")
+	fs.StringVar(&node.Socket, "socket", agentapi.SocketDefault(), "the agent's local API socket (its --api-socket; default from $"+agentapi.EnvSocket+")")
 	output := fs.String("o", "compact", "output: compact (a line per event) or json (an object per line)")
 	count := fs.Int("n", 0, "stop after this many events (0: until interrupted)")
 	var f filter

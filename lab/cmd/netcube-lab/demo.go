@@ -92,6 +92,7 @@ func demoCmd(args []string) error {
 		return err
 	}
 	failed += podFailures
+	printOperatorCommands(sb)
 	fmt.Printf("\nthe sandbox stays up: netcube-lab sandbox status; netcube-lab sandbox down\n")
 	if failed > 0 {
 		return fmt.Errorf("%d frontends did not behave as expected", failed)

@@ -16,7 +16,7 @@ import (
 
 func sandboxCmd(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: netcube-lab sandbox up|down|status|exec|kubectl|restart-agent")
+		return errors.New("usage: netcube-lab sandbox up|down|status|env|exec|kubectl|restart-agent")
 	}
 	fs := flag.NewFlagSet("sandbox "+args[0], flag.ExitOnError)
 	name := fs.String("name", "nc", "sandbox name (prefix of its namespaces, cgroup and pins)")
@@ -58,6 +58,24 @@ func sandboxCmd(args []string) error {
 		}
 		printStatus(sb)
 		return nil
+	case "env":
+		_ = fs.Parse(args[1:])
+		if fs.NArg() != 1 {
+			return errors.New("usage: netcube-lab sandbox env [--name N] NODE (then: eval \"$(netcube-lab sandbox env NODE)\")")
+		}
+		sb, err := sandbox.Open(*name)
+		if err != nil {
+			return err
+		}
+		n, ok := sb.Topology.Node(fs.Arg(0))
+		if !ok {
+			return fmt.Errorf("sandbox %s has no node %q", *name, fs.Arg(0))
+		}
+		fmt.Printf("# netcube's verbs and hubble against %s of sandbox %s\n", n.Name, *name)
+		for _, kv := range sb.Topology.OperatorEnv(n) {
+			fmt.Printf("export %s\n", kv)
+		}
+		return nil
 	case "exec":
 		_ = fs.Parse(args[1:])
 		rest := fs.Args()
@@ -73,6 +91,10 @@ func sandboxCmd(args []string) error {
 		}
 		cmd := exec.Command(rest[1], rest[2:]...)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+		if n, ok := sb.Topology.Node(rest[0]); ok {
+			// On a node: netcube's verbs and hubble find its agent.
+			cmd.Env = append(os.Environ(), sb.Topology.OperatorEnv(n)...)
+		}
 		if err := sb.Start(rest[0], cmd); err != nil {
 			return err
 		}
@@ -220,4 +242,16 @@ func printStatus(sb *sandbox.Sandbox) {
 	}
 	fmt.Printf("try: netcube-lab sandbox exec --name %s %s -- netcube-lab pod request --count 5 %s:80\n",
 		t.Name, t.ClientPod().Name, sandbox.EchoIPs[0])
+	printOperatorCommands(sb)
+}
+
+// printOperatorCommands prints the operator's first commands against
+// the sandbox's first node, each as it runs from the checkout.
+func printOperatorCommands(sb *sandbox.Sandbox) {
+	t := sb.Topology
+	n := t.Nodes[0]
+	fmt.Printf("\noperate %s (netcube-lab sandbox exec NODE sets what netcube and hubble need; for a shell: eval \"$(bin/netcube-lab sandbox env --name %s %s)\"):\n", n.Name, t.Name, n.Name)
+	for _, c := range t.OperatorCommands(t.Name, n) {
+		fmt.Printf("  # %s\n  %s\n", c.What, c.Line)
+	}
 }

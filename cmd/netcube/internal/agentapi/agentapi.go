@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -28,6 +29,29 @@ const (
 	DefaultBPFRoot = "/sys/fs/bpf/netcube"
 )
 
+// The environment that sets both for every verb at once: what
+// `netcube-lab sandbox env NODE` prints for a sandbox node (whose agent
+// pins and listens under the sandbox's own paths), and what `netcube-lab
+// sandbox exec NODE -- ...` sets.
+const (
+	EnvSocket  = "NETCUBE_SOCKET"
+	EnvBPFRoot = "NETCUBE_BPF_ROOT"
+)
+
+// SocketDefault is --socket's default: $NETCUBE_SOCKET, else DefaultSocket.
+func SocketDefault() string { return envOr(EnvSocket, DefaultSocket) }
+
+// BPFRootDefault is --bpf-root's default: $NETCUBE_BPF_ROOT, else
+// DefaultBPFRoot.
+func BPFRootDefault() string { return envOr(EnvBPFRoot, DefaultBPFRoot) }
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
 // Node is where a verb finds the node.
 type Node struct {
 	Socket, BPFRoot string
@@ -35,9 +59,12 @@ type Node struct {
 
 // Flags binds --socket and --bpf-root.
 func (n *Node) Flags(fs *flag.FlagSet) {
-	fs.StringVar(&n.Socket, "socket", DefaultSocket, "the agent's local API socket (its --api-socket)")
-	fs.StringVar(&n.BPFRoot, "bpf-root", DefaultBPFRoot, "where the agent pins the datapath's maps (its --bpf-root)")
+	fs.StringVar(&n.Socket, "socket", SocketDefault(), "the agent's local API socket (its --api-socket; default from $"+EnvSocket+")")
+	fs.StringVar(&n.BPFRoot, "bpf-root", BPFRootDefault(), "where the agent pins the datapath's maps (its --bpf-root; default from $"+EnvBPFRoot+")")
 }
+
+// sandboxHint is where a sandbox's nodes are, for a user who ran the demo.
+const sandboxHint = "a sandbox node's paths: eval \"$(netcube-lab sandbox env NODE)\", or netcube-lab sandbox exec NODE -- netcube ..."
 
 // ErrNoAgent: no agent answers on the socket.
 var ErrNoAgent = errors.New("no agent answers")
@@ -53,10 +80,7 @@ func (n Node) Get(ctx context.Context, path string) (*http.Response, error) {
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, os.ErrPermission) {
-			return nil, fmt.Errorf("%w on %s (is it running, with --api-socket there?): %v", ErrNoAgent, n.Socket, err)
-		}
-		return nil, err
+		return nil, socketError(n.Socket, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(resp.Body)
@@ -79,14 +103,65 @@ func (n Node) GetJSON(path string, v any) error {
 	return json.NewDecoder(resp.Body).Decode(v)
 }
 
+// socketError says why no agent answered on socket: nothing there,
+// nothing listening, or not allowed; each wraps ErrNoAgent.
+func socketError(socket string, err error) error {
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("%w: no socket at %s: is the netcube agent running on this node, with --api-socket %s? (--socket or $%s; %s)",
+			ErrNoAgent, socket, socket, EnvSocket, sandboxHint)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("%w: nothing listens on %s: the agent that made it has stopped (is it restarting? its logs say why)", ErrNoAgent, socket)
+	case errors.Is(err, os.ErrPermission):
+		return fmt.Errorf("%w: permission denied on %s: the agent's socket is root's (run as root: sudo)", ErrNoAgent, socket)
+	}
+	return err
+}
+
 // Maps opens the datapath's pinned maps, read-only.
 func (n Node) Maps() (*cube.Maps, func(), error) {
 	if _, err := os.Stat(n.BPFRoot); err != nil {
-		return nil, nil, fmt.Errorf("no datapath pinned at %s (is netcube installed on this node? --bpf-root): %w", n.BPFRoot, err)
+		return nil, nil, pinError(n.BPFRoot, err)
 	}
 	maps, closeAll, err := datapath.OpenPinned(n.BPFRoot)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w (pinned by an agent of another version?)", n.BPFRoot, err)
+		return nil, nil, pinError(n.BPFRoot, err)
 	}
 	return maps, closeAll, nil
 }
+
+// pinError says why the datapath at root cannot be read: nothing pinned
+// there (and where pins are, if under it: a sandbox's root holds a
+// directory per node), not allowed, or pinned by another version.
+func pinError(root string, err error) error {
+	var layout *datapath.PinLayoutError
+	switch {
+	case errors.Is(err, os.ErrPermission):
+		return fmt.Errorf("permission denied reading the datapath pinned at %s: its maps are root's (run as root: sudo): %w", root, err)
+	case errors.As(err, &layout):
+		return fmt.Errorf("the datapath pinned at %s is of another version of netcube than this CLI (%v): use the netcube of the agent's release", root, err)
+	case errors.Is(err, os.ErrNotExist):
+		if found := pinnedBelow(root); len(found) > 0 {
+			return fmt.Errorf("no datapath pinned at %s itself, but below it: %s (--bpf-root one of them, or $%s)", root, strings.Join(found, ", "), EnvBPFRoot)
+		}
+		return fmt.Errorf("no datapath pinned at %s: is the netcube agent running on this node, with --bpf-root %s? (--bpf-root or $%s; %s): %w",
+			root, root, EnvBPFRoot, sandboxHint, err)
+	}
+	return fmt.Errorf("%s: %w", root, err)
+}
+
+// pinnedBelow lists the directories under root, two levels down, that
+// hold a datapath's pins (sandbox NAME/NODE directories).
+func pinnedBelow(root string) []string {
+	var found []string
+	for _, pattern := range []string{"*/" + pinMarker, "*/*/" + pinMarker} {
+		m, _ := filepath.Glob(filepath.Join(root, pattern))
+		for _, p := range m {
+			found = append(found, filepath.Dir(p))
+		}
+	}
+	return found
+}
+
+// pinMarker is a map every datapath pins (the conntrack table).
+const pinMarker = "ct_flows"
