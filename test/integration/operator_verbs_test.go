@@ -69,6 +69,19 @@ func TestOperatorVerbsRunAsPrinted(t *testing.T) {
 	if len(cmds) != len(want) {
 		t.Fatalf("%d commands printed, want %d: %+v", len(cmds), len(want), cmds)
 	}
+	// The README and the getting-started page give the same commands for
+	// the demo's sandbox (named nc), so what they print is what runs here.
+	for _, page := range []string{"README.md", "docs/getting-started.md"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cmds {
+			if line := strings.ReplaceAll(c.Line, "--name "+top.Name+" ", "--name nc "); !strings.Contains(string(b), line) {
+				t.Errorf("%s lacks the printed command %q", page, line)
+			}
+		}
+	}
 	for _, c := range cmds {
 		var markers []string
 		for prefix, m := range want {
