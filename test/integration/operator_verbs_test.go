@@ -16,7 +16,7 @@ import (
 // demo and `netcube-lab sandbox status` print them for a sandbox node,
 // run as printed from a checkout (bin/ built, bin/hubble from make tools)
 // and answer about that node: its datapath, its Services, a trace, a
-// pod's policy, its events, its flows through the real hubble CLI. First
+// pod's policy, its events, its flows through the real hubble CLI. Then
 // the case they fix: netcube's verbs with the built-in paths find no
 // datapath at /sys/fs/bpf/netcube itself, and say where the sandbox's
 // pins are instead of blaming another version.
@@ -49,12 +49,6 @@ func TestOperatorVerbsRunAsPrinted(t *testing.T) {
 	// Traffic first: flows for trace, hubble and the Service list.
 	if out, err := run("bin/netcube-lab sandbox exec --name "+top.Name+" "+client.Name+" -- bin/netcube-lab pod request --count 5 "+sandbox.EchoIPs[0]+":80", time.Minute); err != nil {
 		t.Fatalf("requests to echo: %v\n%s", err, out)
-	}
-
-	out, err := run("bin/netcube status", 30*time.Second)
-	if err == nil || !strings.Contains(out, "no datapath pinned at /sys/fs/bpf/netcube itself, but below it") || !strings.Contains(out, node.PinDir) ||
-		strings.Contains(out, "another version") {
-		t.Errorf("bin/netcube status with the built-in paths: %v\n%s\nwant it to fail naming %s, never another version", err, out, node.PinDir)
 	}
 
 	want := map[string][]string{
@@ -116,4 +110,14 @@ func TestOperatorVerbsRunAsPrinted(t *testing.T) {
 			}
 		}
 	}
+	// After the positive controls above on the same pins: without the
+	// environment, the built-in paths find no datapath and say where it is.
+	var out string
+	var err error
+	out, err = run("bin/netcube status", 30*time.Second)
+	if err == nil || !strings.Contains(out, "no datapath pinned at /sys/fs/bpf/netcube itself, but below it") || !strings.Contains(out, node.PinDir) ||
+		strings.Contains(out, "another version") {
+		t.Errorf("bin/netcube status with the built-in paths: %v\n%s\nwant it to fail naming %s, never another version", err, out, node.PinDir)
+	}
+
 }
