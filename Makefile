@@ -36,7 +36,7 @@ build:
 	$(GO) build -ldflags "-X main.commit=$$(git rev-parse --short=12 HEAD 2>/dev/null) -X github.com/netcube/netcube/lab/bench.builtCommit=$(BUILD_COMMIT)" -o $(BIN)/ ./cmd/... ./lab/cmd/...
 
 images: build     ## the agent's and the pause image as archives (bin/images/), from static builds (and cyclonus's worker, for netcube-lab netpol)
-	CGO_ENABLED=0 $(GO) build -o $(BIN)/static/ ./cmd/netcube-agent ./cmd/netcube-cni ./cmd/netcube-operator
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/static/ ./cmd/netcube-agent ./cmd/netcube-cni ./cmd/netcube-operator ./cmd/netcube
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/static/cyclonus-worker github.com/mattfenwick/cyclonus/cmd/worker
 	mkdir -p $(BIN)/images && $(BIN)/netcube-lab image agent --bin $(BIN)/static --out $(BIN)/images/netcube-agent.tar
 	$(BIN)/netcube-lab image pause --out $(BIN)/images/pause.tar

@@ -27,7 +27,7 @@ func TestImagesRunInContainerd(t *testing.T) {
 	}
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "bin")
-	build := exec.Command("go", "build", "-o", bin+"/", "github.com/netcube/netcube/cmd/netcube-agent", "github.com/netcube/netcube/cmd/netcube-cni", "github.com/netcube/netcube/cmd/netcube-operator")
+	build := exec.Command("go", "build", "-o", bin+"/", "github.com/netcube/netcube/cmd/netcube-agent", "github.com/netcube/netcube/cmd/netcube-cni", "github.com/netcube/netcube/cmd/netcube-operator", "github.com/netcube/netcube/cmd/netcube")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("static build: %v\n%s", err, out)

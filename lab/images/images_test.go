@@ -14,11 +14,11 @@ import (
 )
 
 // TestAgentImageArchive: the agent image, written as an archive and read
-// back as a runtime would, holds the three binaries, executable, with the
+// back as a runtime would, holds the four binaries, executable, with the
 // agent as its entrypoint; the same files give the same image.
 func TestAgentImageArchive(t *testing.T) {
 	bin := t.TempDir()
-	for _, f := range []string{"netcube-agent", "netcube-cni", "netcube-operator"} {
+	for _, f := range []string{"netcube-agent", "netcube-cni", "netcube-operator", "netcube"} {
 		if err := os.WriteFile(filepath.Join(bin, f), []byte("\x7fELF "+f), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +64,7 @@ func TestAgentImageArchive(t *testing.T) {
 		}
 		got[h.Name] = h.Mode
 	}
-	for _, f := range []string{"usr/local/bin/netcube-agent", "usr/local/bin/netcube-cni", "usr/local/bin/netcube-operator"} {
+	for _, f := range []string{"usr/local/bin/netcube-agent", "usr/local/bin/netcube-cni", "usr/local/bin/netcube-operator", "usr/local/bin/netcube"} {
 		if got[f] != 0o755 {
 			t.Errorf("%s: mode %o (present: %v)", f, got[f], got)
 		}

@@ -7,8 +7,10 @@ import "path/filepath"
 const AgentRef = "ghcr.io/netcube/netcube-agent:0.1.0"
 
 // Agent is netcube's agent image: the agent, the CNI plugin (which the
-// agent copies onto the node) and netcube-operator (the chart's
-// Deployment runs it from the same image), from binDir, which must hold static builds
+// agent copies onto the node), netcube-operator (the chart's
+// Deployment runs it from the same image) and the netcube CLI (kubectl
+// exec ds/netcube-agent -- netcube status: its defaults are the chart's
+// paths), from binDir, which must hold static builds
 // (CGO_ENABLED=0: the image has no libc).
 func Agent(binDir string) Spec {
 	return Spec{
@@ -17,6 +19,7 @@ func Agent(binDir string) Spec {
 			{Source: filepath.Join(binDir, "netcube-agent"), Path: "/usr/local/bin/netcube-agent", Mode: 0o755},
 			{Source: filepath.Join(binDir, "netcube-cni"), Path: "/usr/local/bin/netcube-cni", Mode: 0o755},
 			{Source: filepath.Join(binDir, "netcube-operator"), Path: "/usr/local/bin/netcube-operator", Mode: 0o755},
+			{Source: filepath.Join(binDir, "netcube"), Path: "/usr/local/bin/netcube", Mode: 0o755},
 		},
 		Entrypoint: []string{"/usr/local/bin/netcube-agent"},
 	}

@@ -42,7 +42,7 @@ func TestUpstreamSigNetworkSmoke(t *testing.T) {
 	// The agent image holds static builds; cyclonus's worker image (for
 	// its NetworkPolicy cases) its worker.
 	for _, args := range [][]string{
-		{"-o", filepath.Join(binDir, "static") + "/", "github.com/netcube/netcube/cmd/netcube-agent", "github.com/netcube/netcube/cmd/netcube-cni", "github.com/netcube/netcube/cmd/netcube-operator"},
+		{"-o", filepath.Join(binDir, "static") + "/", "github.com/netcube/netcube/cmd/netcube-agent", "github.com/netcube/netcube/cmd/netcube-cni", "github.com/netcube/netcube/cmd/netcube-operator", "github.com/netcube/netcube/cmd/netcube"},
 		{"-o", filepath.Join(binDir, "static", "cyclonus-worker"), "github.com/mattfenwick/cyclonus/cmd/worker"},
 	} {
 		build := exec.Command("go", append([]string{"build"}, args...)...)
@@ -85,6 +85,7 @@ func TestUpstreamSigNetworkSmoke(t *testing.T) {
 	if len(agnhost) == 0 {
 		t.Fatal("e2e.test lists no agnhost image")
 	}
+	t.Run("netcube verbs in the agent's pod", func(t *testing.T) { checkVerbsInAgentPod(t, sb) })
 	t.Run("NetworkPolicy IPv4 and IPv6", func(t *testing.T) { checkPolicy(t, sb, agnhost[0]) })
 	t.Run("cyclonus subset", func(t *testing.T) { checkCyclonus(t, sb) })
 
@@ -117,6 +118,31 @@ func TestUpstreamSigNetworkSmoke(t *testing.T) {
 		if sandbox.ProcessAlive(pid) {
 			cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 			t.Errorf("pid %d (%s) outlived sandbox down", pid, strings.ReplaceAll(string(cmd), "\x00", " "))
+		}
+	}
+}
+
+// checkVerbsInAgentPod runs the operator's verbs as docs/install.md gives
+// them for a real cluster, in an agent's pod (the image holds the CLI and
+// the chart's paths are its defaults), and the pages' command is the one
+// run here.
+func checkVerbsInAgentPod(t *testing.T, sb *sandbox.Sandbox) {
+	page, err := os.ReadFile(filepath.Join("..", "..", "docs", "install.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const printed = "kubectl -n kube-system exec ds/netcube-agent -- netcube status"
+	if !strings.Contains(string(page), printed) {
+		t.Errorf("docs/install.md no longer gives %q", printed)
+	}
+	for verb, want := range map[string]string{"status": "synced", "service list": "default/kubernetes"} {
+		cmd, err := sb.Kubectl(append([]string{"-n", "kube-system", "exec", "ds/netcube-agent", "--", "netcube"}, strings.Fields(verb)...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), want) {
+			t.Errorf("kubectl exec ds/netcube-agent -- netcube %s: %v, want %q in:\n%s", verb, err, want, out)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -110,6 +111,40 @@ func TestOperatorVerbsRunAsPrinted(t *testing.T) {
 			}
 		}
 	}
+	// Every other command the pages give for the demo, in page order,
+	// with requests running beside them: to the Service without endpoints
+	// (drops on node1) and to a pod on node2 (drops there once a page's
+	// policy isolates it).
+	ctx, cancel := context.WithCancel(context.Background())
+	target := top.Nodes[1].Pods[0] // n2p1
+	go func() {
+		for ctx.Err() == nil {
+			_, _ = run(fmt.Sprintf("bin/netcube-lab sandbox exec --name %s %s -- bin/netcube-lab pod request --count 2 --timeout 300ms %s:80 && "+
+				"bin/netcube-lab sandbox exec --name %s %s -- bin/netcube-lab pod request --count 2 --timeout 300ms %s:8080",
+				top.Name, client.Name, sandbox.EmptyIPs[0], top.Name, client.Name, target.IP4), 30*time.Second)
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+	if err := os.Symlink(filepath.Join(wd(t), "..", "..", "docs"), filepath.Join(checkout, "docs")); err != nil {
+		t.Fatal(err)
+	}
+	docs := docsCommands(t, docsPages(t))
+	for _, c := range docs {
+		script := forSandbox(c.script, top.Name, top.StateDir)
+		out, err := run("set -e\n"+script, time.Minute)
+		if err != nil {
+			t.Errorf("%s: the command\n%s\nfailed: %v\n%s", c.page, c.script, err, out)
+			continue
+		}
+		if strings.Contains(script, "bin/netcube ") || strings.Contains(script, "bin/hubble ") {
+			if strings.TrimSpace(out) == "" {
+				t.Errorf("%s: the command\n%s\nprinted nothing", c.page, c.script)
+			}
+		}
+	}
+	cancel()
+	t.Logf("ran %d commands from the pages", len(docs))
+
 	// After the positive controls above on the same pins: without the
 	// environment, the built-in paths find no datapath and say where it is.
 	var out string
@@ -120,4 +155,12 @@ func TestOperatorVerbsRunAsPrinted(t *testing.T) {
 		t.Errorf("bin/netcube status with the built-in paths: %v\n%s\nwant it to fail naming %s, never another version", err, out, node.PinDir)
 	}
 
+}
+
+func wd(t *testing.T) string {
+	d, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

@@ -89,6 +89,9 @@ func sandboxCmd(args []string) error {
 		if err != nil {
 			return err
 		}
+		if err := commandExists(rest[1]); err != nil {
+			return err
+		}
 		cmd := exec.Command(rest[1], rest[2:]...)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 		if n, ok := sb.Topology.Node(rest[0]); ok {
@@ -254,4 +257,23 @@ func printOperatorCommands(sb *sandbox.Sandbox) {
 	for _, c := range t.OperatorCommands(t.Name, n) {
 		fmt.Printf("  # %s\n  %s\n", c.What, c.Line)
 	}
+}
+
+// commandExists says, before entering the sandbox, that a command given
+// by its path is not there, and what builds it (bin/hubble comes from
+// make tools, not make demo).
+func commandExists(path string) error {
+	if !strings.Contains(path, "/") {
+		return nil // found on PATH inside, or reported there
+	}
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	switch filepath.Base(path) {
+	case "hubble":
+		return fmt.Errorf("%s does not exist: `make tools` builds the hubble CLI and links it there", path)
+	case "netcube", sandbox.LabBinary:
+		return fmt.Errorf("%s does not exist: `make build` builds it", path)
+	}
+	return fmt.Errorf("%s does not exist", path)
 }
