@@ -165,20 +165,43 @@ func (s *Speaker) restartGlobal(ctx context.Context, cfg Config) error {
 	}
 	s.state.started = true
 	s.last.GlobalRestarts++
-	// Nothing a peer sends is accepted into the global RIB, so nothing is
-	// ever selected, re-advertised or (were zebra on) installed. Set right
-	// after StartBgp, before any peer exists.
-	err := s.server.SetPolicyAssignment(ctx, &api.SetPolicyAssignmentRequest{Assignment: &api.PolicyAssignment{
-		Name:          "global",
-		Direction:     api.PolicyDirection_IMPORT,
-		DefaultAction: api.RouteAction_REJECT,
-	}})
-	if err != nil {
+	if err := s.rejectImports(ctx); err != nil {
 		// Without the policy the speaker would import: not started.
 		_ = s.server.StopBgp(ctx, &api.StopBgpRequest{})
 		s.state = newApplied()
-		return fmt.Errorf("bgp: setting the import policy to reject: %w", err)
+		return fmt.Errorf("bgp: setting the import policy: %w", err)
 	}
 	s.state.global = globalOf(cfg)
 	return nil
+}
+
+// importPolicy is the one policy the speaker defines.
+const importPolicy = "netcube-local-only"
+
+// rejectImports makes GoBGP's global import policy reject every path but
+// the speaker's own: nothing a peer sends gets into the global RIB, so
+// nothing is ever selected, re-advertised or (were zebra on) installed.
+// GoBGP applies the global import policy to locally added paths too, so a
+// plain default-reject would drop our announcements with the rest: the
+// policy accepts route type "local" and rejects by default. StartBgp
+// resets the policies, so this runs after every start, before any peer
+// exists.
+func (s *Speaker) rejectImports(ctx context.Context) error {
+	err := s.server.AddPolicy(ctx, &api.AddPolicyRequest{Policy: &api.Policy{
+		Name: importPolicy,
+		Statements: []*api.Statement{{
+			Name:       importPolicy + "-accept-local",
+			Conditions: &api.Conditions{RouteType: api.Conditions_ROUTE_TYPE_LOCAL},
+			Actions:    &api.Actions{RouteAction: api.RouteAction_ACCEPT},
+		}},
+	}})
+	if err != nil {
+		return err
+	}
+	return s.server.SetPolicyAssignment(ctx, &api.SetPolicyAssignmentRequest{Assignment: &api.PolicyAssignment{
+		Name:          "global",
+		Direction:     api.PolicyDirection_IMPORT,
+		Policies:      []*api.Policy{{Name: importPolicy}},
+		DefaultAction: api.RouteAction_REJECT,
+	}})
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	api "github.com/osrg/gobgp/v3/api"
+	"github.com/osrg/gobgp/v3/pkg/server"
 )
 
 // PeerStatus is one session as GoBGP sees it.
@@ -20,9 +21,11 @@ type PeerStatus struct {
 	State string
 	// Uptime is how long the session has been established (0 if not).
 	Uptime time.Duration
-	// Advertised is the number of prefixes sent to the peer; Received
-	// the number it sent us, and Accepted how many of those passed the
-	// import policy, which is always 0: the speaker imports nothing.
+	// Advertised is the number of prefixes sent to the peer (its
+	// adj-rib-out), Received the number it sent us (its adj-rib-in), and
+	// Accepted how many of those are in the speaker's RIB: always 0, the
+	// speaker imports nothing. (GoBGP's own per-family counters are not
+	// used: its "accepted" ignores the global import policy.)
 	Advertised uint64
 	Received   uint64
 	Accepted   uint64
@@ -32,6 +35,10 @@ type PeerStatus struct {
 func (s *Speaker) Peers(ctx context.Context) ([]PeerStatus, error) {
 	s.mu.Lock()
 	srv, started := s.server, s.state.started
+	fams := map[string][]Family{}
+	for k, p := range s.state.peers {
+		fams[k] = p.Families
+	}
 	s.mu.Unlock()
 	if !started {
 		return nil, nil
@@ -50,17 +57,15 @@ func (s *Speaker) Peers(ctx context.Context) ([]PeerStatus, error) {
 		if st.State == "established" && p.Timers != nil && p.Timers.State != nil && p.Timers.State.Uptime != nil {
 			st.Uptime = time.Since(p.Timers.State.Uptime.AsTime())
 		}
-		for _, as := range p.AfiSafis {
-			if as.State != nil {
-				st.Advertised += as.State.Advertised
-				st.Received += as.State.Received
-				st.Accepted += as.State.Accepted
-			}
-		}
 		out = append(out, st)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bgp: listing peers: %w", err)
+	}
+	for i := range out {
+		if err := s.countPrefixes(ctx, srv, fams[out[i].Address.String()], &out[i]); err != nil {
+			return nil, err
+		}
 	}
 	slices.SortFunc(out, func(a, b PeerStatus) int { return a.Address.Compare(b.Address) })
 	return out, nil
@@ -71,4 +76,42 @@ func sessionState(s api.PeerState_SessionState) string {
 		return "idle"
 	}
 	return strings.ToLower(s.String())
+}
+
+// countPrefixes fills st's prefix counts from GoBGP's tables.
+func (s *Speaker) countPrefixes(ctx context.Context, srv *server.BgpServer, fams []Family, st *PeerStatus) error {
+	addr := st.Address.String()
+	for _, f := range fams {
+		count := func(tt api.TableType, name string, match func(*api.Path) bool) (uint64, error) {
+			var n uint64
+			err := srv.ListPath(ctx, &api.ListPathRequest{TableType: tt, Name: name, Family: apiFamily(f)}, func(d *api.Destination) {
+				for _, p := range d.Paths {
+					if match(p) {
+						n++
+					}
+				}
+			})
+			if err != nil {
+				return 0, fmt.Errorf("bgp: listing %s paths of %s: %w", tt, addr, err)
+			}
+			return n, nil
+		}
+		all := func(*api.Path) bool { return true }
+		out, err := count(api.TableType_ADJ_OUT, addr, all)
+		if err != nil {
+			return err
+		}
+		in, err := count(api.TableType_ADJ_IN, addr, all)
+		if err != nil {
+			return err
+		}
+		acc, err := count(api.TableType_GLOBAL, "", func(p *api.Path) bool { return p.NeighborIp == addr })
+		if err != nil {
+			return err
+		}
+		st.Advertised += out
+		st.Received += in
+		st.Accepted += acc
+	}
+	return nil
 }

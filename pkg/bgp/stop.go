@@ -47,9 +47,11 @@ func (s *Speaker) Stop(ctx context.Context, graceful bool) error {
 		for _, p := range s.state.peers {
 			remotes = append(remotes, netip.AddrPortFrom(p.Address, p.Port))
 		}
-		if _, err := shutdownSessions(remotes); err != nil {
+		n, err := shutdownSessions(remotes)
+		if err != nil {
 			firstErr = fmt.Errorf("bgp: closing sessions without notification: %w", err)
 		}
+		s.log.WithField("sessions", n).Info("BGP sessions closed without notification, for the routers' graceful restart")
 	} else {
 		for _, r := range s.state.routes {
 			if err := s.withdraw(ctx, r); err != nil && firstErr == nil {
