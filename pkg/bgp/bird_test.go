@@ -360,7 +360,15 @@ func TestBIRD(t *testing.T) {
 		return
 	}
 
+	if !t.Run("killed hard, without graceful restart", func(t *testing.T) { killedHard(t, e, false) }) {
+		return
+	}
+	if !t.Run("killed hard, with graceful restart", func(t *testing.T) { killedHard(t, e, true) }) {
+		return
+	}
+	// Last: after a hold timer expiry BIRD delays the next session by 60 s.
 	if !t.Run("hold time expiry", func(t *testing.T) {
+		e.reconfigure(noGR)
 		s4 := New(testLogger(t))
 		t.Cleanup(func() { _ = s4.Stop(context.Background(), false) })
 		if err := s4.Apply(ctx, cfgNoGR, all); err != nil {
