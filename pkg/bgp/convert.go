@@ -56,7 +56,9 @@ func apiPeer(p Peer) *api.Peer {
 			// the router holds our routes as stale and waits for our
 			// End-of-RIB; on a first start it holds nothing, and the
 			// bit costs nothing. GoBGP then also defers its own
-			// updates until the router's End-of-RIB.
+			// updates until every established GR-capable peer has
+			// sent its End-of-RIB (BIRD sends it at once), or its
+			// deferral time (360 s) runs out.
 			LocalRestarting: true,
 		}
 	}

@@ -9,7 +9,8 @@
 // failed Apply is retried by calling it again.
 //
 // The speaker only announces. Nothing a router sends it is accepted (the
-// global import policy rejects every path) and nothing is ever installed
+// global import policy rejects every path but the speaker's own: a router
+// sending it a full table changes nothing) and nothing is ever installed
 // into the kernel: GoBGP's zebra integration is never enabled, and GoBGP on
 // its own touches no routing table.
 //
