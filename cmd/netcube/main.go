@@ -1,5 +1,6 @@
 // Command netcube is the operator's CLI for a cluster that runs netcube:
-// what an operator asks of a node's agent and datapath: its live events
+// what an operator asks of a node's agent and datapath: its BGP sessions
+// and routes (bgp), its live events
 // (monitor), the Services it serves (service list), its state (status), what it
 // does with a packet (trace), the policy it enforces for a pod (policy get),
 // and which build it is. Each verb is its own package. The lab's verbs (sandbox, demo, bench, e2e,
@@ -12,6 +13,7 @@ import (
 	"os"
 	"runtime/debug"
 
+	"github.com/netcube/netcube/cmd/netcube/bgp"
 	"github.com/netcube/netcube/cmd/netcube/monitor"
 	"github.com/netcube/netcube/cmd/netcube/policy"
 	"github.com/netcube/netcube/cmd/netcube/service"
@@ -22,6 +24,7 @@ import (
 const usage = `netcube: the operator's CLI for netcube, eBPF Service load balancing and pod networking for Kubernetes
 
 Usage:
+  netcube bgp peers|routes   the node's BGP sessions (state, prefixes sent and received) and the routes it announces
   netcube monitor        the node's datapath events, live: drops with their reason, policy verdicts, translations
   netcube policy get POD the NetworkPolicy the node's datapath enforces for a pod: isolation, rules, identities
   netcube service list   the Services the node's datapath serves: frontends, backends (works with the agent down)
@@ -46,6 +49,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	switch verb := args[0]; {
+	case verb == "bgp":
+		return bgp.Run(args[1:], stdout, stderr)
 	case verb == "monitor":
 		return monitor.Run(args[1:], stdout, stderr)
 	case verb == "policy":

@@ -135,6 +135,10 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	rec := cs.rec
+	bgpc, err := newBGP(cfg, rep, rec)
+	if err != nil {
+		return err
+	}
 	ph, _ := cs.policy.(policyHealth)
 	if err := serve(ctx, cfg, m, rec, ph, src); err != nil {
 		return err
@@ -143,6 +147,7 @@ func Run(ctx context.Context, cfg Config) error {
 		cs.api = map[string]http.Handler{}
 	}
 	cs.api[localapi.StatusPath] = statusHandler(cfg.NodeName, time.Now(), m, rec, ph)
+	cs.api[localapi.BGPPath] = bgpc.handler()
 	if err := serveAPI(ctx, cfg.APISocket, cs.api); err != nil {
 		return err
 	}
@@ -156,7 +161,7 @@ func Run(ctx context.Context, cfg Config) error {
 		// copied.
 		kdp.CatchUpCarryOver()
 	}
-	tee := nodeTee{Handler: rec, name: cfg.NodeName, nodes: cs.nodes}
+	tee := nodeTee{Handler: rec, name: cfg.NodeName, nodes: append(cs.nodes, bgpc.ctl), bgp: bgpc.ctl}
 	if cfg.CNIConfDir != "" {
 		tee.cni = &cniConfig{cfg: cfg}
 	}
@@ -168,6 +173,8 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	go rec.Run(ctx)
+	bgpc.start(ctx)
+	defer bgpc.wait()
 	early.Attach(handler)
 
 	select {
@@ -177,6 +184,7 @@ func Run(ctx context.Context, cfg Config) error {
 			fields = append(fields, p.ListPhases()...)
 		}
 		slog.Info("initial sync applied", fields...)
+		bgpc.ctl.ServicesSynced()
 		if cfg.ReadyFile != "" {
 			if err := os.WriteFile(cfg.ReadyFile, []byte("ready\n"), 0o644); err != nil {
 				return err

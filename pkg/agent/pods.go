@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"github.com/netcube/netcube/pkg/bgp"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -173,6 +174,26 @@ type nodeTee struct {
 	name  string
 	cni   *cniConfig
 	nodes []cube.NodeHandler
+	bgp   *bgp.Controller // the NetworkBGPPeerings' (nil: none kept)
+}
+
+func (t nodeTee) OnBGPPeering(name string, p *model.BGPPeering) {
+	if t.bgp != nil {
+		t.bgp.OnBGPPeering(name, p)
+	}
+}
+
+func (t nodeTee) OnBGPPeeringsSynced() {
+	if t.bgp != nil {
+		t.bgp.OnBGPPeeringsSynced()
+	}
+}
+
+func (t nodeTee) BGPPeeringKeys() []string {
+	if t.bgp == nil {
+		return nil
+	}
+	return t.bgp.BGPPeeringKeys()
 }
 
 func (t nodeTee) OnNode(name string, node *model.NodeInfo) {

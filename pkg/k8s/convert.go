@@ -3,6 +3,7 @@ package k8s
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -215,6 +216,9 @@ func externalAccess(svc *corev1.Service, bad func(string, ...any)) *model.Extern
 		return nil
 	}
 	ext.LocalOnly = svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
+	if len(svc.Labels) > 0 {
+		ext.Labels = maps.Clone(svc.Labels)
+	}
 	switch hc := svc.Spec.HealthCheckNodePort; {
 	case hc == 0:
 	case hc < 1 || hc > 65535:
@@ -375,7 +379,7 @@ func ToNode(n *corev1.Node) (*model.NodeInfo, error) {
 	if n == nil {
 		return nil, nil
 	}
-	info := &model.NodeInfo{Name: n.Name, Zone: n.Labels[corev1.LabelTopologyZone]}
+	info := &model.NodeInfo{Name: n.Name, Zone: n.Labels[corev1.LabelTopologyZone], Labels: maps.Clone(n.Labels)}
 	for _, a := range n.Status.Addresses {
 		if ip, err := netip.ParseAddr(a.Address); err == nil {
 			info.Addresses = append(info.Addresses, ip.Unmap())

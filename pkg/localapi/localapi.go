@@ -25,3 +25,42 @@ type Status struct {
 	// ("Pod ns/name": quarantined, or left as the maps held it).
 	Failing map[string]string `json:"failing,omitempty"`
 }
+
+// BGPPath is where the local API says what the node's BGP speaker runs
+// and announces: BGPStatus.
+const BGPPath = "/v1/bgp"
+
+// BGPStatus is the node's BGP speaker as `netcube bgp` shows it.
+type BGPStatus struct {
+	// Active: a NetworkBGPPeering selects this node and the speaker runs.
+	Active   bool      `json:"active"`
+	LocalASN uint32    `json:"local_asn,omitempty"`
+	RouterID string    `json:"router_id,omitempty"`
+	Peers    []BGPPeer `json:"peers,omitempty"`
+	// Routes are the prefixes announced to every peer.
+	Routes []BGPRoute `json:"routes,omitempty"`
+	// Error is the last apply's, retried ("": it converged).
+	Error     string    `json:"error,omitempty"`
+	AppliedAt time.Time `json:"applied_at,omitzero"`
+}
+
+// BGPPeer is one session.
+type BGPPeer struct {
+	Address string `json:"address"`
+	ASN     uint32 `json:"asn"`
+	// State: idle, connect, active, opensent, openconfirm or established.
+	State      string        `json:"state"`
+	Uptime     time.Duration `json:"uptime,omitempty"`
+	Advertised uint64        `json:"advertised"`
+	Received   uint64        `json:"received"`
+	// Accepted is always 0: nothing is imported from a peer.
+	Accepted uint64 `json:"accepted"`
+}
+
+// BGPRoute is one announced prefix.
+type BGPRoute struct {
+	Prefix      string   `json:"prefix"`
+	NextHop     string   `json:"next_hop,omitempty"` // "": the session's own address
+	Communities []string `json:"communities,omitempty"`
+	LocalPref   uint32   `json:"local_pref,omitempty"`
+}

@@ -118,6 +118,10 @@ type ExternalAccess struct {
 	// reach the LoadBalancer IPs (fail closed); SourceRanges is empty.
 	Walled    bool
 	LocalOnly bool // externalTrafficPolicy: Local
+	// Labels are the Service's labels: what a NetworkBGPPeering's
+	// per-Service attributes select by (kept only for Services reached
+	// from outside, which are few).
+	Labels map[string]string
 	// HealthCheckNodePort (LocalOnly): where this node tells load
 	// balancers how many local endpoints it has; 0: none.
 	HealthCheckNodePort uint16
@@ -128,6 +132,8 @@ type ExternalAccess struct {
 type NodeInfo struct {
 	Name      string
 	Zone      string       // topology.kubernetes.io/zone ("": unknown)
+	// Labels are the Node's labels (what a NetworkBGPPeering selects by).
+	Labels map[string]string
 	Addresses []netip.Addr // status.addresses that are IPs
 	// PodCIDRs are spec.podCIDRs (at most one per family): where the
 	// node's pods get their addresses, and what other nodes route to it.

@@ -75,11 +75,19 @@ const (
 	// PolicyNotWritten: a pod's NetworkPolicy could not be written into
 	// its node's maps (one full); the pod is quarantined until it is.
 	PolicyNotWritten Reason = "PolicyNotWritten"
+	// PeeringConflict: a NetworkBGPPeering selects a node another one
+	// selects too with another local ASN; that node runs the other's
+	// sessions (the first by name).
+	PeeringConflict Reason = "PeeringConflict"
+	// PeerLeftOut: a NetworkBGPPeering's peer cannot be configured on a
+	// node (its password's Secret cannot be read, the node has no address
+	// for a router id); the node runs the rest.
+	PeerLeftOut Reason = "PeerLeftOut"
 )
 
 // Reasons lists every reason (the gauge reports each, standing or not).
 var Reasons = []Reason{InvalidField, FrontendConflict, DuplicateObject, UnreadObject, PodCIDRConflict, UnmatchedPort, MapFull, SliceConflict,
-	LoadBalancerIPNotAssigned, PoolConflict, PodOutsideNode, IngressOutsidePools, PolicyNotWritten}
+	LoadBalancerIPNotAssigned, PoolConflict, PodOutsideNode, IngressOutsidePools, PolicyNotWritten, PeeringConflict, PeerLeftOut}
 
 // Sink receives each new or changed problem, e.g. to write a Kubernetes
 // Event. It must not block.

@@ -150,7 +150,31 @@ func (d *Deferred) SliceKeys() []string {
 	return nil
 }
 
+func (d *Deferred) OnBGPPeering(name string, p *model.BGPPeering) {
+	d.do(func(h Handler) {
+		if bh, ok := h.(BGPHandler); ok {
+			bh.OnBGPPeering(name, p)
+		}
+	})
+}
+
+func (d *Deferred) OnBGPPeeringsSynced() {
+	d.do(func(h Handler) {
+		if bh, ok := h.(BGPHandler); ok {
+			bh.OnBGPPeeringsSynced()
+		}
+	})
+}
+
+func (d *Deferred) BGPPeeringKeys() []string {
+	if bh, ok := d.handler().(BGPHandler); ok {
+		return bh.BGPPeeringKeys()
+	}
+	return nil
+}
+
 var (
 	_ PolicyHandler = (*Deferred)(nil)
 	_ SliceHandler  = (*Deferred)(nil)
+	_ BGPHandler    = (*Deferred)(nil)
 )

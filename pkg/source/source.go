@@ -59,6 +59,16 @@ type SliceHandler interface {
 	SliceKeys() []string
 }
 
+// BGPHandler receives the NetworkBGPPeerings (nil: deleted, or
+// unusable). A Source delivers them when its Handler implements this too.
+type BGPHandler interface {
+	OnBGPPeering(name string, p *model.BGPPeering)
+	// OnBGPPeeringsSynced: every NetworkBGPPeering listed has been
+	// delivered (or the API serves none: the CRD is not installed).
+	OnBGPPeeringsSynced()
+	BGPPeeringKeys() []string
+}
+
 // Source delivers state to a Handler until ctx is done.
 type Source interface {
 	Run(ctx context.Context, h Handler) error

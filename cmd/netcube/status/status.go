@@ -34,8 +34,10 @@ import (
 type Report struct {
 	Agent      *localapi.Status `json:"agent,omitempty"`
 	AgentError string           `json:"agent_error,omitempty"`
-	Kernel     Kernel           `json:"kernel"`
-	BPFRoot    string           `json:"bpf_root"`
+	// BGP is the node's BGP speaker, when the agent answers.
+	BGP     *localapi.BGPStatus `json:"bgp,omitempty"`
+	Kernel  Kernel              `json:"kernel"`
+	BPFRoot string              `json:"bpf_root"`
 	// Attached are the datapath's pinned links (uplinks, the pods'
 	// cgroup, pods' veths an earlier agent attached) by name, and the
 	// pods' veths that carry its tc filters.
@@ -126,6 +128,10 @@ func collect(node agentapi.Node) (Report, error) {
 		r.AgentError = err.Error()
 	} else {
 		r.Agent = &st
+		var b localapi.BGPStatus
+		if node.GetJSON(localapi.BGPPath, &b) == nil {
+			r.BGP = &b
+		}
 	}
 	var u unix.Utsname
 	if unix.Uname(&u) == nil {
@@ -233,6 +239,18 @@ func printText(w io.Writer, r Report) {
 		}
 	} else {
 		fmt.Fprintf(w, "Agent:      not answering: %s\n            the datapath keeps forwarding with the state below\n", r.AgentError)
+	}
+	if b := r.BGP; b != nil && b.Active {
+		up := 0
+		for _, p := range b.Peers {
+			if p.State == "established" {
+				up++
+			}
+		}
+		fmt.Fprintf(w, "BGP:        ASN %d, %d of %d sessions established, %d routes announced (netcube bgp peers)\n", b.LocalASN, up, len(b.Peers), len(b.Routes))
+		if b.Error != "" {
+			fmt.Fprintf(w, "            last apply failed (retried): %s\n", b.Error)
+		}
 	}
 	fmt.Fprintf(w, "Kernel:     %s, features: %s\n", r.Kernel.Release, r.Kernel.Features)
 	fmt.Fprintf(w, "Datapath:   %s, %d attach points\n", r.BPFRoot, len(r.Attached))

@@ -151,6 +151,11 @@ func (r *Reconciler) applyAll() (unapplied []model.Frontend) {
 			slog.Error("health check", "service", id, "err", err)
 		}
 	}
+	if r.adv != nil {
+		for _, id := range ids {
+			r.syncAdvertised(id)
+		}
+	}
 	return unapplied
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -37,6 +38,25 @@ type HealthChecks interface {
 	Delete(id model.ServiceID)
 }
 
+// Advertiser is told, after each Service sync, what of the Service a
+// routing protocol may announce from this node (the BGP speaker,
+// pkg/bgp); optional. Delete: the Service is gone or announces nothing.
+type Advertiser interface {
+	SetService(id model.ServiceID, a Advertised)
+	DeleteService(id model.ServiceID)
+}
+
+// Advertised is a Service's addresses as this node's datapath serves
+// them: the LoadBalancer IPs are those the pool guard passed (a node
+// never announces an address no pool gave), and LocalEndpoints says
+// whether a Local Service has a ready endpoint here.
+type Advertised struct {
+	ClusterIPs, ExternalIPs, LoadBalancerIPs []netip.Addr
+	LocalOnly                                bool // externalTrafficPolicy Local
+	LocalEndpoints                           int  // ready endpoints on this node
+	Labels                                   map[string]string
+}
+
 // Observer is told about every Service sync (metrics); optional. pending is
 // how long the Service waited since the first change that made it dirty
 // arrived; took is the sync itself. Programmed is told, for each endpoint
@@ -61,6 +81,7 @@ type Reconciler struct {
 	lb       LoadBalancer
 	observer Observer
 	health   HealthChecks
+	adv      Advertiser
 	report   *report.Reporter // frontend conflicts; nil: not reported
 	queue    workqueue.TypedRateLimitingInterface[model.ServiceID]
 
@@ -219,6 +240,7 @@ func (r *Reconciler) handle(id model.ServiceID) error {
 	r.mu.Unlock()
 	start := time.Now()
 	err := errors.Join(r.syncService(id, st), r.syncHealthCheck(id))
+	r.syncAdvertised(id)
 	if err == nil {
 		r.programmed(triggered)
 	} else {
@@ -349,6 +371,33 @@ func (r *Reconciler) SetReporter(rep *report.Reporter) { r.report = rep }
 // SetHealthChecks makes the reconciler keep hc's ports in step with the
 // Services; call before Run.
 func (r *Reconciler) SetHealthChecks(hc HealthChecks) { r.health = hc }
+
+// SetAdvertiser makes the reconciler tell a what each Service may
+// announce; call before Run.
+func (r *Reconciler) SetAdvertiser(a Advertiser) { r.adv = a }
+
+// syncAdvertised tells the advertiser what the Service announces now.
+func (r *Reconciler) syncAdvertised(id model.ServiceID) {
+	if r.adv == nil {
+		return
+	}
+	r.mu.Lock()
+	var a Advertised
+	st := r.existing(id)
+	if st != nil && st.svc != nil {
+		a.ClusterIPs = st.svc.ClusterIPs()
+		if ext := st.svc.External; ext != nil {
+			a.ExternalIPs, a.LoadBalancerIPs, a.LocalOnly, a.Labels = ext.IPs, ext.LoadBalancerIPs, ext.LocalOnly, ext.Labels
+			a.LocalEndpoints = LocalEndpoints(st.slices, r.thisNode.Name)
+		}
+	}
+	r.mu.Unlock()
+	if len(a.ClusterIPs)+len(a.ExternalIPs)+len(a.LoadBalancerIPs) == 0 {
+		r.adv.DeleteService(id)
+		return
+	}
+	r.adv.SetService(id, a)
+}
 
 // syncHealthCheck opens, updates or closes the Service's health-check port.
 func (r *Reconciler) syncHealthCheck(id model.ServiceID) error {

@@ -1,12 +1,14 @@
 package router
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/netcube/netcube/pkg/cube"
 	"github.com/netcube/netcube/pkg/datapath"
@@ -44,6 +46,7 @@ type nodes struct {
 	mu      sync.Mutex
 	known   map[string]*model.NodeInfo // every node, this one included
 	applied map[netip.Prefix]peer      // routed now
+	offLink map[netip.Prefix]bool      // routed by the default route: not on a network of this node
 	synced  bool
 }
 
@@ -57,7 +60,7 @@ var _ cube.NodeHandler = (*nodes)(nil)
 
 func newNodes(env cube.Env, mode string, overlay int, table routeTable) *nodes {
 	return &nodes{maps: env.Maps, table: table, report: env.Report, self: env.Node.Name, mode: mode, overlay: overlay,
-		known: map[string]*model.NodeInfo{}, applied: map[netip.Prefix]peer{}}
+		known: map[string]*model.NodeInfo{}, applied: map[netip.Prefix]peer{}, offLink: map[netip.Prefix]bool{}}
 }
 
 func (n *nodes) OnNode(name string, info *model.NodeInfo) {
@@ -201,7 +204,23 @@ func (n *nodes) write(p netip.Prefix, w peer) error {
 		r = route{Dst: p, Dev: n.overlay}
 	}
 	if err := n.table.Replace(r); err != nil {
-		return err
+		if n.mode == VXLAN || !errors.Is(err, syscall.ENETUNREACH) {
+			return err
+		}
+		// The node is on none of this node's networks (another rack,
+		// behind a router): its pods are reached through the default
+		// route, whose routers learn their CIDR from that node's BGP
+		// speaker (pkg/bgp). A route of ours left from before goes.
+		if err := n.table.Delete(p); err != nil {
+			return err
+		}
+		if !n.offLink[p] {
+			slog.Info("node not on this node's networks: its pods are reached through the default route (the routers learn its pod CIDR by BGP)",
+				"node", w.node, "cidr", p, "via", w.underlay)
+		}
+		n.offLink[p] = true
+	} else {
+		delete(n.offLink, p)
 	}
 	return cube.Put(n.maps, MapNodes, datapath.PrefixFrom(p), datapath.RouterNode{Underlay: datapath.AddrFrom(w.underlay)})
 }

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/netcube/netcube/pkg/cube"
@@ -19,11 +20,17 @@ import (
 type fakeTable struct {
 	routes map[netip.Prefix]route
 	fail   error
+	// offLink: gateways on none of the node's networks (the kernel
+	// refuses a route through them, ENETUNREACH).
+	offLink map[netip.Addr]bool
 }
 
 func (f *fakeTable) Replace(r route) error {
 	if f.fail != nil {
 		return f.fail
+	}
+	if f.offLink[r.Via] {
+		return fmt.Errorf("route %s via %s: %w", r.Dst, r.Via, syscall.ENETUNREACH)
 	}
 	f.routes[r.Dst] = r
 	return nil
@@ -125,6 +132,27 @@ func TestNativeRoutesFollowNodes(t *testing.T) {
 	n.OnNode("node2", nil)
 	if len(tbl.routes) != 0 || f.Len(MapNodes) != 0 {
 		t.Fatalf("after deletion: routes %s, %d entries", tbl, f.Len(MapNodes))
+	}
+}
+
+// TestNodeInAnotherRackIsReachedByTheDefaultRoute: in native routing, a
+// node on none of this node's networks (another rack, behind a router)
+// gets no route of ours (the kernel would refuse it): its pods go by the
+// default route, which the routers make right by BGP; its entry is still
+// written (the datapath knows its pods are a node's), and a route of
+// ours left from when it was on-link goes. A node on-link (positive
+// control) is routed as before.
+func TestNodeInAnotherRackIsReachedByTheDefaultRoute(t *testing.T) {
+	n, tbl, f, _ := setup(t, Native)
+	tbl.offLink = map[netip.Addr]bool{netip.MustParseAddr("172.30.12.13"): true}
+	n.OnNode("node2", node("node2", addrs2, "10.244.2.0/24"))
+	tbl.routes[netip.MustParsePrefix("10.244.3.0/24")] = route{Dst: netip.MustParsePrefix("10.244.3.0/24"), Via: netip.MustParseAddr("172.30.0.13")}
+	n.OnNode("node3", node("node3", []string{"172.30.12.13"}, "10.244.3.0/24"))
+	if want := "10.244.2.0/24 via 172.30.0.12"; tbl.String() != want {
+		t.Fatalf("routes %s, want %s", tbl, want)
+	}
+	if want := "10.244.2.0/24 -> 172.30.0.12, 10.244.3.0/24 -> 172.30.12.13"; entries(t, f) != want {
+		t.Fatalf("router_nodes %s, want %s", entries(t, f), want)
 	}
 }
 

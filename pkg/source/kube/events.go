@@ -118,6 +118,7 @@ var clusterCRDs = map[string]schema.GroupVersionResource{
 	"NetworkSlice":            NetworkSlices,
 	"NetworkLoadBalancerPool": NetworkLoadBalancerPools,
 	"NodePods":                NodePodsResource,
+	"NetworkBGPPeering":       NetworkBGPPeerings,
 }
 
 // reference reads obj's UID and resource version (ok false: not an API

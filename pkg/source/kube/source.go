@@ -164,6 +164,9 @@ func (s *Source) Run(ctx context.Context, h source.Handler) error {
 	if sh, ok := h.(source.SliceHandler); ok {
 		go s.runSlices(ctx, c, sh)
 	}
+	if bh, ok := h.(source.BGPHandler); ok {
+		go s.runBGP(ctx, c, bh)
+	}
 
 	slog.Info("listing Services and EndpointSlices", "selector", sel.String())
 	for !allTrue(synced) {

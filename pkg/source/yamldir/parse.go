@@ -21,7 +21,7 @@ import (
 
 // objKey identifies an object across files.
 type objKey struct {
-	kind string // "Service", "EndpointSlice", "Node", "Pod", "Namespace", "NetworkPolicy" or "NetworkSlice"
+	kind string // "Service", "EndpointSlice", "Node", "Pod", "Namespace", "NetworkPolicy", "NetworkSlice" or "NetworkBGPPeering"
 	types.NamespacedName
 }
 
@@ -40,6 +40,7 @@ type object struct {
 	ns       *model.Namespace
 	policy   *model.Policy
 	netSlice *model.Slice
+	peering  *model.BGPPeering
 	// partial: the object is invalid, and applies without the fields err
 	// names (a NetworkPolicy fails closed: what it cannot read allows
 	// nothing; a pod's unreadable address or port is left out).
@@ -66,7 +67,7 @@ func parseFile(data []byte) (parsed, error) {
 		key, obj, err := decode(tm, doc)
 		switch {
 		case key.kind == "":
-			p.unread = append(p.unread, fmt.Sprintf("document %d: kind %q apiVersion %q is not read by netcube (v1 Service, discovery.k8s.io/v1 EndpointSlice, v1 Node, v1 Pod, v1 Namespace, networking.k8s.io/v1 NetworkPolicy, netcube.io/v1alpha1 NetworkSlice)", i, tm.Kind, tm.APIVersion))
+			p.unread = append(p.unread, fmt.Sprintf("document %d: kind %q apiVersion %q is not read by netcube (v1 Service, discovery.k8s.io/v1 EndpointSlice, v1 Node, v1 Pod, v1 Namespace, networking.k8s.io/v1 NetworkPolicy, netcube.io/v1alpha1 NetworkSlice, netcube.io/v1alpha1 NetworkBGPPeering)", i, tm.Kind, tm.APIVersion))
 		case key.Name == "":
 			// Nothing can refer to a nameless object, nor replace or
 			// delete it later: refused whole, whatever else it holds.
@@ -170,6 +171,16 @@ func decode(tm metav1.TypeMeta, doc []byte) (objKey, object, error) {
 		}
 		s, err := k8s.ToSlice(&ns)
 		return key, object{netSlice: s}, err
+	case tm.Kind == "NetworkBGPPeering" && tm.APIVersion == k8s.NetworkSliceGroupVersion:
+		var bp k8s.NetworkBGPPeering
+		err := yaml.UnmarshalStrict(doc, &bp)
+		key := objKey{"NetworkBGPPeering", types.NamespacedName{Name: bp.Name}} // cluster-scoped
+		if err != nil {
+			return key, object{}, err
+		}
+		peering, err := k8s.ToBGPPeering(&bp)
+		// A peer left out spoils only itself: the rest applies.
+		return key, object{peering: peering, partial: peering != nil}, err
 	case tm.Kind == "NetworkPolicy" && tm.APIVersion == "networking.k8s.io/v1":
 		var np networkingv1.NetworkPolicy
 		err := yaml.UnmarshalStrict(doc, &np)

@@ -70,6 +70,9 @@ func (s *Source) Run(ctx context.Context, h source.Handler) error {
 	if sh, ok := h.(source.SliceHandler); ok {
 		sh.OnSlicesSynced()
 	}
+	if bh, ok := h.(source.BGPHandler); ok {
+		bh.OnBGPPeeringsSynced()
+	}
 
 	pending := map[string]bool{}
 	timer := time.NewTimer(time.Hour)
@@ -216,6 +219,9 @@ func (s *Source) deliver(k objKey, o object) {
 	}
 	if sh, ok := s.h.(source.SliceHandler); ok && k.kind == "NetworkSlice" {
 		sh.OnSlice(k.Name, o.netSlice)
+	}
+	if bh, ok := s.h.(source.BGPHandler); ok && k.kind == "NetworkBGPPeering" {
+		bh.OnBGPPeering(k.Name, o.peering)
 	}
 	ph, ok := s.h.(source.PolicyHandler)
 	if !ok {
