@@ -146,9 +146,13 @@ func (t Topology) NodesYAML() string {
 		}
 		// (An annotation, as kubelet always leaves some: flannel writes
 		// its own into the map it finds.)
-		fmt.Fprintf(&b, "apiVersion: v1\nkind: Node\nmetadata:\n  name: %s\n  annotations: {netcube.io/sandbox: \"true\"}\nspec:\n  podCIDRs: [\"%s\", \"%s\"]\n"+
+		labels := ""
+		if n.Rack > 0 { // a routed sandbox's rack (its NetworkBGPPeering selects it)
+			labels = fmt.Sprintf("  labels: {%s: %s}\n", RackLabel, RackName(n.Rack))
+		}
+		fmt.Fprintf(&b, "apiVersion: v1\nkind: Node\nmetadata:\n  name: %s\n%s  annotations: {netcube.io/sandbox: \"true\"}\nspec:\n  podCIDRs: [\"%s\", \"%s\"]\n"+
 			"status:\n  addresses:\n  - {type: InternalIP, address: \"%s\"}\n  - {type: InternalIP, address: \"%s\"}\n",
-			n.Name, n.PodNet, n.PodNet6, n.IP4, n.IP6)
+			n.Name, labels, n.PodNet, n.PodNet6, n.IP4, n.IP6)
 	}
 	return b.String()
 }

@@ -12,6 +12,9 @@ import (
 // pods are the agents' (from the Node objects); pods come from the CNI
 // plugin (addPod), once the agents run.
 func buildNetwork(t Topology, xdp bool) error {
+	if t.Routed() {
+		return buildRouted(t, xdp)
+	}
 	if err := steps(
 		func() error { return ip("", "netns", "add", t.Underlay) },
 		func() error { return ip(t.Underlay, "link", "set", "lo", "up") },
@@ -101,6 +104,9 @@ func buildFar(t Topology) error {
 	if err != nil {
 		return err
 	}
+	if t.Routed() { // the nodes' default routes lead to the router
+		return nil
+	}
 	for _, n := range t.Nodes {
 		if err := steps(
 			func() error { return ip(n.Netns, "route", "add", fmt.Sprintf(farNet4, 0)+"/24", "via", r.IP4.String()) },
@@ -145,6 +151,12 @@ func (t Topology) RouteFromExternal(prefix netip.Prefix, node string) error {
 		via := n.IP4
 		if prefix.Addr().Is6() {
 			via = n.IP6
+		}
+		if t.Routed() { // the node is not on the client's segment: the router (and its BGP routes) decides
+			via = t.Router.IP4
+			if prefix.Addr().Is6() {
+				via = t.Router.IP6
+			}
 		}
 		return ip(t.External.Netns, "route", "replace", prefix.String(), "via", via.String())
 	}

@@ -43,6 +43,9 @@ func layout(cfg Config) (Topology, error) {
 // progress to log. On failure everything created is removed again.
 func Up(cfg Config, log io.Writer) (sb *Sandbox, err error) {
 	cfg.defaults()
+	if err := cfg.checkRouted(); err != nil {
+		return nil, err
+	}
 	t, err := layout(cfg)
 	if err != nil {
 		return nil, err
@@ -178,6 +181,9 @@ func writeManifests(cfg Config, t Topology) error {
 		return err
 	}
 	if err := t.WriteManifest("pods.yaml", "# The pods: their addresses, labels and named ports (for NetworkPolicy).\n"+t.PodsYAML()); err != nil {
+		return err
+	}
+	if err := writeRoutedManifests(t); err != nil {
 		return err
 	}
 	if cfg.Manifests == "" {

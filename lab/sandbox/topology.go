@@ -65,6 +65,13 @@ type Config struct {
 	E2EDir        string `json:",omitempty"`
 	ToolsDir      string `json:",omitempty"`
 	Chart         string `json:",omitempty"`
+	// Routed puts the nodes in racks (routed.go): each rack its own L2
+	// segment and subnets behind a router running BIRD, which the nodes
+	// peer with over BGP (a NetworkBGPPeering per rack). Only with the
+	// manifest directory (not APIServer, not Kubelet).
+	Routed bool `json:",omitempty"`
+	// Racks is the number of racks when Routed (default 2).
+	Racks int `json:",omitempty"`
 }
 
 func (c *Config) defaults() {
@@ -79,6 +86,9 @@ func (c *Config) defaults() {
 	}
 	if c.Kubelet {
 		c.PodsPerNode, c.APIServer = 0, true
+	}
+	if c.Routed && c.Racks == 0 {
+		c.Racks = 2
 	}
 }
 
@@ -100,6 +110,9 @@ type Node struct {
 	// Zone is the node's topology.kubernetes.io/zone (real nodes' kubelet
 	// registers it): Zones in turn, node1 in the first.
 	Zone string
+	// Rack is the node's rack when the sandbox is routed (1..), 0
+	// otherwise; its label netcube.io/rack is RackName(Rack).
+	Rack int
 }
 
 // Zones are the zones real nodes are spread over, in turn: the
@@ -143,6 +156,8 @@ type Topology struct {
 	CgroupRoot string // netcube-<name> under the cgroup2 mount
 	PinRoot    string // /sys/fs/bpf/netcube/<name>
 	Nodes      []Node
+	// Racks are the routed sandbox's racks (routed.go; nil otherwise).
+	Racks []Rack
 }
 
 // Addresses inside the sandbox (only ever used within its namespaces).
@@ -228,6 +243,9 @@ func Layout(cfg Config, cgroupMount string) Topology {
 			n.Pods = append(n.Pods, p)
 		}
 		t.Nodes = append(t.Nodes, n)
+	}
+	if cfg.Routed {
+		t.rack(cfg.Racks)
 	}
 	return t
 }

@@ -388,6 +388,7 @@ type allHandlers interface {
 	source.Handler
 	source.PolicyHandler
 	source.SliceHandler
+	source.BGPHandler
 }
 
 // guarded is h with its Services passed through the pool guard.

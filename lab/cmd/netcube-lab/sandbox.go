@@ -33,9 +33,17 @@ func sandboxCmd(args []string) error {
 		fs.StringVar(&cfg.NodePortAcceleration, "nodeport-acceleration", "", "the agents' --nodeport-acceleration: none or xdp (\"\": the agent's default)")
 		fs.BoolVar(&cfg.Kubelet, "kubelet", false, "real nodes: containerd and kubelet on each, netcube installed by its Helm chart (implies --apiserver, no hand-made pods)")
 		fs.BoolVar(&cfg.KeepOnFailure, "keep-on-failure", false, "leave a sandbox that failed to come up as it is, to inspect its logs")
+		fs.BoolVar(&cfg.Routed, "routed", false, "a routed datacenter: the nodes in racks (own L2 segment and subnets each) behind a router running BIRD, peering with every node over BGP (manifest directory only)")
+		fs.IntVar(&cfg.Racks, "racks", 0, "with --routed: the number of racks (default 2)")
 		fs.StringVar(&cfg.Chart, "chart", "", "with --kubelet: netcube's Helm chart (default: deploy/helm/netcube beside bin/)")
 		_ = fs.Parse(args[1:])
 		cfg.Name = *name
+		if cfg.Racks != 0 && !cfg.Routed {
+			return errors.New("--racks needs --routed")
+		}
+		if cfg.Routed && (cfg.Kubelet || cfg.APIServer) {
+			return errors.New("--routed works with the manifest directory only for now: not with --kubelet or --apiserver")
+		}
 		if cfg.Kubelet {
 			if err := realNodeParts(&cfg); err != nil {
 				return err
@@ -243,6 +251,9 @@ func printStatus(sb *sandbox.Sandbox) {
 			fmt.Printf("    pod %-5s %-15s %s\n", p.Name, p.IP4, p.IP6)
 		}
 	}
+	if t.Routed() {
+		printRacks(sb)
+	}
 	fmt.Printf("try: netcube-lab sandbox exec --name %s %s -- netcube-lab pod request --count 5 %s:80\n",
 		t.Name, t.ClientPod().Name, sandbox.EchoIPs[0])
 	printOperatorCommands(sb)
@@ -276,4 +287,26 @@ func commandExists(path string) error {
 		return fmt.Errorf("%s does not exist: `make build` builds it", path)
 	}
 	return fmt.Errorf("%s does not exist", path)
+}
+
+// printRacks prints a routed sandbox's racks and, from BIRD, each node's
+// BGP session with the router.
+func printRacks(sb *sandbox.Sandbox) {
+	t := sb.Topology
+	sessions, err := sb.BGPSessions()
+	fmt.Printf("routed: router %s (AS %d, BIRD: birdc -s %s), nodes AS %d\n", t.Router.Netns, sandbox.RouterASN, t.BirdSocket(), sandbox.NodeASN)
+	if err != nil {
+		fmt.Printf("  BGP sessions: %v\n", err)
+	}
+	for _, k := range t.Racks {
+		fmt.Printf("  rack %s: %s %s, router %s %s\n", k.Name, k.Net4, k.Net6, k.Router4, k.Router6)
+		for _, name := range k.Nodes {
+			n, _ := t.Node(name)
+			state := sessions[name]
+			if state == "" {
+				state = "unknown"
+			}
+			fmt.Printf("    %-6s %-15s %-20s BGP %s\n", n.Name, n.IP4, n.IP6, state)
+		}
+	}
 }

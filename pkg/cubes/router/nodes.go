@@ -204,7 +204,7 @@ func (n *nodes) write(p netip.Prefix, w peer) error {
 		r = route{Dst: p, Dev: n.overlay}
 	}
 	if err := n.table.Replace(r); err != nil {
-		if n.mode == VXLAN || !errors.Is(err, syscall.ENETUNREACH) {
+		if n.mode == VXLAN || !(errors.Is(err, syscall.ENETUNREACH) || errors.Is(err, syscall.EHOSTUNREACH)) {
 			return err
 		}
 		// The node is on none of this node's networks (another rack,
