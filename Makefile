@@ -5,7 +5,7 @@ BIN     := bin
 # Tests share the machine's namespaces, cgroups and bpffs: run packages one at a time.
 TESTFLAGS ?= -p 1 -count=1 -timeout 30m
 
-.PHONY: all deps tools e2e-tools generate proto manifests build images test fuzz reliability e2e netpol demo sandbox sandbox-down bench bench-observability bench-slices bench-sync bench-scale bench-compare bench-podnet bench-nodeport bench-synflood lint clean
+.PHONY: all deps tools e2e-tools generate proto manifests build images test fuzz reliability e2e netpol demo sandbox sandbox-down bench bench-observability bench-slices bench-sync bench-scale bench-compare bench-podnet bench-nodeport bench-synflood bench-failover lint clean
 
 all: build
 
@@ -111,6 +111,9 @@ bench-nodeport: deps build tools ## external client->NodePort, backend on the ot
 
 bench-synflood: deps build ## spoofed SYNs at 10,000/s to a NodePort for 30 s, early drop off and on: held connections kept, new ones served (about 5 minutes): docs/benchmarks/synflood.{json,md}
 	$(BIN)/netcube-lab bench synflood --runs 2
+
+bench-failover: deps build ## a LoadBalancer IP's failover in the routed sandbox (BGP to BIRD): a node dying, an agent restarting, new connections failed and the gap (about 3 minutes): docs/benchmarks/failover.{json,md}
+	$(BIN)/netcube-lab bench failover --runs 3
 
 lint:
 	$(GO) vet ./...

@@ -55,8 +55,8 @@ protocol kernel kernel6 {
 template bgp node {
 	local as %d;
 	passive on;
-	hold time 9;
-	keepalive time 3;
+	hold time %d;
+	keepalive time %d;
 	graceful restart on;
 	error wait time 1, 10;
 	error forget time 30;
@@ -70,7 +70,7 @@ template bgp node {
 		extended next hop off;
 	};
 }
-`, t.Name, t.Router.IP4, RouterASN)
+`, t.Name, t.Router.IP4, RouterASN, int(t.BGPHold/time.Second), max(1, int(t.BGPHold/3/time.Second)))
 	for _, n := range t.Nodes {
 		k := t.Racks[n.Rack-1]
 		fmt.Fprintf(&b, "\n# %s, rack %s\nprotocol bgp %s from node {\n\tlocal %s as %d;\n\tneighbor %s as %d;\n}\n",

@@ -49,8 +49,6 @@ const (
 	rackNet4   = "172.30.%d.%d"
 	rackNet6   = "fd00:172:30:%d::%d"
 	rackOffset = 10 // rack r is 172.30.<10+r>.0/24
-	bgpHold    = "9s"
-	bgpKeep    = "3s"
 	bgpGRTime  = "120s"
 )
 
@@ -178,7 +176,11 @@ func buildRouted(t Topology, xdp bool) error {
 		return fmt.Errorf("router and far host: %w", err)
 	}
 	r := t.Router.Netns
-	if err := sysctl(r, "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0"); err != nil {
+	// ECMP by the flow's ports too (policy 1), as a datacenter router
+	// hashes: the default (addresses only) sends every connection of one
+	// client to one node.
+	if err := sysctl(r, "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0",
+		"net.ipv4.fib_multipath_hash_policy=1", "net.ipv6.fib_multipath_hash_policy=1"); err != nil {
 		return fmt.Errorf("router: %w", err)
 	}
 	for _, k := range t.Racks {
@@ -216,7 +218,7 @@ func (t Topology) BGPPeeringsYAML() string {
 		fmt.Fprintf(&b, "apiVersion: netcube.io/v1alpha1\nkind: NetworkBGPPeering\nmetadata:\n  name: rack%d\nspec:\n", k.Index)
 		fmt.Fprintf(&b, "  nodeSelector:\n    matchLabels: {%s: %s}\n  localASN: %d\n  peers:\n", RackLabel, k.Name, NodeASN)
 		fmt.Fprintf(&b, "  - address: %s\n    asn: %d\n    holdTime: %s\n    keepaliveTime: %s\n    gracefulRestart: {enabled: true, restartTime: %s}\n",
-			k.Router4, RouterASN, bgpHold, bgpKeep, bgpGRTime)
+			k.Router4, RouterASN, t.BGPHold, t.BGPHold/3, bgpGRTime)
 		b.WriteString("  advertise: {podCIDRs: true, loadBalancerIPs: true, externalIPs: true}\n")
 	}
 	return b.String()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
+	"time"
 
 	"github.com/netcube/netcube/pkg/cni"
 )
@@ -72,6 +73,10 @@ type Config struct {
 	Routed bool `json:",omitempty"`
 	// Racks is the number of racks when Routed (default 2).
 	Racks int `json:",omitempty"`
+	// BGPHoldTime is the sessions' hold time when Routed (default 9 s,
+	// keepalives a third of it): how long a router keeps routing to a
+	// node that went silent.
+	BGPHoldTime time.Duration `json:",omitempty"`
 }
 
 func (c *Config) defaults() {
@@ -89,6 +94,9 @@ func (c *Config) defaults() {
 	}
 	if c.Routed && c.Racks == 0 {
 		c.Racks = 2
+	}
+	if c.Routed && c.BGPHoldTime == 0 {
+		c.BGPHoldTime = 9 * time.Second
 	}
 }
 
@@ -158,6 +166,8 @@ type Topology struct {
 	Nodes      []Node
 	// Racks are the routed sandbox's racks (routed.go; nil otherwise).
 	Racks []Rack
+	// BGPHold is the routed sandbox's BGP hold time.
+	BGPHold time.Duration
 }
 
 // Addresses inside the sandbox (only ever used within its namespaces).
@@ -246,6 +256,7 @@ func Layout(cfg Config, cgroupMount string) Topology {
 	}
 	if cfg.Routed {
 		t.rack(cfg.Racks)
+		t.BGPHold = cfg.BGPHoldTime
 	}
 	return t
 }

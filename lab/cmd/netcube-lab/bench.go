@@ -49,8 +49,11 @@ func benchCmd(args []string) error {
 	if len(args) > 0 && args[0] == "synflood" {
 		return benchSynFlood(args[1:])
 	}
+	if len(args) > 0 && args[0] == "failover" {
+		return benchFailover(args[1:])
+	}
 	if len(args) == 0 || args[0] != "datapath" {
-		return errors.New("usage: netcube-lab bench datapath|sync|compare|podnet|policy|policy-latency|reliability|observability|slices|nodeport|scale|synflood [flags]")
+		return errors.New("usage: netcube-lab bench datapath|sync|compare|podnet|policy|policy-latency|reliability|observability|slices|nodeport|scale|synflood|failover [flags]")
 	}
 	fs := flag.NewFlagSet("bench datapath", flag.ExitOnError)
 	cfg := bench.DatapathConfig{Log: os.Stdout}
@@ -360,6 +363,31 @@ func benchSynFlood(args []string) error {
 	}
 	cfg.BinDir = filepath.Dir(exe)
 	rep, err := bench.SynFlood(cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Println()
+	fmt.Print(rep.Markdown())
+	return nil
+}
+
+func benchFailover(args []string) error {
+	fs := flag.NewFlagSet("bench failover", flag.ExitOnError)
+	cfg := bench.FailoverConfig{Log: os.Stdout}
+	fs.IntVar(&cfg.Runs, "runs", 3, "each fault this many times (each in a routed sandbox of its own)")
+	fs.DurationVar(&cfg.Hold, "hold", 3*time.Second, "the BGP sessions' hold time (3 s: RFC 4271's least)")
+	fs.DurationVar(&cfg.Interval, "interval", 10*time.Millisecond, "between the client's new connections")
+	fs.DurationVar(&cfg.Timeout, "timeout", 200*time.Millisecond, "a connection not answered within it failed")
+	fs.DurationVar(&cfg.Before, "before", 3*time.Second, "measured before the fault")
+	fs.DurationVar(&cfg.After, "after", 8*time.Second, "measured after the fault")
+	fs.StringVar(&cfg.OutDir, "out", "docs/benchmarks", "directory for failover.{json,md} and plots/failover.svg (\"\": none)")
+	_ = fs.Parse(args)
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cfg.BinDir = filepath.Dir(exe)
+	rep, err := bench.Failover(cfg)
 	if err != nil {
 		return err
 	}
