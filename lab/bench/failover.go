@@ -17,11 +17,16 @@ import (
 	"net/netip"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/netcube/netcube/lab/sandbox"
 	"github.com/netcube/netcube/lab/traffic"
+	"github.com/netcube/netcube/pkg/cube"
+	"github.com/netcube/netcube/pkg/cubes/lb"
+	"github.com/netcube/netcube/pkg/datapath"
 )
 
 // FailoverConfig is one `netcube-lab bench failover`.
@@ -35,18 +40,31 @@ type FailoverConfig struct {
 	Timeout  time.Duration // a connection not answered within it failed
 	Before   time.Duration // measured before the fault
 	After    time.Duration // and after it
+	Modes    []string      // FailoverBGP, FailoverL2
 }
+
+// Failover modes: how the address reaches the client.
+const (
+	// FailoverBGP: the routed sandbox; both nodes announce the address
+	// to the router (ECMP), which drops a node when its session's hold
+	// time expires.
+	FailoverBGP = "bgp"
+	// FailoverL2: the nodes' shared link; one node, elected, answers ARP
+	// for the address, and the other takes it over (gratuitous ARP) when
+	// its heartbeats stop.
+	FailoverL2 = "l2"
+)
 
 // Failover faults.
 const (
-	FaultNodeDies      = "node dies"       // agent SIGKILLed and its uplink down
-	FaultAgentRestarts = "agent restarts"  // SIGTERM, then started again 2 s later
+	FaultNodeDies      = "node dies"      // agent SIGKILLed and its uplink down
+	FaultAgentRestarts = "agent restarts" // SIGTERM, then started again 2 s later
 )
 
 // FailoverRun is one fault.
 type FailoverRun struct {
 	Run   int    `json:"run"`
-	Mode  string `json:"mode"` // bgp
+	Mode  string `json:"mode"` // bgp or l2
 	Fault string `json:"fault"`
 	// Connections opened, and failed (not answered within the timeout).
 	Connections int `json:"connections"`
@@ -57,7 +75,8 @@ type FailoverRun struct {
 	GapS       float64 `json:"gap_s"`
 	FirstFailS float64 `json:"first_fail_after_fault_s"`
 	// RouterDropS: when the router's FIB stopped routing the address to
-	// the faulted node (seconds after the fault; -1: it never did).
+	// the faulted node, or (l2) when the other node's datapath took the
+	// address over (seconds after the fault; -1: it never did).
 	RouterDropS float64 `json:"router_drop_s"`
 	// Timeline: per 200 ms from the start, connections answered and
 	// failed and the router's next hops for the address.
@@ -85,6 +104,7 @@ type FailoverReport struct {
 const (
 	foService = "failover"
 	foLBIP    = "198.51.100.80" // routed: any address the router learns
+	foL2IP    = "172.30.0.80"   // on the nodes' link
 	foCluster = "10.96.0.80"
 )
 
@@ -98,16 +118,30 @@ func Failover(cfg FailoverConfig) (*FailoverReport, error) {
 			cfg.Runs, cfg.Hold, cfg.Interval, cfg.Timeout, cfg.Before, cfg.After)),
 		HoldS: cfg.Hold.Seconds(), IntervalMs: float64(cfg.Interval) / 1e6, TimeoutMs: float64(cfg.Timeout) / 1e6,
 	}
+	if len(cfg.Modes) == 0 {
+		cfg.Modes = []string{FailoverBGP, FailoverL2}
+	}
 	for run := 1; run <= cfg.Runs; run++ {
-		for _, fault := range []string{FaultNodeDies, FaultAgentRestarts} {
-			fmt.Fprintf(cfg.Log, "== run %d/%d, bgp, %s\n", run, cfg.Runs, fault)
-			r, err := failoverOnce(cfg, fault)
-			if err != nil {
-				return nil, fmt.Errorf("run %d, %s: %w", run, fault, err)
+		for _, mode := range cfg.Modes {
+			for _, fault := range []string{FaultNodeDies, FaultAgentRestarts} {
+				fmt.Fprintf(cfg.Log, "== run %d/%d, %s, %s\n", run, cfg.Runs, mode, fault)
+				var r FailoverRun
+				var err error
+				switch mode {
+				case FailoverBGP:
+					r, err = failoverOnce(cfg, fault)
+				case FailoverL2:
+					r, err = failoverL2Once(cfg, fault)
+				default:
+					return nil, fmt.Errorf("bench failover: mode %q: want bgp or l2", mode)
+				}
+				if err != nil {
+					return nil, fmt.Errorf("run %d, %s, %s: %w", run, mode, fault, err)
+				}
+				r.Run = run
+				fmt.Fprintf(cfg.Log, "   %d connections, %d failed, gap %.2f s, the address moved after %.2f s\n", r.Connections, r.Failed, r.GapS, r.RouterDropS)
+				rep.Results = append(rep.Results, r)
 			}
-			r.Run = run
-			fmt.Fprintf(cfg.Log, "   %d connections, %d failed, gap %.2f s, router dropped the node after %.2f s\n", r.Connections, r.Failed, r.GapS, r.RouterDropS)
-			rep.Results = append(rep.Results, r)
 		}
 	}
 	if cfg.OutDir != "" {
@@ -125,12 +159,11 @@ type attempt struct {
 }
 
 func failoverOnce(cfg FailoverConfig, fault string) (FailoverRun, error) {
-	r := FailoverRun{Mode: "bgp", Fault: fault, RouterDropS: -1}
 	const name = "bench-fo"
 	_ = sandbox.Down(name, io.Discard)
 	sb, err := sandbox.Up(sandbox.Config{Name: name, Nodes: 2, PodsPerNode: 1, BinDir: cfg.BinDir, Routed: true, BGPHoldTime: cfg.Hold}, io.Discard)
 	if err != nil {
-		return r, err
+		return FailoverRun{}, err
 	}
 	defer func() { _ = sandbox.Down(name, io.Discard) }()
 	top := sb.Topology
@@ -138,22 +171,105 @@ func failoverOnce(cfg FailoverConfig, fault string) (FailoverRun, error) {
 	// The Service's pod is on node1: what fails over is the address
 	// (node2 serves it by forwarding there), not a backend on the dead
 	// node, which nothing here would mark not ready (no kubelet).
-	if err := top.WriteManifest("failover.yaml", failoverServiceYAML(top.Nodes[0].Pods)); err != nil {
-		return r, err
+	if err := top.WriteManifest("failover.yaml", failoverServiceYAML(foLBIP, top.Nodes[0].Pods)); err != nil {
+		return FailoverRun{}, err
 	}
-	lab := filepath.Join(cfg.BinDir, sandbox.LabBinary)
-	addr := netip.AddrPortFrom(netip.MustParseAddr(foLBIP), 80).String()
 	if err := waitNextHops(sb, foLBIP+"/32", 2, 60*time.Second); err != nil {
-		return r, err
+		return FailoverRun{}, err
 	}
+	hops := func() int {
+		routes, _ := sb.RouterRoutes(4)
+		return len(routes[foLBIP+"/32"])
+	}
+	return measureFailover(cfg, sb, FailoverBGP, fault, victim, foLBIP, hops, func(n int) bool { return n < 2 })
+}
+
+// failoverL2Once: the address on the nodes' own link, answered by the
+// elected node; that node is the one faulted.
+func failoverL2Once(cfg FailoverConfig, fault string) (FailoverRun, error) {
+	const name = "bench-fo2"
+	_ = sandbox.Down(name, io.Discard)
+	sb, err := sandbox.Up(sandbox.Config{Name: name, Nodes: 2, PodsPerNode: 1, BinDir: cfg.BinDir}, io.Discard)
+	if err != nil {
+		return FailoverRun{}, err
+	}
+	defer func() { _ = sandbox.Down(name, io.Discard) }()
+	top := sb.Topology
+	if err := top.WriteManifest("failover.yaml", failoverServiceYAML(foL2IP, top.Pods())); err != nil {
+		return FailoverRun{}, err
+	}
+	var victim, survivor sandbox.Node
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		a := announcing(top, foL2IP)
+		if len(a) == 1 {
+			victim, _ = top.Node(a[0])
+			for _, n := range top.Nodes {
+				if n.Name != a[0] {
+					survivor = n
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			return FailoverRun{}, fmt.Errorf("%s announced by %v, not by one node", foL2IP, a)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// The pod the survivor has serves: the address is what moves.
+	if err := top.WriteManifest("failover.yaml", failoverServiceYAML(foL2IP, survivor.Pods)); err != nil {
+		return FailoverRun{}, err
+	}
+	time.Sleep(2 * time.Second) // the endpoint change programmed
+	takenOver := func() int {
+		if slices.Contains(announcing(top, foL2IP), survivor.Name) {
+			return 1
+		}
+		return 0
+	}
+	return measureFailover(cfg, sb, FailoverL2, fault, victim, foL2IP, takenOver, func(n int) bool { return n == 1 })
+}
+
+// announcing are the nodes whose datapath answers ARP for ip (their
+// lb_announce holds it; a dead node's pins keep theirs).
+func announcing(top sandbox.Topology, ip string) []string {
+	want := datapath.AddrFrom(netip.MustParseAddr(ip))
+	var out []string
+	for _, n := range top.Nodes {
+		maps, closeMaps, err := datapath.OpenPinned(n.PinDir)
+		if err != nil {
+			continue
+		}
+		found := false
+		_ = cube.Each(maps, lb.MapAnnounce, func(k datapath.AnnounceKey, _ datapath.AnnounceValue) bool {
+			found = found || k.Addr == want
+			return !found
+		})
+		closeMaps()
+		if found {
+			out = append(out, n.Name)
+		}
+	}
+	return out
+}
+
+// measureFailover runs the client against ip:80 from outside, samples
+// the address's state (state: the router's next hops, or whether the
+// survivor answers) every 100 ms, faults the victim after cfg.Before,
+// and summarizes; moved says when the state shows the address moved.
+func measureFailover(cfg FailoverConfig, sb *sandbox.Sandbox, mode, fault string, victim sandbox.Node, ip string,
+	state func() int, moved func(int) bool) (FailoverRun, error) {
+	r := FailoverRun{Mode: mode, Fault: fault, RouterDropS: -1}
+	top := sb.Topology
+	lab := filepath.Join(cfg.BinDir, sandbox.LabBinary)
+	addr := netip.AddrPortFrom(netip.MustParseAddr(ip), 80).String()
 	if err := waitAnswers(sb, lab, addr, 30*time.Second); err != nil {
 		return r, err
 	}
-
 	start := time.Now()
 	var mu sync.Mutex
 	var attempts []attempt
-	var hops []FailoverSlot // sampled every 100 ms
+	var samples []FailoverSlot // every 100 ms
 	prober := exec.Command(lab, "pod", "request", "--count", "0", "--interval", cfg.Interval.String(), "--timeout", cfg.Timeout.String(), addr)
 	out, err := prober.StdoutPipe()
 	if err != nil {
@@ -188,9 +304,9 @@ func failoverOnce(cfg FailoverConfig, fault string) (FailoverRun, error) {
 			case <-stopSampling:
 				return
 			case <-tick.C:
-				routes, _ := sb.RouterRoutes(4)
+				n := state()
 				mu.Lock()
-				hops = append(hops, FailoverSlot{AtS: time.Since(start).Seconds(), NextHops: len(routes[foLBIP+"/32"])})
+				samples = append(samples, FailoverSlot{AtS: time.Since(start).Seconds(), NextHops: n})
 				mu.Unlock()
 			}
 		}
@@ -203,6 +319,11 @@ func failoverOnce(cfg FailoverConfig, fault string) (FailoverRun, error) {
 		// The link first: a node that loses power sends nothing, while an
 		// agent killed on a live node has its kernel close the session
 		// (a FIN), which graceful restart rightly rides out.
+		if mode == FailoverL2 {
+			if err := pinVictimMAC(top, victim); err != nil {
+				return r, err
+			}
+		}
 		if err := exec.Command("ip", "-n", victim.Netns, "link", "set", "eth0", "down").Run(); err != nil {
 			return r, fmt.Errorf("%s's uplink down: %w", victim.Name, err)
 		}
@@ -226,12 +347,12 @@ func failoverOnce(cfg FailoverConfig, fault string) (FailoverRun, error) {
 	<-sampled
 
 	r.FaultAtS = faultAt.Seconds()
-	summarizeFailover(&r, attempts, hops, faultAt, cfg.Timeout)
+	summarizeFailover(&r, attempts, samples, faultAt, cfg.Timeout, moved)
 	return r, nil
 }
 
 // summarizeFailover fills r's counts, gap, router drop time and timeline.
-func summarizeFailover(r *FailoverRun, attempts []attempt, hops []FailoverSlot, faultAt, timeout time.Duration) {
+func summarizeFailover(r *FailoverRun, attempts []attempt, hops []FailoverSlot, faultAt, timeout time.Duration, moved func(int) bool) {
 	var first, last time.Duration = -1, -1
 	for _, a := range attempts {
 		r.Connections++
@@ -251,7 +372,7 @@ func summarizeFailover(r *FailoverRun, attempts []attempt, hops []FailoverSlot, 
 		r.FirstFailS = (first - faultAt).Seconds()
 	}
 	for _, h := range hops {
-		if h.AtS >= faultAt.Seconds() && h.NextHops < 2 {
+		if h.AtS >= faultAt.Seconds() && moved(h.NextHops) {
 			r.RouterDropS = h.AtS - faultAt.Seconds()
 			break
 		}
@@ -301,7 +422,7 @@ func waitNextHops(sb *sandbox.Sandbox, prefix string, n int, timeout time.Durati
 // failoverServiceYAML is the LoadBalancer Service measured:
 // externalTrafficPolicy Cluster, so both nodes announce its address and
 // serve it with pods.
-func failoverServiceYAML(pods []sandbox.Pod) string {
+func failoverServiceYAML(lbIP string, pods []sandbox.Pod) string {
 	return fmt.Sprintf(`apiVersion: v1
 kind: Service
 metadata:
@@ -320,5 +441,29 @@ status:
     ingress:
     - ip: %s
 ---
-`, foService, foCluster, foCluster, foLBIP) + sandbox.SliceYAML(foService, false, sandbox.EndpointPorts[:1], pods)
+`, foService, foCluster, foCluster, lbIP) + sandbox.SliceYAML(foService, false, sandbox.EndpointPorts[:1], pods)
+}
+
+// pinVictimMAC keeps the sandbox's bridge sending frames for the dead
+// node's MAC to its (dead) port. Left to itself, the bridge forgets the
+// MAC when the port goes down and floods such frames to every port,
+// where a veth hands them to the other node's tc program, which serves
+// them: a NIC's MAC filter drops them on a real link, so the client
+// would lose every connection until the gratuitous ARP moved it.
+func pinVictimMAC(top sandbox.Topology, victim sandbox.Node) error {
+	out, err := exec.Command("ip", "-n", victim.Netns, "-j", "link", "show", "eth0").Output()
+	if err != nil {
+		return err
+	}
+	var links []struct {
+		Address string `json:"address"`
+	}
+	if err := json.Unmarshal(out, &links); err != nil || len(links) != 1 {
+		return fmt.Errorf("%s's eth0: %v %s", victim.Name, err, out)
+	}
+	port := "n" + strings.TrimPrefix(victim.Name, "node") // its bridge port in the underlay (network.go)
+	if out, err := exec.Command("ip", "netns", "exec", top.Underlay, "bridge", "fdb", "replace", links[0].Address, "dev", port, "master", "static").CombinedOutput(); err != nil {
+		return fmt.Errorf("bridge fdb for %s: %v %s", victim.Name, err, out)
+	}
+	return nil
 }

@@ -148,6 +148,10 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	cs.api[localapi.StatusPath] = statusHandler(cfg.NodeName, time.Now(), m, rec, ph)
 	cs.api[localapi.BGPPath] = bgpc.handler()
+	l2, err := startL2Announce(ctx, cfg, hollow, node, uplinks, rec, cs.api) // l2.go
+	if err != nil {
+		return err
+	}
 	if err := serveAPI(ctx, cfg.APISocket, cs.api); err != nil {
 		return err
 	}
@@ -161,7 +165,7 @@ func Run(ctx context.Context, cfg Config) error {
 		// copied.
 		kdp.CatchUpCarryOver()
 	}
-	tee := nodeTee{Handler: rec, name: cfg.NodeName, nodes: append(cs.nodes, bgpc.ctl), bgp: bgpc.ctl}
+	tee := nodeTee{Handler: rec, name: cfg.NodeName, nodes: append(append(cs.nodes, bgpc.ctl), l2.nodes...), bgp: bgpc.ctl}
 	if cfg.CNIConfDir != "" {
 		tee.cni = &cniConfig{cfg: cfg}
 	}

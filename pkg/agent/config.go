@@ -11,6 +11,7 @@ import (
 
 	"github.com/netcube/netcube/pkg/cni"
 	"github.com/netcube/netcube/pkg/cubes/ct"
+	"github.com/netcube/netcube/pkg/l2announce"
 	"github.com/netcube/netcube/pkg/source/kube"
 )
 
@@ -104,6 +105,16 @@ type Config struct {
 	// none) only if it lies in a pool. False: another controller (MetalLB,
 	// a cloud's) assigns them, and every ingress address is served.
 	LoadBalancerIPs bool `json:"loadBalancerIPs"`
+	// L2Announce is who answers ARP and NDP for a LoadBalancer IP on the
+	// uplinks: "elected" (one node per address, elected from heartbeats
+	// between the agents, which tells the link with gratuitous ARP and
+	// unsolicited NA when it takes an address over) or "all" (every
+	// eligible node: every node for Cluster, those with a local endpoint
+	// for Local).
+	L2Announce string `json:"l2Announce,omitempty"`
+	// L2HeartbeatPort is the UDP port of the agents' heartbeats (on the
+	// node's uplink addresses; 0: none, every eligible node announces).
+	L2HeartbeatPort int `json:"l2HeartbeatPort"`
 
 	// The pod network. CNISocket: where the CNI plugin tells the agent
 	// of each pod ("": not served). CNIConfDir: where the agent installs
@@ -208,6 +219,8 @@ func Defaults() Config {
 		Routing:              "native",
 		Masquerade:           true,
 		LoadBalancerIPs:      true,
+		L2Announce:           L2AnnounceElected,
+		L2HeartbeatPort:      l2announce.DefaultPort,
 		IPAMDir:              cni.DefaultDataDir,
 		PodDevice:            cni.PodDeviceVeth,
 		MetricsBindAddress:   "127.0.0.1:10249",

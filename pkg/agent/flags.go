@@ -98,6 +98,8 @@ func flagSet(name string, cfg *Config) (fs *flag.FlagSet, configFile *string, cl
 	fs.StringVar(&cfg.LBAlgorithm, "lb-algorithm", cfg.LBAlgorithm, "how new flows pick a backend unless their Service's netcube.io/lb-algorithm annotation says: random or maglev")
 	fs.StringVar(&cfg.NodePortRange, "nodeport-range", cfg.NodePortRange, "NodePort range (lo-hi) that the node's own processes may not bind (socket-LB)")
 	fs.BoolVar(&cfg.LoadBalancerIPs, "load-balancer-ips", cfg.LoadBalancerIPs, "netcube-operator assigns LoadBalancer IPs from the NetworkLoadBalancerPools: serve only ingress addresses in a pool (false: another controller assigns them, every one is served)")
+	fs.StringVar(&cfg.L2Announce, "l2-announce", cfg.L2Announce, "who answers ARP/NDP for a LoadBalancer IP on the uplinks: elected (one node per address, from UDP heartbeats between the agents; gratuitous ARP/NA on takeover) or all (every eligible node)")
+	fs.IntVar(&cfg.L2HeartbeatPort, "l2-heartbeat-port", cfg.L2HeartbeatPort, "UDP port of the agents' heartbeats for --l2-announce elected, on the uplinks' addresses (0: none; every eligible node announces)")
 	fs.StringVar(&cfg.UplinkRate, "uplink-rate", cfg.UplinkRate, "what the uplinks send while network slices queue them, in bits per second (\"900M\"; \"\": each uplink's speed, 10G for a veth): a little under the real bottleneck, so the queue forms where the latency class goes first")
 	fs.BoolVar(&cfg.Conntrack.EarlyDrop, "conntrack-early-drop", cfg.Conntrack.EarlyDrop, "a full conntrack table evicts its oldest flow not yet answered for a new flow (false: it refuses new flows until entries time out)")
 	fs.IntVar(&cfg.GCPercent, "gc-percent", cfg.GCPercent, "Go GC target percentage (GOGC); the GOGC environment variable wins")

@@ -130,10 +130,10 @@ type ExternalAccess struct {
 // Node is what the Service translation needs to know of this node.
 // NodeInfo is a node as its Node object describes it.
 type NodeInfo struct {
-	Name      string
-	Zone      string       // topology.kubernetes.io/zone ("": unknown)
+	Name string
+	Zone string // topology.kubernetes.io/zone ("": unknown)
 	// Labels are the Node's labels (what a NetworkBGPPeering selects by).
-	Labels map[string]string
+	Labels    map[string]string
 	Addresses []netip.Addr // status.addresses that are IPs
 	// PodCIDRs are spec.podCIDRs (at most one per family): where the
 	// node's pods get their addresses, and what other nodes route to it.

@@ -381,7 +381,9 @@ func benchFailover(args []string) error {
 	fs.DurationVar(&cfg.Before, "before", 3*time.Second, "measured before the fault")
 	fs.DurationVar(&cfg.After, "after", 8*time.Second, "measured after the fault")
 	fs.StringVar(&cfg.OutDir, "out", "docs/benchmarks", "directory for failover.{json,md} and plots/failover.svg (\"\": none)")
+	modes := fs.String("modes", "bgp,l2", "how the address reaches the client: bgp (the routed sandbox), l2 (the nodes' link, one elected announcer)")
 	_ = fs.Parse(args)
+	cfg.Modes = strings.Split(*modes, ",")
 	exe, err := os.Executable()
 	if err != nil {
 		return err

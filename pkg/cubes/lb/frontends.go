@@ -44,16 +44,45 @@ func LocalEndpoints(slices []*model.EndpointSlice, node string) int {
 // outside, each of node's addresses x NodePort and each external IP x port
 // of the ClusterIPs' families, flagged External; with externalTrafficPolicy
 // Local those have only the endpoints on node (and are flagged Local).
+//
+// A LoadBalancer IP's frontends are flagged Announce (this node answers
+// ARP and NDP for the address) on every eligible node: with Cluster, every
+// node; with Local, those with an endpoint here. ElectedFrontends narrows
+// that to the one node an Elector picks.
 func Frontends(svc *model.Service, slices []*model.EndpointSlice, node model.Node) model.Frontends {
+	return ElectedFrontends(svc, slices, node, nil)
+}
+
+// Elector picks the one node that answers ARP and NDP for each
+// LoadBalancer IP (pkg/l2announce), so that a client's switch learns one
+// MAC for it, and a new one at once when that node dies.
+type Elector interface {
+	// Elected says whether this node announces ip, the eligible nodes
+	// being every node (everyNode: externalTrafficPolicy Cluster) or
+	// those of withEndpoints (Local: the nodes with a ready endpoint of
+	// the Service in ip's family, or, when none has one, a serving
+	// terminating one), of those alive. Called under the reconciler's
+	// lock: it must not block.
+	Elected(ip netip.Addr, everyNode bool, withEndpoints []string) bool
+}
+
+// ElectedFrontends is Frontends with the Announce flag only where el
+// elects this node (nil el: on every eligible node, as Frontends).
+func ElectedFrontends(svc *model.Service, slices []*model.EndpointSlice, node model.Node, el Elector) model.Frontends {
 	if svc == nil {
 		return nil
 	}
-	return appendFrontends(nil, make(model.Frontends, 0, len(svc.ClusterIPs())*len(svc.Ports())), svc, slices, node)
+	return appendElectedFrontends(nil, make(model.Frontends, 0, len(svc.ClusterIPs())*len(svc.Ports())), svc, slices, node, el)
 }
 
 // appendFrontends appends svc's frontends (Frontends) to out: a full sync
 // computes them into buffers it reuses from one Service to the next.
 func appendFrontends(a *backendArena, out model.Frontends, svc *model.Service, slices []*model.EndpointSlice, node model.Node) model.Frontends {
+	return appendElectedFrontends(a, out, svc, slices, node, nil)
+}
+
+// appendElectedFrontends is appendFrontends with an elector (nil: none).
+func appendElectedFrontends(a *backendArena, out model.Frontends, svc *model.Service, slices []*model.EndpointSlice, node model.Node, el Elector) model.Frontends {
 	if svc == nil {
 		return out
 	}
@@ -82,6 +111,8 @@ func appendFrontends(a *backendArena, out model.Frontends, svc *model.Service, s
 	}
 	for _, family := range svc.ClusterIPs() {
 		v6 := family.Is6()
+		var candidates []string // Local, elected: the nodes that may announce this family's addresses
+		candidatesKnown := false
 		for _, sp := range svc.Ports() {
 			bs := clusterBackends(a, svc, v6, sp, slices, node, local)
 			drain := draining(a, v6, sp, slices, bs)
@@ -128,9 +159,15 @@ func appendFrontends(a *backendArena, out model.Frontends, svc *model.Service, s
 					ranges = append(ranges, r)
 				}
 			}
+			if el != nil && svc.External.LocalOnly && len(bs) > 0 && len(svc.External.LoadBalancerIPs) > 0 && !candidatesKnown {
+				candidates, candidatesKnown = endpointNodes(v6, slices), true
+			}
 			for _, ip := range svc.External.LoadBalancerIPs {
+				if ip.Is6() != v6 {
+					continue // the other family's pass (and its elector's candidates)
+				}
 				var extra model.FrontendFlags
-				if !svc.External.LocalOnly || len(bs) > 0 {
+				if (!svc.External.LocalOnly || len(bs) > 0) && (el == nil || el.Elected(ip, !svc.External.LocalOnly, candidates)) {
 					extra |= model.Announce
 				}
 				if svc.External.Restricted {
@@ -142,6 +179,33 @@ func appendFrontends(a *backendArena, out model.Frontends, svc *model.Service, s
 		}
 	}
 	return out
+}
+
+// endpointNodes are the nodes with a ready endpoint of the family, or,
+// if none has one, with a serving terminating one (whose backends a Local
+// frontend then has, readyBackends): the nodes eligible to announce a
+// Local Service's LoadBalancer IPs. Every node computes the same list.
+func endpointNodes(v6 bool, from []*model.EndpointSlice) []string {
+	for _, usable := range []func(*model.Endpoint) bool{isReady, isServingTerminating} {
+		var out []string
+		seen := map[string]bool{}
+		for _, s := range from {
+			if s.IPv6() != v6 {
+				continue
+			}
+			for i := range s.Endpoints {
+				e := &s.Endpoints[i]
+				if n := e.NodeName(); n != "" && usable(e) && !seen[n] {
+					seen[n] = true
+					out = append(out, n)
+				}
+			}
+		}
+		if len(out) > 0 {
+			return out
+		}
+	}
+	return nil
 }
 
 // clusterBackends are a frontend's backends: this node's (onNode, for a

@@ -186,7 +186,7 @@ func (r *Reconciler) applyBatch(b *syncBatch, ids []model.ServiceID) (unapplied 
 		// Computed straight into the batch, the frontends another Service
 		// owns then dropped; fes and won are scratch.
 		start := len(b.items)
-		b.items = appendFrontends(&b.backends, b.items, st.svc, st.slices, r.thisNode)
+		b.items = appendElectedFrontends(&b.backends, b.items, st.svc, st.slices, r.thisNode, r.elector)
 		w := b.items[start:]
 		b.fes = appendFrontendsOf(b.fes[:0], w)
 		b.won = frontendSet{list: b.won.list[:0]}

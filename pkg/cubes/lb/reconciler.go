@@ -83,6 +83,7 @@ type Reconciler struct {
 	health   HealthChecks
 	adv      Advertiser
 	report   *report.Reporter // frontend conflicts; nil: not reported
+	elector  Elector          // who announces each LoadBalancer IP; nil: every eligible node
 	queue    workqueue.TypedRateLimitingInterface[model.ServiceID]
 
 	mu sync.Mutex // guards the maps and the fields below the source writes
@@ -361,7 +362,24 @@ func (r *Reconciler) resync(ids []model.ServiceID) {
 
 // wanted is what the Service should be programmed as now; r.mu is held.
 func (r *Reconciler) wanted(st *serviceState) model.Frontends {
-	return Frontends(st.svc, st.slices, r.thisNode)
+	return ElectedFrontends(st.svc, st.slices, r.thisNode, r.elector)
+}
+
+// SetElector makes only the node el elects answer ARP and NDP for each
+// LoadBalancer IP (nil: every eligible node); call before Run, and
+// ResyncLoadBalancers whenever el's view changes.
+func (r *Reconciler) SetElector(el Elector) {
+	r.mu.Lock()
+	r.elector = el
+	r.mu.Unlock()
+}
+
+// ResyncLoadBalancers syncs again the Services with LoadBalancer IPs (the
+// elector's view changed: lb_announce follows).
+func (r *Reconciler) ResyncLoadBalancers() {
+	r.updateNode(func(*model.Node) {}, func(svc *model.Service) bool {
+		return svc.External != nil && len(svc.External.LoadBalancerIPs) > 0
+	})
 }
 
 // SetReporter makes the reconciler report frontend conflicts to rep; call
