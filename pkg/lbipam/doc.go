@@ -4,9 +4,10 @@
 // NetworkLoadBalancerPools (a CRD), and netcube-operator (the replica
 // holding a Lease; never a node's agent) writes each Service's
 // status.loadBalancer.ingress.
-// Every node then serves the addresses (the lb cube) and answers ARP and
-// NDP for them on its uplinks (bpf/cubes/lb/announce.h), so a host on the
-// underlay reaches them with no route.
+// Every node then serves the addresses (the lb cube), and one elected
+// node per address answers ARP and NDP for them on its uplinks
+// (bpf/cubes/lb/announce.h, pkg/l2announce), so a host on the underlay
+// reaches them with no route.
 //
 // Assign decides (no API, testable as a table); Controller reads the
 // pools and Services, writes statuses and reports what cannot be
