@@ -24,9 +24,6 @@ import (
 
 	"github.com/netcube/netcube/lab/sandbox"
 	"github.com/netcube/netcube/lab/traffic"
-	"github.com/netcube/netcube/pkg/cube"
-	"github.com/netcube/netcube/pkg/cubes/lb"
-	"github.com/netcube/netcube/pkg/datapath"
 )
 
 // FailoverConfig is one `netcube-lab bench failover`.
@@ -201,7 +198,7 @@ func failoverL2Once(cfg FailoverConfig, fault string) (FailoverRun, error) {
 	var victim, survivor sandbox.Node
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		a := announcing(top, foL2IP)
+		a := top.Announcing(netip.MustParseAddr(foL2IP))
 		if len(a) == 1 {
 			victim, _ = top.Node(a[0])
 			for _, n := range top.Nodes {
@@ -222,35 +219,12 @@ func failoverL2Once(cfg FailoverConfig, fault string) (FailoverRun, error) {
 	}
 	time.Sleep(2 * time.Second) // the endpoint change programmed
 	takenOver := func() int {
-		if slices.Contains(announcing(top, foL2IP), survivor.Name) {
+		if slices.Contains(top.Announcing(netip.MustParseAddr(foL2IP)), survivor.Name) {
 			return 1
 		}
 		return 0
 	}
 	return measureFailover(cfg, sb, FailoverL2, fault, victim, foL2IP, takenOver, func(n int) bool { return n == 1 })
-}
-
-// announcing are the nodes whose datapath answers ARP for ip (their
-// lb_announce holds it; a dead node's pins keep theirs).
-func announcing(top sandbox.Topology, ip string) []string {
-	want := datapath.AddrFrom(netip.MustParseAddr(ip))
-	var out []string
-	for _, n := range top.Nodes {
-		maps, closeMaps, err := datapath.OpenPinned(n.PinDir)
-		if err != nil {
-			continue
-		}
-		found := false
-		_ = cube.Each(maps, lb.MapAnnounce, func(k datapath.AnnounceKey, _ datapath.AnnounceValue) bool {
-			found = found || k.Addr == want
-			return !found
-		})
-		closeMaps()
-		if found {
-			out = append(out, n.Name)
-		}
-	}
-	return out
 }
 
 // measureFailover runs the client against ip:80 from outside, samples

@@ -51,6 +51,13 @@ func desired(node *model.NodeInfo, peerings map[string]*model.BGPPeering, servic
 	var adv model.BGPAdvertise
 	cfg.LocalASN = first.LocalASN
 	cfg.RouterID = first.RouterID
+	if !cfg.RouterID.IsValid() {
+		cfg.RouterID = firstAddr(node.Addresses, true)
+	}
+	if !cfg.RouterID.IsValid() {
+		problems = append(problems, problem{peering: first.Name, err: fmt.Errorf("spec.routerID: absent, and node %s has no IPv4 address to take it from; no BGP on it", node.Name)})
+		return Config{}, nil, false, problems
+	}
 	peerOf := map[netip.Addr]string{}
 	for _, name := range names {
 		p := peerings[name]
@@ -69,6 +76,11 @@ func desired(node *model.NodeInfo, peerings map[string]*model.BGPPeering, servic
 					err: fmt.Errorf("spec.peers[%d].address: %s is a peer of NetworkBGPPeering %s too, which is used", i, peer.Address, other)})
 				continue
 			}
+			if !firstAddr(node.Addresses, peer.Address.Is4()).IsValid() {
+				problems = append(problems, problem{peering: name, err: fmt.Errorf("spec.peers[%d].address: %s is %s, and node %s has no address of that family to reach it from; peer left out",
+					i, peer.Address, familyName(peer.Address), node.Name)})
+				continue
+			}
 			out, err := toPeer(peer, password)
 			if err != nil {
 				problems = append(problems, problem{peering: name, err: fmt.Errorf("spec.peers[%d]: %w; peer left out", i, err)})
@@ -82,13 +94,6 @@ func desired(node *model.NodeInfo, peerings map[string]*model.BGPPeering, servic
 		adv.ExternalIPs = adv.ExternalIPs || p.Advertise.ExternalIPs
 		adv.ClusterIPs = adv.ClusterIPs || p.Advertise.ClusterIPs
 		adv.Services = append(adv.Services, p.Advertise.Services...)
-	}
-	if !cfg.RouterID.IsValid() {
-		cfg.RouterID = firstAddr(node.Addresses, true)
-	}
-	if !cfg.RouterID.IsValid() {
-		problems = append(problems, problem{peering: first.Name, err: fmt.Errorf("spec.routerID: absent, and node %s has no IPv4 address to take it from; no BGP on it", node.Name)})
-		return Config{}, nil, false, problems
 	}
 	if len(cfg.Peers) == 0 {
 		return Config{}, nil, false, problems
@@ -207,3 +212,10 @@ func attributesFor(list []model.BGPServiceAttributes, svcLabels map[string]strin
 }
 
 var errNoSecrets = errors.New("this agent reads no Secrets")
+
+func familyName(a netip.Addr) string {
+	if a.Is4() {
+		return "IPv4"
+	}
+	return "IPv6"
+}

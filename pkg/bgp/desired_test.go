@@ -126,7 +126,8 @@ func TestDesiredRoutes(t *testing.T) {
 // other ASNs (the first by name wins, the other is reported), with the
 // same ASN (merged; a peer both give is reported once), a password whose
 // Secret cannot be read (that peer left out and reported, the others
-// kept), and a node with no IPv4 address for a router id.
+// kept), a peer of a family the node has no address of, and a node with
+// no IPv4 address for a router id.
 func TestDesiredConflictsAndSecrets(t *testing.T) {
 	a := basePeering()
 	a.Name = "a"
@@ -161,6 +162,18 @@ func TestDesiredConflictsAndSecrets(t *testing.T) {
 	cfg, _, _, problems = desired(node1, map[string]*model.BGPPeering{"a": a}, nil, read)
 	if len(problems) != 0 || cfg.Peers[0].Password != "s3cret" {
 		t.Fatalf("with the Secret: peers %+v, problems %v", cfg.Peers, problems)
+	}
+
+	// A peer of a family the node has no address of: left out, named.
+	v6peer := tor
+	v6peer.Address = netip.MustParseAddr("fd00:172:30:1::254")
+	p4 := basePeering()
+	p4.Peers = []model.BGPPeer{tor, v6peer}
+	v4node := &model.NodeInfo{Name: "node1", Labels: node1.Labels, Addresses: addrs("172.30.1.11"), PodCIDRs: node1.PodCIDRs}
+	cfg, _, active, problems = desired(v4node, map[string]*model.BGPPeering{"rack1": p4}, nil, nil)
+	if !active || len(cfg.Peers) != 1 || len(problems) != 1 ||
+		!strings.Contains(problems[0].err.Error(), "spec.peers[1].address: fd00:172:30:1::254 is IPv6, and node node1 has no address of that family") {
+		t.Fatalf("a peer of the wrong family: peers %+v, problems %v", cfg.Peers, problems)
 	}
 
 	v6only := &model.NodeInfo{Name: "node1", Labels: node1.Labels, Addresses: addrs("fd00:172:30:1::11")}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
@@ -60,7 +61,17 @@ func TestBGPPeeringsFromTheAPI(t *testing.T) {
 		t.Fatalf("BGP active without any peering: %+v", st)
 	}
 
-	installCRD(t, bgpCRD, kube.NetworkBGPPeerings)
+	// The CRD goes when the test ends (waited for): the chart's dry run
+	// (TestDeployManifests) creates it in this same API server.
+	crdName := installCRD(t, bgpCRD, kube.NetworkBGPPeerings)
+	t.Cleanup(func() {
+		dc := dynClient(t)
+		_ = dc.Resource(crds).Delete(context.Background(), crdName, metav1.DeleteOptions{})
+		testenv.WaitFor(t, 30*time.Second, "the NetworkBGPPeering CRD deleted", func() bool {
+			_, err := dc.Resource(crds).Get(context.Background(), crdName, metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		})
+	})
 	d := dynClient(t).Resource(kube.NetworkBGPPeerings)
 	t.Cleanup(func() {
 		for _, n := range []string{"rack1", "rack2", "rack1-other"} {

@@ -392,9 +392,9 @@ func TestDaemonSetIsLockedDown(t *testing.T) {
 	}
 
 	reads := map[string]bool{"services": true, "nodes": true, "pods": true, "namespaces": true, "endpointslices": true, "networkpolicies": true,
-		"networkslices": true, "networkloadbalancerpools": true, "nodepods": true}
+		"networkslices": true, "networkloadbalancerpools": true, "nodepods": true, "networkbgppeerings": true}
 	eventTargets := map[string]bool{"services": true, "endpointslices": true, "pods": true, "networkpolicies": true, "networkslices": true,
-		"nodepods": true}
+		"nodepods": true, "networkbgppeerings": true}
 	for _, r := range role.Rules {
 		for _, res := range r.Resources {
 			for _, verb := range r.Verbs {

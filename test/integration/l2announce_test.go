@@ -12,34 +12,7 @@ import (
 
 	"github.com/netcube/netcube/internal/testenv"
 	"github.com/netcube/netcube/lab/sandbox"
-	"github.com/netcube/netcube/pkg/cube"
-	"github.com/netcube/netcube/pkg/cubes/lb"
-	"github.com/netcube/netcube/pkg/datapath"
 )
-
-// announcers are the nodes whose datapath answers ARP for ip (their
-// lb_announce holds it).
-func announcers(t *testing.T, top sandbox.Topology, ip string) []string {
-	t.Helper()
-	want := datapath.AddrFrom(netip.MustParseAddr(ip))
-	var out []string
-	for _, n := range top.Nodes {
-		maps, closeMaps, err := datapath.OpenPinned(n.PinDir)
-		if err != nil {
-			continue // a node whose pins went with it
-		}
-		found := false
-		_ = cube.Each(maps, lb.MapAnnounce, func(k datapath.AnnounceKey, _ datapath.AnnounceValue) bool {
-			found = found || k.Addr == want
-			return !found
-		})
-		closeMaps()
-		if found {
-			out = append(out, n.Name)
-		}
-	}
-	return out
-}
 
 // uplinkMAC is node n's eth0 address.
 func uplinkMAC(t *testing.T, n sandbox.Node) string {
@@ -92,7 +65,7 @@ func TestOneNodeAnnouncesEachLoadBalancerIP(t *testing.T) {
 	})
 	var first []string
 	testenv.WaitFor(t, 10*time.Second, "exactly one node announcing "+ip, func() bool {
-		first = announcers(t, top, ip)
+		first = top.Announcing(netip.MustParseAddr(ip))
 		return len(first) == 1
 	})
 	var owner, other sandbox.Node
@@ -138,7 +111,7 @@ func TestOneNodeAnnouncesEachLoadBalancerIP(t *testing.T) {
 	died := time.Now()
 	// (The dead node's pins keep its entry: a datapath without its link.)
 	testenv.WaitFor(t, 10*time.Second, other.Name+" announcing "+ip, func() bool {
-		return slices.Contains(announcers(t, top, ip), other.Name)
+		return slices.Contains(top.Announcing(netip.MustParseAddr(ip)), other.Name)
 	})
 	testenv.WaitFor(t, 10*time.Second, "the client's neighbour entry moved to "+other.Name, func() bool {
 		return neighbourMAC(t, sb, ip) == uplinkMAC(t, other)

@@ -198,6 +198,35 @@ func TestRoutedRacksThroughBGP(t *testing.T) {
 	waitSessions(t, sb, func(n sandbox.Node, st string) bool { return st == "Established" }, "Established again")
 	within(t, 30*time.Second, "the pod CIDRs after node2's restart", wantPodRoutes)
 	crossRacks("node2's agent back")
+
+	// Withdrawn when they no longer apply: "public" becomes a ClusterIP
+	// Service (no LoadBalancer or external IP), "local-node2" is deleted;
+	// the router then routes none of their addresses, while the pod
+	// CIDRs stay (positive control).
+	clusterOnly := "apiVersion: v1\nkind: Service\nmetadata: {name: public, namespace: default}\nspec:\n" +
+		"  type: ClusterIP\n  ipFamilyPolicy: RequireDualStack\n  clusterIP: 10.96.0.30\n  clusterIPs: [10.96.0.30, fd00:10:96::30]\n" +
+		"  ports:\n  - {name: http, port: 80, protocol: TCP, targetPort: http}\n---\n" +
+		sandbox.SliceYAML("public", false, sandbox.EndpointPorts, all) + "---\n" + sandbox.SliceYAML("public", true, sandbox.EndpointPorts, all)
+	if err := top.WriteManifest("routed-lb.yaml", clusterOnly); err != nil {
+		t.Fatal(err)
+	}
+	within(t, 30*time.Second, "the Services' addresses withdrawn from the router", func() error {
+		for _, fam := range []int{4, 6} {
+			routes, err := sb.RouterRoutes(fam)
+			if err != nil {
+				return err
+			}
+			for p := range wantLB {
+				if hops, ok := routes[p]; ok {
+					return fmt.Errorf("%s still routed via %v", p, hops)
+				}
+			}
+		}
+		return nil
+	})
+	if err := wantPodRoutes(); err != nil {
+		t.Errorf("after the withdrawals: %v", err)
+	}
 }
 
 // waitSessions waits up to 30 s until ok holds for every node's BGP

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -58,12 +57,7 @@ func (s *Source) bgpStream(c *client, h source.BGPHandler) *stream[*model.BGPPee
 func (s *Source) runBGP(ctx context.Context, c *client, h source.BGPHandler) {
 	st := s.bgpStream(c, h)
 	go st.run(ctx)
-	for !st.synced.Load() {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Millisecond):
-		}
+	if waitSynced(ctx, st.synced.Load) {
+		h.OnBGPPeeringsSynced()
 	}
-	h.OnBGPPeeringsSynced()
 }

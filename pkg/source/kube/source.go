@@ -239,14 +239,21 @@ func allTrue(fs []func() bool) bool {
 func (s *Source) runSlices(ctx context.Context, c *client, h source.SliceHandler) {
 	st := s.sliceStream(c, h)
 	go st.run(ctx)
-	for !st.synced.Load() {
+	if waitSynced(ctx, st.synced.Load) {
+		h.OnSlicesSynced()
+	}
+}
+
+// waitSynced waits until synced says so (true), or ctx ends (false).
+func waitSynced(ctx context.Context, synced func() bool) bool {
+	for !synced() {
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-time.After(time.Millisecond):
 		}
 	}
-	h.OnSlicesSynced()
+	return true
 }
 
 // podStream lists and watches Pod objects (tweak: a field selector, or
