@@ -90,8 +90,11 @@ func startL2Announce(ctx context.Context, cfg Config, hollow bool, node model.No
 	}
 	sender, err := l2announce.NewSender(links)
 	if err != nil {
+		// Without CAP_NET_RAW: every eligible node answers, as before,
+		// rather than an elected one that cannot tell the link.
 		tr.Close()
-		return l2Announce{}, err
+		slog.Warn("l2 announce: cannot send gratuitous ARP/NA; every eligible node answers ARP/NDP for the LoadBalancer IPs", "err", err)
+		return l2Announce{}, nil
 	}
 	m := l2announce.NewMembership(node.Name, tr, l2announce.Options{})
 	el := l2announce.NewElector(m, sender.Announce)

@@ -318,7 +318,7 @@ func TestRBACIsEnough(t *testing.T) {
 // TestDaemonSetIsLockedDown: the agent's container is not privileged,
 // cannot gain privileges, runs under the runtime's default seccomp
 // profile, has a read-only root filesystem, and keeps only the
-// capabilities it needs (BPF, NET_ADMIN, SYS_ADMIN); its metrics and
+// capabilities it needs (BPF, NET_ADMIN, NET_RAW, SYS_ADMIN); its metrics and
 // health listen on the node's address, not every address; its token may
 // list and watch what it reads, get only the kinds it writes Events on
 // (for their UID), create Events, apply NodePods and get Nodes (their
@@ -358,7 +358,7 @@ func TestDaemonSetIsLockedDown(t *testing.T) {
 		t.Errorf("the agent's pod runs without the runtime's default seccomp profile: %+v", sc)
 	}
 	for _, c := range append(ds.Spec.Template.Spec.InitContainers, ds.Spec.Template.Spec.Containers...) {
-		lockedDown(t, c, []corev1.Capability{"BPF", "NET_ADMIN", "SYS_ADMIN"})
+		lockedDown(t, c, []corev1.Capability{"BPF", "NET_ADMIN", "NET_RAW", "SYS_ADMIN"})
 		if c.SecurityContext != nil && c.SecurityContext.SeccompProfile != nil && c.SecurityContext.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
 			t.Errorf("container %s: seccomp %s", c.Name, c.SecurityContext.SeccompProfile.Type)
 		}
