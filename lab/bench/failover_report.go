@@ -1,30 +1,14 @@
 package bench
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 )
 
 // Write writes failover.json, failover.md and plots/failover.svg under dir.
 func (r *FailoverReport) Write(dir string) error {
-	if err := os.MkdirAll(filepath.Join(dir, "plots"), 0o755); err != nil {
-		return err
-	}
-	j, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "failover.json"), append(j, '\n'), 0o644); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "plots", "failover.svg"), []byte(r.svg()), 0o644); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "failover.md"), []byte(r.Markdown()), 0o644)
+	return writeReportFiles(dir, "failover", r, r.Markdown(), r.svg())
 }
 
 // Markdown renders the report: a row per fault, then the targets.

@@ -1,30 +1,14 @@
 package bench
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 )
 
 // Write writes synflood.json, synflood.md and plots/synflood.svg under dir.
 func (r *SynFloodReport) Write(dir string) error {
-	if err := os.MkdirAll(filepath.Join(dir, "plots"), 0o755); err != nil {
-		return err
-	}
-	j, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "synflood.json"), append(j, '\n'), 0o644); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "plots", "synflood.svg"), []byte(r.svg()), 0o644); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "synflood.md"), []byte(r.Markdown()), 0o644)
+	return writeReportFiles(dir, "synflood", r, r.Markdown(), r.svg())
 }
 
 func earlyDropName(on bool) string {

@@ -80,7 +80,7 @@ func startL2Announce(ctx context.Context, cfg Config, hollow bool, node model.No
 		slog.Info("l2 announce: no uplink address to send heartbeats from; every eligible node answers ARP/NDP for the LoadBalancer IPs")
 		return l2Announce{}, nil
 	}
-	links, err := l2announce.LinksByName(uplinks)
+	links, err := lb.UplinksByName(uplinks)
 	if err != nil {
 		return l2Announce{}, err
 	}

@@ -199,9 +199,15 @@ func (c *Controller) sync(ctx context.Context) error {
 	for k, v := range c.peerings {
 		peerings[k] = v
 	}
-	services := make(map[model.ServiceID]lb.Advertised, len(c.services))
-	for k, v := range c.services {
-		services[k] = v
+	// The Services are copied only for a node some peering selects: on
+	// every other node (most clusters: every node) a Service change
+	// costs this check, not a copy of every Service.
+	var services map[model.ServiceID]lb.Advertised
+	if selects(info, peerings) {
+		services = make(map[model.ServiceID]lb.Advertised, len(c.services))
+		for k, v := range c.services {
+			services[k] = v
+		}
 	}
 	c.mu.Unlock()
 

@@ -28,6 +28,19 @@ type problem struct {
 // passwordFunc reads a peer's TCP MD5 password from its Secret.
 type passwordFunc func(*model.SecretKey) (string, error)
 
+// selects says whether a peering selects node.
+func selects(node *model.NodeInfo, peerings map[string]*model.BGPPeering) bool {
+	if node == nil {
+		return false
+	}
+	for _, p := range peerings {
+		if p != nil && p.Nodes != nil && p.Nodes.Matches(labels.Set(node.Labels)) {
+			return true
+		}
+	}
+	return false
+}
+
 // desired is the speaker's config and routes for node (active false: no
 // peering selects it, or none can run; the speaker stops).
 func desired(node *model.NodeInfo, peerings map[string]*model.BGPPeering, services map[model.ServiceID]lb.Advertised, password passwordFunc) (cfg Config, routes []Route, active bool, problems []problem) {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/netcube/netcube/pkg/cubes/lb"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -13,30 +14,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Link is an uplink the announcements go out of, with its MAC.
-type Link struct {
-	Name  string
-	Index int
-	MAC   net.HardwareAddr
-}
-
-// LinksByName resolves the uplinks; one without an Ethernet address (a
-// tunnel) has no neighbours to tell, and is left out.
-func LinksByName(names []string) ([]Link, error) {
-	var out []Link
-	for _, n := range names {
-		ifc, err := net.InterfaceByName(n)
-		if err != nil {
-			return nil, fmt.Errorf("uplink %s: %w", n, err)
-		}
-		if len(ifc.HardwareAddr) != 6 {
-			continue
-		}
-		out = append(out, Link{Name: ifc.Name, Index: ifc.Index, MAC: ifc.HardwareAddr})
-	}
-	return out, nil
-}
-
 // Repeats are when the announcements of a newly elected address go out,
 // after the election: at once, then twice more for a lossy link.
 var Repeats = []time.Duration{0, 100 * time.Millisecond, 500 * time.Millisecond}
@@ -45,7 +22,7 @@ var Repeats = []time.Duration{0, 100 * time.Millisecond, 500 * time.Millisecond}
 // Advertisements (IPv6) out of the uplinks, through an AF_PACKET socket
 // (opened in the network namespace of the caller of NewSender).
 type Sender struct {
-	links   []Link
+	links   []lb.Uplink
 	repeats []time.Duration
 
 	mu     sync.Mutex
@@ -54,8 +31,9 @@ type Sender struct {
 	failed bool // a send failed (logged once)
 }
 
-// NewSender sends out of links, at Repeats.
-func NewSender(links []Link) (*Sender, error) {
+// NewSender sends out of links (lb.UplinksByName: those with an
+// Ethernet address), at Repeats.
+func NewSender(links []lb.Uplink) (*Sender, error) {
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0) // protocol 0: sends only
 	if err != nil {
 		return nil, fmt.Errorf("AF_PACKET socket for gratuitous ARP/NA: %w", err)
@@ -101,11 +79,11 @@ func (s *Sender) Send(ip netip.Addr) error {
 		var frame []byte
 		var proto uint16
 		if ip.Is4() {
-			frame, proto = GratuitousARP(l.MAC, ip), unix.ETH_P_ARP
+			frame, proto = GratuitousARP(l.HardwareAddr(), ip), unix.ETH_P_ARP
 		} else {
-			frame, proto = UnsolicitedNA(l.MAC, ip), unix.ETH_P_IPV6
+			frame, proto = UnsolicitedNA(l.HardwareAddr(), ip), unix.ETH_P_IPV6
 		}
-		sa := &unix.SockaddrLinklayer{Ifindex: l.Index, Protocol: htons(proto), Halen: 6}
+		sa := &unix.SockaddrLinklayer{Ifindex: int(l.Ifindex), Protocol: htons(proto), Halen: 6}
 		copy(sa.Addr[:], frame[:6])
 		if err := unix.Sendto(s.fd, frame, 0, sa); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", l.Name, err))

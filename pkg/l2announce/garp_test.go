@@ -1,6 +1,7 @@
 package l2announce
 
 import (
+	"github.com/netcube/netcube/pkg/cubes/lb"
 	"net"
 	"net/netip"
 	"os/exec"
@@ -19,7 +20,7 @@ import (
 
 // vethPair makes a network namespace holding a veth pair, both ends up,
 // and returns the namespace and the ends' links there.
-func vethPair(t *testing.T) (netns.NsHandle, Link, Link) {
+func vethPair(t *testing.T) (netns.NsHandle, lb.Uplink, lb.Uplink) {
 	t.Helper()
 	testenv.RequireRoot(t)
 	name := testenv.Name("nc-garp")
@@ -41,9 +42,9 @@ func vethPair(t *testing.T) (netns.NsHandle, Link, Link) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ns.Close() })
-	var a, b Link
+	var a, b lb.Uplink
 	inNetns(t, ns, func() {
-		links, err := LinksByName([]string{"ga", "gb"})
+		links, err := lb.UplinksByName([]string{"ga", "gb"})
 		if err != nil || len(links) != 2 {
 			t.Fatalf("links %v: %v", links, err)
 		}
@@ -80,7 +81,7 @@ func inNetns(t *testing.T, ns netns.NsHandle, fn func()) {
 // capture is an AF_PACKET socket on one interface, every protocol.
 type capture struct{ fd int }
 
-func openCapture(t *testing.T, ns netns.NsHandle, l Link) *capture {
+func openCapture(t *testing.T, ns netns.NsHandle, l lb.Uplink) *capture {
 	t.Helper()
 	var c capture
 	inNetns(t, ns, func() {
@@ -88,7 +89,7 @@ func openCapture(t *testing.T, ns netns.NsHandle, l Link) *capture {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: l.Index}); err != nil {
+		if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: int(l.Ifindex)}); err != nil {
 			unix.Close(fd)
 			t.Fatal(err)
 		}
@@ -141,7 +142,7 @@ func TestGratuitousARPAndNA(t *testing.T) {
 	var s *Sender
 	inNetns(t, ns, func() {
 		var err error
-		if s, err = NewSender([]Link{a}); err != nil {
+		if s, err = NewSender([]lb.Uplink{a}); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -161,12 +162,12 @@ func TestGratuitousARPAndNA(t *testing.T) {
 		if eth == nil || arp == nil {
 			t.Fatalf("frame %d: not Ethernet/ARP: %v", i, p)
 		}
-		if eth.DstMAC.String() != "ff:ff:ff:ff:ff:ff" || eth.SrcMAC.String() != a.MAC.String() || eth.EthernetType != layers.EthernetTypeARP {
+		if eth.DstMAC.String() != "ff:ff:ff:ff:ff:ff" || eth.SrcMAC.String() != a.HardwareAddr().String() || eth.EthernetType != layers.EthernetTypeARP {
 			t.Errorf("frame %d: Ethernet %s > %s type %s", i, eth.SrcMAC, eth.DstMAC, eth.EthernetType)
 		}
 		if arp.AddrType != layers.LinkTypeEthernet || arp.Protocol != layers.EthernetTypeIPv4 || arp.HwAddressSize != 6 || arp.ProtAddressSize != 4 ||
 			arp.Operation != layers.ARPRequest ||
-			net.HardwareAddr(arp.SourceHwAddress).String() != a.MAC.String() || net.IP(arp.SourceProtAddress).String() != v4.String() ||
+			net.HardwareAddr(arp.SourceHwAddress).String() != a.HardwareAddr().String() || net.IP(arp.SourceProtAddress).String() != v4.String() ||
 			net.HardwareAddr(arp.DstHwAddress).String() != "00:00:00:00:00:00" || net.IP(arp.DstProtAddress).String() != v4.String() {
 			t.Errorf("frame %d: ARP %+v", i, arp)
 		}
@@ -197,7 +198,7 @@ func TestGratuitousARPAndNA(t *testing.T) {
 	if eth == nil || ip6 == nil || icmp == nil || na == nil {
 		t.Fatalf("not Ethernet/IPv6/ICMPv6/NA: %v", p)
 	}
-	if eth.DstMAC.String() != "33:33:00:00:00:01" || eth.SrcMAC.String() != a.MAC.String() || eth.EthernetType != layers.EthernetTypeIPv6 {
+	if eth.DstMAC.String() != "33:33:00:00:00:01" || eth.SrcMAC.String() != a.HardwareAddr().String() || eth.EthernetType != layers.EthernetTypeIPv6 {
 		t.Errorf("Ethernet %s > %s type %s", eth.SrcMAC, eth.DstMAC, eth.EthernetType)
 	}
 	if ip6.SrcIP.String() != v6.String() || ip6.DstIP.String() != "ff02::1" || ip6.HopLimit != 255 || ip6.NextHeader != layers.IPProtocolICMPv6 || ip6.Length != 32 {
@@ -213,8 +214,8 @@ func TestGratuitousARPAndNA(t *testing.T) {
 	if !na.Override() || na.Solicited() || na.Router() || na.TargetAddress.String() != v6.String() {
 		t.Errorf("NA flags %#x target %s", na.Flags, na.TargetAddress)
 	}
-	if len(na.Options) != 1 || na.Options[0].Type != layers.ICMPv6OptTargetAddress || net.HardwareAddr(na.Options[0].Data).String() != a.MAC.String() {
-		t.Errorf("NA options %+v, want the target link-layer address %s", na.Options, a.MAC)
+	if len(na.Options) != 1 || na.Options[0].Type != layers.ICMPv6OptTargetAddress || net.HardwareAddr(na.Options[0].Data).String() != a.HardwareAddr().String() {
+		t.Errorf("NA options %+v, want the target link-layer address %s", na.Options, a.HardwareAddr())
 	}
 	if s.Sent() != 4 {
 		t.Errorf("sent %d frames, want 4", s.Sent())
@@ -243,7 +244,7 @@ func TestNeighbourFollowsAnnouncement(t *testing.T) {
 	var s *Sender
 	inNetns(t, ns, func() {
 		var err error
-		if s, err = NewSender([]Link{a}); err != nil {
+		if s, err = NewSender([]lb.Uplink{a}); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -255,9 +256,9 @@ func TestNeighbourFollowsAnnouncement(t *testing.T) {
 	}
 	for _, ip := range []string{v4, v6} {
 		var out []byte
-		testenv.WaitFor(t, 2*time.Second, "the neighbour entry of "+ip+" to move to "+a.MAC.String(), func() bool {
+		testenv.WaitFor(t, 2*time.Second, "the neighbour entry of "+ip+" to move to "+a.HardwareAddr().String(), func() bool {
 			out, _ = exec.Command("ip", "-n", name, "neigh", "show", ip, "dev", b.Name).CombinedOutput()
-			return strings.Contains(string(out), a.MAC.String())
+			return strings.Contains(string(out), a.HardwareAddr().String())
 		})
 	}
 }

@@ -18,9 +18,13 @@ import (
 
 // Uplink is an interface the node answers on, and the MAC it answers with.
 type Uplink struct {
+	Name    string
 	Ifindex uint32
 	MAC     [6]byte
 }
+
+// HardwareAddr is the uplink's MAC as the net package spells it.
+func (u Uplink) HardwareAddr() net.HardwareAddr { return net.HardwareAddr(u.MAC[:]) }
 
 // UplinksByName resolves the node's uplinks; one without an Ethernet
 // address (a tunnel) cannot be asked, and is left out.
@@ -34,7 +38,7 @@ func UplinksByName(names []string) ([]Uplink, error) {
 		if len(ifc.HardwareAddr) != 6 {
 			continue
 		}
-		u := Uplink{Ifindex: uint32(ifc.Index)}
+		u := Uplink{Name: ifc.Name, Ifindex: uint32(ifc.Index)}
 		copy(u.MAC[:], ifc.HardwareAddr)
 		out = append(out, u)
 	}
