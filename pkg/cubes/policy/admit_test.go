@@ -73,7 +73,10 @@ func TestAdmitPod(t *testing.T) {
 	}
 
 	// The identity map is full (client, web, other, the node): a new
-	// pod's ADD fails, and its address is quarantined, not open.
+	// pod's ADD fails, and its address is quarantined, not open. other's
+	// identity is written by the reconciler's pass, not by its refused
+	// ADD, so wait for it: without it the map has room for late.
+	eventually(t, "the other node's pod in the identity map", func() bool { return fake.Len(policy.MapHosts) == 4 })
 	late := pod("x", "late", "node1", "10.244.1.9", map[string]string{"app": "web"})
 	late.IPs = nil
 	r.OnPod(types.NamespacedName{Namespace: "x", Name: "late"}, late)
