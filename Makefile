@@ -68,8 +68,8 @@ reliability: deps build tools ## the fault tests, long versions (the API server 
 		echo "$$run $$r" >> $(BIN)/reliability-runs.txt; [ $$r -eq 0 ] || rc=$$r; done; \
 	$(BIN)/netcube-lab bench reliability --in $(BIN)/reliability.jsonl --runs $(BIN)/reliability-runs.txt --out docs/benchmarks && exit $$rc
 
-e2e: deps images tools e2e-tools ## Kubernetes' sig-network e2e tests against six real nodes in zones a, b, c running netcube: docs/conformance/sig-network.md
-	$(BIN)/netcube-lab e2e --nodes 6 --report docs/conformance/sig-network.md
+e2e: deps images tools e2e-tools ## Kubernetes' sig-network e2e tests against six real nodes in zones a, b, c and two racks behind a BGP router (BIRD, ECMP) running netcube: docs/conformance/sig-network.md
+	$(BIN)/netcube-lab e2e --nodes 6 --routed --report docs/conformance/sig-network.md
 
 netpol: deps images tools e2e-tools ## cyclonus's generated NetworkPolicy cases on real nodes (about an hour): docs/conformance/netpol-cyclonus.md
 	$(BIN)/netcube-lab netpol --report docs/conformance/netpol-cyclonus.md

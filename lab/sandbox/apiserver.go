@@ -83,6 +83,11 @@ func startAPIServer(cfg Config, t Topology) (*kubeenv.Env, error) {
 	if err := createLBPool(env.Config); err != nil {
 		return nil, err
 	}
+	if t.Routed() {
+		if err := createBGPPeerings(env.Config, t); err != nil {
+			return nil, err
+		}
+	}
 	// The sandbox's own pods, as a kubelet would report them.
 	if err := createFromYAML(env.Client, t.PodsYAML()); err != nil {
 		return nil, err
@@ -181,6 +186,9 @@ func createFromYAML(c kubernetes.Interface, content string) error {
 // (lbClient4, lbClient6): the source of what it sends to the pool's
 // addresses, routed back to it by every node.
 func routeLBClient(t Topology) error {
+	if t.Routed() {
+		return routeUnderlayThroughRouter(t)
+	}
 	var fs []func() error
 	for i, c := range []netip.Prefix{lbClient4, lbClient6} {
 		family, via, pool := "-4", apiServerIP4, DefaultLBPoolCIDRs[i]

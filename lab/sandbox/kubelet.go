@@ -226,7 +226,18 @@ func (sb *Sandbox) startNode(n Node, images []string) error {
 		filepath.Join(sb.Config.E2EDir, "kubelet"),
 		"--config", filepath.Join(r, "kubelet.yaml"), "--kubeconfig", kubeconfig,
 		"--hostname-override", n.Name, "--node-ip", n.IP4.String()+","+n.IP6.String(),
-		"--node-labels", corev1.LabelTopologyZone+"="+n.Zone, "--v", "1")
+		"--node-labels", t.kubeletNodeLabels(n), "--v", "1")
+}
+
+// kubeletNodeLabels are the labels node n's kubelet registers it with:
+// its zone, and in a routed sandbox its rack (the NetworkBGPPeerings
+// select nodes by it).
+func (t Topology) kubeletNodeLabels(n Node) string {
+	labels := corev1.LabelTopologyZone + "=" + n.Zone
+	if t.Routed() {
+		labels += "," + RackLabel + "=" + RackName(n.Rack)
+	}
+	return labels
 }
 
 // createV1Cgroups makes the kubelet's cgroup root in every cgroup v1
@@ -397,7 +408,9 @@ func (sb *Sandbox) startRealNodes(env *kubeenv.Env, log io.Writer) error {
 			return fmt.Errorf("real nodes need %s", d.what)
 		}
 	}
-	if cfg.routing() == "native" { // the underlay routes pod CIDRs (the API server reaches pods: proxy, port-forward)
+	// The underlay routes pod CIDRs (the API server reaches pods: proxy,
+	// port-forward); a routed sandbox's router learns them by BGP.
+	if cfg.routing() == "native" && !t.Routed() {
 		for _, n := range t.Nodes {
 			if err := steps(
 				func() error { return ip(t.Underlay, "route", "replace", n.PodNet.String(), "via", n.IP4.String()) },
@@ -435,6 +448,12 @@ func (sb *Sandbox) startRealNodes(env *kubeenv.Env, log io.Writer) error {
 	fmt.Fprintf(log, "  LoadBalancer IPs: NetworkLoadBalancerPool %s %v\n", DefaultLBPool, DefaultLBPoolCIDRs)
 	if err := createLBPool(env.Config); err != nil {
 		return err
+	}
+	if t.Routed() {
+		fmt.Fprintf(log, "  BGP: a NetworkBGPPeering per rack, every node peering with the router (BIRD, AS %d)\n", RouterASN)
+		if err := createBGPPeerings(env.Config, t); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(log, "  waiting for the nodes to be Ready\n")
 	if err := sb.waitNodesReady(env.Client, 3*time.Minute); err != nil {

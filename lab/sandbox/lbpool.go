@@ -38,14 +38,20 @@ func createLBPool(rc *rest.Config) error {
 		"metadata": map[string]any{"name": DefaultLBPool},
 		"spec":     map[string]any{"cidrs": cidrs},
 	}}
+	return createOnceServed(d.Resource(kube.NetworkLoadBalancerPools), pool)
+}
+
+// createOnceServed creates obj, waiting up to 30 s for its CRD to be
+// served (helm installs the chart's CRDs just before).
+func createOnceServed(r dynamic.ResourceInterface, obj *unstructured.Unstructured) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		_, err = d.Resource(kube.NetworkLoadBalancerPools).Create(context.Background(), pool, metav1.CreateOptions{})
+		_, err := r.Create(context.Background(), obj, metav1.CreateOptions{})
 		if err == nil || apierrors.IsAlreadyExists(err) {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("NetworkLoadBalancerPool %s: %w", DefaultLBPool, err)
+			return fmt.Errorf("%s %s: %w", obj.GetKind(), obj.GetName(), err)
 		}
 		time.Sleep(200 * time.Millisecond) // the CRD is not served yet
 	}

@@ -8,6 +8,13 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/netcube/netcube/pkg/source/kube"
 )
 
 // A routed sandbox (Config.Routed) is a small datacenter: the nodes sit in
@@ -103,10 +110,6 @@ func (c Config) checkRouted() error {
 		return nil
 	}
 	switch {
-	case c.Kubelet:
-		return errors.New("--routed works with the manifest directory only, not yet with --kubelet")
-	case c.APIServer:
-		return errors.New("--routed works with the manifest directory only, not yet with --apiserver")
 	case c.PodNetwork != "":
 		return errors.New("--routed works with netcube's pod network only")
 	case c.Racks < 1 || c.Racks > 200:
@@ -222,6 +225,52 @@ func (t Topology) BGPPeeringsYAML() string {
 		b.WriteString("  advertise: {podCIDRs: true, loadBalancerIPs: true, externalIPs: true}\n")
 	}
 	return b.String()
+}
+
+// createBGPPeerings creates the racks' NetworkBGPPeerings through the
+// API (a sandbox with an API server), once their CRD is served.
+func createBGPPeerings(rc *rest.Config, t Topology) error {
+	d, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	for _, doc := range strings.Split(t.BGPPeeringsYAML(), "---\n") {
+		obj := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
+			return fmt.Errorf("the racks' NetworkBGPPeerings: %w", err)
+		}
+		if err := createOnceServed(d.Resource(kube.NetworkBGPPeerings), obj); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// routeUnderlayThroughRouter routes the underlay (the API server's and the
+// e2e client's namespace, on br0 with the external client) through the
+// router, as a host outside the racks is: the nodes' subnets are the
+// router's, their pods and Service addresses the routes BGP gave it. The
+// router sends the LoadBalancer client addresses back to the underlay.
+func routeUnderlayThroughRouter(t Topology) error {
+	var fs []func() error
+	for i, c := range []netip.Prefix{lbClient4, lbClient6} {
+		family, router, underlay := "-4", t.Router.IP4, apiServerIP4
+		if i == 1 {
+			family, router, underlay = "-6", t.Router.IP6, apiServerIP6
+		}
+		fs = append(fs,
+			func() error { return ip(t.Underlay, family, "route", "add", "default", "via", router.String()) },
+			func() error { return ip(t.Underlay, family, "addr", "add", c.String(), "dev", "lo") },
+			// What the underlay sends to the pool leaves from the client
+			// address, as in a flat sandbox; the router's BGP routes decide
+			// which node it reaches.
+			func() error {
+				return ip(t.Underlay, family, "route", "add", DefaultLBPoolCIDRs[i], "via", router.String(), "src", c.Addr().String())
+			},
+			func() error { return ip(t.Router.Netns, family, "route", "add", c.String(), "via", underlay.String()) },
+		)
+	}
+	return steps(fs...)
 }
 
 // writeRoutedManifests writes the racks' NetworkBGPPeerings.

@@ -75,7 +75,7 @@ func e2eCmd(args []string) error {
 		Commit:      commit,
 		Command:     "netcube-lab e2e " + strings.Join(args, " "),
 		Kubernetes:  "v1.36.3",
-		Environment: fmt.Sprintf("%d nodes (in zones %s), each containerd 1.6.20 (Debian) + runc and kubelet v1.36.3 in its own network, mount and UTS namespace; kube-apiserver, kube-controller-manager, kube-scheduler v1.36.3; CoreDNS v1.15.0; netcube installed by its Helm chart (routing %s, socket-LB %v), no kube-proxy", len(sb.Topology.Nodes), nodeZones(sb), sb.Config.Routing, sb.Config.SocketLB),
+		Environment: fmt.Sprintf("%d nodes (in zones %s), each containerd 1.6.20 (Debian) + runc and kubelet v1.36.3 in its own network, mount and UTS namespace; kube-apiserver, kube-controller-manager, kube-scheduler v1.36.3; CoreDNS v1.15.0; netcube installed by its Helm chart (routing %s, socket-LB %v), no kube-proxy%s", len(sb.Topology.Nodes), nodeZones(sb), sb.Config.Routing, sb.Config.SocketLB, racksOf(sb)),
 	}
 	if *report != "" {
 		if err := rep.WriteJSON(strings.TrimSuffix(*report, ".md") + ".json"); err != nil {
@@ -89,6 +89,20 @@ func e2eCmd(args []string) error {
 		return fmt.Errorf("%d smoke tests failed", len(rep.Failed()))
 	}
 	return nil
+}
+
+// racksOf describes a routed sandbox's racks for the report ("" if flat).
+func racksOf(sb *sandbox.Sandbox) string {
+	t := sb.Topology
+	if !t.Routed() {
+		return ""
+	}
+	racks := make([]string, len(t.Racks))
+	for i, k := range t.Racks {
+		racks[i] = fmt.Sprintf("%s: %s (%s)", k.Name, strings.Join(k.Nodes, ", "), k.Net4)
+	}
+	return fmt.Sprintf("; routed: the nodes in %d racks (%s) with no shared L2, behind one router running BIRD 2 (AS %d) that peers with every node's netcube BGP speaker (AS %d): pod CIDRs, LoadBalancer and External IPs reach it by BGP and it spreads a Cluster Service's over every node, a Local one's over the nodes with an endpoint, by ECMP hashing on ports; the e2e client reaches LoadBalancer IPs through that router",
+		len(t.Racks), strings.Join(racks, "; "), sandbox.RouterASN, sandbox.NodeASN)
 }
 
 // nodeZones lists the sandbox's nodes' zones, in node order.

@@ -33,16 +33,13 @@ func sandboxCmd(args []string) error {
 		fs.StringVar(&cfg.NodePortAcceleration, "nodeport-acceleration", "", "the agents' --nodeport-acceleration: none or xdp (\"\": the agent's default)")
 		fs.BoolVar(&cfg.Kubelet, "kubelet", false, "real nodes: containerd and kubelet on each, netcube installed by its Helm chart (implies --apiserver, no hand-made pods)")
 		fs.BoolVar(&cfg.KeepOnFailure, "keep-on-failure", false, "leave a sandbox that failed to come up as it is, to inspect its logs")
-		fs.BoolVar(&cfg.Routed, "routed", false, "a routed datacenter: the nodes in racks (own L2 segment and subnets each) behind a router running BIRD, peering with every node over BGP (manifest directory only)")
+		fs.BoolVar(&cfg.Routed, "routed", false, "a routed datacenter: the nodes in racks (own L2 segment and subnets each) behind a router running BIRD, peering with every node over BGP")
 		fs.IntVar(&cfg.Racks, "racks", 0, "with --routed: the number of racks (default 2)")
 		fs.StringVar(&cfg.Chart, "chart", "", "with --kubelet: netcube's Helm chart (default: deploy/helm/netcube beside bin/)")
 		_ = fs.Parse(args[1:])
 		cfg.Name = *name
 		if cfg.Racks != 0 && !cfg.Routed {
 			return errors.New("--racks needs --routed")
-		}
-		if cfg.Routed && (cfg.Kubelet || cfg.APIServer) {
-			return errors.New("--routed works with the manifest directory only for now: not with --kubelet or --apiserver")
 		}
 		if cfg.Kubelet {
 			if err := realNodeParts(&cfg); err != nil {
@@ -161,9 +158,10 @@ func sandboxCmd(args []string) error {
 // realNodeFlags are the flags of a command run against a sandbox with
 // real nodes (e2e, netpol).
 type realNodeFlags struct {
-	name, routing         *string
-	reuse, keep, socketLB *bool
-	nodes                 *int // nil: the sandbox's default (2)
+	name, routing                 *string
+	reuse, keep, socketLB, routed *bool
+	racks                         *int
+	nodes                         *int // nil: the sandbox's default (2)
 }
 
 func addRealNodeFlags(fs *flag.FlagSet, name string) realNodeFlags {
@@ -173,6 +171,8 @@ func addRealNodeFlags(fs *flag.FlagSet, name string) realNodeFlags {
 		keep:     fs.Bool("keep", false, "leave the sandbox up afterwards"),
 		routing:  fs.String("routing", "native", "the pod network's routing: native or vxlan"),
 		socketLB: fs.Bool("socket-lb", true, "socket-level LB"),
+		routed:   fs.Bool("routed", false, "the nodes in racks behind a router running BIRD: pods, LoadBalancer and External IPs reach it by BGP, spread by ECMP"),
+		racks:    fs.Int("racks", 0, "with --routed: the number of racks (default 2)"),
 	}
 }
 
@@ -185,7 +185,7 @@ func (f realNodeFlags) realNodeSandbox() (sb *sandbox.Sandbox, down func(), err 
 		sb, err = sandbox.Open(name)
 		return sb, down, err
 	}
-	cfg := sandbox.Config{Name: name, Kubelet: true, Routing: *f.routing, SocketLB: *f.socketLB}
+	cfg := sandbox.Config{Name: name, Kubelet: true, Routing: *f.routing, SocketLB: *f.socketLB, Routed: *f.routed, Racks: *f.racks}
 	if f.nodes != nil {
 		cfg.Nodes = *f.nodes
 	}
