@@ -217,3 +217,77 @@ func TestReconcilerFollowsElector(t *testing.T) {
 		t.Errorf("no elector: lb_announce %q, want every LoadBalancer IP", got)
 	}
 }
+
+// fakeAdvertiser records the last Advertised of each Service.
+type fakeAdvertiser struct {
+	mu  sync.Mutex
+	got map[model.ServiceID]Advertised
+}
+
+func (f *fakeAdvertiser) SetService(id model.ServiceID, a Advertised) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.got == nil {
+		f.got = map[model.ServiceID]Advertised{}
+	}
+	f.got[id] = a
+}
+
+func (f *fakeAdvertiser) DeleteService(id model.ServiceID) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.got, id)
+}
+
+func (f *fakeAdvertiser) lbIPs(id model.ServiceID) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, ip := range f.got[id].LoadBalancerIPs {
+		out = append(out, ip.String())
+	}
+	return out
+}
+
+// TestAffinityServiceAdvertisedByTheElectedNode: what BGP may announce of
+// a Service with ClientIP affinity is the LoadBalancer IPs the elector
+// gives this node (a router spreading one client's connections over
+// several nodes would break the per-node affinity), and it follows the
+// election; a Service without affinity is announced by every node (ECMP)
+// whatever the elector says.
+func TestAffinityServiceAdvertisedByTheElectedNode(t *testing.T) {
+	r := NewReconciler(New(newMaps(t, nil)), nil)
+	r.SetNode(model.Node{Name: "node1", Addrs: []netip.Addr{netip.MustParseAddr("172.30.0.1")}})
+	el := &fakeElector{}
+	el.set("198.51.100.8")
+	r.SetElector(el)
+	adv := &fakeAdvertiser{}
+	r.SetAdvertiser(adv)
+	sticky := lbService(corev1.ServiceExternalTrafficPolicyCluster)
+	sticky.Affinity = 10800
+	stickyID, plainID := model.ServiceID{Namespace: "default", Name: "sticky"}, model.ServiceID{Namespace: "default", Name: "plain"}
+	r.OnService(types.NamespacedName(stickyID), sticky)
+	r.OnService(types.NamespacedName(plainID), lbService(corev1.ServiceExternalTrafficPolicyCluster))
+	r.OnSynced()
+	if err := r.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	all := []string{"198.51.100.7", "198.51.100.8", "2001:db8::7"}
+	if got := adv.lbIPs(plainID); !slices.Equal(got, all) {
+		t.Errorf("without affinity: advertised %q, want every address %q", got, all)
+	}
+	if got, want := adv.lbIPs(stickyID), []string{"198.51.100.8"}; !slices.Equal(got, want) {
+		t.Errorf("with affinity: advertised %q, want the elected %q", got, want)
+	}
+	el.set("198.51.100.7", "2001:db8::7")
+	r.ResyncLoadBalancers()
+	if err := r.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := adv.lbIPs(stickyID), []string{"198.51.100.7", "2001:db8::7"}; !slices.Equal(got, want) {
+		t.Errorf("the election moved: advertised %q, want %q", got, want)
+	}
+	if got := adv.lbIPs(plainID); !slices.Equal(got, all) {
+		t.Errorf("without affinity, after the election moved: advertised %q, want %q", got, all)
+	}
+}

@@ -374,11 +374,12 @@ func (r *Reconciler) SetElector(el Elector) {
 	r.mu.Unlock()
 }
 
-// ResyncLoadBalancers syncs again the Services with LoadBalancer IPs (the
-// elector's view changed: lb_announce follows).
+// ResyncLoadBalancers syncs again the Services with LoadBalancer IPs, and
+// those with ExternalIPs and session affinity (the elector's view changed:
+// lb_announce and what BGP announces follow).
 func (r *Reconciler) ResyncLoadBalancers() {
 	r.updateNode(func(*model.Node) {}, func(svc *model.Service) bool {
-		return svc.External != nil && len(svc.External.LoadBalancerIPs) > 0
+		return svc.External != nil && (len(svc.External.LoadBalancerIPs) > 0 || svc.Affinity != 0 && len(svc.External.IPs) > 0)
 	})
 }
 
@@ -407,6 +408,10 @@ func (r *Reconciler) syncAdvertised(id model.ServiceID) {
 		if ext := st.svc.External; ext != nil {
 			a.ExternalIPs, a.LoadBalancerIPs, a.LocalOnly, a.Labels = ext.IPs, ext.LoadBalancerIPs, ext.LocalOnly, ext.Labels
 			a.LocalEndpoints = LocalEndpoints(st.slices, r.thisNode.Name)
+			if st.svc.Affinity != 0 && r.elector != nil {
+				a.LoadBalancerIPs = r.electedOnly(st, a.LoadBalancerIPs)
+				a.ExternalIPs = r.electedOnly(st, a.ExternalIPs)
+			}
 		}
 	}
 	r.mu.Unlock()
@@ -415,6 +420,29 @@ func (r *Reconciler) syncAdvertised(id model.ServiceID) {
 		return
 	}
 	r.adv.SetService(id, a)
+}
+
+// electedOnly keeps of a ClientIP-affinity Service's external addresses
+// those the elector gives this node; r.mu is held. Session affinity is a
+// table on each node, so a client's connections must all reach one node:
+// a router spreading them by ports over every node that announces the
+// address (ECMP) sends them to several tables, and to several backends.
+// So such an address is announced by one node, elected as for L2 among
+// the eligible ones, and moves when that node dies, as an L2 address
+// does (its clients' affinity starts again there).
+func (r *Reconciler) electedOnly(st *serviceState, addrs []netip.Addr) []netip.Addr {
+	var out []netip.Addr
+	local := st.svc.External.LocalOnly
+	for _, ip := range addrs {
+		var candidates []string
+		if local {
+			candidates = endpointNodes(ip.Is6(), st.slices)
+		}
+		if r.elector.Elected(ip, !local, candidates) {
+			out = append(out, ip)
+		}
+	}
+	return out
 }
 
 // syncHealthCheck opens, updates or closes the Service's health-check port.
