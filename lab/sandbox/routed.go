@@ -24,8 +24,9 @@ import (
 // interface in every rack, and the external client on a segment of its
 // own (the old underlay subnet, bridge br0). BIRD (bird.go) runs in the
 // router and holds an eBGP session with every node; the nodes learn of it
-// from a NetworkBGPPeering per rack in the manifest directory and
-// advertise their pod CIDRs and Service addresses, which BIRD installs in
+// from a NetworkBGPPeering per rack (the manifest directory, or the API) and
+// advertise their pod CIDRs and Service addresses, which BIRD, accepting
+// from each node only what that node may announce (bird.go), installs in
 // the router's kernel (ECMP where several nodes announce one prefix).
 // The nodes route everything they have no route for to their rack's
 // router.
