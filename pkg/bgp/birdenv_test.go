@@ -42,23 +42,32 @@ func run(t testing.TB, name string, args ...string) string {
 // here have their own uplink in 192.0.2.0/24) and 2001:db8:PID::/64, both
 // picked by the process id so that test processes running at once do not
 // collide; a subnet the host already routes is refused, not shadowed.
-func newBirdEnv(t *testing.T) *birdEnv {
+func newBirdEnv(t *testing.T) *birdEnv { return newBirdEnvSlot(t, 0) }
+
+// newBirdEnvSlot is newBirdEnv for a test that needs more than one router:
+// slot 1 is a second namespace and link, in 198.19.0.0/16 (the other half
+// of RFC 2544's /15) and 2001:db8:PID:1::/64.
+func newBirdEnvSlot(t *testing.T, slot int) *birdEnv {
 	testenv.RequireRoot(t)
 	for _, p := range []string{"bird", "birdc", "ip", "nft"} {
 		if _, err := exec.LookPath(p); err != nil {
 			t.Fatalf("%s not found: run hack/install-deps.sh", p)
 		}
 	}
+	if slot != 0 && slot != 1 {
+		t.Fatalf("bird env slot %d: only 0 and 1 exist", slot)
+	}
 	pid := os.Getpid()
+	suffix := []string{"", "f"}[slot]
 	e := &birdEnv{
 		t:      t,
-		ns:     testenv.Name("ncbgp"),
-		hostIf: testenv.Name("ncbh"),
-		nsIf:   testenv.Name("ncbn"),
-		hostV4: netip.AddrFrom4([4]byte{198, 18, byte(pid % 16384 / 64), byte(4*(pid%64) + 1)}),
-		nsV4:   netip.AddrFrom4([4]byte{198, 18, byte(pid % 16384 / 64), byte(4*(pid%64) + 2)}),
-		hostV6: netip.MustParseAddr(fmt.Sprintf("2001:db8:%x::1", pid%0xffff)),
-		nsV6:   netip.MustParseAddr(fmt.Sprintf("2001:db8:%x::2", pid%0xffff)),
+		ns:     testenv.Name("ncbgp" + suffix),
+		hostIf: testenv.Name("ncbh" + suffix),
+		nsIf:   testenv.Name("ncbn" + suffix),
+		hostV4: netip.AddrFrom4([4]byte{198, byte(18 + slot), byte(pid % 16384 / 64), byte(4*(pid%64) + 1)}),
+		nsV4:   netip.AddrFrom4([4]byte{198, byte(18 + slot), byte(pid % 16384 / 64), byte(4*(pid%64) + 2)}),
+		hostV6: netip.MustParseAddr(fmt.Sprintf("2001:db8:%x:%x::1", pid%0xffff, slot)),
+		nsV6:   netip.MustParseAddr(fmt.Sprintf("2001:db8:%x:%x::2", pid%0xffff, slot)),
 		dir:    t.TempDir(),
 	}
 	for _, a := range []netip.Addr{e.hostV4, e.nsV4} {

@@ -22,13 +22,19 @@ type PeerStatus struct {
 	// Uptime is how long the session has been established (0 if not).
 	Uptime time.Duration
 	// Advertised is the number of prefixes sent to the peer (its
-	// adj-rib-out), Received the number it sent us (its adj-rib-in), and
+	// adj-rib-out; 0 while the session is not established: GoBGP
+	// computes that table from the RIB whatever the session's state,
+	// and a down session has sent nothing that stands), Received the number it sent us (its adj-rib-in), and
 	// Accepted how many of those are in the speaker's RIB: always 0, the
 	// speaker imports nothing. (GoBGP's own per-family counters are not
 	// used: its "accepted" ignores the global import policy.)
 	Advertised uint64
 	Received   uint64
 	Accepted   uint64
+	// Flaps is GoBGP's flop count: how many times the session went down
+	// less than 30 s after it came up (a session that ends after a
+	// longer uptime is not counted). GoBGP keeps no last error to show.
+	Flaps uint32
 }
 
 // Peers lists the configured peers, by address.
@@ -50,6 +56,7 @@ func (s *Speaker) Peers(ctx context.Context) ([]PeerStatus, error) {
 			st.Address, _ = netip.ParseAddr(p.State.NeighborAddress)
 			st.ASN = p.State.PeerAsn
 			st.State = sessionState(p.State.SessionState)
+			st.Flaps = p.State.Flops
 		}
 		if !st.Address.IsValid() && p.Conf != nil {
 			st.Address, _ = netip.ParseAddr(p.Conf.NeighborAddress)
@@ -97,9 +104,12 @@ func (s *Speaker) countPrefixes(ctx context.Context, srv *server.BgpServer, fams
 			return n, nil
 		}
 		all := func(*api.Path) bool { return true }
-		out, err := count(api.TableType_ADJ_OUT, addr, all)
-		if err != nil {
-			return err
+		var out uint64
+		if st.State == "established" {
+			var err error
+			if out, err = count(api.TableType_ADJ_OUT, addr, all); err != nil {
+				return err
+			}
 		}
 		in, err := count(api.TableType_ADJ_IN, addr, all)
 		if err != nil {
