@@ -241,16 +241,7 @@ func printText(w io.Writer, r Report) {
 		fmt.Fprintf(w, "Agent:      not answering: %s\n            the datapath keeps forwarding with the state below\n", r.AgentError)
 	}
 	if b := r.BGP; b != nil && b.Active {
-		up := 0
-		for _, p := range b.Peers {
-			if p.State == "established" {
-				up++
-			}
-		}
-		fmt.Fprintf(w, "BGP:        ASN %d, %d of %d sessions established, %d routes announced (netcube bgp peers)\n", b.LocalASN, up, len(b.Peers), len(b.Routes))
-		if b.Error != "" {
-			fmt.Fprintf(w, "            last apply failed (retried): %s\n", b.Error)
-		}
+		writeBGP(w, b)
 	}
 	fmt.Fprintf(w, "Kernel:     %s, features: %s\n", r.Kernel.Release, r.Kernel.Features)
 	fmt.Fprintf(w, "Datapath:   %s, %d attach points\n", r.BPFRoot, len(r.Attached))
@@ -303,4 +294,28 @@ func bytesText(n uint64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// writeBGP writes the BGP lines of the status: the sessions' count, then
+// each session's state, uptime and routes sent and received, so that a
+// session that flaps or never comes up shows in the first command an
+// operator runs.
+func writeBGP(w io.Writer, b *localapi.BGPStatus) {
+	up := 0
+	for _, p := range b.Peers {
+		if p.State == "established" {
+			up++
+		}
+	}
+	fmt.Fprintf(w, "BGP:        ASN %d, %d of %d sessions established, %d routes announced (netcube bgp peers)\n", b.LocalASN, up, len(b.Peers), len(b.Routes))
+	for _, p := range b.Peers {
+		since := ""
+		if p.State == "established" {
+			since = " " + p.Uptime.Round(time.Second).String()
+		}
+		fmt.Fprintf(w, "            peer %s AS %d: %s%s, %d sent, %d received\n", p.Address, p.ASN, p.State, since, p.Advertised, p.Received)
+	}
+	if b.Error != "" {
+		fmt.Fprintf(w, "            last apply failed (retried): %s\n", b.Error)
+	}
 }
