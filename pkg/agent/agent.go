@@ -391,6 +391,7 @@ type sourceWithEvents struct {
 type allHandlers interface {
 	source.Handler
 	source.PolicyHandler
+	source.ClusterPolicyHandler
 	source.SliceHandler
 	source.BGPHandler
 }

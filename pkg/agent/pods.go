@@ -220,6 +220,21 @@ type policyTee struct {
 	source.PolicyHandler
 }
 
+// OnClusterPolicy and ClusterPolicyKeys pass the ClusterNetworkPolicies
+// to the policy cube, if it takes them.
+func (t policyTee) OnClusterPolicy(name string, p *model.ClusterPolicy) {
+	if ch, ok := t.PolicyHandler.(source.ClusterPolicyHandler); ok {
+		ch.OnClusterPolicy(name, p)
+	}
+}
+
+func (t policyTee) ClusterPolicyKeys() []string {
+	if ch, ok := t.PolicyHandler.(source.ClusterPolicyHandler); ok {
+		return ch.ClusterPolicyKeys()
+	}
+	return nil
+}
+
 // slicesTee is policyTee with a cube placing pods in network slices: it
 // is given the NetworkSlices, and the pods and namespaces too.
 type slicesTee struct {

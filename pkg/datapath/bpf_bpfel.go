@@ -426,6 +426,7 @@ const (
 	bpfMonPolMatchMON_POL_ANY_PORT  bpfMonPolMatch = 3
 	bpfMonPolMatchMON_POL_ANY_ALL   bpfMonPolMatch = 4
 	bpfMonPolMatchMON_POL_HOST      bpfMonPolMatch = 5
+	bpfMonPolMatchMON_POL_DENY      bpfMonPolMatch = 6
 )
 
 type bpfMonRoute uint8

@@ -71,6 +71,7 @@ const (
 	MonPolAnyPort  = bpfMonPolMatchMON_POL_ANY_PORT
 	MonPolAnyAll   = bpfMonPolMatchMON_POL_ANY_ALL
 	MonPolHost     = bpfMonPolMatchMON_POL_HOST
+	MonPolDeny     = bpfMonPolMatchMON_POL_DENY
 
 	MonFlagDrops  = bpfMonFlagsMON_F_DROPS
 	MonFlagPolicy = bpfMonFlagsMON_F_POLICY

@@ -76,6 +76,7 @@ var matches = map[datapath.MonPolMatch]string{
 	datapath.MonPolAnyPort:  "any-peer-and-port",
 	datapath.MonPolAnyAll:   "any-peer-all-ports",
 	datapath.MonPolHost:     "from-node",
+	datapath.MonPolDeny:     "denied",
 }
 
 func nameOr[K comparable](m map[K]string, k K) string {

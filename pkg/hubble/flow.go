@@ -161,7 +161,8 @@ func toFlow(e events.Event, node string, names *cube.Names) *flowpb.Flow {
 			f.Summary += " by rule " + p.Rule
 		}
 		// Hubble's policy names (hubble observe --print-policy-names):
-		// the policies allowing it, or, dropped, those isolating the pod
+		// the policies allowing it, or, dropped, the ClusterNetworkPolicy
+		// whose rule denied it, or the NetworkPolicies isolating the pod
 		// (NetworkPolicy has no deny rule: none of theirs allowed it).
 		by := policies(p.Policies)
 		switch {
@@ -253,10 +254,17 @@ func name(ep *flowpb.Endpoint, ap netip.AddrPort, names *cube.Names) {
 	sort.Strings(ep.Labels)
 }
 
-// policies are NetworkPolicies (namespace/name) as Hubble names them.
+// policies are NetworkPolicies (namespace/name) and ClusterNetworkPolicies
+// (model.ClusterPolicyRef) as Hubble names them: the kind, and a cluster
+// policy's tier as a label.
 func policies(ids []string) []*flowpb.Policy {
 	var out []*flowpb.Policy
 	for _, id := range ids {
+		if rest, ok := strings.CutPrefix(id, "ClusterNetworkPolicy:"); ok {
+			tier, name, _ := strings.Cut(rest, ":")
+			out = append(out, &flowpb.Policy{Name: name, Kind: "ClusterNetworkPolicy", Labels: []string{"k8s:policy.networking.k8s.io/tier=" + tier}})
+			continue
+		}
 		ns, name, _ := strings.Cut(id, "/")
 		out = append(out, &flowpb.Policy{Namespace: ns, Name: name, Kind: "NetworkPolicy"})
 	}

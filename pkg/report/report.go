@@ -83,11 +83,15 @@ const (
 	// node (its password's Secret cannot be read, the node has no address
 	// for a router id); the node runs the rest.
 	PeerLeftOut Reason = "PeerLeftOut"
+	// TierConflict: two ClusterNetworkPolicies of one tier and priority
+	// select the same pods with rules of different actions; the API
+	// leaves which applies first to the implementation.
+	TierConflict Reason = "TierConflict"
 )
 
 // Reasons lists every reason (the gauge reports each, standing or not).
 var Reasons = []Reason{InvalidField, FrontendConflict, DuplicateObject, UnreadObject, PodCIDRConflict, UnmatchedPort, MapFull, SliceConflict,
-	LoadBalancerIPNotAssigned, PoolConflict, PodOutsideNode, IngressOutsidePools, PolicyNotWritten, PeeringConflict, PeerLeftOut}
+	LoadBalancerIPNotAssigned, PoolConflict, PodOutsideNode, IngressOutsidePools, PolicyNotWritten, PeeringConflict, PeerLeftOut, TierConflict}
 
 // Sink receives each new or changed problem, e.g. to write a Kubernetes
 // Event. It must not block.

@@ -127,6 +127,21 @@ func (d *Deferred) PolicyKeys() []types.NamespacedName {
 	return nil
 }
 
+func (d *Deferred) OnClusterPolicy(name string, p *model.ClusterPolicy) {
+	d.do(func(h Handler) {
+		if ch, ok := h.(ClusterPolicyHandler); ok {
+			ch.OnClusterPolicy(name, p)
+		}
+	})
+}
+
+func (d *Deferred) ClusterPolicyKeys() []string {
+	if ch, ok := d.handler().(ClusterPolicyHandler); ok {
+		return ch.ClusterPolicyKeys()
+	}
+	return nil
+}
+
 func (d *Deferred) OnSlice(name string, s *model.Slice) {
 	d.do(func(h Handler) {
 		if sh, ok := h.(SliceHandler); ok {

@@ -48,6 +48,15 @@ type PolicyHandler interface {
 	PolicyKeys() []types.NamespacedName
 }
 
+// ClusterPolicyHandler receives the ClusterNetworkPolicies (nil:
+// deleted, or one that cannot be enforced). A Source delivers them, when
+// a PolicyHandler implements this too, before it calls OnPoliciesSynced
+// (at once when the API serves none: the CRD is not installed).
+type ClusterPolicyHandler interface {
+	OnClusterPolicy(name string, p *model.ClusterPolicy)
+	ClusterPolicyKeys() []string
+}
+
 // SliceHandler receives the NetworkSlices (nil: deleted, or new and
 // invalid). A Source delivers them when its Handler implements this too,
 // with the pods and namespaces they select from (PolicyHandler).

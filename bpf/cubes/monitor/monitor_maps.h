@@ -86,6 +86,7 @@ enum mon_pol_match : __u8 {
 	MON_POL_ANY_PORT,      /* any peer, on this protocol and port */
 	MON_POL_ANY_ALL,       /* any peer, every protocol and port */
 	MON_POL_HOST,          /* from this node (kubelet's probes): always allowed */
+	MON_POL_DENY,          /* an entry that denies: a ClusterNetworkPolicy's verdict */
 };
 
 /* One event on monitor_events. */

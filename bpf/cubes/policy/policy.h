@@ -80,37 +80,56 @@ static always_inline __u32 pol_identity_of(struct pol_scratch *s, const struct n
 	return p ? p->identity : POL_WORLD;
 }
 
-/* pol_entry_allows: an entry for peer with proto on port, exact in
- * pol_rules or, for a protocol's port ranges, in pol_entries. */
-static always_inline int pol_entry_allows(struct pol_scratch *s, __u32 peer, __u8 proto, __be16 port)
+/* pol_entry_find: the entry for peer with proto on port, exact in
+ * pol_rules or, for a protocol's port ranges, in pol_entries (NULL: none). */
+static always_inline struct pol_entry *pol_entry_find(struct pol_scratch *s, __u32 peer, __u8 proto, __be16 port)
 {
+	struct pol_entry *e;
+
 	s->rule.peer = peer;
 	s->rule.proto = proto;
 	s->rule.port = port;
-	if (bpf_map_lookup_elem(&pol_rules, &s->rule))
-		return 1;
-	return proto && bpf_map_lookup_elem(&pol_entries, &s->rule) != NULL;
+	e = bpf_map_lookup_elem(&pol_rules, &s->rule);
+	if (e || !proto)
+		return e;
+	return bpf_map_lookup_elem(&pol_entries, &s->rule);
 }
 
+/* pol_found: the verdict of entry e, found by a lookup of kind match. */
+#define pol_found(e, match) ((e)->allow ? (match) : MON_POL_DENY)
+
 /* pol_allows looks the rules up: the peer's identity or any peer, the
- * protocol (the port, or a range holding it) or every protocol. Returns
- * the rule that matched first (enum mon_pol_match), or MON_POL_NONE. */
+ * protocol (the port, or a range holding it) or every protocol. The
+ * first entry found decides: the rule it is (enum mon_pol_match), or
+ * MON_POL_DENY for one that denies; MON_POL_NONE when none is found. */
 static always_inline __u8 pol_allows(struct pol_scratch *s, __u32 rule_set, __u8 dir, __u32 peer, __u8 proto,
 				     __be16 port)
 {
+	struct pol_entry *e;
+
 	__builtin_memset(&s->rule, 0, sizeof(s->rule));
 	s->rule.prefixlen = (enum pol_entry_bits)(POL_ENTRY_BITS + 16);
 	s->rule.rule_set = rule_set;
 	s->rule.dir = dir;
-	if (pol_entry_allows(s, peer, proto, port))
-		return MON_POL_PEER_PORT;
-	if (pol_entry_allows(s, peer, 0, 0))
-		return MON_POL_PEER_ALL;
-	if (pol_entry_allows(s, POL_ANY_PEER, proto, port))
-		return MON_POL_ANY_PORT;
-	if (pol_entry_allows(s, POL_ANY_PEER, 0, 0))
-		return MON_POL_ANY_ALL;
+	e = pol_entry_find(s, peer, proto, port);
+	if (e)
+		return pol_found(e, MON_POL_PEER_PORT);
+	e = pol_entry_find(s, peer, 0, 0);
+	if (e)
+		return pol_found(e, MON_POL_PEER_ALL);
+	e = pol_entry_find(s, POL_ANY_PEER, proto, port);
+	if (e)
+		return pol_found(e, MON_POL_ANY_PORT);
+	e = pol_entry_find(s, POL_ANY_PEER, 0, 0);
+	if (e)
+		return pol_found(e, MON_POL_ANY_ALL);
 	return MON_POL_NONE;
+}
+
+/* pol_denies: whether a verdict of pol_allows drops the packet. */
+static always_inline int pol_denies(__u8 match)
+{
+	return match == MON_POL_NONE || match == MON_POL_DENY;
 }
 
 static always_inline void pol_count_drop(__u32 endpoint, __u32 reason)
@@ -125,14 +144,14 @@ static always_inline void pol_count_drop(__u32 endpoint, __u32 reason)
 }
 
 /* pol_report reports a policy's verdict on f (match: the rule that
- * allowed it; MON_POL_NONE: dropped, and counted). */
+ * allowed it; MON_POL_NONE or MON_POL_DENY: dropped, and counted). */
 static always_inline void pol_report(struct __sk_buff *skb, const struct flow *f, __u8 dir, __u32 endpoint,
 				     __u32 peer, __u8 match)
 {
 	struct mon_detail d = {.type = MON_EV_TRACE, .trace = MON_TR_POLICY, .pol_dir = dir,
 			       .endpoint = endpoint, .peer = peer, .match = match};
 
-	if (match == MON_POL_NONE) {
+	if (pol_denies(match)) {
 		d.type = MON_EV_DROP;
 		d.trace = MON_TR_NONE;
 		d.drop = dir == POL_EGRESS ? MON_DROP_POLICY_EGRESS : MON_DROP_POLICY_INGRESS;
@@ -301,7 +320,7 @@ static always_inline int pol_check(struct __sk_buff *skb, const struct flow *f, 
 		match = pol_judge(s, ep, s->role, &f->saddr, &f->daddr, f->proto, f->dport);
 	if (match != POL_OPEN)
 		pol_report(skb, f, s->role, ep->id, s->peer_id, match);
-	if (match == MON_POL_NONE) {
+	if (pol_denies(match)) {
 		pol_count_drop(ep->id, s->role == POL_EGRESS ? POL_DROP_EGRESS : POL_DROP_INGRESS);
 		return 0;
 	}

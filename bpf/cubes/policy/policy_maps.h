@@ -98,6 +98,9 @@ struct pol_entry_key {
 	__u16 pad2; /* past every prefix: never compared */
 };
 
+/* allow: 1 allows; 0 denies, which only a tier set's entries do
+ * (ClusterNetworkPolicy, pkg/cubes/policy/tiers.go: their rule sets hold a
+ * complete verdict, so a lookup ends on the first entry found). */
 struct pol_entry {
 	__u8 allow;
 };

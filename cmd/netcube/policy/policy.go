@@ -71,7 +71,14 @@ func Run(args []string, stdout, stderr io.Writer) int {
 	if err := node.GetJSON(policy.IdentitiesPath, &names); err != nil && !errors.Is(err, agentapi.ErrNoAgent) {
 		fmt.Fprintf(stderr, "netcube policy get: %v\n", err)
 	}
+	tiers := map[string]policy.TierView{}
+	if err := node.GetJSON(policy.TiersPath, &tiers); err != nil && !errors.Is(err, agentapi.ErrNoAgent) {
+		fmt.Fprintf(stderr, "netcube policy get: %v\n", err)
+	}
 	for _, ap := range out {
+		if tv, ok := tiers[ap.Address.String()]; ok {
+			printTiers(stdout, ap, tv)
+		}
 		printText(stdout, ap, names)
 	}
 	return 0
@@ -98,6 +105,60 @@ func addresses(node agentapi.Node, arg string) ([]netip.Addr, error) {
 		return nil, fmt.Errorf("pod %q has no address yet", arg)
 	}
 	return p.IPs, nil
+}
+
+// printTiers prints the rules a pod some ClusterNetworkPolicy selects is
+// judged by, each direction in evaluation order: the Admin tier, its
+// NetworkPolicies, the Baseline tier; the first rule that matches decides.
+func printTiers(w io.Writer, a policy.Applied, tv policy.TierView) {
+	fmt.Fprintf(w, "%s (%s): judged in this order, the first match decides\n", a.Address, tv.Pod)
+	for _, dir := range []string{"ingress", "egress"} {
+		fmt.Fprintf(w, "  %s:\n", dir)
+		n := 0
+		step := func(format string, args ...any) {
+			n++
+			fmt.Fprintf(w, "    %d. %s\n", n, fmt.Sprintf(format, args...))
+		}
+		isolated := tv.IsolatedIngress
+		if dir == "egress" {
+			isolated = tv.IsolatedEgress
+		}
+		baseline := false
+		for _, r := range tv.Rules {
+			if r.Direction != dir {
+				continue
+			}
+			if r.Tier == "Baseline" && !baseline {
+				baseline = true
+				networkPolicies(step, tv, isolated)
+				if isolated {
+					break
+				}
+			}
+			name := ""
+			if r.Name != "" {
+				name = " " + r.Name
+			}
+			step("%s %s (priority %d) rule %d%s: %s %s, %s", r.Tier, r.Policy, r.Priority, r.Index, name, r.Action, r.Peers, r.Ports)
+		}
+		if !baseline {
+			networkPolicies(step, tv, isolated)
+		}
+		if !isolated {
+			step("nothing matched: allowed")
+		}
+	}
+}
+
+func networkPolicies(step func(string, ...any), tv policy.TierView, isolated bool) {
+	switch {
+	case isolated:
+		step("NetworkPolicy %s: isolates it, allows what its rules allow and nothing else (final)", strings.Join(tv.Policies, ", "))
+	case len(tv.Policies) > 0:
+		step("NetworkPolicy %s: does not isolate this direction", strings.Join(tv.Policies, ", "))
+	default:
+		step("NetworkPolicy: none selects it")
+	}
 }
 
 func printText(w io.Writer, a policy.Applied, names map[string]string) {
@@ -133,7 +194,7 @@ func printText(w io.Writer, a policy.Applied, names map[string]string) {
 				ports = fmt.Sprintf("%s %d-%d", r.Proto, r.PortFrom, r.PortTo)
 			}
 		}
-		fmt.Fprintf(w, "  allow %-7s %s %s, %s\n", r.Direction, from, peer, ports)
+		fmt.Fprintf(w, "  %-5s %-7s %s %s, %s\n", r.Verdict, r.Direction, from, peer, ports)
 	}
 	for id, ps := range a.Peers {
 		var s []string

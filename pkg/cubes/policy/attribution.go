@@ -59,7 +59,10 @@ func (r *Reconciler) PoliciesOf(local netip.Addr, egress bool, peer netip.Addr, 
 	if ids, ok := r.attributions[k]; ok {
 		return ids
 	}
-	ids := r.compiler.policiesOf(r.cluster, pod, ep.RuleSet, k)
+	ids, ok := r.compiler.tierAttribution(local, k)
+	if !ok {
+		ids = r.compiler.policiesOf(r.cluster, pod, r.compiler.npRuleSetOf(ep.RuleSet), k)
+	}
 	if len(r.attributions) >= maxAttributions {
 		clear(r.attributions)
 	}

@@ -16,6 +16,8 @@ type Cluster struct {
 	Pods       map[model.PodID]*model.Pod
 	Namespaces map[string]*model.Namespace
 	Policies   map[model.PolicyID]*model.Policy
+	// ClusterPolicies are the ClusterNetworkPolicies, by name (tiers.go).
+	ClusterPolicies map[string]*model.ClusterPolicy
 	// byIP: the pod of each address (host-network pods have their
 	// node's, and are not in it), for naming events.
 	byIP map[netip.Addr]model.PodID
@@ -24,10 +26,11 @@ type Cluster struct {
 // NewCluster returns an empty cluster.
 func NewCluster() *Cluster {
 	return &Cluster{
-		Pods:       map[model.PodID]*model.Pod{},
-		Namespaces: map[string]*model.Namespace{},
-		Policies:   map[model.PolicyID]*model.Policy{},
-		byIP:       map[netip.Addr]model.PodID{},
+		Pods:            map[model.PodID]*model.Pod{},
+		Namespaces:      map[string]*model.Namespace{},
+		Policies:        map[model.PolicyID]*model.Policy{},
+		ClusterPolicies: map[string]*model.ClusterPolicy{},
+		byIP:            map[netip.Addr]model.PodID{},
 	}
 }
 
@@ -78,6 +81,15 @@ func (c *Cluster) SetPolicy(id model.PolicyID, p *model.Policy) {
 		return
 	}
 	c.Policies[id] = p
+}
+
+// SetClusterPolicy adds or replaces a ClusterNetworkPolicy; nil deletes it.
+func (c *Cluster) SetClusterPolicy(name string, p *model.ClusterPolicy) {
+	if p == nil {
+		delete(c.ClusterPolicies, name)
+		return
+	}
+	c.ClusterPolicies[name] = p
 }
 
 // sortedPods are the pods in a stable order (identities and messages do

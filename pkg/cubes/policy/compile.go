@@ -63,6 +63,9 @@ type Tables struct {
 	Endpoints map[netip.Addr]Endpoint
 	// Entries are the allowed (endpoint, direction, peer, port) tuples.
 	Entries map[Entry]struct{}
+	// Verdicts are the tier sets' entries (tiers.go): each allows (true)
+	// or denies. Their rule sets are never NetworkPolicy's.
+	Verdicts map[Entry]bool
 	// Warnings name what matches nothing (a named port no destination pod
 	// has): not errors, but likely not what the author meant.
 	Warnings []Warning

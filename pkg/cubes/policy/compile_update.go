@@ -84,6 +84,7 @@ func (c *Compiler) Update(pods []model.PodID, namespaces []string, policies []mo
 		c.t.Warnings = c.warnings()
 		c.warningsChanged = false
 	}
+	c.compileTiers()
 }
 
 // update is what one Update recompiles: policies whole, policies for a

@@ -59,6 +59,8 @@ type Compiler struct {
 	// once: most entries have one holder, so most have no count here).
 	sharedRefs map[Entry]int
 
+	tiers tierState // the ClusterNetworkPolicy tier sets (tiers.go)
+
 	t               *Tables
 	changed         Changes
 	spare           Changes // the maps of the Changes returned last, reused
@@ -258,6 +260,14 @@ func (c *Compiler) Compile(cl *Cluster, local func(*model.Pod) bool, hostAddrs [
 			c.blockRefs[b]++
 		}
 	}
+	// A ClusterNetworkPolicy's networks are blocks too; they change only
+	// with a ClusterNetworkPolicy, which compiles all again (Update never
+	// counts them out).
+	for _, cp := range cl.ClusterPolicies {
+		for _, b := range clusterPolicyBlocks(cp) {
+			c.blockRefs[b]++
+		}
+	}
 	c.blocks = blocksFrom(c.blockRefs)
 	// Pods in a stable order: two compilers of one cluster number it
 	// alike (a restarted agent numbers above its predecessor's instead:
@@ -292,6 +302,7 @@ func (c *Compiler) Compile(cl *Cluster, local func(*model.Pod) bool, hostAddrs [
 	}
 	c.t.Warnings = c.warnings()
 	c.warningsChanged = false
+	c.compileTiers()
 
 	c.changed = diffTables(old, c.t)
 	c.changed.merge(pending)

@@ -39,6 +39,9 @@ type Rule struct {
 	Proto     string `json:"proto"`     // TCP, UDP, SCTP; "any": every protocol and port
 	PortFrom  uint16 `json:"port_from,omitempty"`
 	PortTo    uint16 `json:"port_to,omitempty"`
+	// Verdict: allow, or deny (only a ClusterNetworkPolicy's tier set has
+	// entries that deny).
+	Verdict string `json:"verdict"`
 }
 
 // PeerName names the reserved identities.
@@ -73,7 +76,10 @@ func Inspect(maps *cube.Maps, addr netip.Addr) (Applied, error) {
 			if k.RuleSet != ep.RuleSet {
 				continue
 			}
-			r := Rule{Direction: "ingress", Peer: uint32(k.Peer), Proto: "any"}
+			r := Rule{Direction: "ingress", Peer: uint32(k.Peer), Proto: "any", Verdict: "allow"}
+			if v.Allow == 0 {
+				r.Verdict = "deny"
+			}
 			if datapath.PolicyDir(k.Dir) == datapath.PolicyEgress {
 				r.Direction = "egress"
 			}

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"iter"
 	"net/netip"
 	"sync"
 
@@ -91,6 +92,16 @@ func diffTables(have, want *Tables) Changes {
 			ch.entry(e)
 		}
 	}
+	for e, v := range want.Verdicts {
+		if old, ok := have.Verdicts[e]; !ok || old != v {
+			ch.entry(e)
+		}
+	}
+	for e := range have.Verdicts {
+		if _, ok := want.Verdicts[e]; !ok {
+			ch.entry(e)
+		}
+	}
 	for a, ep := range want.Endpoints {
 		if old, ok := have.Endpoints[a]; !ok || old != ep {
 			ch.endpoint(a)
@@ -157,7 +168,8 @@ func (w *syncBatches) fill(t *Tables, ch Changes) {
 		hosts: w.hosts[:0], hostVals: w.hostVals[:0], peers: w.peers[:0], peerVals: w.peerVals[:0],
 		rules: w.rules[:0], entries: w.entries[:0], endpoints: w.endpoints[:0], endpointVals: w.endpointVals[:0],
 		staleHosts: w.staleHosts[:0], stalePeers: w.stalePeers[:0], staleRules: w.staleRules[:0],
-		staleEntries: w.staleEntries[:0], staleEndpoints: w.staleEndpoints[:0], allow: w.allow, // every one allows
+		staleEntries: w.staleEntries[:0], staleEndpoints: w.staleEndpoints[:0],
+		ruleVals: w.ruleVals[:0], entryVals: w.entryVals[:0],
 	}
 	for p := range ch.Peers {
 		id, ok := t.Peers[p]
@@ -176,14 +188,20 @@ func (w *syncBatches) fill(t *Tables, ch Changes) {
 		}
 	}
 	for e := range ch.Entries {
-		_, ok := t.Entries[e]
+		allow, ok := t.verdict(e)
+		v := datapath.PolicyEntry{}
+		if allow {
+			v.Allow = 1
+		}
 		switch {
 		case e.exact() && ok:
 			w.rules = append(w.rules, entryKey(e))
+			w.ruleVals = append(w.ruleVals, v)
 		case e.exact():
 			w.staleRules = append(w.staleRules, entryKey(e))
 		case ok:
 			w.entries = append(w.entries, entryKey(e))
+			w.entryVals = append(w.entryVals, v)
 		default:
 			w.staleEntries = append(w.staleEntries, entryKey(e))
 		}
@@ -217,7 +235,8 @@ type syncBatches struct {
 	staleRules     []datapath.PolicyEntryKey
 	staleEntries   []datapath.PolicyEntryKey
 	staleEndpoints []datapath.Addr
-	allow          []datapath.PolicyEntry // the entries' and rules' value
+	ruleVals       []datapath.PolicyEntry // the rules' values: allow, or (a tier set's) deny
+	entryVals      []datapath.PolicyEntry // the entries' values
 }
 
 // write puts the batches in the order SyncChanges promises: identities
@@ -225,15 +244,11 @@ type syncBatches struct {
 // quarantined); then the stale endpoints, entries and identities out,
 // whatever failed before. nil: everything written.
 func (w *syncBatches) write(m *cube.Maps, t *Tables) *SyncError {
-	for len(w.allow) < max(len(w.entries), len(w.rules)) {
-		w.allow = append(w.allow, datapath.PolicyEntry{Allow: 1})
-	}
-	allow := w.allow
 	var se SyncError
 	putEach(m, MapHosts, w.hosts, w.hostVals, func(i int, err error) { se.host(w.hosts[i].IP(), err) })
 	putEach(m, MapPeers, w.peers, w.peerVals, func(_ int, err error) { se.peer(err) })
-	putEach(m, MapRules, w.rules, allow[:len(w.rules)], func(i int, err error) { se.ruleSet(w.rules[i].RuleSet, err) })
-	putEach(m, MapEntries, w.entries, allow[:len(w.entries)], func(i int, err error) { se.ruleSet(w.entries[i].RuleSet, err) })
+	putEach(m, MapRules, w.rules, w.ruleVals, func(i int, err error) { se.ruleSet(w.rules[i].RuleSet, err) })
+	putEach(m, MapEntries, w.entries, w.entryVals, func(i int, err error) { se.ruleSet(w.entries[i].RuleSet, err) })
 	if se.failed() {
 		w.quarantine(t, &se)
 	}
@@ -287,6 +302,32 @@ func raiseRevision(m *cube.Maps) error {
 	}
 	v.Rev++
 	return cube.Put(m, MapRevision, uint32(0), v)
+}
+
+// verdict is what the tables say of entry e: whether it is there (ok),
+// and then whether it allows (a NetworkPolicy entry always does).
+func (t *Tables) verdict(e Entry) (allow, ok bool) {
+	if _, ok := t.Entries[e]; ok {
+		return true, true
+	}
+	allow, ok = t.Verdicts[e]
+	return allow, ok
+}
+
+// allEntries are the keys of Entries and of Verdicts.
+func (t *Tables) allEntries() iter.Seq[Entry] {
+	return func(yield func(Entry) bool) {
+		for e := range t.Entries {
+			if !yield(e) {
+				return
+			}
+		}
+		for e := range t.Verdicts {
+			if !yield(e) {
+				return
+			}
+		}
+	}
 }
 
 // exact says whether e is kept in pol_rules, the exact table: an entry

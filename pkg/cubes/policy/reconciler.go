@@ -50,8 +50,10 @@ type Reconciler struct {
 	pendingPods       map[model.PodID]struct{}
 	pendingNamespaces map[string]struct{}
 	pendingPolicies   map[model.PolicyID]struct{}
+	pendingCluster    bool             // a ClusterNetworkPolicy changed: compile all
 	report            *report.Reporter // warnings; nil: logged only
 	warned            map[model.PolicyID]string
+	conflicted        map[string]string // ClusterNetworkPolicies' TierConflicts reported, by name
 	// attributions: PoliciesOf's answers since the last compilation.
 	attributions map[attribKey][]string
 
@@ -65,7 +67,10 @@ type Reconciler struct {
 	entries         *prometheus.GaugeVec
 }
 
-var _ source.PolicyHandler = (*Reconciler)(nil)
+var (
+	_ source.PolicyHandler        = (*Reconciler)(nil)
+	_ source.ClusterPolicyHandler = (*Reconciler)(nil)
+)
 
 // NewReconciler returns the reconciler of node, whose own addresses are
 // hostAddrs (their traffic to its pods is always allowed).
@@ -74,7 +79,7 @@ func NewReconciler(maps *cube.Maps, node string, hostAddrs []netip.Addr) *Reconc
 		maps: maps, node: node, hostAddrs: hostAddrs,
 		cluster: NewCluster(), dirty: make(chan struct{}, 1),
 		compiler: NewCompiler(), pendingPods: map[model.PodID]struct{}{}, pendingNamespaces: map[string]struct{}{},
-		pendingPolicies: map[model.PolicyID]struct{}{}, warned: map[model.PolicyID]string{}, attributions: map[attribKey][]string{},
+		pendingPolicies: map[model.PolicyID]struct{}{}, warned: map[model.PolicyID]string{}, conflicted: map[string]string{}, attributions: map[attribKey][]string{},
 		admission: newAdmission(),
 		syncs: prometheus.NewCounter(prometheus.CounterOpts{Name: "netcube_policy_syncs_total",
 			Help: "Passes that wrote the policy maps to match the cluster's NetworkPolicies."}),
@@ -182,6 +187,23 @@ func (r *Reconciler) OnPolicy(key types.NamespacedName, p *model.Policy) {
 	r.changed()
 }
 
+// OnClusterPolicy takes a ClusterNetworkPolicy (nil: deleted): the next
+// pass compiles all again (its tiers and networks may touch every pod).
+func (r *Reconciler) OnClusterPolicy(name string, p *model.ClusterPolicy) {
+	r.mu.Lock()
+	r.cluster.SetClusterPolicy(name, p)
+	r.pendingCluster = true
+	r.mu.Unlock()
+	r.changed()
+}
+
+// ClusterPolicyKeys are the ClusterNetworkPolicies held.
+func (r *Reconciler) ClusterPolicyKeys() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Collect(maps.Keys(r.cluster.ClusterPolicies))
+}
+
 func (r *Reconciler) OnPoliciesSynced() {
 	r.mu.Lock()
 	r.synced = true
@@ -269,9 +291,9 @@ func (r *Reconciler) pass() error {
 		r.mu.Unlock()
 		return nil
 	}
-	if !r.built {
+	if !r.built || r.pendingCluster {
 		r.compiler.Compile(r.cluster, func(p *model.Pod) bool { return p.Node == r.node }, r.hostAddrs)
-		r.built = true
+		r.built, r.pendingCluster = true, false
 	} else {
 		r.compiler.Update(slices.Collect(maps.Keys(r.pendingPods)), slices.Collect(maps.Keys(r.pendingNamespaces)),
 			slices.Collect(maps.Keys(r.pendingPolicies)))
@@ -319,9 +341,44 @@ func (r *Reconciler) pass() error {
 	r.duration.Observe(time.Since(start).Seconds())
 	r.entries.WithLabelValues("identities").Set(float64(len(t.Peers)))
 	r.entries.WithLabelValues("endpoints").Set(float64(len(t.Endpoints)))
-	r.entries.WithLabelValues("rules").Set(float64(len(t.Entries)))
+	r.entries.WithLabelValues("rules").Set(float64(len(t.Entries) + len(t.Verdicts)))
 	r.reportWarnings(t.Warnings)
+	r.reportTierConflicts(r.compiler.TierConflicts())
 	return nil
+}
+
+// reportTierConflicts reports each conflict on both policies (an Event
+// naming the other), and clears those gone.
+func (r *Reconciler) reportTierConflicts(cs []TierConflict) {
+	now := map[string]string{}
+	for _, c := range cs {
+		for _, name := range []string{c.First, c.Second} {
+			if now[name] != "" {
+				now[name] += "; "
+			}
+			now[name] += c.String()
+		}
+	}
+	for name, msg := range now {
+		if r.conflicted[name] == msg {
+			continue
+		}
+		if r.report == nil {
+			slog.Warn("ClusterNetworkPolicies conflict", "policy", name, "problem", msg)
+		} else {
+			r.report.Set(clusterPolicyObject(name), report.TierConflict, msg)
+		}
+	}
+	for name := range r.conflicted {
+		if _, ok := now[name]; !ok && r.report != nil {
+			r.report.Clear(clusterPolicyObject(name), report.TierConflict)
+		}
+	}
+	r.conflicted = now
+}
+
+func clusterPolicyObject(name string) report.Object {
+	return report.Object{Kind: "ClusterNetworkPolicy", Name: name}
 }
 
 // SetReporter makes the reconciler report what policies name but nothing

@@ -19,7 +19,7 @@ func sweep(m *cube.Maps, t *Tables) (removed int, err error) {
 	}
 	rules := make(map[datapath.PolicyEntryKey]struct{}, len(t.Entries))
 	entries := map[datapath.PolicyEntryKey]struct{}{} // an earlier agent's single ports are not kept here
-	for e := range t.Entries {
+	for e := range t.allEntries() {
 		if e.exact() {
 			rules[entryKey(e)] = struct{}{}
 		} else {

@@ -38,8 +38,8 @@ func (t *Tables) allows(rs uint32, dir Direction, peer Identity, proto model.Pro
 				if pr == 0 && bits > 0 {
 					continue // every-protocol entries cover every port
 				}
-				if _, ok := t.Entries[Entry{RuleSet: rs, Dir: dir, Proto: pr, Peer: id, Port: masked, PortBits: uint8(bits)}]; ok {
-					return true
+				if allow, ok := t.verdict(Entry{RuleSet: rs, Dir: dir, Proto: pr, Peer: id, Port: masked, PortBits: uint8(bits)}); ok {
+					return allow
 				}
 			}
 		}
@@ -92,12 +92,12 @@ func MapsAllow(m *cube.Maps, src, dst netip.Addr, proto model.Proto, port uint16
 		for _, id := range []Identity{peer, AnyPeer} {
 			for _, pr := range []model.Proto{proto, 0} {
 				k := entryKey(Entry{RuleSet: rs, Dir: dir, Proto: pr, Peer: id, Port: port, PortBits: 16})
-				_, ok, err := cube.Get[datapath.PolicyEntryKey, datapath.PolicyEntry](m, MapRules, k)
+				v, ok, err := cube.Get[datapath.PolicyEntryKey, datapath.PolicyEntry](m, MapRules, k)
 				if err == nil && !ok && pr != 0 {
-					_, ok, err = cube.Get[datapath.PolicyEntryKey, datapath.PolicyEntry](m, MapEntries, k)
+					v, ok, err = cube.Get[datapath.PolicyEntryKey, datapath.PolicyEntry](m, MapEntries, k)
 				}
 				if err != nil || ok {
-					return ok, err
+					return ok && v.Allow != 0, err // the first entry found decides (a tier set's may deny)
 				}
 			}
 		}

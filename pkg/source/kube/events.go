@@ -119,6 +119,7 @@ var clusterCRDs = map[string]schema.GroupVersionResource{
 	"NetworkLoadBalancerPool": NetworkLoadBalancerPools,
 	"NodePods":                NodePodsResource,
 	"NetworkBGPPeering":       NetworkBGPPeerings,
+	"ClusterNetworkPolicy":    ClusterNetworkPolicies, // SIG Network's, not netcube's: Events on it all the same
 }
 
 // reference reads obj's UID and resource version (ok false: not an API

@@ -319,7 +319,15 @@ func (s *Source) runPolicySources(ctx context.Context, c *client, h source.Polic
 	}
 	go namespaces.run(ctx)
 	go policies.run(ctx)
-	for !allTrue(append(podsSynced, namespaces.synced.Load, policies.synced.Load)) {
+	synced := append(podsSynced, namespaces.synced.Load, policies.synced.Load)
+	if ch, ok := h.(source.ClusterPolicyHandler); ok {
+		// Before the policies are synced: a pod an Admin tier denies
+		// must not be enforced without it first.
+		cnps := s.clusterPolicyStream(c, ch)
+		go cnps.run(ctx)
+		synced = append(synced, cnps.synced.Load)
+	}
+	for !allTrue(synced) {
 		select {
 		case <-ctx.Done():
 			return
