@@ -57,7 +57,9 @@ func TestToClusterPolicy(t *testing.T) {
 		{name: "no subject", spec: cnpv1.ClusterNetworkPolicySpec{Tier: cnpv1.AdminTier}, whole: true, field: "spec.subject"},
 		{name: "deny with an unknown peer", field: "spec.egress[0].to[0]", spec: cnpv1.ClusterNetworkPolicySpec{Tier: cnpv1.BaselineTier, Subject: allNamespaces,
 			Egress: []cnpv1.ClusterNetworkPolicyEgressRule{{Action: cnpv1.ClusterNetworkPolicyRuleActionDeny, To: []cnpv1.ClusterNetworkPolicyEgressPeer{{}}}}},
-			check: func(p *model.ClusterPolicy) bool { return p.Egress[0].Everyone && p.Egress[0].Action == model.Deny && len(p.Egress[0].Ports) == 0 }},
+			check: func(p *model.ClusterPolicy) bool {
+				return p.Egress[0].Everyone && p.Egress[0].Action == model.Deny && len(p.Egress[0].Ports) == 0
+			}},
 		{name: "pass with a domain name", field: "domainNames", spec: cnpv1.ClusterNetworkPolicySpec{Tier: cnpv1.AdminTier, Subject: allNamespaces,
 			Egress: []cnpv1.ClusterNetworkPolicyEgressRule{{Action: cnpv1.ClusterNetworkPolicyRuleActionPass, To: []cnpv1.ClusterNetworkPolicyEgressPeer{{DomainNames: []cnpv1.DomainName{"example.com"}}}}}},
 			check: func(p *model.ClusterPolicy) bool { return p.Egress[0].Everyone && p.Egress[0].Action == model.Deny }},
