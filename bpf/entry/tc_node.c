@@ -18,6 +18,7 @@
  * (xlate.h, shared with from_pod); those of the node itself as a backend
  * (a host-network endpoint) through the uplink, where to_net (egress) does.
  */
+#include <linux/if_packet.h>
 #include "xlate.h"
 #include "xlate_icmp.h"
 #include "cubes/lb/announce.h"
@@ -144,8 +145,20 @@ static always_inline int handle_to_net(struct __sk_buff *skb)
 SEC("tcx/ingress")
 int from_net(struct __sk_buff *skb)
 {
-	__u32 len = mon_cubes_begin(skb, MON_AT_FROM_NET);
+	__u32 len;
 
+	/* A frame to another host's MAC (PACKET_OTHERHOST: a bridge or
+	 * switch flooding one for a MAC it does not know, as for a dead
+	 * node's until it ages out; a promiscuous uplink) is not this
+	 * node's to serve, even when its address is one this node serves
+	 * too: a LoadBalancer IP another node was elected to announce would
+	 * be served twice. It goes to the kernel untouched, which drops it
+	 * (ip_rcv, ipv6_rcv), as a NIC's MAC filter would have. Broadcast
+	 * and multicast frames (ARP requests, neighbour solicitations) are
+	 * this host's (PACKET_BROADCAST, PACKET_MULTICAST). */
+	if (skb->pkt_type == PACKET_OTHERHOST)
+		return TC_ACT_OK;
+	len = mon_cubes_begin(skb, MON_AT_FROM_NET);
 	return mon_cubes_end(skb, handle_from_net(skb), len);
 }
 

@@ -8,6 +8,7 @@
  *   (XDP_TX)
  *   a client outside the frontend's loadBalancerSourceRanges, or a new
  *   flow to a Local frontend with no endpoint on this node -> dropped
+ * A frame to another host's MAC is passed untouched (xdp_for_this_host).
  * Everything else passes to from_net (tc_node.c), untouched and with
  * nothing recorded, which handles it as it would without XDP: replies (of
  * the flows XDP sent too), fragments, IPv6 extension headers, SCTP,
@@ -105,6 +106,36 @@ static always_inline void xdp_trace_new(struct xdp_md *ctx, const struct flow *f
 	mon_xdp_trace_route(ctx, &out, ifindex);
 }
 
+/* xdp_for_this_host says whether the frame is this host's: broadcast or
+ * multicast (ARP requests, neighbour solicitations), or unicast to the
+ * uplink's own MAC (lb_uplinks). A frame to another host's MAC (a bridge
+ * or switch flooding one for a MAC it does not know, as for a dead node's
+ * until it ages out; a promiscuous uplink) is not this node's to serve,
+ * even to an address this node serves too: a LoadBalancer IP another node
+ * was elected to announce would be served twice. Passed untouched, from_net
+ * leaves it too (PACKET_OTHERHOST) and the kernel drops it (ip_rcv). */
+static always_inline int xdp_for_this_host(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	__u32 ifindex = ctx->ingress_ifindex;
+	const struct lb_uplink *u;
+	struct ethhdr *eth = data;
+	__u8 diff = 0;
+
+	if ((void *)(eth + 1) > end)
+		return 0;
+	if (eth->h_dest[0] & 1) /* the group bit: broadcast, multicast */
+		return 1;
+	u = bpf_map_lookup_elem(&lb_uplinks, &ifindex);
+	if (!u)
+		return 0;
+#pragma unroll
+	for (int i = 0; i < ETH_ALEN; i++)
+		diff |= eth->h_dest[i] ^ u->mac[i];
+	return !diff;
+}
+
 static always_inline int handle_xdp_from_net(struct xdp_md *ctx)
 {
 	struct flow f = {.point = MON_AT_XDP_FROM_NET};
@@ -114,7 +145,7 @@ static always_inline int handle_xdp_from_net(struct xdp_md *ctx)
 	struct lb_svc_val *svc;
 	struct ct_entry *ct;
 
-	if (parse_flow_xdp(ctx, &f))
+	if (!xdp_for_this_host(ctx) || parse_flow_xdp(ctx, &f))
 		return XDP_PASS;
 	svc = lb_lookup_service(&f.daddr, f.dport, f.proto);
 	if (!svc || !(svc->flags & LB_SVC_EXTERNAL))

@@ -18,7 +18,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -293,11 +292,6 @@ func measureFailover(cfg FailoverConfig, sb *sandbox.Sandbox, mode, fault string
 		// The link first: a node that loses power sends nothing, while an
 		// agent killed on a live node has its kernel close the session
 		// (a FIN), which graceful restart rightly rides out.
-		if mode == FailoverL2 {
-			if err := pinVictimMAC(top, victim); err != nil {
-				return r, err
-			}
-		}
 		if err := exec.Command("ip", "-n", victim.Netns, "link", "set", "eth0", "down").Run(); err != nil {
 			return r, fmt.Errorf("%s's uplink down: %w", victim.Name, err)
 		}
@@ -416,28 +410,4 @@ status:
     - ip: %s
 ---
 `, foService, foCluster, foCluster, lbIP) + sandbox.SliceYAML(foService, false, sandbox.EndpointPorts[:1], pods)
-}
-
-// pinVictimMAC keeps the sandbox's bridge sending frames for the dead
-// node's MAC to its (dead) port. Left to itself, the bridge forgets the
-// MAC when the port goes down and floods such frames to every port,
-// where a veth hands them to the other node's tc program, which serves
-// them: a NIC's MAC filter drops them on a real link, so the client
-// would lose every connection until the gratuitous ARP moved it.
-func pinVictimMAC(top sandbox.Topology, victim sandbox.Node) error {
-	out, err := exec.Command("ip", "-n", victim.Netns, "-j", "link", "show", "eth0").Output()
-	if err != nil {
-		return err
-	}
-	var links []struct {
-		Address string `json:"address"`
-	}
-	if err := json.Unmarshal(out, &links); err != nil || len(links) != 1 {
-		return fmt.Errorf("%s's eth0: %v %s", victim.Name, err, out)
-	}
-	port := "n" + strings.TrimPrefix(victim.Name, "node") // its bridge port in the underlay (network.go)
-	if out, err := exec.Command("ip", "netns", "exec", top.Underlay, "bridge", "fdb", "replace", links[0].Address, "dev", port, "master", "static").CombinedOutput(); err != nil {
-		return fmt.Errorf("bridge fdb for %s: %v %s", victim.Name, err, out)
-	}
-	return nil
 }

@@ -27,9 +27,9 @@ func (r *FailoverReport) Markdown() string {
 		"longer routes it via node2.\n", r.HoldS)
 	b.WriteString("- **l2**: the default sandbox: the nodes and the client share a link; one node, elected from the agents' heartbeats " +
 		"(every 200 ms, dead after 3 missed), answers ARP for the address. The faulted node is that one. Moved: the other node's " +
-		"datapath answers for it (and has sent a gratuitous ARP). The sandbox's bridge is made to keep the dead node's MAC on its dead " +
-		"port (a static entry): left alone it floods such frames to every port, where a veth, which has no MAC filter, hands them " +
-		"to the other node, which serves them, and nothing would fail.\n\n")
+		"datapath answers for it (and has sent a gratuitous ARP). Once the sandbox's bridge forgets the dead node's MAC it floods " +
+		"the client's frames for it to every port, where a veth, which has no MAC filter, hands them to the other node: its " +
+		"datapath leaves a frame to another host's MAC to its kernel, which drops it, as a NIC's MAC filter would.\n\n")
 	b.WriteString("| run | mode | fault | connections | failed | gap s | address moved after s |\n|---:|---|---|---:|---:|---:|---:|\n")
 	for _, x := range r.Results {
 		drop := "never"

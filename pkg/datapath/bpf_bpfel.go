@@ -238,6 +238,12 @@ type bpfLbSvcVal struct {
 	Flags     bpfLbSvcFlags
 }
 
+type bpfLbUplink struct {
+	_   structs.HostLayout
+	Mac [6]uint8
+	Pad uint16
+}
+
 type bpfMonConfig struct {
 	_     structs.HostLayout
 	Flags bpfMonFlags
@@ -766,6 +772,7 @@ const (
 	bpfMapLbRevnat           = "lb_revnat"
 	bpfMapLbServices         = "lb_services"
 	bpfMapLbSourceRanges     = "lb_source_ranges"
+	bpfMapLbUplinks          = "lb_uplinks"
 	bpfMapLbVips             = "lb_vips"
 	bpfMapMonitorConfig      = "monitor_config"
 	bpfMapMonitorCubes       = "monitor_cubes"
@@ -920,6 +927,7 @@ type bpfMapSpecs struct {
 	LbRevnat          *ebpf.MapSpec `ebpf:"lb_revnat"`
 	LbServices        *ebpf.MapSpec `ebpf:"lb_services"`
 	LbSourceRanges    *ebpf.MapSpec `ebpf:"lb_source_ranges"`
+	LbUplinks         *ebpf.MapSpec `ebpf:"lb_uplinks"`
 	LbVips            *ebpf.MapSpec `ebpf:"lb_vips"`
 	MonitorConfig     *ebpf.MapSpec `ebpf:"monitor_config"`
 	MonitorCubes      *ebpf.MapSpec `ebpf:"monitor_cubes"`
@@ -1008,6 +1016,7 @@ type bpfMaps struct {
 	LbRevnat          *ebpf.Map `ebpf:"lb_revnat"`
 	LbServices        *ebpf.Map `ebpf:"lb_services"`
 	LbSourceRanges    *ebpf.Map `ebpf:"lb_source_ranges"`
+	LbUplinks         *ebpf.Map `ebpf:"lb_uplinks"`
 	LbVips            *ebpf.Map `ebpf:"lb_vips"`
 	MonitorConfig     *ebpf.Map `ebpf:"monitor_config"`
 	MonitorCubes      *ebpf.Map `ebpf:"monitor_cubes"`
@@ -1061,6 +1070,7 @@ func (m *bpfMaps) Close() error {
 		m.LbRevnat,
 		m.LbServices,
 		m.LbSourceRanges,
+		m.LbUplinks,
 		m.LbVips,
 		m.MonitorConfig,
 		m.MonitorCubes,

@@ -55,7 +55,7 @@ func TestEachCubeCountsItsPackets(t *testing.T) {
 		{"leaving the uplink, nobody's flow", "to_net", pkt.TCP(node4AP, ext4, syn, nil), actOK, ""},
 	} {
 		before := traffic(t, maps)
-		if v := runProg(t, dp.Program(c.prog), c.in); v != c.verdict {
+		if v := runProg(t, program(dp, c.prog), c.in); v != c.verdict {
 			t.Fatalf("%s: verdict %d, want %d", c.name, v, c.verdict)
 		}
 		after := traffic(t, maps)

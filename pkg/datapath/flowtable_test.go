@@ -74,9 +74,9 @@ func TestFlowTable(t *testing.T) {
 					client = top.External.IP6
 				}
 			}
-			prog := dp.Programs().FromPod
+			var prog runner = dp.Programs().FromPod
 			if c.External {
-				prog = dp.Programs().FromNet
+				prog = onUplink{dp.Programs().FromNet}
 			}
 			seen := map[string]bool{}
 			for i := range 48 {

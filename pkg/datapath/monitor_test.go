@@ -159,7 +159,7 @@ func TestEveryDropHasItsReason(t *testing.T) {
 				// Clients on the same port in the SNAT range: each gets the
 				// next port of the 16 probed from it (snat.h).
 				for i := 1; i <= 15; i++ {
-					if v := runProg(t, dp.Programs().FromNet, pkt.TCP(extClient(i), np4, syn, nil)); v != actOK {
+					if v := runProg(t, onUplink{dp.Programs().FromNet}, pkt.TCP(extClient(i), np4, syn, nil)); v != actOK {
 						t.Fatalf("client %d: verdict %d", i, v)
 					}
 				}
@@ -252,7 +252,7 @@ func TestEveryDropHasItsReason(t *testing.T) {
 			}
 			evs := readEvents(t, dp)
 			c.setup(t, dp, tables)
-			prog := dp.Program(c.prog)
+			prog := program(dp, c.prog)
 
 			before := drops(t, dp)
 			if v := runProg(t, prog, c.allowed); v == actShot {
@@ -314,7 +314,7 @@ func TestTraceEvents(t *testing.T) {
 	setNodeAddrs(t, dp)
 	apply(t, tables, model.FrontendBackends{Frontend: frontend(np4, model.TCP), Flags: model.External, Backends: backends(be4)})
 	evs := readEvents(t, dp)
-	prog := dp.Programs().FromNet
+	prog := onUplink{dp.Programs().FromNet}
 
 	if err := monitor.SetFlags(dp.Maps(), datapath.MonFlagDrops|datapath.MonFlagTrace); err != nil {
 		t.Fatal(err)

@@ -77,12 +77,12 @@ type step struct {
 
 func run(t *testing.T, dp *datapath.Datapath, s step) {
 	t.Helper()
-	prog := dp.Programs().FromPod
+	var prog runner = dp.Programs().FromPod
 	switch {
 	case s.toPod:
 		prog = dp.Programs().ToPod
 	case s.fromNet:
-		prog = dp.Programs().FromNet
+		prog = onUplink{dp.Programs().FromNet}
 	case s.toNet:
 		prog = dp.Programs().ToNet
 	}

@@ -24,6 +24,7 @@ type (
 	SourceRangeKey   = bpfLbSourceRangeKey
 	AnnounceKey      = bpfLbAnnounceKey
 	AnnounceValue    = bpfLbAnnounceVal
+	Uplink           = bpfLbUplink // lb_uplinks: an uplink's MAC, by its ifindex
 
 	RouterEndpoint   = bpfRouterEndpoint
 	RouterSource     = bpfRouterSource

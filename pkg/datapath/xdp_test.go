@@ -16,6 +16,7 @@ import (
 	"github.com/netcube/netcube/internal/pkt"
 	"github.com/netcube/netcube/internal/testenv"
 	"github.com/netcube/netcube/pkg/cube"
+	"github.com/netcube/netcube/pkg/cubes/lb"
 	"github.com/netcube/netcube/pkg/cubes/monitor"
 	"github.com/netcube/netcube/pkg/cubes/nat"
 	"github.com/netcube/netcube/pkg/cubes/router"
@@ -30,10 +31,12 @@ const (
 	xdpTx   = 3
 )
 
-// The uplink of the XDP tests' namespace (xdpUplink) and the next hop
+// The uplink of the XDP tests' namespace (xdpUplink), with the MAC the
+// tables address their frames to (a frame to another MAC is another
+// host's, which XDP passes: TestFramesForAnotherHost), and the next hop
 // towards the other node's pods (10.244.2.0/24, fd00:10:244:2::/64).
 var (
-	uplinkMAC  = [6]byte{0x02, 0xdd, 0, 0, 0, 0x01}
+	uplinkMAC  = [6]byte(pkt.HostMAC)
 	nextHopMAC = [6]byte{0x02, 0xdd, 0, 0, 0, 0x02}
 )
 
@@ -122,6 +125,7 @@ type xdpStep struct {
 
 func runXDP(t *testing.T, dp *datapath.Datapath, ns netns.NsHandle, ifindex int, s xdpStep) {
 	t.Helper()
+	listUplink(t, dp, ifindex, uplinkMAC)
 	before := drops(t, dp)
 	var verdict uint32
 	out := make([]byte, len(s.in)+256)
@@ -151,6 +155,15 @@ func runXDP(t *testing.T, dp *datapath.Datapath, ns netns.NsHandle, ifindex int,
 	}
 	if !bytes.Equal(opts.DataOut, want) {
 		t.Errorf("%s: output frame differs\n got: %s\nwant: %s", s.name, hex.EncodeToString(opts.DataOut), hex.EncodeToString(want))
+	}
+}
+
+// listUplink lists the uplink and its MAC in lb_uplinks, as the lb cube
+// does for the agent's uplinks (lb.Tables.SetUplinks).
+func listUplink(t *testing.T, dp *datapath.Datapath, ifindex int, mac [6]byte) {
+	t.Helper()
+	if err := cube.Put(dp.Maps(), lb.MapUplinks, uint32(ifindex), datapath.Uplink{Mac: mac}); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -198,6 +198,13 @@ func (t *Tracer) run(prog *ebpf.Program, name string, p Packet) (Hop, error) {
 	}
 	out := make([]byte, len(in)+256)
 	opts := &ebpf.RunOptions{Data: in, DataOut: out}
+	if name == "from_net" {
+		// BPF_PROG_RUN makes the skb on loopback (no device named), and
+		// a frame to any MAC but loopback's (all zero) comes in as
+		// another host's (PACKET_OTHERHOST), which from_net leaves to the
+		// kernel untouched: it is addressed to loopback, the uplink here.
+		clear(in[:6])
+	}
 	if name == "from_pod" {
 		// The pod's packet arrives on the pod's own device, where
 		// from_pod's source check expects it (router_sources).

@@ -253,3 +253,29 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } lb_announce SEC(".maps");
+
+/* lb_uplinks: the node's uplinks, by ifindex -> the uplink's MAC, from the
+ * list lb_announce is written from (the lb cube writes both at its start).
+ * xdp_from_net serves a unicast frame only when it is addressed to the
+ * uplink it came in on (xdp_node.c), as from_net does by the kernel's
+ * pkt_type, which XDP has not. A map, not a volatile const: the one
+ * program is attached to every uplink, each with its own MAC; and no
+ * helper gives an XDP program its device's MAC (a FIB lookup gives the
+ * MAC of a route's device, for a route out of this one only, at the price
+ * of a lookup per frame). An uplink missing here has its unicast frames
+ * passed to from_net, which serves those addressed to it: slower, not
+ * wrong. One whose MAC changed since the agent started keeps the old one
+ * here until the agent starts again, as lb_announce's answers do. */
+struct lb_uplink {
+	__u8 mac[6];
+	__u16 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32);
+	__type(value, struct lb_uplink);
+	__uint(max_entries, 256);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} lb_uplinks SEC(".maps");

@@ -10,6 +10,7 @@ package lb
 import (
 	"fmt"
 	"net"
+	"slices"
 
 	"github.com/netcube/netcube/pkg/cube"
 	"github.com/netcube/netcube/pkg/datapath"
@@ -50,11 +51,29 @@ func wantsAnnounce(flags model.FrontendFlags) bool { return flags&model.Announce
 // SetUplinks says where to answer, and makes lb_announce hold exactly the
 // announced addresses on those uplinks: the frontends' references are
 // counted (after a restore, from their flags), an entry for another
-// interface or address goes, a missing one is written.
+// interface or address goes, a missing one is written. lb_uplinks comes
+// to hold exactly these uplinks' MACs, for XDP to tell the frames
+// addressed to this host from those flooded to another's.
 func (c *Tables) SetUplinks(ups []Uplink) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.uplinks = ups
+	listed := map[uint32]bool{}
+	if err := sweep(c, MapUplinks, func(ifindex uint32, v datapath.Uplink) bool {
+		listed[ifindex] = slices.ContainsFunc(ups, func(u Uplink) bool { return u.Ifindex == ifindex && u.MAC == v.Mac })
+		return listed[ifindex]
+	}); err != nil {
+		return err
+	}
+	for _, u := range ups {
+		if listed[u.Ifindex] {
+			continue
+		}
+		c.ops.Updates++
+		if err := cube.Put(c.maps, MapUplinks, u.Ifindex, datapath.Uplink{Mac: u.MAC}); err != nil {
+			return fmt.Errorf("%s: %w", MapUplinks, err)
+		}
+	}
 	c.announced = map[datapath.Addr]uint32{}
 	for k, f := range c.frontends {
 		f.announce = wantsAnnounce(f.flags)

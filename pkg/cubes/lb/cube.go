@@ -196,6 +196,7 @@ func (c *Tables) Entries() map[string]int {
 		MapRevNAT:   len(c.frontends),
 		MapVIPs:     len(c.vips),
 		MapAnnounce: len(c.announced) * len(c.uplinks),
+		MapUplinks:  len(c.uplinks),
 	}
 }
 

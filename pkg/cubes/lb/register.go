@@ -28,6 +28,7 @@ const (
 	MapMaglev        = "lb_maglev"         // Maglev tables by revNAT id
 	MapSourceRanges  = "lb_source_ranges"  // loadBalancerSourceRanges
 	MapAnnounce      = "lb_announce"       // LoadBalancer IPs answered for on the uplinks (announce.go)
+	MapUplinks       = "lb_uplinks"        // the uplinks' MACs, the frames XDP serves are addressed to (announce.go)
 	MapSockRevNAT    = "sock_revnat"       // (datapath) socket-LB: backend -> frontend per socket
 	MapSockUDP       = "sock_udp_backend"  // (datapath) socket-LB: an unconnected UDP socket's backend
 	MapSockSent      = "sock_sent"         // (datapath) socket-LB: what an unconnected UDP socket sent to, with the socket
@@ -62,6 +63,7 @@ func (Cube) Maps() []cube.MapSpec {
 		{Name: MapMaglev},
 		{Name: MapSourceRanges},
 		{Name: MapAnnounce, DefaultSize: 65536, SizeFlag: "lb-revnat-map-size"}, // an announced address has a frontend at least
+		{Name: MapUplinks, Restart: true},                                       // written whole at every start (SetUplinks)
 		{Name: MapNodeConfig},
 		{Name: MapSockDestroyTarget},
 	}
