@@ -59,11 +59,14 @@ type PolicyVerdict struct {
 	Direction string `json:"direction"` // of the pod: ingress or egress
 	Endpoint  uint32 `json:"endpoint"`  // the pod's policy endpoint id
 	Peer      uint32 `json:"peer_identity"`
-	// Rule is the kind of rule that allowed it ("" for a drop: none did).
+	// Rule is the kind of rule that allowed it ("" for a drop none
+	// allowed; "denied" for a ClusterNetworkPolicy's Deny).
 	Rule string `json:"rule,omitempty"`
 	// Policies (namespace/name), named by the agent: allowed, the
 	// NetworkPolicies with a rule allowing it; dropped, those isolating
-	// the pod in this direction, none of whose rules allowed it.
+	// the pod in this direction, none of whose rules allowed it. A
+	// ClusterNetworkPolicy's verdict names it alone, with its tier
+	// (model.ClusterPolicyRef: ClusterNetworkPolicy:Admin:name).
 	Policies []string `json:"policies,omitempty"`
 }
 
@@ -250,7 +253,10 @@ func (e Event) String() string {
 		}
 		if len(p.Policies) > 0 {
 			by := "allowed by"
-			if e.Type == "drop" {
+			switch {
+			case e.Type == "drop" && p.Rule == nameOr(matches, datapath.MonPolDeny):
+				by = "denied by" // a ClusterNetworkPolicy's Deny
+			case e.Type == "drop":
 				by = "isolated by"
 			}
 			fmt.Fprintf(&b, ", %s %s", by, strings.Join(p.Policies, ", "))

@@ -141,6 +141,16 @@ func TestOperatorVerbsRunAsPrinted(t *testing.T) {
 				t.Errorf("%s: the command\n%s\nprinted nothing", c.page, c.script)
 			}
 		}
+		for cmd, markers := range docsMarkers {
+			if !strings.Contains(c.script, cmd) {
+				continue
+			}
+			for _, m := range markers {
+				if !strings.Contains(out, m) {
+					t.Errorf("%s: the commands\n%s\nprinted no %q:\n%s", c.page, c.script, m, out)
+				}
+			}
+		}
 	}
 	cancel()
 	t.Logf("ran %d commands from the pages", len(docs))
@@ -155,6 +165,18 @@ func TestOperatorVerbsRunAsPrinted(t *testing.T) {
 		t.Errorf("bin/netcube status with the built-in paths: %v\n%s\nwant it to fail naming %s, never another version", err, out, node.PinDir)
 	}
 
+}
+
+// docsMarkers: what a page's block must print when it holds the command
+// (the key): the ClusterNetworkPolicy page's verbs name the policy and
+// its tier, in evaluation order, in the entries, in the trace and in the
+// drops.
+var docsMarkers = map[string][]string{
+	"node1 -- bin/netcube trace 10.244.1.1 10.244.2.1:8080/tcp": {
+		"Admin no-client-to-echo-8080 (priority 10) rule 0 echo-8080: Deny", // policy get, evaluation order
+		"deny  egress", // policy get, the entries
+		"denied by ClusterNetworkPolicy:Admin:no-client-to-echo-8080", // trace and monitor
+	},
 }
 
 func wd(t *testing.T) string {

@@ -13,6 +13,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -69,6 +70,7 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "netcube trace: %v\n", err)
 		return 1
 	}
+	namePolicies(node, &r)
 	if *output == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -80,6 +82,39 @@ func Run(args []string, stdout, stderr io.Writer) int {
 	_, err = os.Stat(filepath.Join(node.BPFRoot, "links", "cgroup-connect4"))
 	printText(stdout, r, owners, err == nil)
 	return 0
+}
+
+// namePolicies asks the agent which policies are behind each policy
+// verdict of the trace (the programs report the kind of rule, the agent
+// knows the NetworkPolicy or the ClusterNetworkPolicy and its tier); the
+// trace stands without the names when no agent answers.
+func namePolicies(node agentapi.Node, r *trace.Result) {
+	legs := []*trace.Leg{&r.Way}
+	if r.Reply != nil {
+		legs = append(legs, r.Reply)
+	}
+	for _, l := range legs {
+		for i := range l.Hops {
+			for j := range l.Hops[i].Events {
+				e := &l.Hops[i].Events[j]
+				p := e.Policy
+				if p == nil || !e.Src.IsValid() || !e.Dst.IsValid() {
+					continue
+				}
+				local, peer, egress := e.Dst.Addr(), e.Src.Addr(), p.Direction == "egress"
+				if egress {
+					local, peer = peer, local
+				}
+				q := url.Values{"local": {local.String()}, "peer": {peer.String()}, "proto": {fmt.Sprint(uint8(e.L4()))},
+					"port": {fmt.Sprint(e.Dst.Port())}, "egress": {fmt.Sprint(egress)}, "allowed": {fmt.Sprint(e.Type != "drop")}}
+				var names []string
+				if node.GetJSON(policy.VerdictPath+"?"+q.Encode(), &names) != nil {
+					return
+				}
+				p.Policies = names
+			}
+		}
+	}
 }
 
 // packet turns the arguments into the packet to trace.
@@ -195,16 +230,35 @@ func leg(w io.Writer, title string, l trace.Leg, owners map[string]string) {
 	fmt.Fprintf(w, "  => %s\n", l.Outcome)
 }
 
+// policiesBehind names the policies the agent says are behind a verdict.
+func policiesBehind(e events.Event) string {
+	p := e.Policy
+	if p == nil || len(p.Policies) == 0 {
+		return ""
+	}
+	by := "allowed by"
+	switch {
+	case e.Type == "drop" && p.Rule == "denied":
+		by = "denied by"
+	case e.Type == "drop":
+		by = "isolated by"
+	}
+	return ", " + by + " " + strings.Join(p.Policies, ", ")
+}
+
 func describe(e events.Event, owners map[string]string) string {
 	switch {
 	case e.Type == "drop":
 		s := "DROPPED: " + e.Drop
-		if p := e.Policy; p != nil {
+		if p := e.Policy; p != nil && p.Rule == "denied" {
+			s += fmt.Sprintf(" (a rule of endpoint %d denies %s with identity %d)", p.Endpoint, p.Direction, p.Peer)
+		} else if p != nil {
 			s += fmt.Sprintf(" (no rule of endpoint %d allows %s from identity %d)", p.Endpoint, p.Direction, p.Peer)
 		}
-		return s
+		return s + policiesBehind(e)
 	case e.Trace == "policy-allowed":
-		return fmt.Sprintf("allowed by a rule (%s) of endpoint %d, %s, peer identity %d", e.Policy.Rule, e.Policy.Endpoint, e.Policy.Direction, e.Policy.Peer)
+		return fmt.Sprintf("allowed by a rule (%s) of endpoint %d, %s, peer identity %d", e.Policy.Rule, e.Policy.Endpoint, e.Policy.Direction, e.Policy.Peer) +
+			policiesBehind(e)
 	case e.Trace == "service-backend":
 		svc := ""
 		if name, ok := owners[netip.AddrPortFrom(e.Dst.Addr(), e.Dst.Port()).String()+"/"+e.Proto]; ok {

@@ -39,5 +39,5 @@ func (Cube) Start(ctx context.Context, env cube.Env) (cube.Started, error) {
 	r.SetReporter(env.Report)
 	go r.Run(ctx)
 	return cube.Started{Metrics: r.Metrics(), Policy: r, PodNames: r, PolicyNames: r,
-		API: map[string]http.Handler{PodsPath: r.podsHandler(), IdentitiesPath: r.identitiesHandler(), TiersPath: r.tiersHandler()}}, nil
+		API: map[string]http.Handler{PodsPath: r.podsHandler(), IdentitiesPath: r.identitiesHandler(), TiersPath: r.tiersHandler(), VerdictPath: r.verdictHandler()}}, nil
 }

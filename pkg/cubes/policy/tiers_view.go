@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -160,4 +161,27 @@ func (c *Compiler) npRuleSetOf(rs uint32) uint32 {
 		return ts.npRS
 	}
 	return rs
+}
+
+// VerdictPath is where the agent's local API names the policies behind a
+// verdict (PoliciesOf), for tools that judge packets themselves (netcube
+// trace): ?local=&peer=&proto=&port=&egress=&allowed= answers
+// ["ClusterNetworkPolicy:Admin:name"] or ["namespace/name", ...].
+const VerdictPath = "/v1/policy/verdict"
+
+func (r *Reconciler) verdictHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		q := req.URL.Query()
+		local, err1 := netip.ParseAddr(q.Get("local"))
+		peer, err2 := netip.ParseAddr(q.Get("peer"))
+		var proto, port uint16
+		_, err3 := fmt.Sscan(q.Get("proto")+" "+q.Get("port"), &proto, &port)
+		if err := cmp.Or(err1, err2, err3); err != nil {
+			http.Error(w, "want local, peer (addresses), proto, port (numbers), egress, allowed (true/false): "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		names := r.PoliciesOf(local.Unmap(), q.Get("egress") == "true", peer.Unmap(), model.Proto(proto), port, q.Get("allowed") == "true")
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(append([]string{}, names...))
+	})
 }

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/netcube/netcube/pkg/k8s"
@@ -21,7 +22,7 @@ import (
 
 // objKey identifies an object across files.
 type objKey struct {
-	kind string // "Service", "EndpointSlice", "Node", "Pod", "Namespace", "NetworkPolicy", "NetworkSlice" or "NetworkBGPPeering"
+	kind string // "Service", "EndpointSlice", "Node", "Pod", "Namespace", "NetworkPolicy", "ClusterNetworkPolicy", "NetworkSlice" or "NetworkBGPPeering"
 	types.NamespacedName
 }
 
@@ -41,6 +42,7 @@ type object struct {
 	policy   *model.Policy
 	netSlice *model.Slice
 	peering  *model.BGPPeering
+	cnp      *model.ClusterPolicy
 	// partial: the object is invalid, and applies without the fields err
 	// names (a NetworkPolicy fails closed: what it cannot read allows
 	// nothing; a pod's unreadable address or port is left out).
@@ -67,7 +69,7 @@ func parseFile(data []byte) (parsed, error) {
 		key, obj, err := decode(tm, doc)
 		switch {
 		case key.kind == "":
-			p.unread = append(p.unread, fmt.Sprintf("document %d: kind %q apiVersion %q is not read by netcube (v1 Service, discovery.k8s.io/v1 EndpointSlice, v1 Node, v1 Pod, v1 Namespace, networking.k8s.io/v1 NetworkPolicy, netcube.io/v1alpha1 NetworkSlice, netcube.io/v1alpha1 NetworkBGPPeering)", i, tm.Kind, tm.APIVersion))
+			p.unread = append(p.unread, fmt.Sprintf("document %d: kind %q apiVersion %q is not read by netcube (v1 Service, discovery.k8s.io/v1 EndpointSlice, v1 Node, v1 Pod, v1 Namespace, networking.k8s.io/v1 NetworkPolicy, policy.networking.k8s.io/v1beta1 ClusterNetworkPolicy, netcube.io/v1alpha1 NetworkSlice, netcube.io/v1alpha1 NetworkBGPPeering)", i, tm.Kind, tm.APIVersion))
 		case key.Name == "":
 			// Nothing can refer to a nameless object, nor replace or
 			// delete it later: refused whole, whatever else it holds.
@@ -181,6 +183,17 @@ func decode(tm metav1.TypeMeta, doc []byte) (objKey, object, error) {
 		peering, err := k8s.ToBGPPeering(&bp)
 		// A peer left out spoils only itself: the rest applies.
 		return key, object{peering: peering, partial: peering != nil}, err
+	case tm.Kind == "ClusterNetworkPolicy" && tm.APIVersion == cnpv1.SchemeGroupVersion.String():
+		var cp cnpv1.ClusterNetworkPolicy
+		err := yaml.UnmarshalStrict(doc, &cp)
+		key := objKey{"ClusterNetworkPolicy", types.NamespacedName{Name: cp.Name}} // cluster-scoped
+		if err != nil {
+			return key, object{}, err
+		}
+		p, err := k8s.ToClusterPolicy(&cp)
+		// One whose tier, priority or subject cannot be read keeps its
+		// last version, as a NetworkPolicy whose pod selector cannot.
+		return key, object{cnp: p, partial: p != nil}, err
 	case tm.Kind == "NetworkPolicy" && tm.APIVersion == "networking.k8s.io/v1":
 		var np networkingv1.NetworkPolicy
 		err := yaml.UnmarshalStrict(doc, &np)

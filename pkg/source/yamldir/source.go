@@ -234,5 +234,9 @@ func (s *Source) deliver(k objKey, o object) {
 		ph.OnNamespace(k.Name, o.ns)
 	case "NetworkPolicy":
 		ph.OnPolicy(k.NamespacedName, o.policy)
+	case "ClusterNetworkPolicy":
+		if ch, ok := ph.(source.ClusterPolicyHandler); ok {
+			ch.OnClusterPolicy(k.Name, o.cnp)
+		}
 	}
 }
