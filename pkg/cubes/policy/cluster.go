@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"slices"
 
+	"k8s.io/apimachinery/pkg/labels"
+
 	"github.com/netcube/netcube/pkg/model"
 )
 
@@ -18,6 +20,9 @@ type Cluster struct {
 	Policies   map[model.PolicyID]*model.Policy
 	// ClusterPolicies are the ClusterNetworkPolicies, by name (tiers.go).
 	ClusterPolicies map[string]*model.ClusterPolicy
+	// Nodes are the cluster's nodes, for ClusterNetworkPolicy's egress
+	// nodes peers (their addresses, selected by their labels).
+	Nodes map[string]*model.NodeInfo
 	// byIP: the pod of each address (host-network pods have their
 	// node's, and are not in it), for naming events.
 	byIP map[netip.Addr]model.PodID
@@ -30,6 +35,7 @@ func NewCluster() *Cluster {
 		Namespaces:      map[string]*model.Namespace{},
 		Policies:        map[model.PolicyID]*model.Policy{},
 		ClusterPolicies: map[string]*model.ClusterPolicy{},
+		Nodes:           map[string]*model.NodeInfo{},
 		byIP:            map[netip.Addr]model.PodID{},
 	}
 }
@@ -90,6 +96,41 @@ func (c *Cluster) SetClusterPolicy(name string, p *model.ClusterPolicy) {
 		return
 	}
 	c.ClusterPolicies[name] = p
+}
+
+// SetNode adds or replaces a node; nil deletes it.
+func (c *Cluster) SetNode(name string, n *model.NodeInfo) {
+	if n == nil {
+		delete(c.Nodes, name)
+		return
+	}
+	c.Nodes[name] = n
+}
+
+// nodesPeersUsed says whether some ClusterNetworkPolicy has a nodes peer
+// (then a node's change recompiles).
+func (c *Cluster) nodesPeersUsed() bool {
+	for _, cp := range c.ClusterPolicies {
+		for _, rules := range [][]model.ClusterRule{cp.Ingress, cp.Egress} {
+			for _, r := range rules {
+				if len(r.Nodes) > 0 {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// nodeAddrs are the addresses of the nodes sel selects.
+func (c *Cluster) nodeAddrs(sel labels.Selector) []netip.Addr {
+	var out []netip.Addr
+	for _, n := range c.Nodes {
+		if sel.Matches(labelSet(n.Labels)) {
+			out = append(out, n.Addresses...)
+		}
+	}
+	return out
 }
 
 // sortedPods are the pods in a stable order (identities and messages do

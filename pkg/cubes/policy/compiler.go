@@ -264,7 +264,7 @@ func (c *Compiler) Compile(cl *Cluster, local func(*model.Pod) bool, hostAddrs [
 	// with a ClusterNetworkPolicy, which compiles all again (Update never
 	// counts them out).
 	for _, cp := range cl.ClusterPolicies {
-		for _, b := range clusterPolicyBlocks(cp) {
+		for _, b := range clusterPolicyBlocks(cl, cp) {
 			c.blockRefs[b]++
 		}
 	}

@@ -38,6 +38,6 @@ func (Cube) Start(ctx context.Context, env cube.Env) (cube.Started, error) {
 	r := NewReconciler(env.Maps, env.Node.Name, env.Node.Addrs)
 	r.SetReporter(env.Report)
 	go r.Run(ctx)
-	return cube.Started{Metrics: r.Metrics(), Policy: r, PodNames: r, PolicyNames: r,
+	return cube.Started{Metrics: r.Metrics(), Policy: r, Nodes: r, PodNames: r, PolicyNames: r,
 		API: map[string]http.Handler{PodsPath: r.podsHandler(), IdentitiesPath: r.identitiesHandler(), TiersPath: r.tiersHandler(), VerdictPath: r.verdictHandler()}}, nil
 }

@@ -197,6 +197,30 @@ func (r *Reconciler) OnClusterPolicy(name string, p *model.ClusterPolicy) {
 	r.changed()
 }
 
+// OnNode takes a node (nil: deleted): its labels and addresses are what
+// a ClusterNetworkPolicy's nodes peers select, so while one has them, a
+// node's change compiles all again.
+func (r *Reconciler) OnNode(name string, n *model.NodeInfo) {
+	r.mu.Lock()
+	old := r.cluster.Nodes[name]
+	r.cluster.SetNode(name, n)
+	changed := r.cluster.nodesPeersUsed() && !sameNode(old, n)
+	r.pendingCluster = r.pendingCluster || changed
+	r.mu.Unlock()
+	if changed {
+		r.changed()
+	}
+}
+
+func (r *Reconciler) OnNodesSynced() {}
+
+func sameNode(a, b *model.NodeInfo) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return maps.Equal(a.Labels, b.Labels) && slices.Equal(a.Addresses, b.Addresses)
+}
+
 // ClusterPolicyKeys are the ClusterNetworkPolicies held.
 func (r *Reconciler) ClusterPolicyKeys() []string {
 	r.mu.Lock()

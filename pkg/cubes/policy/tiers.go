@@ -132,6 +132,14 @@ func (c *Compiler) matchesPeer(r *model.ClusterRule, pv peerView) bool {
 			}
 		}
 	}
+	for _, sel := range r.Nodes {
+		for _, a := range c.cl.nodeAddrs(sel) {
+			a = a.Unmap()
+			if pv.host && slices.Contains(c.host, a) || pv.k != nil && pv.k.members == nil && slices.Contains(pv.k.sig, netip.PrefixFrom(a, a.BitLen())) {
+				return true
+			}
+		}
+	}
 	return false
 }
 
@@ -351,11 +359,18 @@ func emit(out map[Entry]bool, rs uint32, d Direction, peer Identity, f *portFunc
 }
 
 // clusterPolicyBlocks are the networks of cp's rules, as policyBlocks
-// gives a NetworkPolicy's: each makes a class of the addresses in it.
-func clusterPolicyBlocks(cp *model.ClusterPolicy) []netip.Prefix {
+// gives a NetworkPolicy's, and the addresses of the nodes its nodes peers
+// select: each makes a class of the addresses in it.
+func clusterPolicyBlocks(cl *Cluster, cp *model.ClusterPolicy) []netip.Prefix {
 	var out []netip.Prefix
 	for _, rules := range [][]model.ClusterRule{cp.Ingress, cp.Egress} {
 		for _, r := range rules {
+			for _, sel := range r.Nodes {
+				for _, a := range cl.nodeAddrs(sel) {
+					a = a.Unmap()
+					out = append(out, netip.PrefixFrom(a, a.BitLen()))
+				}
+			}
 			for _, p := range r.Peers {
 				if p.Block != nil {
 					out = append(out, p.Block.CIDR)

@@ -35,6 +35,11 @@ func oracleDir(cl *Cluster, self *model.Pod, peer netip.Addr, d Direction, proto
 				return true
 			}
 		}
+		for _, sel := range r.Nodes {
+			if slices.Contains(cl.nodeAddrs(sel), peer) {
+				return true
+			}
+		}
 		return false
 	}
 	dst := self
@@ -197,7 +202,7 @@ func checkTables(t *testing.T, c *Compiler, cl *Cluster, host []netip.Addr, what
 	for _, p := range cl.sortedPods() {
 		addrs = append(addrs, p.IPs...)
 	}
-	addrs = append(addrs, host[0], netip.MustParseAddr("192.0.2.7"))
+	addrs = append(addrs, host[0], netip.MustParseAddr("192.0.2.7"), netip.MustParseAddr("172.30.1.12"))
 	denied := 0
 	for _, src := range addrs {
 		for _, dst := range addrs {
@@ -273,6 +278,26 @@ func TestTiersAsTheAPIReads(t *testing.T) {
 	if tb.Allows(ha, netip.MustParseAddr("192.0.2.7"), model.TCP, 443) || !tb.Allows(ha, ga, model.TCP, 443) {
 		t.Fatal("baseline egress deny of 192.0.2.0/24 for a pod no NetworkPolicy isolates: want only that denied")
 	}
+
+	// Egress to nodes by their labels: another node's address, and this
+	// node's (the Host identity).
+	other := netip.MustParseAddr("172.30.1.12")
+	cl.SetNode("node1", &model.NodeInfo{Name: "node1", Labels: map[string]string{"rack": "a"}, Addresses: host})
+	cl.SetNode("node2", &model.NodeInfo{Name: "node2", Labels: map[string]string{"rack": "b"}, Addresses: []netip.Addr{other}})
+	nodes := &model.ClusterPolicy{Name: "no-rack-b", Tier: model.AdminTier, Priority: 0, Namespaces: ns("ravenclaw"), Pods: labels.Everything(),
+		Egress: []model.ClusterRule{{Action: model.Deny, Nodes: []labels.Selector{sel("rack=b")}},
+			{Action: model.Deny, Nodes: []labels.Selector{sel("rack=a")}, Ports: []model.PolicyPort{{Proto: model.TCP, Port: 10250}}}}}
+	cl.SetClusterPolicy(nodes.Name, nodes)
+	checkAgainstOracle(t, c, cl, host, "nodes")
+	tb = c.Tables()
+	ra := netip.MustParseAddr("10.244.3.10")
+	if tb.Allows(ra, other, model.TCP, 22) || !tb.Allows(ha, other, model.TCP, 22) {
+		t.Fatal("egress Deny to rack=b nodes: want ravenclaw's pods denied node2, others not")
+	}
+	if tb.Allows(ra, host[0], model.TCP, 10250) || !tb.Allows(ra, host[0], model.TCP, 22) {
+		t.Fatal("egress Deny to rack=a nodes on 10250: want this node's kubelet port denied, its other ports not")
+	}
+	cl.SetClusterPolicy(nodes.Name, nil)
 
 	// Everything removed: the tier entries go, the NetworkPolicy stays.
 	for _, n := range []string{deny.Name, accept.Name, pass.Name, base.Name} {
