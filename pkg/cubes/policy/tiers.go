@@ -229,6 +229,7 @@ func (c *Compiler) decide(ts *tierSet, d Direction, rules []TierRule, pv peerVie
 		if passed || !c.matchesPeer(r.Rule, pv) || !c.matchesPort(ts, d, r.Rule, pv, proto, port) {
 			continue
 		}
+		c.noteConflicts(ts, d, rules, i, pv, proto, port)
 		switch r.Rule.Action {
 		case model.Accept:
 			return true, r
@@ -242,6 +243,25 @@ func (c *Compiler) decide(ts *tierSet, d Direction, rules []TierRule, pv peerVie
 		return c.t.allows(ts.npRS, d, pv.id, proto, port), nil
 	}
 	return true, nil
+}
+
+// noteConflicts, while compiling, notes the policies after rules[i]'s
+// (which decides) at its tier and priority with a rule that matches the
+// same connection and does something else: the API lets either apply.
+func (c *Compiler) noteConflicts(ts *tierSet, d Direction, rules []TierRule, i int, pv peerView, proto model.Proto, port uint16) {
+	if c.tiers.conflictsSeen == nil {
+		return // not compiling (attribution)
+	}
+	r := &rules[i]
+	for j := i + 1; j < len(rules); j++ {
+		o := &rules[j]
+		if o.Policy.Tier != r.Policy.Tier || o.Policy.Priority != r.Policy.Priority {
+			return
+		}
+		if o.Policy != r.Policy && o.Rule.Action != r.Rule.Action && c.matchesPeer(o.Rule, pv) && c.matchesPort(ts, d, o.Rule, pv, proto, port) {
+			c.tiers.conflictsSeen[TierConflict{First: r.Policy.Name, Second: o.Policy.Name, Tier: r.Policy.Tier, Priority: r.Policy.Priority}] = struct{}{}
+		}
+	}
 }
 
 func (c *Compiler) matchesPort(ts *tierSet, d Direction, r *model.ClusterRule, pv peerView, proto model.Proto, port uint16) bool {
@@ -392,13 +412,16 @@ type tierState struct {
 	endpoints map[netip.Addr]Endpoint
 	// peers: every identity a rule may name, for attribution.
 	peers map[Identity]peerView
-	// conflicts: what sameTierConflicts found, for Events.
-	conflicts []TierConflict
+	// conflicts: what the last compilation found (noteConflicts), for
+	// Events; conflictsSeen collects them while it runs.
+	conflicts     []TierConflict
+	conflictsSeen map[TierConflict]struct{}
 }
 
 // TierConflict is two ClusterNetworkPolicies of one tier and priority
-// selecting one pod with rules of different actions: the API leaves
-// which applies to the implementation (netcube: by name, First first).
+// whose rules of different actions match one connection of a pod both
+// select: the API leaves which applies to the implementation (netcube: by
+// name, First first).
 type TierConflict struct {
 	First, Second string
 	Tier          model.Tier
@@ -406,7 +429,7 @@ type TierConflict struct {
 }
 
 func (tc TierConflict) String() string {
-	return fmt.Sprintf("ClusterNetworkPolicies %s and %s are both in the %s tier at priority %d, select the same pods and have rules with different actions: %s is evaluated first (by name)",
+	return fmt.Sprintf("ClusterNetworkPolicies %s and %s are both in the %s tier at priority %d, select the same pods and have rules of different actions for the same connections: %s is evaluated first (by name)",
 		tc.First, tc.Second, tc.Tier, tc.Priority, tc.First)
 }
 
@@ -425,7 +448,8 @@ func (c *Compiler) compileTiers() {
 	cps := slices.SortedFunc(maps.Values(c.cl.ClusterPolicies), tierOrder)
 	sets := map[string]*tierSet{}
 	endpoints := map[netip.Addr]Endpoint{}
-	conflicts := map[TierConflict]struct{}{}
+	st.conflictsSeen = map[TierConflict]struct{}{}
+	defer func() { st.conflictsSeen = nil }()
 	for _, ps := range c.pods {
 		if !ps.local || ps.pod.HostNetwork {
 			continue
@@ -461,7 +485,6 @@ func (c *Compiler) compileTiers() {
 				ts.isolated[d] = ts.npIsolated[d] || len(ts.rules([]Direction{Ingress, Egress}[d])) > 0
 			}
 			sets[key] = ts
-			sameTierConflicts(sel, conflicts)
 		}
 		for _, a := range ps.pod.IPs {
 			endpoints[a] = Endpoint{ID: c.endpointID(ps.pod.ID), RuleSet: ts.id, IsolatedIngress: ts.isolated[0], IsolatedEgress: ts.isolated[1]}
@@ -520,7 +543,7 @@ func (c *Compiler) compileTiers() {
 		}
 	}
 	st.peers = peers
-	st.conflicts = slices.SortedFunc(maps.Keys(conflicts), func(a, b TierConflict) int {
+	st.conflicts = slices.SortedFunc(maps.Keys(st.conflictsSeen), func(a, b TierConflict) int {
 		return cmp.Or(cmp.Compare(a.First, b.First), cmp.Compare(a.Second, b.Second))
 	})
 
@@ -559,31 +582,4 @@ func (c *Compiler) tierPeers() map[Identity]peerView {
 	out[World] = peerView{id: World}
 	out[Host] = peerView{id: Host, host: true}
 	return out
-}
-
-// sameTierConflicts notes the pairs of policies selecting one pod (sel,
-// in evaluation order) at one tier and priority whose rules' actions
-// differ.
-func sameTierConflicts(sel []*model.ClusterPolicy, out map[TierConflict]struct{}) {
-	for i, a := range sel {
-		for _, b := range sel[i+1:] {
-			if a.Tier != b.Tier || a.Priority != b.Priority {
-				break
-			}
-			if actionsDiffer(a.Ingress, b.Ingress) || actionsDiffer(a.Egress, b.Egress) {
-				out[TierConflict{First: a.Name, Second: b.Name, Tier: a.Tier, Priority: a.Priority}] = struct{}{}
-			}
-		}
-	}
-}
-
-func actionsDiffer(a, b []model.ClusterRule) bool {
-	for _, x := range a {
-		for _, y := range b {
-			if x.Action != y.Action {
-				return true
-			}
-		}
-	}
-	return false
 }

@@ -279,6 +279,26 @@ func TestTiersAsTheAPIReads(t *testing.T) {
 		t.Fatal("baseline egress deny of 192.0.2.0/24 for a pod no NetworkPolicy isolates: want only that denied")
 	}
 
+	// One tier and priority: rules for different peers apply both, no
+	// conflict; rules of different actions for one connection conflict.
+	same := func(name string, action model.RuleAction, peer string) *model.ClusterPolicy {
+		return &model.ClusterPolicy{Name: name, Tier: model.AdminTier, Priority: 500, Namespaces: ns("ravenclaw"), Pods: labels.Everything(),
+			Ingress: []model.ClusterRule{{Action: action, Peers: houses(peer)}}}
+	}
+	cl.SetClusterPolicy("same-a", same("same-a", model.Deny, "slytherin"))
+	cl.SetClusterPolicy("same-b", same("same-b", model.Accept, "hufflepuff"))
+	checkAgainstOracle(t, c, cl, host, "same priority, disjoint")
+	if cs := c.TierConflicts(); len(cs) != 0 {
+		t.Fatalf("same priority, disjoint peers: conflicts %v", cs)
+	}
+	cl.SetClusterPolicy("same-b", same("same-b", model.Accept, "slytherin"))
+	checkAgainstOracle(t, c, cl, host, "same priority, one peer")
+	if cs := c.TierConflicts(); len(cs) != 1 || cs[0].First != "same-a" || cs[0].Second != "same-b" {
+		t.Fatalf("same priority, Deny and Accept of one peer: conflicts %v, want same-a before same-b", cs)
+	}
+	cl.SetClusterPolicy("same-a", nil)
+	cl.SetClusterPolicy("same-b", nil)
+
 	// Egress to nodes by their labels: another node's address, and this
 	// node's (the Host identity).
 	other := netip.MustParseAddr("172.30.1.12")
