@@ -50,7 +50,10 @@ type ScaleL2Config struct {
 	LeaseRenew time.Duration
 	BinDir     string
 	OutDir     string
-	Log        io.Writer
+	// Name: the report's files, <Name>.json, <Name>.md, plots/<Name>.svg
+	// ("": scale-l2).
+	Name string
+	Log  io.Writer
 }
 
 // The points' modes: the agents' --l2-announce, and the Lease replay
@@ -178,8 +181,12 @@ func scaleL2Command(cfg ScaleL2Config) string {
 	for _, n := range cfg.Agents {
 		ns = append(ns, strconv.Itoa(n))
 	}
-	return fmt.Sprintf("bin/netcube-lab bench scale-l2 --agents %s --services %d --window %s --heartbeat-interval %s --rounds %d --lease-renew %s",
-		strings.Join(ns, ","), cfg.Services, cfg.Window, cfg.Interval, cfg.Rounds, cfg.LeaseRenew)
+	name := ""
+	if cfg.Name != "" && cfg.Name != "scale-l2" {
+		name = " --name " + cfg.Name
+	}
+	return fmt.Sprintf("bin/netcube-lab bench scale-l2 --agents %s --services %d --window %s --heartbeat-interval %s --rounds %d --lease-renew %s%s",
+		strings.Join(ns, ","), cfg.Services, cfg.Window, cfg.Interval, cfg.Rounds, cfg.LeaseRenew, name)
 }
 
 // heartbeatAddr is hollow agent i's heartbeat address, its Node's

@@ -5,6 +5,7 @@ package bench
 // mode).
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -27,7 +28,8 @@ type ScaleL2Report struct {
 func writeScaleL2Report(cfg ScaleL2Config, h RunHeader, results []ScaleL2Result) error {
 	rep := ScaleL2Report{RunHeader: h, Services: cfg.Services, HeartbeatEvery: cfg.Interval.Seconds(),
 		DeadAfter: (time.Duration(l2announce.DefaultMisses) * cfg.Interval).Seconds(), LeaseRenewEveryS: cfg.LeaseRenew.Seconds(), Results: results}
-	return writeReportFiles(cfg.OutDir, "scale-l2", rep, ScaleL2Markdown(rep), scaleL2Plot(rep))
+	name := cmp.Or(cfg.Name, "scale-l2")
+	return writeReportFiles(cfg.OutDir, name, rep, ScaleL2Markdown(rep, name), scaleL2Plot(rep))
 }
 
 // l2Means averages each mode's points at n (the rounds), the failed left out.
@@ -64,7 +66,7 @@ func l2Means(rs []ScaleL2Result, n int, mode string) (ScaleL2Result, int) {
 var l2Modes = []string{l2ModeAll, l2ModeElected, l2ModeLeases}
 
 // ScaleL2Markdown renders the report.
-func ScaleL2Markdown(rep ScaleL2Report) string {
+func ScaleL2Markdown(rep ScaleL2Report, name string) string {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	p("# L2 announcer election at scale: what it costs the API server\n\n")
@@ -165,7 +167,7 @@ func ScaleL2Markdown(rep ScaleL2Report) string {
 	if len(failed) > 0 {
 		p("\n## Failed points\n\n%s\n", strings.Join(failed, "\n"))
 	}
-	p("\nPlot: [plots/scale-l2.svg](plots/scale-l2.svg).\n")
+	p("\nPlot: [plots/%s.svg](plots/%s.svg).\n", name, name)
 	return b.String()
 }
 

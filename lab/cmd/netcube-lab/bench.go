@@ -169,7 +169,8 @@ func benchScaleL2(args []string) error {
 	fs.DurationVar(&cfg.Interval, "heartbeat-interval", time.Second, "the agents' --l2-heartbeat-interval in the elected mode")
 	fs.IntVar(&cfg.Rounds, "rounds", 1, "times each mode is measured at each N, by turns")
 	fs.DurationVar(&cfg.LeaseRenew, "lease-renew", 2*time.Second, "how often the replay of one Lease per Service renews each (Cilium's leaseRetryPeriod; 0: no replay)")
-	fs.StringVar(&cfg.OutDir, "out", "docs/benchmarks", "directory for scale-l2.json, scale-l2.md and plots/scale-l2.svg (\"\": none)")
+	fs.StringVar(&cfg.OutDir, "out", "docs/benchmarks", "directory for <name>.json, <name>.md and plots/<name>.svg (\"\": none)")
+	fs.StringVar(&cfg.Name, "name", "scale-l2", "the report's name")
 	_ = fs.Parse(args)
 	var err error
 	if cfg.Agents, err = ints(*agents); err != nil {
