@@ -70,7 +70,11 @@ func ScaleL2Markdown(rep ScaleL2Report, name string) string {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	p("# L2 announcer election at scale: what it costs the API server\n\n")
-	p("Measured at commit `%s` on %s, %s. Reproduce: `%s` (`make bench-scale-l2`).\n\n", rep.Commit, rep.Machine, rep.MeasuredAt.Format(time.RFC3339), rep.Command)
+	make := ""
+	if name == "scale-l2" {
+		make = " (`make bench-scale-l2`)"
+	}
+	p("Measured at commit `%s` on %s, %s. Reproduce: `%s`%s.\n\n", rep.Commit, rep.Machine, rep.MeasuredAt.Format(time.RFC3339), rep.Command, make)
 	p("**Method.** One kube-apiserver + etcd; %d LoadBalancer Services (each one ingress IP in `status.loadBalancer.ingress`; ", rep.Services)
 	p("every other one `externalTrafficPolicy: Local`, with ready endpoints on 3 nodes spread over the cluster, the others `Cluster` with endpoints on 2); ")
 	p("N hollow agents (`--datapath=memory`: the real agent, its maps in memory; bench scale's), each with its Node, niced to 19 as in bench scale. Modes, by turns, each from a fresh start of the N agents:\n\n")
