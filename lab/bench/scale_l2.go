@@ -95,6 +95,11 @@ type ScaleL2Result struct {
 	// announcer each, so Expected: those with an alive eligible node).
 	Announced int `json:"announced,omitempty"`
 	Expected  int `json:"expected,omitempty"`
+	// Events: those written in the window, by "component reason" (who
+	// writes the Events apiserver_request_total counts); Problems: the
+	// agents' config problems at the window's end (each an Event).
+	Events   map[string]int `json:"events_in_window,omitempty"`
+	Problems int            `json:"agent_config_problems"`
 	// The Lease replay: renewals done and failed, per second.
 	LeaseRenewals float64 `json:"lease_renewals_per_second,omitempty"`
 	LeaseErrors   int     `json:"lease_renewal_errors,omitempty"`
@@ -402,6 +407,10 @@ func l2Window(cfg ScaleL2Config, env *kubeenv.Env, agents []*hollowAgent, r Scal
 		}
 	}
 	r.WatchesOpen = m1.sum(watchesOpenRe)
+	r.Events = eventsSince(env, start)
+	for _, a := range agents {
+		r.Problems += int(scrapeSum(a.metrics, "netcube_config_problems"))
+	}
 	var tx, rx, refused float64
 	for i := range agents {
 		tx += l1[i].sent - l0[i].sent
@@ -472,4 +481,30 @@ func sortedKeys(m map[string]float64) []string {
 	}
 	sort.Slice(ks, func(i, j int) bool { return m[ks[i]] > m[ks[j]] || m[ks[i]] == m[ks[j]] && ks[i] < ks[j] })
 	return ks
+}
+
+// eventsSince counts the Events last written at or after t, by their
+// writer's component (or reporting controller) and reason.
+func eventsSince(env *kubeenv.Env, t time.Time) map[string]int {
+	l, err := env.Client.CoreV1().Events("").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		return map[string]int{"(list failed: " + err.Error() + ")": 1}
+	}
+	out := map[string]int{}
+	since := t.Truncate(time.Second) // Event timestamps have seconds only
+	for _, e := range l.Items {
+		last := e.LastTimestamp.Time
+		if e.EventTime.After(last) {
+			last = e.EventTime.Time
+		}
+		if last.Before(since) {
+			continue
+		}
+		who := e.Source.Component
+		if who == "" {
+			who = e.ReportingController
+		}
+		out[who+" "+e.Reason]++
+	}
+	return out
 }

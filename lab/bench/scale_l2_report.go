@@ -7,6 +7,7 @@ package bench
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -107,6 +108,20 @@ func ScaleL2Markdown(rep ScaleL2Report, name string) string {
 		}
 		p("| %d | %s | %d | %.2f | %.2f | %.0f | %.3f | %.3f | %.4f | %.0f | %s | %d | %s | %.1f |\n", r.Agents, r.Mode, r.Round, r.WritesPerS, r.ReadsPerS, r.WatchesOpen,
 			r.APICores, r.EtcdCores, r.AgentCores, r.AgentRSSMB, hb, r.AliveChanges, ann, r.StartAllS)
+	}
+	p("\nEvents written in each window, by writer and reason, and the agents' config problems at its end:\n\n")
+	for _, r := range rep.Results {
+		if r.Error != "" {
+			continue
+		}
+		var evs []string
+		for _, k := range slices.Sorted(maps.Keys(r.Events)) {
+			evs = append(evs, fmt.Sprintf("%s: %d", k, r.Events[k]))
+		}
+		if len(evs) == 0 {
+			evs = []string{"none"}
+		}
+		p("- %d agents, %s, round %d: %s; agent config problems %d\n", r.Agents, r.Mode, r.Round, strings.Join(evs, ", "), r.Problems)
 	}
 	for _, n := range ns {
 		p("\n## %d agents: API requests per second by verb and resource (mean of the rounds)\n\n", n)
