@@ -100,7 +100,7 @@ bench-scale: deps build tools ## past one machine: 10..200 hollow agents (--data
 	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube-lab bench scale --agents 10,50,100,200 --services 10000 --endpoints 5 --pods 1000 --policies 100 --rate 10 --pod-rate 10 --duration 30s
 
 bench-scale-l2: deps build tools ## L2 announcer election at 100 hollow agents and 1,000 LoadBalancer Services: API requests and CPU, elected vs all vs one Lease per Service, and an agent killed: docs/benchmarks/scale-l2.md
-	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube-lab bench scale-l2 --agents 100 --services 1000 --window 60s --heartbeat-interval 1s --rounds 1 --lease-renew 2s
+	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube-lab bench scale-l2 --agents 100 --services 1000 --window 60s --heartbeat-interval 1s --rounds 2 --lease-renew 2s
 
 bench-compare: deps build tools ## netcube vs the real kube-proxy (iptables-nft, iptables-legacy, nftables) at 1..30k Services (netcube to 100k): docs/benchmarks/compare.md
 	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube-lab bench compare \
