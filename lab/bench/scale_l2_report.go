@@ -98,15 +98,19 @@ func ScaleL2Markdown(rep ScaleL2Report, name string) string {
 	p("| agents | mode | round | writes/s | GET+LIST/s | watches open | API server cores | etcd cores | agent cores (mean) | agent RSS MB | heartbeats sent / accepted per node per s | alive-set changes in window | announced / expected | all ready s |\n")
 	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rep.Results {
-		if r.Error != "" {
-			continue
+		if r.Error != "" && r.WindowS == 0 {
+			continue // failed before its window
 		}
 		hb, ann := "–", "–"
 		if r.Mode == l2ModeElected {
 			hb = fmt.Sprintf("%.1f / %.1f", r.HeartbeatsTx, r.HeartbeatsRx)
 			ann = fmt.Sprintf("%d / %d", r.Announced, r.Expected)
 		}
-		p("| %d | %s | %d | %.2f | %.2f | %.0f | %.3f | %.3f | %.4f | %.0f | %s | %d | %s | %.1f |\n", r.Agents, r.Mode, r.Round, r.WritesPerS, r.ReadsPerS, r.WatchesOpen,
+		mode := r.Mode
+		if r.Error != "" {
+			mode += " (failed: below)"
+		}
+		p("| %d | %s | %d | %.2f | %.2f | %.0f | %.3f | %.3f | %.4f | %.0f | %s | %d | %s | %.1f |\n", r.Agents, mode, r.Round, r.WritesPerS, r.ReadsPerS, r.WatchesOpen,
 			r.APICores, r.EtcdCores, r.AgentCores, r.AgentRSSMB, hb, r.AliveChanges, ann, r.StartAllS)
 	}
 	p("\nEvents written in each window, by writer and reason, and the agents' config problems at its end:\n\n")
