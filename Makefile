@@ -5,7 +5,7 @@ BIN     := bin
 # Tests share the machine's namespaces, cgroups and bpffs: run packages one at a time.
 TESTFLAGS ?= -p 1 -count=1 -timeout 30m
 
-.PHONY: all deps tools e2e-tools generate proto manifests build images test fuzz reliability e2e netpol demo sandbox sandbox-down bench bench-observability bench-slices bench-sync bench-scale bench-compare bench-podnet bench-nodeport bench-synflood bench-failover lint clean
+.PHONY: all deps tools e2e-tools generate proto manifests build images test fuzz reliability e2e netpol demo sandbox sandbox-down bench bench-observability bench-slices bench-sync bench-scale bench-scale-l2 bench-compare bench-podnet bench-nodeport bench-synflood bench-failover lint clean
 
 all: build
 
@@ -98,6 +98,9 @@ bench-sync: deps build tools ## control plane: sync cost at 1k..100k Services ag
 
 bench-scale: deps build tools ## past one machine: 10..200 hollow agents (--datapath=memory) against one kube-apiserver: docs/benchmarks/scale.md
 	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube-lab bench scale --agents 10,50,100,200 --services 10000 --endpoints 5 --pods 1000 --policies 100 --rate 10 --pod-rate 10 --duration 30s
+
+bench-scale-l2: deps build tools ## L2 announcer election at 100 hollow agents and 1,000 LoadBalancer Services: API requests and CPU, elected vs all vs one Lease per Service, and an agent killed: docs/benchmarks/scale-l2.md
+	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube-lab bench scale-l2 --agents 100 --services 1000 --window 60s --heartbeat-interval 1s --rounds 2 --lease-renew 2s
 
 bench-compare: deps build tools ## netcube vs the real kube-proxy (iptables-nft, iptables-legacy, nftables) at 1..30k Services (netcube to 100k): docs/benchmarks/compare.md
 	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) $(BIN)/netcube-lab bench compare \

@@ -69,6 +69,9 @@ type ScaleConfig struct {
 	ProfileSeconds int
 	BinDir         string
 	OutDir         string
+	// AgentFlags, if set, gives hollow agent i more flags, after the
+	// variant's (bench scale-l2: the L2 mode, heartbeat addresses).
+	AgentFlags func(i int) []string
 	// Name: the report's files, <Name>.json, <Name>.md and plots
 	// (""": "scale").
 	Name string
@@ -339,6 +342,9 @@ func startHollow(cfg ScaleConfig, env *kubeenv.Env, dir, variant string, i int) 
 		"--node-name", hollowNode(i), "--socket-lb=false", "--node-ifaces", "none", "--cni-socket=", "--api-socket=", "--hubble-socket=",
 		"--ready-file", a.readyFile, "--metrics-bind-address", a.metrics, "--healthz-bind-address", "")
 	a.cmd.Args = append(a.cmd.Args, scaleVariants[variant].flags...)
+	if cfg.AgentFlags != nil {
+		a.cmd.Args = append(a.cmd.Args, cfg.AgentFlags(i)...)
+	}
 	a.cmd.Stdout, a.cmd.Stderr = logf, logf
 	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := a.cmd.Start(); err != nil {

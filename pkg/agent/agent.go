@@ -148,7 +148,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	cs.api[localapi.StatusPath] = statusHandler(cfg.NodeName, time.Now(), m, rec, ph)
 	cs.api[localapi.BGPPath] = bgpc.handler()
-	l2, err := startL2Announce(ctx, cfg, hollow, node, uplinks, rec, cs.api) // l2.go
+	l2, err := startL2Announce(ctx, cfg, hollow, node, uplinks, rec, cs.api, m.registry) // l2.go
 	if err != nil {
 		return err
 	}

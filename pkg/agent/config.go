@@ -115,6 +115,15 @@ type Config struct {
 	// L2HeartbeatPort is the UDP port of the agents' heartbeats (on the
 	// node's uplink addresses; 0: none, every eligible node announces).
 	L2HeartbeatPort int `json:"l2HeartbeatPort"`
+	// L2HeartbeatInterval is how often an agent sends its heartbeat to
+	// every other node; a node is dead after 3 intervals without one.
+	L2HeartbeatInterval metav1.Duration `json:"l2HeartbeatInterval"`
+	// L2HeartbeatAddrs: the loopback addresses a hollow agent
+	// (--datapath=memory) binds its heartbeats to, its Node object's
+	// InternalIPs (hollow agents share one machine, so each needs an
+	// address of its own; a node's agent uses its uplinks' addresses).
+	// Empty: a hollow agent runs no election.
+	L2HeartbeatAddrs []string `json:"l2HeartbeatAddrs,omitempty"`
 
 	// The pod network. CNISocket: where the CNI plugin tells the agent
 	// of each pod ("": not served). CNIConfDir: where the agent installs
@@ -221,6 +230,7 @@ func Defaults() Config {
 		LoadBalancerIPs:      true,
 		L2Announce:           L2AnnounceElected,
 		L2HeartbeatPort:      l2announce.DefaultPort,
+		L2HeartbeatInterval:  metav1.Duration{Duration: l2announce.DefaultInterval},
 		IPAMDir:              cni.DefaultDataDir,
 		PodDevice:            cni.PodDeviceVeth,
 		MetricsBindAddress:   "127.0.0.1:10249",

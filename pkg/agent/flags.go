@@ -42,6 +42,7 @@ func clone(c Config) Config {
 	c.MapSizes = maps.Clone(c.MapSizes)
 	c.NodeInterfaces = slices.Clone(c.NodeInterfaces)
 	c.NoMasquerade = slices.Clone(c.NoMasquerade)
+	c.L2HeartbeatAddrs = slices.Clone(c.L2HeartbeatAddrs)
 	return c
 }
 
@@ -100,6 +101,11 @@ func flagSet(name string, cfg *Config) (fs *flag.FlagSet, configFile *string, cl
 	fs.BoolVar(&cfg.LoadBalancerIPs, "load-balancer-ips", cfg.LoadBalancerIPs, "netcube-operator assigns LoadBalancer IPs from the NetworkLoadBalancerPools: serve only ingress addresses in a pool (false: another controller assigns them, every one is served)")
 	fs.StringVar(&cfg.L2Announce, "l2-announce", cfg.L2Announce, "who answers ARP/NDP for a LoadBalancer IP on the uplinks: elected (one node per address, from UDP heartbeats between the agents; gratuitous ARP/NA on takeover) or all (every eligible node)")
 	fs.IntVar(&cfg.L2HeartbeatPort, "l2-heartbeat-port", cfg.L2HeartbeatPort, "UDP port of the agents' heartbeats for --l2-announce elected, on the uplinks' addresses (0: none; every eligible node announces)")
+	fs.DurationVar(&cfg.L2HeartbeatInterval.Duration, "l2-heartbeat-interval", cfg.L2HeartbeatInterval.Duration, "how often each agent sends its heartbeat to every other node for --l2-announce elected (a node is dead after 3 without one)")
+	fs.Func("l2-heartbeat-addrs", "a hollow agent's (--datapath=memory) loopback addresses, comma-separated, to bind the heartbeats to: its Node object's InternalIPs (default: none, no election)", func(v string) error {
+		cfg.L2HeartbeatAddrs = strings.Split(v, ",")
+		return nil
+	})
 	fs.StringVar(&cfg.UplinkRate, "uplink-rate", cfg.UplinkRate, "what the uplinks send while network slices queue them, in bits per second (\"900M\"; \"\": each uplink's speed, 10G for a veth): a little under the real bottleneck, so the queue forms where the latency class goes first")
 	fs.BoolVar(&cfg.Conntrack.EarlyDrop, "conntrack-early-drop", cfg.Conntrack.EarlyDrop, "a full conntrack table evicts its oldest flow not yet answered for a new flow (false: it refuses new flows until entries time out)")
 	fs.IntVar(&cfg.GCPercent, "gc-percent", cfg.GCPercent, "Go GC target percentage (GOGC); the GOGC environment variable wins")

@@ -63,6 +63,8 @@ type Membership struct {
 	// Counters, for the status: heartbeats taken, and refused (not a
 	// heartbeat, an unknown node, or from an address not the node's).
 	accepted, refused uint64
+	sent              uint64          // heartbeats sent (one per address of a peer)
+	changedAt         time.Time       // when the alive nodes last changed (zero: never)
 	gaveUp            map[string]bool // peers whose send failed, logged once
 }
 
@@ -176,8 +178,13 @@ func (m *Membership) Beat() {
 		}
 	}
 	m.mu.Unlock()
+	sent := uint64(0)
+	defer func() { m.mu.Lock(); m.sent += sent; m.mu.Unlock() }()
 	for _, d := range to {
 		err := m.tr.Send(d.addr, msg)
+		if err == nil {
+			sent++
+		}
 		if err == nil || errors.Is(err, ErrFamily) {
 			continue
 		}
@@ -214,6 +221,7 @@ func (m *Membership) Check() {
 	}
 	old := m.view
 	m.view = &view{gen: old.gen + 1, list: list, alive: alive}
+	m.changedAt = now
 	m.mu.Unlock()
 	slog.Info("l2 announce: alive nodes changed", "alive", len(list), "joined", missing(list, old.alive), "left", missing(old.list, alive))
 	select {
@@ -301,4 +309,20 @@ func (m *Membership) Counters() (accepted, refused uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.accepted, m.refused
+}
+
+// Sent is how many heartbeats were sent so far (one per peer address).
+func (m *Membership) Sent() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.sent
+}
+
+// Changed is how many times the alive nodes changed so far, and when
+// they last did (zero: never): a scale benchmark reads from them whether
+// the nodes flap and when every agent saw a node die.
+func (m *Membership) Changed() (times uint64, last time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.view.gen, m.changedAt
 }

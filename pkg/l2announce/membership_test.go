@@ -235,3 +235,38 @@ func TestMembershipBeatsEveryAddress(t *testing.T) {
 		t.Errorf("sent to %v, want %v (never to itself)", fn.sent, want)
 	}
 }
+
+// TestSentAndChanged: Sent counts the heartbeats that left (not those
+// without a local address of the family), Changed the alive set's changes
+// and when the last was (what bench scale-l2 reads of its agents).
+func TestSentAndChanged(t *testing.T) {
+	clock, fn, ms := cluster(t)
+	a := ms["a"]
+	if n, at := a.Changed(); n != 2 || !at.Equal(clock.Now()) { // b and c learnt (alive in the grace)
+		t.Fatalf("after learning b and c: %d changes, last %v", n, at)
+	}
+	for _, m := range ms {
+		m.Beat()
+	}
+	clock.Add(2 * DefaultGrace) // past the grace: alive from heartbeats alone
+	for _, m := range ms {
+		m.Beat()
+	}
+	a.Check()
+	if got := a.Sent(); got != 4 { // 2 beats x 2 peers' IPv4 addresses; their IPv6 ones have no source
+		t.Errorf("a sent %d heartbeats, want 4", got)
+	}
+	fn.down["c"] = true
+	clock.Add(DefaultMisses * DefaultInterval)
+	ms["b"].Beat()
+	ms["c"].Beat() // lost
+	b0, _ := a.Changed()
+	died := clock.Now()
+	a.Check()
+	if n, at := a.Changed(); n != b0+1 || !at.Equal(died) {
+		t.Errorf("after c died: %d changes (was %d), last %v, want %v", n, b0, at, died)
+	}
+	if got := a.Alive(); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("alive %v", got)
+	}
+}

@@ -46,6 +46,9 @@ func benchCmd(args []string) error {
 	if len(args) > 0 && args[0] == "scale" {
 		return benchScale(args[1:])
 	}
+	if len(args) > 0 && args[0] == "scale-l2" {
+		return benchScaleL2(args[1:])
+	}
 	if len(args) > 0 && args[0] == "synflood" {
 		return benchSynFlood(args[1:])
 	}
@@ -53,7 +56,7 @@ func benchCmd(args []string) error {
 		return benchFailover(args[1:])
 	}
 	if len(args) == 0 || args[0] != "datapath" {
-		return errors.New("usage: netcube-lab bench datapath|sync|compare|podnet|policy|policy-latency|reliability|observability|slices|nodeport|scale|synflood|failover [flags]")
+		return errors.New("usage: netcube-lab bench datapath|sync|compare|podnet|policy|policy-latency|reliability|observability|slices|nodeport|scale|scale-l2|synflood|failover [flags]")
 	}
 	fs := flag.NewFlagSet("bench datapath", flag.ExitOnError)
 	cfg := bench.DatapathConfig{Log: os.Stdout}
@@ -155,6 +158,39 @@ func benchScale(args []string) error {
 	}
 	fmt.Print(bench.ScaleMarkdown(cfg, results, time.Now()))
 	return nil
+}
+
+func benchScaleL2(args []string) error {
+	fs := flag.NewFlagSet("bench scale-l2", flag.ExitOnError)
+	agents := fs.String("agents", "100", "numbers of hollow agents (--datapath=memory), ascending")
+	cfg := bench.ScaleL2Config{Log: os.Stdout}
+	fs.IntVar(&cfg.Services, "services", 1000, "LoadBalancer Services (half externalTrafficPolicy Local)")
+	fs.DurationVar(&cfg.Window, "window", time.Minute, "how long each point's steady state is measured")
+	fs.DurationVar(&cfg.Interval, "heartbeat-interval", time.Second, "the agents' --l2-heartbeat-interval in the elected mode")
+	fs.IntVar(&cfg.Rounds, "rounds", 1, "times each mode is measured at each N, by turns")
+	fs.DurationVar(&cfg.LeaseRenew, "lease-renew", 2*time.Second, "how often the replay of one Lease per Service renews each (Cilium's leaseRetryPeriod; 0: no replay)")
+	fs.StringVar(&cfg.OutDir, "out", "docs/benchmarks", "directory for <name>.json, <name>.md and plots/<name>.svg (\"\": none)")
+	fs.StringVar(&cfg.Name, "name", "scale-l2", "the report's name")
+	_ = fs.Parse(args)
+	var err error
+	if cfg.Agents, err = ints(*agents); err != nil {
+		return fmt.Errorf("--agents: %w", err)
+	}
+	switch {
+	case len(cfg.Agents) == 0 || cfg.Agents[0] < 2 || !slices.IsSorted(cfg.Agents):
+		return fmt.Errorf("bench scale-l2: --agents %q: want numbers of at least 2 (one is killed), ascending", *agents)
+	case cfg.Services <= 0 || cfg.Services > 2767:
+		return fmt.Errorf("bench scale-l2: --services %d: want 1 to 2767 (each Local one takes a health-check node port)", cfg.Services)
+	case cfg.Window <= 0 || cfg.Interval <= 0 || cfg.LeaseRenew < 0:
+		return errors.New("bench scale-l2: --window and --heartbeat-interval must be positive, --lease-renew not negative")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cfg.BinDir = filepath.Dir(exe)
+	_, err = bench.ScaleL2(cfg)
+	return err
 }
 
 func ints(s string) ([]int, error) {
