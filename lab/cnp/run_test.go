@@ -3,6 +3,7 @@ package cnp
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,7 +20,15 @@ func TestRunSaysTheClusterIsUnreachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	// No ~/.kube/config of this machine's to fall back to.
+	// No ~/.kube/config of this machine's to fall back to; go's own
+	// directories stay (go tool test2json is built into its cache).
+	for _, v := range []string{"GOCACHE", "GOPATH", "GOMODCACHE"} {
+		out, err := exec.Command("go", "env", v).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv(v, strings.TrimSpace(string(out)))
+	}
 	t.Setenv("HOME", dir)
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if err := os.WriteFile(kubeconfig, []byte("apiVersion: v1\nkind: Config\n"), 0o600); err != nil {
