@@ -5,7 +5,7 @@ BIN     := bin
 # Tests share the machine's namespaces, cgroups and bpffs: run packages one at a time.
 TESTFLAGS ?= -p 1 -count=1 -timeout 30m
 
-.PHONY: all deps tools e2e-tools generate proto manifests build images test fuzz reliability e2e netpol demo sandbox sandbox-down bench bench-observability bench-slices bench-sync bench-scale bench-scale-l2 bench-compare bench-podnet bench-nodeport bench-synflood bench-failover lint clean
+.PHONY: all deps tools e2e-tools generate proto manifests build images test fuzz reliability e2e netpol conformance-cnp demo sandbox sandbox-down bench bench-observability bench-slices bench-sync bench-scale bench-scale-l2 bench-compare bench-podnet bench-nodeport bench-synflood bench-failover lint clean
 
 all: build
 
@@ -73,6 +73,9 @@ e2e: deps images tools e2e-tools ## Kubernetes' sig-network e2e tests against si
 
 netpol: deps images tools e2e-tools ## cyclonus's generated NetworkPolicy cases on real nodes (about an hour): docs/conformance/netpol-cyclonus.md
 	$(BIN)/netcube-lab netpol --report docs/conformance/netpol-cyclonus.md
+
+conformance-cnp: deps images tools e2e-tools ## the upstream ClusterNetworkPolicy conformance suite (sigs.k8s.io/network-policy-api v0.3.0, built from the Go module proxy by hack/build-cnp-conformance.sh) on real nodes, every feature: docs/conformance/cluster-network-policy.md
+	$(BIN)/netcube-lab cnp --suite "$$(bash hack/build-cnp-conformance.sh | tail -n 1)" --report docs/conformance/cluster-network-policy.md
 
 demo: deps build ## start the sandbox with the example Services and send requests to each
 	$(BIN)/netcube-lab demo

@@ -106,6 +106,9 @@ var hostTools = []struct{ source, path string }{
 	// 127.0.0.1); the suite fetches with wget everywhere.
 	{"/usr/bin/wget", "/usr/bin/wget"},
 	{"/bin/nc.openbsd", "/usr/bin/nc"},
+	// Upstream's base (debian-base) has bash, and the ClusterNetworkPolicy
+	// suite's pods run every server with /bin/bash -c.
+	{"/bin/bash", "/bin/bash"},
 }
 
 // HostSources are the files of this machine the test images copy (their
@@ -268,6 +271,15 @@ func CoreDNS(bin string) Spec {
 		Files:      []File{{Source: bin, Path: "/coredns", Mode: 0o755}},
 		Entrypoint: []string{"/coredns"}}
 }
+
+// CNPSuiteAgnhostRef is the agnhost image the pods of the upstream
+// ClusterNetworkPolicy conformance suite name (sigs.k8s.io/network-policy-api's
+// conformance/base manifests); the sandbox tags its agnhost so too, as
+// e2e.test lists no such version (lab/cnp's TestSuiteImagesAreImported
+// holds this to the suite's manifests). The commands the suite runs of it
+// (connect, serve-hostname, netexec, porter, pause) take the same flags
+// in the version built here.
+const CNPSuiteAgnhostRef = "registry.k8s.io/e2e-test-images/agnhost:2.45"
 
 // CyclonusWorkerRef is the image cyclonus's probing pods run
 // (netpol.WorkerImage): they serve with agnhost and probe with the worker.

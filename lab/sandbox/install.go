@@ -50,7 +50,10 @@ func (sb *Sandbox) buildImages(log io.Writer) ([]string, error) {
 			pause.Aliases = append(pause.Aliases, ref)
 		}
 	}
-	agnhost, err := images.Agnhost(filepath.Join(sb.Config.E2EDir, "agnhost"), refs["registry.k8s.io/e2e-test-images/agnhost"])
+	// The ClusterNetworkPolicy suite's pods (netcube-lab cnp) name an
+	// agnhost of their own.
+	agnhostRefs := append(refs["registry.k8s.io/e2e-test-images/agnhost"], images.CNPSuiteAgnhostRef)
+	agnhost, err := images.Agnhost(filepath.Join(sb.Config.E2EDir, "agnhost"), agnhostRefs)
 	if err != nil {
 		return nil, err
 	}

@@ -265,6 +265,7 @@ func TestRBACIsEnough(t *testing.T) {
 		return ok
 	})
 	agentClient := clientFor(t, path)
+	clusterNetworkPolicyAccess(t, agentClient)
 	patch := []byte(`{"status":{"loadBalancer":{"ingress":[{"ip":"198.51.100.1"}]}}}`)
 	if _, err := agentClient.CoreV1().Services("default").Patch(ctx, "rbac-lb", types.MergePatchType, patch, metav1.PatchOptions{}, "status"); !apierrors.IsForbidden(err) {
 		t.Errorf("the agent's token patched a Service's status (or failed otherwise): %v", err)
@@ -392,9 +393,9 @@ func TestDaemonSetIsLockedDown(t *testing.T) {
 	}
 
 	reads := map[string]bool{"services": true, "nodes": true, "pods": true, "namespaces": true, "endpointslices": true, "networkpolicies": true,
-		"networkslices": true, "networkloadbalancerpools": true, "nodepods": true, "networkbgppeerings": true}
+		"networkslices": true, "networkloadbalancerpools": true, "nodepods": true, "networkbgppeerings": true, "clusternetworkpolicies": true}
 	eventTargets := map[string]bool{"services": true, "endpointslices": true, "pods": true, "networkpolicies": true, "networkslices": true,
-		"nodepods": true, "networkbgppeerings": true}
+		"nodepods": true, "networkbgppeerings": true, "clusternetworkpolicies": true}
 	for _, r := range role.Rules {
 		for _, res := range r.Resources {
 			for _, verb := range r.Verbs {

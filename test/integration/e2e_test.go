@@ -22,8 +22,10 @@ import (
 // TestUpstreamSigNetworkSmoke: the fast subset of Kubernetes' own
 // sig-network e2e tests (e2e.Smoke: Services of each kind, affinity,
 // hairpin, pod and node connectivity, EndpointSlices, DNS, the API
-// server's proxy, NetworkPolicy) pass on real nodes, and so does a
-// NetworkPolicy probed over IPv4 and IPv6 (checkPolicy): kubelet and containerd on each,
+// server's proxy, NetworkPolicy) pass on real nodes, and so do a
+// NetworkPolicy probed over IPv4 and IPv6 (checkPolicy), cyclonus's subset
+// (checkCyclonus) and the ClusterNetworkPolicy suite's
+// (checkClusterNetworkPolicy): kubelet and containerd on each,
 // netcube installed by its Helm chart (the agent image imported, its
 // DaemonSet started by kubelet, its CNI plugin and config written onto
 // the nodes), CoreDNS reached through a Service netcube programs. Every
@@ -88,6 +90,7 @@ func TestUpstreamSigNetworkSmoke(t *testing.T) {
 	t.Run("netcube verbs in the agent's pod", func(t *testing.T) { checkVerbsInAgentPod(t, sb) })
 	t.Run("NetworkPolicy IPv4 and IPv6", func(t *testing.T) { checkPolicy(t, sb, agnhost[0]) })
 	t.Run("cyclonus subset", func(t *testing.T) { checkCyclonus(t, sb) })
+	t.Run("ClusterNetworkPolicy conformance subset", func(t *testing.T) { checkClusterNetworkPolicy(t, sb) })
 
 	// A node whose runtime and kubelet crash is reported down (positive
 	// control first: both run), and down after that leaves no process of

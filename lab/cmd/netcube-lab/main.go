@@ -1,6 +1,6 @@
 // Command netcube-lab is netcube's lab on a developer's machine: the sandbox
 // cluster, the demo, the benchmarks, the conformance runners (upstream
-// e2e, cyclonus), image building, and the traffic tools that run inside
+// e2e, cyclonus, network-policy-api), image building, and the traffic tools that run inside
 // sandbox pods. Nothing here runs in a cluster; the operator's CLI is
 // cmd/netcube.
 package main
@@ -16,6 +16,7 @@ Usage:
   netcube-lab sandbox up|down|status|exec|kubectl|restart-agent          a cluster on this machine
   netcube-lab e2e [flags]                                                upstream sig-network e2e tests on real nodes
   netcube-lab netpol [flags]                                             cyclonus's NetworkPolicy cases on real nodes
+  netcube-lab cnp [flags]                                                the upstream ClusterNetworkPolicy conformance suite on real nodes
   netcube-lab demo [flags]                                               sandbox + requests to each Service
   netcube-lab bench datapath|sync|compare|podnet|policy|policy-latency   benchmarks (docs/benchmarks)
   netcube-lab image agent|pause [flags]                                  an image as an archive (no registry)
@@ -37,6 +38,8 @@ func main() {
 		err = e2eCmd(os.Args[2:])
 	case "netpol":
 		err = netpolCmd(os.Args[2:])
+	case "cnp":
+		err = cnpCmd(os.Args[2:])
 	case "demo":
 		err = demoCmd(os.Args[2:])
 	case "bench":
