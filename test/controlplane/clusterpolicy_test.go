@@ -18,8 +18,6 @@ import (
 	"github.com/netcube/netcube/pkg/source/kube"
 )
 
-const cnpCRD = chart + "/crds/policy.networking.k8s.io_clusternetworkpolicies.yaml"
-
 func clusterNetworkPolicy(t *testing.T, spec string) *unstructured.Unstructured {
 	t.Helper()
 	var u unstructured.Unstructured
