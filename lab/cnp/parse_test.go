@@ -61,7 +61,10 @@ func TestParseClassifies(t *testing.T) {
 	s.ev("fail", sctp+"/deny", "", 10)
 	s.ev("fail", sctp, "", 20)
 	nosctp := root + "/CNPBaselineTierIngressSCTP"
-	s.ev("run", nosctp, "", 0).ev("run", nosctp+"/allow", "", 0).out(nosctp+"/allow", probeFailed("", "sctp", "OTHER: protocol not supported", 2)...)
+	// A test's own progress lines (what it applies and deletes) are not failures of its own.
+	s.ev("run", nosctp, "", 0).out(nosctp, "    suite.go:221: Applying base/baseline_tier/standard-ingress-sctp-rules.yaml",
+		"    apply.go:146: Creating ingress-sctp ClusterNetworkPolicy", "    apply.go:154: Deleting ingress-sctp ClusterNetworkPolicy")
+	s.ev("run", nosctp+"/allow", "", 0).out(nosctp+"/allow", probeFailed("", "sctp", "OTHER: protocol not supported", 2)...)
 	s.ev("fail", nosctp+"/allow", "", 10).ev("pass", nosctp+"/x", "", 1).ev("fail", nosctp, "", 11)
 	named := root + "/CNPAdminTierEgressNamedPort"
 	s.ev("run", named, "", 0).out(named, "    suite.go:205: Skipping CNPAdminTierEgressNamedPort: suite does not support ClusterNetworkPolicyNamedPorts",
@@ -150,5 +153,61 @@ func TestRunPattern(t *testing.T) {
 	}
 	if _, err := (Options{Match: "("}).RunPattern(); err == nil || !strings.Contains(err.Error(), "--match") {
 		t.Errorf("a bad --match: %v", err)
+	}
+}
+
+// TestSecondRunWithoutSCTPProbes: the tests that stopped at an SCTP probe
+// are the ones run again; the second run's probes not made are counted
+// per subtest and test, its failures fail the report, and the report
+// shows both runs.
+func TestSecondRunWithoutSCTPProbes(t *testing.T) {
+	gress := Root + "/CNPAdminTierGress"
+	first := &stream{}
+	first.ev("run", Root, "", 0).ev("run", Root+"/CNPAdminTierEgressTCP", "", 0).ev("pass", Root+"/CNPAdminTierEgressTCP", "", 5)
+	first.ev("run", gress, "", 0).ev("run", gress+"/allow", "", 0).out(gress+"/allow", probeFailed("", "sctp", "OTHER: protocol not supported", 2)...)
+	first.ev("fail", gress+"/allow", "", 10).ev("fail", gress, "", 10).ev("fail", Root, "", 20)
+	p := NewParser()
+	if err := p.Read(&first.b); err != nil {
+		t.Fatal(err)
+	}
+	tests, _ := p.Tests()
+	rep := &Report{Tests: tests, RunFlag: "^TestConformance$"}
+	if got := rep.StoppedAtSCTP(); len(got) != 1 || got[0] != "CNPAdminTierGress" {
+		t.Fatalf("to run again: %v, want the one test that stopped at SCTP", got)
+	}
+	if rep.Failed() {
+		t.Fatal("a run whose only failure is SCTP's failed")
+	}
+
+	second := &stream{}
+	notMade := "    helper.go:72: SCTP PROBE NOT MADE: ns/harry-potter-0 to 10.244.1.5 port 9003, want connect=true (NETCUBE_CNP_SCTP_PROBES=skip: no SCTP in this kernel)"
+	second.ev("run", Root, "", 0).ev("run", gress, "", 0).ev("run", gress+"/allow", "", 0).out(gress+"/allow", notMade, notMade)
+	second.ev("pass", gress+"/allow", "", 4).ev("run", gress+"/deny", "", 0)
+	second.out(gress+"/deny", notMade, "    helper.go:97: FAILED Command was [/agnhost connect --timeout=3s --protocol=udp 10.244.1.5:53]",
+		"    helper.go:72: ", "        \tError:      \tCondition never satisfied")
+	second.ev("fail", gress+"/deny", "", 10).ev("fail", gress, "", 14).ev("fail", Root, "", 15)
+	p2 := NewParser()
+	if err := p2.Read(&second.b); err != nil {
+		t.Fatal(err)
+	}
+	t2, _ := p2.Tests()
+	rep.WithoutSCTPProbes = &Report{Tests: t2, RunFlag: "^TestConformance$/^(CNPAdminTierGress)$"}
+	g := t2[0]
+	if g.SCTPProbesNotMade != 3 || g.Subtests[0].SCTPProbesNotMade != 2 || g.Subtests[0].Result != Passed || g.Subtests[1].Result != Failed {
+		t.Errorf("second run: %d probes not made (want 3), subtests %+v %+v", g.SCTPProbesNotMade, g.Subtests[0], g.Subtests[1])
+	}
+	if !rep.Failed() || rep.WithoutSCTPProbes.FailedTests() != 1 {
+		t.Error("a UDP probe failing in the second run does not fail the report")
+	}
+	var b bytes.Buffer
+	if err := WriteMarkdown(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"**0 of 1 tests passed, 1 failed; subtests 1 passed, 1 failed**, 3 SCTP probes not made",
+		"## The same tests with SCTP probes not made", "| CNPAdminTierGress | **failed** | 1 | 1 | 3 |",
+		"- CNPAdminTierGress / deny\n", "- CNPAdminTierGress / allow: passed, 2 SCTP probes not made"} {
+		if !strings.Contains(b.String(), w) {
+			t.Errorf("the report lacks %q:\n%s", w, b.String())
+		}
 	}
 }

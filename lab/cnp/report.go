@@ -32,6 +32,12 @@ type Report struct {
 	Setup []string `json:",omitempty"`
 	Tests []*Test  // the suite's tests, in the order they ran
 	Wall  time.Duration
+	// WithoutSCTPProbes is the second run, where the kernel has no SCTP:
+	// the tests of this run that stopped at an SCTP probe, run again
+	// with the suite's SCTP probes not made (NETCUBE_CNP_SCTP_PROBES=skip,
+	// hack/build-cnp-conformance.sh), so that every TCP and UDP probe
+	// after them is made and judged.
+	WithoutSCTPProbes *Report `json:",omitempty"`
 }
 
 // Meta says what was measured, and how.
@@ -45,12 +51,15 @@ type Meta struct {
 // Test is one of the suite's tests (TestConformance/<ShortName>) or a
 // subtest of one.
 type Test struct {
-	Name     string // its own segment of the Go test name, as t.Run made it
-	Result   string // Passed, Failed, Skipped, NoSCTP
-	Reason   string `json:",omitempty"` // why skipped, or NoSCTPReason
-	Seconds  float64
-	Failure  []string `json:",omitempty"` // its own failure lines (repeated lines once, with a count)
-	Subtests []*Test  `json:",omitempty"`
+	Name    string // its own segment of the Go test name, as t.Run made it
+	Result  string // Passed, Failed, Skipped, NoSCTP
+	Reason  string `json:",omitempty"` // why skipped, or NoSCTPReason
+	Seconds float64
+	Failure []string `json:",omitempty"` // its own failure lines (repeated lines once, with a count)
+	// SCTPProbesNotMade counts the SCTP probes the suite logged as not
+	// made, its subtests' included (only in a run WithoutSCTPProbes).
+	SCTPProbesNotMade int     `json:",omitempty"`
+	Subtests          []*Test `json:",omitempty"`
 }
 
 // Counts of results.
@@ -86,10 +95,34 @@ func (r *Report) Totals() (tests, subtests Counts) {
 }
 
 // Failed is whether anything failed that this machine can run, the
-// suite's setup included.
+// suite's setup included, in either run.
 func (r *Report) Failed() bool {
 	t, _ := r.Totals()
-	return t.Failed > 0 || len(r.Setup) > 0 || len(r.Tests) == 0
+	if t.Failed > 0 || len(r.Setup) > 0 || len(r.Tests) == 0 {
+		return true
+	}
+	return r.WithoutSCTPProbes != nil && r.WithoutSCTPProbes.Failed()
+}
+
+// FailedTests counts r's failed tests (none when r is nil).
+func (r *Report) FailedTests() int {
+	if r == nil {
+		return 0
+	}
+	t, _ := r.Totals()
+	return t.Failed
+}
+
+// StoppedAtSCTP are the names of the tests with a subtest (or
+// themselves) that cannot run here: the ones to run WithoutSCTPProbes.
+func (r *Report) StoppedAtSCTP() []string {
+	var names []string
+	for _, t := range r.Tests {
+		if len(leaves(t, NoSCTP)) > 0 {
+			names = append(names, t.Name)
+		}
+	}
+	return names
 }
 
 // WriteJSON writes the report.

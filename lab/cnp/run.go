@@ -63,6 +63,10 @@ type Options struct {
 	// Dir gets the suite's log (cnp.log) and result events (cnp.jsonl).
 	Dir string
 	Log io.Writer
+	// SkipSCTPProbes runs the suite with its SCTP probes not made
+	// (NETCUBE_CNP_SCTP_PROBES=skip): for a second run, where the kernel
+	// has no SCTP, of the tests that stopped at one.
+	SkipSCTPProbes bool
 }
 
 // RunPattern is the -test.run pattern of o.
@@ -117,6 +121,9 @@ func Run(o Options) (*Report, error) {
 	}
 	suite := exec.Command(args[0], args[1:]...)
 	suite.Env = append(os.Environ(), "KUBECONFIG="+o.Kubeconfig)
+	if o.SkipSCTPProbes {
+		suite.Env = append(suite.Env, "NETCUBE_CNP_SCTP_PROBES=skip")
+	}
 	// The suite writes nothing to its working directory; its own, so a
 	// stray file would land in the run's directory.
 	suite.Dir = o.Dir
@@ -143,7 +150,11 @@ func Run(o Options) (*Report, error) {
 	}
 	conv.Stderr = o.Log
 	rep := &Report{Suite: Module + "@" + Version, Features: o.Features, RunFlag: pattern}
-	fmt.Fprintf(o.Log, "cnp: %s -test.run '%s' --supported-features=%s (log: %s)\n", rep.Suite, pattern, strings.Join(o.Features, ","), logFile.Name())
+	how := ""
+	if o.SkipSCTPProbes {
+		how = " with SCTP probes not made"
+	}
+	fmt.Fprintf(o.Log, "cnp: %s -test.run '%s' --supported-features=%s%s (log: %s)\n", rep.Suite, pattern, strings.Join(o.Features, ","), how, logFile.Name())
 	start := time.Now()
 	if err := conv.Start(); err != nil {
 		return nil, fmt.Errorf("go tool test2json: %w", err)
@@ -161,7 +172,7 @@ func Run(o Options) (*Report, error) {
 		for _, s := range t.Subtests {
 			c.add(s.Result)
 		}
-		fmt.Fprintf(o.Log, "cnp: [%d] %s %s (%s)%s\n", done, strings.ToUpper(t.Result), t.Name, time.Duration(t.Seconds*float64(time.Second)).Round(time.Second), subtestSummary(c))
+		fmt.Fprintf(o.Log, "cnp: [%d] %s %s (%s)%s%s\n", done, strings.ToUpper(t.Result), t.Name, time.Duration(t.Seconds*float64(time.Second)).Round(time.Second), subtestSummary(c), probesNotMade(t))
 		for _, s := range t.Subtests {
 			if s.Result == Failed {
 				fmt.Fprintf(o.Log, "    failed: %s\n", Display(s.Name))
@@ -200,6 +211,14 @@ func subtestSummary(c Counts) string {
 		s += fmt.Sprintf(", %d cannot run here (SCTP)", c.NoSCTP)
 	}
 	return s
+}
+
+// probesNotMade says a test's SCTP probes not made, for a progress line.
+func probesNotMade(t *Test) string {
+	if t.SCTPProbesNotMade == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d SCTP probes not made", t.SCTPProbesNotMade)
 }
 
 // Display is a test's name as its t.Run gave it (t.Run writes spaces as
