@@ -59,18 +59,25 @@ func TestTiersInTheDatapath(t *testing.T) {
 	}
 	progs := dp.Programs()
 	port := uint16(41000)
-	// reaches sends a new connection's SYN from src to the server's
-	// 8080 through both programs (sender's egress, receiver's ingress).
-	reaches := func(src *model.Pod, fam int) bool {
+	// reachesOver sends a new flow's first packet (a SYN, a datagram, an
+	// INIT) from src to the server's port through both programs
+	// (sender's egress, receiver's ingress).
+	reachesOver := func(src *model.Pod, fam int, proto model.Proto, dport uint16) bool {
 		t.Helper()
 		port++
-		syn := pkt.TCP(netip.AddrPortFrom(src.IPs[fam], port), netip.AddrPortFrom(server.IPs[fam], 8080), pkt.TCPOpts{SYN: true, Seq: 1}, nil)
-		passed := runProg(t, progs.FromPod, syn) != tcShot && runProg(t, progs.ToPod, syn) != tcShot
-		if m, err := policy.MapsAllow(dp.Maps(), src.IPs[fam], server.IPs[fam], model.TCP, 8080); err != nil || m != passed {
-			t.Errorf("%s -> server: the programs say %v, the maps (MapsAllow) %v (%v)", src.ID, passed, m, err)
+		from, to := netip.AddrPortFrom(src.IPs[fam], port), netip.AddrPortFrom(server.IPs[fam], dport)
+		first := map[model.Proto][]byte{
+			model.TCP:  pkt.TCP(from, to, pkt.TCPOpts{SYN: true, Seq: 1}, nil),
+			model.UDP:  pkt.UDP(from, to, []byte("x")),
+			model.SCTP: pkt.SCTPInit(from, to),
+		}[proto]
+		passed := runProg(t, progs.FromPod, first) != tcShot && runProg(t, progs.ToPod, first) != tcShot
+		if m, err := policy.MapsAllow(dp.Maps(), src.IPs[fam], server.IPs[fam], proto, dport); err != nil || m != passed {
+			t.Errorf("%s -> server %v/%d: the programs say %v, the maps (MapsAllow) %v (%v)", src.ID, proto, dport, passed, m, err)
 		}
 		return passed
 	}
+	reaches := func(src *model.Pod, fam int) bool { t.Helper(); return reachesOver(src, fam, model.TCP, 8080) }
 	gryffindor := labels.SelectorFromSet(labels.Set{"house": "gryffindor"})
 	np := &model.Policy{ID: model.PolicyID{Namespace: "gryffindor", Name: "friends-only"}, Pods: labels.Everything(), IsolatesIngress: true,
 		Ingress: []model.PolicyRule{{Peers: []model.PolicyPeer{{Namespaces: labels.SelectorFromSet(labels.Set{"house": "hufflepuff"}), Pods: labels.Everything()}}}}}
@@ -80,13 +87,19 @@ func TestTiersInTheDatapath(t *testing.T) {
 		Ingress: []model.ClusterRule{{Action: model.Accept, Peers: house("slytherin"), Ports: []model.PolicyPort{{Proto: model.TCP, Port: 8080}}}}}
 	pass := &model.ClusterPolicy{Name: "pass-friends", Tier: model.AdminTier, Priority: 1, Namespaces: gryffindor, Pods: labels.Everything(),
 		Ingress: []model.ClusterRule{{Action: model.Pass, Peers: house("hufflepuff")}}}
+	// The suite's SCTP tests cannot run on this kernel (no SCTP sockets);
+	// the programs judge SCTP packets all the same.
+	sctpDeny := &model.ClusterPolicy{Name: "deny-friends-sctp", Tier: model.AdminTier, Priority: 0, Namespaces: gryffindor, Pods: labels.Everything(),
+		Ingress: []model.ClusterRule{{Action: model.Deny, Peers: house("hufflepuff"), Ports: []model.PolicyPort{{Proto: model.SCTP, Port: 9003}}}}}
+	sctpAccept := &model.ClusterPolicy{Name: "accept-rival-sctp", Tier: model.AdminTier, Priority: 0, Namespaces: gryffindor, Pods: labels.Everything(),
+		Ingress: []model.ClusterRule{{Action: model.Accept, Peers: house("slytherin"), Ports: []model.PolicyPort{{Proto: model.SCTP, Port: 9003}}}}}
 	baseline := &model.ClusterPolicy{Name: "baseline-deny", Tier: model.BaselineTier, Priority: 1, Namespaces: gryffindor, Pods: labels.Everything(),
 		Ingress: []model.ClusterRule{{Action: model.Deny, Peers: house("slytherin")}}}
 	for fam := range 2 {
 		for _, p := range []*model.Policy{np} {
 			cl.SetPolicy(p.ID, nil)
 		}
-		for _, n := range []string{deny.Name, accept.Name, pass.Name, baseline.Name} {
+		for _, n := range []string{deny.Name, accept.Name, pass.Name, baseline.Name, sctpDeny.Name, sctpAccept.Name} {
 			cl.SetClusterPolicy(n, nil)
 		}
 		apply()
@@ -118,6 +131,24 @@ func TestTiersInTheDatapath(t *testing.T) {
 		apply()
 		if reaches(rival, fam) || !reaches(friend, fam) {
 			t.Error("no NetworkPolicy, Baseline Deny of slytherin: want rival out, friend (passed, no NetworkPolicy, no baseline rule) in")
+		}
+		if !reachesOver(friend, fam, model.SCTP, 9003) || reachesOver(rival, fam, model.SCTP, 9003) {
+			t.Fatal("before the SCTP policies: want the friend's SCTP in (passed), the rival's out (baseline)") // their controls
+		}
+		cl.SetClusterPolicy(sctpDeny.Name, sctpDeny)
+		cl.SetClusterPolicy(sctpAccept.Name, sctpAccept)
+		apply()
+		if reachesOver(friend, fam, model.SCTP, 9003) {
+			t.Error("Admin Deny of hufflepuff over SCTP 9003: the friend's INIT passed")
+		}
+		if !reachesOver(friend, fam, model.UDP, 9003) || !reaches(friend, fam) {
+			t.Error("Admin Deny over SCTP 9003: the friend's UDP 9003 or TCP 8080 was dropped")
+		}
+		if !reachesOver(rival, fam, model.SCTP, 9003) {
+			t.Error("Admin Accept of slytherin over SCTP 9003: the rival's INIT was dropped")
+		}
+		if reachesOver(rival, fam, model.UDP, 9003) || reachesOver(rival, fam, model.SCTP, 9004) {
+			t.Error("Admin Accept over SCTP 9003 only: the rival's UDP 9003 or SCTP 9004 passed the Baseline Deny")
 		}
 	}
 	var drops uint64
