@@ -117,7 +117,11 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 // every failure.
 func writeWithoutSCTP(b *strings.Builder, w *Report) {
 	b.WriteString("\n## The same tests with SCTP probes not made\n\n")
-	fmt.Fprintf(b, "`%s` with `NETCUBE_CNP_SCTP_PROBES=skip`, wall time %s.\n\n", w.RunFlag, w.Wall.Round(time.Second))
+	fmt.Fprintf(b, "`%s` with `NETCUBE_CNP_SCTP_PROBES=skip`, wall time %s", w.RunFlag, w.Wall.Round(time.Second))
+	if w.Meta.Commit != "" {
+		fmt.Fprintf(b, "; at commit `%s` on %s, by `%s`", w.Meta.Commit, w.Meta.Date, w.Meta.Command)
+	}
+	b.WriteString(".\n\n")
 	if len(w.Setup) > 0 {
 		fmt.Fprintf(b, "**The suite's setup failed**:\n\n```\n%s\n```\n\n", strings.Join(w.Setup, "\n"))
 	}

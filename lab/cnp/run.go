@@ -198,6 +198,34 @@ func Run(o Options) (*Report, error) {
 	return rep, nil
 }
 
+// RunAfterCleanup runs the suite as Run does, right after another run:
+// the earlier run's namespaces may still be terminating, and the suite's
+// setup fails on them at once ("being terminated"). It tries again every
+// 10 s for up to 3 minutes; any other result is returned as it is.
+func RunAfterCleanup(o Options) (*Report, error) {
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		rep, err := Run(o)
+		if rep == nil || err != nil || !terminating(rep.Setup) || time.Now().After(deadline) {
+			return rep, err
+		}
+		if o.Log != nil {
+			fmt.Fprintln(o.Log, "cnp: the earlier run's namespaces are still terminating; trying again in 10 s")
+		}
+		time.Sleep(10 * time.Second)
+	}
+}
+
+// terminating: the setup failed on a namespace being deleted.
+func terminating(setup []string) bool {
+	for _, l := range setup {
+		if strings.Contains(l, "because it is being terminated") {
+			return true
+		}
+	}
+	return false
+}
+
 // subtestSummary counts a test's subtests for a progress line.
 func subtestSummary(c Counts) string {
 	if c.Total() == 0 {

@@ -24,6 +24,7 @@ func cnpCmd(args []string) error {
 	report := fs.String("report", "", "write the Markdown report here (docs/conformance/cluster-network-policy.md), and the results beside it (.json)")
 	out := fs.String("json", "", "write the results here (default: beside --report, or the sandbox's state directory)")
 	from := fs.String("from", "", "render --report from the results of an earlier run (its .json) instead of running")
+	again := fs.String("again-without-sctp-probes", "", "an earlier run's results (its .json): run only its tests that stopped at an SCTP probe, with SCTP probes not made, and add that run to them")
 	nodes := addRealNodeFlags(fs, "cnp")
 	_ = fs.Parse(args)
 
@@ -33,6 +34,16 @@ func cnpCmd(args []string) error {
 			return err
 		}
 		return writeCNPReport(*report, rep)
+	}
+	var first *cnp.Report
+	if *again != "" {
+		var err error
+		if first, err = cnp.LoadJSON(*again); err != nil {
+			return err
+		}
+		if *out == "" && *report == "" {
+			*out = *again
+		}
 	}
 	o := cnp.Options{Suite: *suiteDir, Match: *match, Log: os.Stdout}
 	if *smoke {
@@ -67,21 +78,29 @@ func cnpCmd(args []string) error {
 	// The suite execs into pods through the API server: it runs where
 	// the API server is reachable, the sandbox's underlay.
 	o.Kubeconfig, o.Netns, o.Dir = sb.Topology.Kubeconfig(), sb.Topology.Underlay, filepath.Join(sb.Topology.StateDir, "cnp")
-	rep, err := cnp.Run(o)
+	rep, err := first, error(nil)
 	if rep == nil {
-		return err
+		if rep, err = cnp.Run(o); rep == nil {
+			return err
+		}
 	}
 	sctp := "no SCTP in its kernel"
 	if cnp.KernelHasSCTP() {
 		sctp = "SCTP in its kernel"
-	} else if again := rep.StoppedAtSCTP(); err == nil && len(again) > 0 {
+	} else if names := rep.StoppedAtSCTP(); err == nil && len(names) > 0 {
 		// The judge is the run above; this one makes every TCP and UDP
 		// probe those tests' first SCTP probe kept from running.
-		fmt.Printf("cnp: %d tests stopped at an SCTP probe; running them again with SCTP probes not made\n", len(again))
+		fmt.Printf("cnp: %d tests stopped at an SCTP probe; running them again with SCTP probes not made\n", len(names))
 		o2 := o
-		o2.Match, o2.Tests, o2.SkipSCTPProbes = "", again, true
+		o2.Match, o2.Tests, o2.SkipSCTPProbes = "", names, true
 		o2.Dir = filepath.Join(sb.Topology.StateDir, "cnp-without-sctp-probes")
-		rep.WithoutSCTPProbes, err = cnp.Run(o2)
+		rep.WithoutSCTPProbes, err = cnp.RunAfterCleanup(o2)
+		if rep.WithoutSCTPProbes != nil {
+			rep.WithoutSCTPProbes.Meta = cnp.Meta{Commit: commit, Command: "netcube-lab cnp " + strings.Join(args, " "), Date: time.Now().UTC().Format("2006-01-02")}
+		}
+	}
+	if first != nil {
+		return finishCNP(rep, err, results, *report)
 	}
 	rep.Meta = cnp.Meta{
 		Commit:  commit,
@@ -92,6 +111,12 @@ func cnpCmd(args []string) error {
 			"netcube installed by its Helm chart (routing %s, socket-LB %v), no kube-proxy. Linux %s, %s.",
 			len(sb.Topology.Nodes), cnp.Version, sb.Config.Routing, sb.Config.SocketLB, kernelRelease(), sctp),
 	}
+	return finishCNP(rep, err, results, *report)
+}
+
+// finishCNP writes the results and the report, prints the totals and
+// says whether anything failed.
+func finishCNP(rep *cnp.Report, err error, results, report string) error {
 	if werr := rep.WriteJSON(results); werr != nil {
 		return werr
 	}
@@ -103,8 +128,8 @@ func cnpCmd(args []string) error {
 		fmt.Printf("cnp: with SCTP probes not made: %d of %d tests passed, %d failed; subtests %d passed, %d failed; %s\n",
 			t2.Passed, t2.Total(), t2.Failed, s2.Passed, s2.Failed, w.Wall.Round(time.Second))
 	}
-	if *report != "" {
-		if werr := writeCNPReport(*report, rep); werr != nil {
+	if report != "" {
+		if werr := writeCNPReport(report, rep); werr != nil {
 			return werr
 		}
 	}
