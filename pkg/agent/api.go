@@ -21,6 +21,7 @@ import (
 type policyHealth interface {
 	PolicySynced() <-chan struct{}
 	PolicyFailures() map[string]error
+	PoliciesNotApplied() map[string]string
 }
 
 // failures are the Service reconciler's failures and the policy cube's
@@ -55,6 +56,9 @@ func statusHandler(node string, started time.Time, m *metrics, rec cube.Reconcil
 			default:
 			}
 			st.PolicySynced = &synced
+			if na := ph.PoliciesNotApplied(); len(na) > 0 {
+				st.NotApplied = na
+			}
 		}
 		for id, err := range failures(rec, ph) {
 			if st.Failing == nil {

@@ -57,6 +57,24 @@ func ToClusterPolicy(cnp *cnpv1.ClusterNetworkPolicy) (*model.ClusterPolicy, err
 	return out, errors.Join(errs...)
 }
 
+// ReadClusterPolicy is ToClusterPolicy for the policy cube to decide
+// what to enforce: never nil, with the object's resourceVersion, and what
+// could not be read in Invalid (Unenforceable: nothing of it can be).
+func ReadClusterPolicy(cnp *cnpv1.ClusterNetworkPolicy) *model.ClusterPolicy {
+	p, err := ToClusterPolicy(cnp)
+	if p == nil {
+		p = UnreadClusterPolicy(cnp.Name, cnp.ResourceVersion, err)
+	}
+	p.ResourceVersion, p.Invalid = cnp.ResourceVersion, err
+	return p
+}
+
+// UnreadClusterPolicy is a ClusterNetworkPolicy of which nothing could be
+// read, for err.
+func UnreadClusterPolicy(name, resourceVersion string, err error) *model.ClusterPolicy {
+	return &model.ClusterPolicy{Name: name, ResourceVersion: resourceVersion, Invalid: err, Unenforceable: true}
+}
+
 func toSubject(out *model.ClusterPolicy, s cnpv1.ClusterNetworkPolicySubject) error {
 	switch {
 	case s.Namespaces != nil && s.Pods != nil:

@@ -86,3 +86,27 @@ func TestToClusterPolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestReadClusterPolicy: what the kube source hands the policy cube is
+// never nil: the resourceVersion, and what could not be read in Invalid
+// (Unenforceable when the subject cannot be read either).
+func TestReadClusterPolicy(t *testing.T) {
+	good := cnp(cnpv1.ClusterNetworkPolicySpec{Tier: cnpv1.AdminTier, Priority: 3, Subject: allNamespaces})
+	good.ResourceVersion = "7"
+	if p := ReadClusterPolicy(good); p.ResourceVersion != "7" || p.Invalid != nil || p.Unenforceable {
+		t.Errorf("good: %+v", p)
+	}
+	badPeer := good.DeepCopy()
+	badPeer.Spec.Egress = []cnpv1.ClusterNetworkPolicyEgressRule{{Action: cnpv1.ClusterNetworkPolicyRuleActionDeny,
+		To: []cnpv1.ClusterNetworkPolicyEgressPeer{{Networks: []cnpv1.CIDR{"10.0.0.0/33"}}}}}
+	if p := ReadClusterPolicy(badPeer); p.Invalid == nil || !strings.Contains(p.Invalid.Error(), "spec.egress[0].to[0].networks[0]") ||
+		p.Unenforceable || len(p.Egress) != 1 || !p.Egress[0].Everyone {
+		t.Errorf("a bad Deny peer: %+v (want Invalid naming the field, the rule denying everyone)", p)
+	}
+	badSubject := good.DeepCopy()
+	badSubject.Spec.Subject = cnpv1.ClusterNetworkPolicySubject{Namespaces: &metav1.LabelSelector{
+		MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: metav1.LabelSelectorOpIn}}}}
+	if p := ReadClusterPolicy(badSubject); p.Invalid == nil || !p.Unenforceable || p.Name != "p" || p.ResourceVersion != "7" {
+		t.Errorf("a bad subject: %+v", p)
+	}
+}

@@ -24,6 +24,11 @@ type Status struct {
 	// and the policy maps and each pod whose NetworkPolicy they lack
 	// ("Pod ns/name": quarantined, or left as the maps held it).
 	Failing map[string]string `json:"failing,omitempty"`
+	// NotApplied are the policies whose last update is not enforced as
+	// written ("ClusterNetworkPolicy name": what could not be read, and
+	// what is enforced instead, e.g. the last good version). They do not
+	// make the agent unready: the policy's author has an Event too.
+	NotApplied map[string]string `json:"not_applied,omitempty"`
 }
 
 // BGPPath is where the local API says what the node's BGP speaker runs

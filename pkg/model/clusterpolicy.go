@@ -39,6 +39,14 @@ type ClusterPolicy struct {
 	// selects (Pods nil: every pod there). Host-network pods never.
 	Namespaces, Pods labels.Selector
 	Ingress, Egress  []ClusterRule
+	// ResourceVersion is the API object's version this was read from.
+	ResourceVersion string
+	// Invalid is what of the object could not be read (nil: all of it).
+	// The rest is then its fail-closed reading or, Unenforceable, none
+	// (its tier, priority or subject could not be read): the policy cube
+	// keeps enforcing the last version read whole, if it has one.
+	Invalid       error
+	Unenforceable bool
 }
 
 // ClusterRule is one rule: its Action for traffic with any of Peers on any

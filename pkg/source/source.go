@@ -49,7 +49,8 @@ type PolicyHandler interface {
 }
 
 // ClusterPolicyHandler receives the ClusterNetworkPolicies (nil:
-// deleted, or one that cannot be enforced). A Source delivers them, when
+// deleted; the kube source sends one that cannot be read whole with
+// Invalid set, for the handler to keep its last good version). A Source delivers them, when
 // a PolicyHandler implements this too, before it calls OnPoliciesSynced
 // (at once when the API serves none: the CRD is not installed).
 type ClusterPolicyHandler interface {

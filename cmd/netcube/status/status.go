@@ -11,8 +11,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -236,6 +238,9 @@ func printText(w io.Writer, r Report) {
 		fmt.Fprintf(w, "Agent:      node %s, up %s, %s\n", a.Node, time.Since(a.Started).Round(time.Second), sync)
 		for id, err := range a.Failing {
 			fmt.Fprintf(w, "            failing: %s: %s\n", id, err)
+		}
+		for _, id := range slices.Sorted(maps.Keys(a.NotApplied)) {
+			fmt.Fprintf(w, "            policy: %s: %s\n", id, a.NotApplied[id])
 		}
 	} else {
 		fmt.Fprintf(w, "Agent:      not answering: %s\n            the datapath keeps forwarding with the state below\n", r.AgentError)

@@ -54,6 +54,7 @@ type Reconciler struct {
 	report            *report.Reporter // warnings; nil: logged only
 	warned            map[model.PolicyID]string
 	conflicted        map[string]string // ClusterNetworkPolicies' TierConflicts reported, by name
+	notApplied        map[string]string // ClusterNetworkPolicies not enforced as written, and why, by name (lastgood.go)
 	// attributions: PoliciesOf's answers since the last compilation.
 	attributions map[attribKey][]string
 
@@ -79,7 +80,7 @@ func NewReconciler(maps *cube.Maps, node string, hostAddrs []netip.Addr) *Reconc
 		maps: maps, node: node, hostAddrs: hostAddrs,
 		cluster: NewCluster(), dirty: make(chan struct{}, 1),
 		compiler: NewCompiler(), pendingPods: map[model.PodID]struct{}{}, pendingNamespaces: map[string]struct{}{},
-		pendingPolicies: map[model.PolicyID]struct{}{}, warned: map[model.PolicyID]string{}, conflicted: map[string]string{}, attributions: map[attribKey][]string{},
+		pendingPolicies: map[model.PolicyID]struct{}{}, warned: map[model.PolicyID]string{}, conflicted: map[string]string{}, notApplied: map[string]string{}, attributions: map[attribKey][]string{},
 		admission: newAdmission(),
 		syncs: prometheus.NewCounter(prometheus.CounterOpts{Name: "netcube_policy_syncs_total",
 			Help: "Passes that wrote the policy maps to match the cluster's NetworkPolicies."}),
@@ -189,12 +190,16 @@ func (r *Reconciler) OnPolicy(key types.NamespacedName, p *model.Policy) {
 
 // OnClusterPolicy takes a ClusterNetworkPolicy (nil: deleted): the next
 // pass compiles all again (its tiers and networks may touch every pod).
+// One not read whole keeps the last good version (lastgood.go).
 func (r *Reconciler) OnClusterPolicy(name string, p *model.ClusterPolicy) {
 	r.mu.Lock()
-	r.cluster.SetClusterPolicy(name, p)
-	r.pendingCluster = true
+	msg, changed := r.takeClusterPolicy(name, p)
+	r.pendingCluster = r.pendingCluster || changed
 	r.mu.Unlock()
-	r.changed()
+	r.reportClusterPolicy(name, msg)
+	if changed {
+		r.changed()
+	}
 }
 
 // OnNode takes a node (nil: deleted): its labels and addresses are what
@@ -221,11 +226,17 @@ func sameNode(a, b *model.NodeInfo) bool {
 	return maps.Equal(a.Labels, b.Labels) && slices.Equal(a.Addresses, b.Addresses)
 }
 
-// ClusterPolicyKeys are the ClusterNetworkPolicies held.
+// ClusterPolicyKeys are the ClusterNetworkPolicies held, and those not
+// applied (their deletion clears what is reported).
 func (r *Reconciler) ClusterPolicyKeys() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return slices.Collect(maps.Keys(r.cluster.ClusterPolicies))
+	keys := map[string]string{}
+	maps.Copy(keys, r.notApplied)
+	for name := range r.cluster.ClusterPolicies {
+		keys[name] = ""
+	}
+	return slices.Collect(maps.Keys(keys))
 }
 
 func (r *Reconciler) OnPoliciesSynced() {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/netcube/netcube/pkg/k8s"
 	"github.com/netcube/netcube/pkg/model"
-	"github.com/netcube/netcube/pkg/report"
 	"github.com/netcube/netcube/pkg/source"
 )
 
@@ -29,20 +28,17 @@ func (s *Source) clusterPolicyStream(c *client, h source.ClusterPolicyHandler) *
 		name:          "clusternetworkpolicies",
 		optional:      true,
 		api:           dynamicResource{c.dynamic.Resource(schema.GroupVersionResource(ClusterNetworkPolicies))},
+		// What cannot be read is the policy cube's to report: it alone
+		// knows whether a last good version is kept.
 		convert: func(o runtime.Object) *model.ClusterPolicy {
 			u := o.(*unstructured.Unstructured)
-			obj := report.Object{Kind: "ClusterNetworkPolicy", Name: u.GetName()}
 			var api cnpv1.ClusterNetworkPolicy
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), &api); err != nil {
-				s.Report.SetErr(obj, report.InvalidField, fmt.Errorf("not a ClusterNetworkPolicy: %w", err))
-				return nil
+				return k8s.UnreadClusterPolicy(u.GetName(), u.GetResourceVersion(), fmt.Errorf("not a ClusterNetworkPolicy: %w", err))
 			}
-			p, err := k8s.ToClusterPolicy(&api)
-			s.Report.SetErr(obj, report.InvalidField, err)
-			return p
+			return k8s.ReadClusterPolicy(&api)
 		},
 		deliver: func(k types.NamespacedName, p *model.ClusterPolicy) { h.OnClusterPolicy(k.Name, p) },
-		forget:  s.forget("ClusterNetworkPolicy"),
 		known: func() []types.NamespacedName {
 			var out []types.NamespacedName
 			for _, n := range slices.Sorted(slices.Values(h.ClusterPolicyKeys())) {
