@@ -312,8 +312,17 @@ func benchPolicy(args []string) error {
 	cfg := bench.PolicyConfig{Log: os.Stdout}
 	fs.IntVar(&cfg.Runs, "runs", 3, "repetitions (medians are reported)")
 	fs.DurationVar(&cfg.Duration, "duration", 3*time.Second, "length of each measurement")
-	fs.StringVar(&cfg.OutDir, "out", "docs/benchmarks", "directory for policy.{json,md} (\"\": none)")
+	fs.StringVar(&cfg.OutDir, "out", "docs/benchmarks", "directory for policy.{json,md}, or cluster-policy.{json,md} with --cluster-policies (\"\": none)")
+	fs.IntVar(&cfg.ClusterPolicies, "cluster-policies", 0, "add the mode NetworkPolicy + this many Admin-tier and as many Baseline-tier ClusterNetworkPolicies (in place of the quiet mode; report cluster-policy.*)")
+	knp := fs.Bool("kube-network-policies", false, "also run sigs.k8s.io/kube-network-policies "+bench.KNPVersion+" on node1 (hack/build-kube-network-policies.sh) and report what it did")
 	_ = fs.Parse(args)
+	if *knp {
+		dir, err := kubeenv.CachedBuild("NETCUBE_KNP_DIR", "build-kube-network-policies.sh")
+		if err != nil {
+			return err
+		}
+		cfg.KubeNetworkPolicies = dir
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return err
