@@ -518,4 +518,3 @@ func knpMarkdown(b *strings.Builder, a *KNPAttempt) {
 		b.WriteString("```\n\n")
 	}
 }
-

@@ -45,13 +45,13 @@ type PolicyConfig struct {
 
 // PolicyPoint is one path's figures with and without the policies.
 type PolicyPoint struct {
-	Family    string                     `json:"family"`
-	Placement string                     `json:"placement"` // same-node, cross-node
-	None      PolicyFigures              `json:"no_policy"`
-	Policies  PolicyFigures              `json:"policies"`
+	Family    string        `json:"family"`
+	Placement string        `json:"placement"` // same-node, cross-node
+	None      PolicyFigures `json:"no_policy"`
+	Policies  PolicyFigures `json:"policies"`
 	// Cluster: the policies and the ClusterNetworkPolicies (mode cluster).
-	Cluster *PolicyFigures `json:"policies_and_cluster_policies,omitempty"`
-	Raw       map[string][]native.Result `json:"raw,omitempty"`
+	Cluster *PolicyFigures             `json:"policies_and_cluster_policies,omitempty"`
+	Raw     map[string][]native.Result `json:"raw,omitempty"`
 }
 
 // PolicyFigures are the medians of the runs.
@@ -74,14 +74,14 @@ type PolicyFigures struct {
 
 // PolicyReport is what `netcube-lab bench policy` writes.
 type PolicyReport struct {
-	Commit     string        `json:"commit"`
-	MeasuredAt time.Time     `json:"measured_at"`
-	Machine    string        `json:"machine"`
-	Command    string        `json:"command"`
-	Runs       int           `json:"runs"`
-	DurationS  float64       `json:"duration_s"`
-	Scale      string        `json:"scale"`
-	Tables     string        `json:"tables"`
+	Commit     string    `json:"commit"`
+	MeasuredAt time.Time `json:"measured_at"`
+	Machine    string    `json:"machine"`
+	Command    string    `json:"command"`
+	Runs       int       `json:"runs"`
+	DurationS  float64   `json:"duration_s"`
+	Scale      string    `json:"scale"`
+	Tables     string    `json:"tables"`
 	// ClusterScale and ClusterTables: the ClusterNetworkPolicies of mode
 	// cluster and node1's tables with them.
 	ClusterScale  string        `json:"cluster_scale,omitempty"`
