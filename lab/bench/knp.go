@@ -432,6 +432,10 @@ func createBenchObjects(ctx context.Context, c kubernetes.Interface, sb *sandbox
 	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bench"}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
+	// (No controller manager: the pods' service account is made here.)
+	if _, err := c.CoreV1().ServiceAccounts("bench").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
 	for _, n := range sb.Topology.Nodes {
 		if _, err := c.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name},
 			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: n.IP4.String()}}}}, metav1.CreateOptions{}); err != nil {
@@ -502,7 +506,7 @@ func knpMarkdown(b *strings.Builder, a *KNPAttempt) {
 	for _, s := range a.Probe.Steps {
 		res := "ok"
 		if !s.OK {
-			res = "**failed**: " + s.Output
+			res = "**failed**: " + strings.Join(strings.Fields(s.Output), " ")
 		}
 		fmt.Fprintf(b, "| `%s` | %s |\n", strings.ReplaceAll(s.Command, "|", `\|`), strings.ReplaceAll(res, "\n", " "))
 	}

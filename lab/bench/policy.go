@@ -461,7 +461,7 @@ func (r *PolicyReport) Markdown() string {
 	fmt.Fprintf(&b, "# NetworkPolicy: per-packet cost\n\n")
 	fmt.Fprintf(&b, "Measured at netcube commit `%s` on %s, %s, by `%s` (%d runs of %.0f s per figure, each target measured with no policy, the policies, and the policies without verdict events back to back, the order reversed every other run; medians).\n\n",
 		r.Commit, r.MeasuredAt.Format("2006-01-02"), r.Machine, r.Command, r.Runs, r.DurationS)
-	fmt.Fprintf(&b, "With policies: %s (%s). The client pod is egress-isolated and the servers ingress-isolated, each allowed by one rule, so every new connection is judged on both ends: the peer's identity and the entry lookups. Native code (ncperf), client and server pinned to one CPU. No eBPF policy peer builds here (`sigs.k8s.io/kube-network-policies` is not on the module proxy): the reference is netcube with no policy.\n\n", r.Scale, r.Tables)
+	fmt.Fprintf(&b, "With policies: %s (%s). The client pod is egress-isolated and the servers ingress-isolated, each allowed by one rule, so every new connection is judged on both ends: the peer's identity and the entry lookups. Native code (ncperf), client and server pinned to one CPU. The reference is netcube with no policy (`sigs.k8s.io/kube-network-policies`, on the module proxy, cannot enforce on this kernel: docs/benchmarks/cluster-policy.md).\n\n", r.Scale, r.Tables)
 	fmt.Fprintf(&b, "Targets: new connections/s and request/response p99 within %.0f%% of no policy.\n\n", policyTolerance*100)
 	b.WriteString("| path | conn/s, no policy | conn/s, policies | ratio | target | rr p99 µs, no policy | rr p99 µs, policies | ratio | target | conn/s, policies without verdict events | ratio |\n")
 	b.WriteString("|---|---:|---:|---:|---|---:|---:|---:|---|---:|---:|\n")

@@ -333,6 +333,10 @@ func benchPolicy(args []string) error {
 		return err
 	}
 	fmt.Println()
+	if cfg.ClusterPolicies > 0 {
+		fmt.Print(rep.ClusterMarkdown())
+		return nil
+	}
 	fmt.Print(rep.Markdown())
 	return nil
 }
