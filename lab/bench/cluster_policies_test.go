@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
+
 	"github.com/netcube/netcube/lab/sandbox"
 	"github.com/netcube/netcube/pkg/cubes/policy"
 	"github.com/netcube/netcube/pkg/model"
@@ -94,5 +96,74 @@ func TestKNPLogExcerpt(t *testing.T) {
 	got := knpLogExcerpt([]byte(log), 10)
 	if len(got) != 2 {
 		t.Fatalf("excerpt %q: want the two distinct nftables lines", got)
+	}
+}
+
+// The change-latency benchmark's ClusterNetworkPolicies convert without
+// an error, and its edits and label changes turn the connections it
+// probes as it expects.
+func TestLatencyClusterPoliciesEditsAnswer(t *testing.T) {
+	nodes := []string{latencyNode, "other-node"}
+	cl := policy.ScaleCluster(10, 20, 1, nodes)
+	for n := range 10 {
+		ns := cl.Namespaces[latencyNS(n)]
+		ns.Labels[nsNameLabel] = ns.Name
+	}
+	const cnps = 100
+	var all []*cnpv1.ClusterNetworkPolicy
+	for k := range cnps {
+		all = append(all, latencyClusterPolicy(k))
+	}
+	all = append(all, latencyCNPProbe())
+	if err := addClusterPolicies(cl, all); err != nil {
+		t.Fatal(err)
+	}
+	local := func(p *model.Pod) bool { return p.Node == latencyNode }
+	host := []netip.Addr{netip.MustParseAddr("172.30.0.11")}
+	c := policy.NewCompiler()
+	t0 := time.Now()
+	tb := c.Compile(cl, local, host)
+	t.Logf("%d ClusterNetworkPolicies: %d tier set entries, compiled in %s", cnps, len(tb.Verdicts), time.Since(t0))
+	for _, k := range []int{0, 2, 50, 98} {
+		src, dst := latencyCNPPeers(k)
+		for _, step := range []struct {
+			action cnpv1.ClusterNetworkPolicyRuleAction
+			want   bool
+		}{{cnpv1.ClusterNetworkPolicyRuleActionAccept, true}, {cnpv1.ClusterNetworkPolicyRuleActionDeny, false}} {
+			if err := addClusterPolicies(cl, []*cnpv1.ClusterNetworkPolicy{latencyCNPEdit(k, 40000+k, step.action)}); err != nil {
+				t.Fatal(err)
+			}
+			tb := policy.NewCompiler().Compile(cl, local, host)
+			if got := tb.Allows(src, dst, model.TCP, uint16(40000+k)); got != step.want {
+				t.Errorf("policy %d edited to %s: %s -> %s:%d allowed %v, want %v", k, step.action, src, dst, 40000+k, got, step.want)
+			}
+		}
+	}
+	// The label change: p1 of ns0 labelled into the probe's peers.
+	src, dst := latencyPodIP(0, 1), latencyPodIP(0, 0)
+	if policy.NewCompiler().Compile(cl, local, host).Allows(src, dst, model.TCP, cnpProbePort) {
+		t.Fatalf("%s -> %s:%d allowed before the label", src, dst, cnpProbePort)
+	}
+	id := model.PodID{Namespace: latencyNS(0), Name: latencyPodName(1)}
+	p := *cl.Pods[id]
+	p.Labels = map[string]string{"app": p.Labels["app"], "tier": p.Labels["tier"], "role": "cnp-prober"}
+	cl.SetPod(id, &p)
+	if !policy.NewCompiler().Compile(cl, local, host).Allows(src, dst, model.TCP, cnpProbePort) {
+		t.Errorf("%s -> %s:%d denied with the label", src, dst, cnpProbePort)
+	}
+}
+
+func TestClusterPolicyLatencyMarkdown(t *testing.T) {
+	r := &ClusterPolicyLatencyReport{Commit: "abc123", Changes: 10, Points: []ClusterPolicyLatencyPoint{
+		{ClusterPolicies: 10, PolicyChangeTimes: PolicyChangeTimes{PolicyEditP50: 4, PolicyEditP99: 9, LabelP50: 5, LabelP99: 120}},
+		{ClusterPolicies: 100, PolicyChangeTimes: PolicyChangeTimes{PolicyEditP50: 5, PolicyEditP99: 12, LabelP50: 6, LabelP99: 20}}}}
+	md := r.Markdown()
+	for _, want := range []string{"`abc123`", "| 10 | 0 | 4.0 / 9.0 | met | 5.0 / 120.0 | **missed** |", "plots/cluster-policy-latency.svg"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report has no %q:\n%s", want, md)
+		}
+	}
+	if svg := r.plot(); !strings.Contains(svg, ">100<") {
+		t.Errorf("the plot has no 100 on its axis")
 	}
 }

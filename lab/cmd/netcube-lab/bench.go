@@ -350,8 +350,23 @@ func benchPolicyLatency(args []string) error {
 	fs.IntVar(&cfg.PodsPerNS, "pods", 20, "pods per namespace")
 	policies := fs.String("policies", "1,10,100,1000", "NetworkPolicies per namespace: the stages, ascending")
 	fs.IntVar(&cfg.Changes, "changes", 100, "changes timed of each kind, per stage")
-	fs.StringVar(&cfg.OutDir, "out", "docs/benchmarks", "directory for policy-latency.{json,md} (\"\": none)")
+	fs.StringVar(&cfg.OutDir, "out", "docs/benchmarks", "directory for policy-latency.{json,md}, or cluster-policy-latency.{json,md} with --cluster-policies (\"\": none)")
+	cnps := fs.String("cluster-policies", "", "ClusterNetworkPolicy stages after the NetworkPolicy stages, ascending (e.g. 10,100,1000; report cluster-policy-latency.*)")
+	knp := fs.Bool("kube-network-policies", false, "also run sigs.k8s.io/kube-network-policies "+bench.KNPVersion+" against the same API server (hack/build-kube-network-policies.sh)")
 	_ = fs.Parse(args)
+	if *cnps != "" {
+		var err error
+		if cfg.ClusterPolicies, err = ints(*cnps); err != nil {
+			return fmt.Errorf("--cluster-policies: %w", err)
+		}
+	}
+	if *knp {
+		dir, err := kubeenv.CachedBuild("NETCUBE_KNP_DIR", "build-kube-network-policies.sh")
+		if err != nil {
+			return err
+		}
+		cfg.KubeNetworkPolicies = dir
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return err
@@ -365,6 +380,10 @@ func benchPolicyLatency(args []string) error {
 		return err
 	}
 	fmt.Println()
+	if rep.Cluster != nil {
+		fmt.Print(rep.Cluster.Markdown())
+		return nil
+	}
 	fmt.Print(rep.Markdown())
 	return nil
 }
