@@ -121,7 +121,7 @@ func runClusterPolicyStages(ctx context.Context, cfg PolicyLatencyConfig, env *k
 			return err
 		}
 		logCNPChanges(cfg.Log, n, "", pt.PolicyChangeTimes)
-		if numCPU() >= 2 {
+		if numCPU() >= 2 && !cfg.NoOwnCPU {
 			own := &PolicyChangeTimes{}
 			if err := onOwnCPU(env, a, func() error { return measure(own) }); err != nil {
 				return err

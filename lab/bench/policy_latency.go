@@ -50,6 +50,9 @@ type PolicyLatencyConfig struct {
 	// KubeNetworkPolicies: the directory holding kube-network-policies,
 	// run against the same API server at the end (knp.go).
 	KubeNetworkPolicies string
+	// NoOwnCPU skips each stage's second round, the agent on a CPU of
+	// its own.
+	NoOwnCPU bool
 }
 
 // PolicyLatencyReport is what `netcube-lab bench policy-latency` writes.
@@ -231,7 +234,7 @@ func RunPolicyLatency(cfg PolicyLatencyConfig) (*PolicyLatencyReport, error) {
 			return nil, err
 		}
 		logChanges(cfg.Log, total, "", pt.PolicyChangeTimes)
-		if numCPU() >= 2 {
+		if numCPU() >= 2 && !cfg.NoOwnCPU {
 			own := &PolicyChangeTimes{}
 			if err := onOwnCPU(env, a, func() error { return measurePolicyChanges(ctx, cfg, c, maps, a, perNS, &edits, own) }); err != nil {
 				return nil, err

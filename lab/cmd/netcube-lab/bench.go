@@ -351,9 +351,11 @@ func benchPolicyLatency(args []string) error {
 	policies := fs.String("policies", "1,10,100,1000", "NetworkPolicies per namespace: the stages, ascending")
 	fs.IntVar(&cfg.Changes, "changes", 100, "changes timed of each kind, per stage")
 	fs.StringVar(&cfg.OutDir, "out", "docs/benchmarks", "directory for policy-latency.{json,md}, or cluster-policy-latency.{json,md} with --cluster-policies (\"\": none)")
+	ownCPU := fs.Bool("own-cpu", true, "time each stage's changes a second time with the agent on a CPU of its own")
 	cnps := fs.String("cluster-policies", "", "ClusterNetworkPolicy stages after the NetworkPolicy stages, ascending (e.g. 10,100,1000; report cluster-policy-latency.*)")
 	knp := fs.Bool("kube-network-policies", false, "also run sigs.k8s.io/kube-network-policies "+bench.KNPVersion+" against the same API server (hack/build-kube-network-policies.sh)")
 	_ = fs.Parse(args)
+	cfg.NoOwnCPU = !*ownCPU
 	if *cnps != "" {
 		var err error
 		if cfg.ClusterPolicies, err = ints(*cnps); err != nil {
