@@ -97,6 +97,10 @@ func TestKNPLogExcerpt(t *testing.T) {
 	if len(got) != 2 {
 		t.Fatalf("excerpt %q: want the two distinct nftables lines", got)
 	}
+	multi := "I1207 17:32:12.26 1 controller.go:925] \"syncing nftables rules\" error=<\n\tnetlink receive: no such file or directory\n >\nI1207 17:32:13 1 x.go:1] \"ok\"\n"
+	if got := knpLogExcerpt([]byte(multi), 10); len(got) != 3 || !strings.Contains(got[1], "no such file") {
+		t.Errorf("excerpt %q: want the multi-line value kept", got)
+	}
 }
 
 // The change-latency benchmark's ClusterNetworkPolicies convert without

@@ -215,8 +215,14 @@ func knpLogExcerpt(b []byte, max int) []string {
 	seen := map[string]bool{}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	cont := false // inside a klog multi-line value (key=< ... >) of a kept line
 	for sc.Scan() && len(out) < max {
 		l := sc.Text()
+		if cont {
+			out = append(out, l)
+			cont = strings.TrimSpace(l) != ">"
+			continue
+		}
 		low := strings.ToLower(l)
 		if !strings.Contains(low, "nftables") && !strings.Contains(low, "nfqueue") && !strings.Contains(low, "error") && !strings.Contains(low, "fail") {
 			continue
@@ -231,6 +237,7 @@ func knpLogExcerpt(b []byte, max int) []string {
 		}
 		seen[key] = true
 		out = append(out, l)
+		cont = strings.HasSuffix(l, "=<")
 	}
 	return out
 }
