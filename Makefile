@@ -5,7 +5,7 @@ BIN     := bin
 # Tests share the machine's namespaces, cgroups and bpffs: run packages one at a time.
 TESTFLAGS ?= -p 1 -count=1 -timeout 30m
 
-.PHONY: all deps tools e2e-tools generate proto manifests build images test fuzz reliability e2e netpol conformance-cnp demo sandbox sandbox-down bench bench-observability bench-slices bench-sync bench-scale bench-scale-l2 bench-compare bench-podnet bench-nodeport bench-synflood bench-failover lint clean
+.PHONY: all deps tools e2e-tools generate proto manifests build images test fuzz reliability e2e netpol conformance-cnp demo sandbox sandbox-down bench bench-observability bench-slices bench-sync bench-scale bench-scale-l2 bench-compare bench-podnet bench-nodeport bench-synflood bench-failover bench-policy bench-cluster-policy bench-cluster-policy-latency lint clean
 
 all: build
 
@@ -120,6 +120,16 @@ bench-synflood: deps build ## spoofed SYNs at 10,000/s to a NodePort for 30 s, e
 
 bench-failover: deps build ## a LoadBalancer IP's failover in the routed sandbox (BGP to BIRD): a node dying, an agent restarting, new connections failed and the gap (about 3 minutes): docs/benchmarks/failover.{json,md}
 	$(BIN)/netcube-lab bench failover --runs 3
+
+
+bench-policy: deps build tools ## NetworkPolicy per packet: no policy, 1,000 NetworkPolicies, the same without verdict events: docs/benchmarks/policy.{json,md}
+	$(BIN)/netcube-lab bench policy --runs 9 --duration 3s
+
+bench-cluster-policy: deps build tools ## ClusterNetworkPolicy per packet: no policy, NetworkPolicy alone, + 100 Admin and 100 Baseline ClusterNetworkPolicies (target >= 0.98 of NP alone), and kube-network-policies v0.8.0 on the same node (about 8 minutes): docs/benchmarks/cluster-policy.{json,md}
+	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) NETCUBE_KNP_DIR=$$(bash hack/build-kube-network-policies.sh | tail -n 1) $(BIN)/netcube-lab bench policy --runs 5 --duration 3s --cluster-policies 100 --kube-network-policies
+
+bench-cluster-policy-latency: deps build tools ## ClusterNetworkPolicy change latency, API write -> enforced, at 10, 100 and 1,000 ClusterNetworkPolicies (target p99 < 100 ms), and kube-network-policies v0.8.0 against the same API server: docs/benchmarks/cluster-policy-latency.{json,md}
+	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) NETCUBE_KNP_DIR=$$(bash hack/build-kube-network-policies.sh | tail -n 1) $(BIN)/netcube-lab bench policy-latency --policies 1 --cluster-policies 10,100,1000 --changes 50 --kube-network-policies
 
 lint:
 	$(GO) vet ./...

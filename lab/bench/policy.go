@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,15 +32,26 @@ type PolicyConfig struct {
 	BinDir   string
 	OutDir   string // policy.{json,md}; "": none
 	Log      io.Writer
+	// ClusterPolicies, when set, adds the mode "cluster": the policies
+	// and, selecting the client and the servers, this many Admin-tier and
+	// as many Baseline-tier ClusterNetworkPolicies (benchClusterPolicies),
+	// in place of the quiet mode; the report is then cluster-policy.*.
+	ClusterPolicies int
+	// KubeNetworkPolicies, when set, is the directory holding
+	// sigs.k8s.io/kube-network-policies (hack/build-kube-network-policies.sh),
+	// run on node1 in the same session for NetworkPolicy (knp.go).
+	KubeNetworkPolicies string
 }
 
 // PolicyPoint is one path's figures with and without the policies.
 type PolicyPoint struct {
-	Family    string                     `json:"family"`
-	Placement string                     `json:"placement"` // same-node, cross-node
-	None      PolicyFigures              `json:"no_policy"`
-	Policies  PolicyFigures              `json:"policies"`
-	Raw       map[string][]native.Result `json:"raw,omitempty"`
+	Family    string        `json:"family"`
+	Placement string        `json:"placement"` // same-node, cross-node
+	None      PolicyFigures `json:"no_policy"`
+	Policies  PolicyFigures `json:"policies"`
+	// Cluster: the policies and the ClusterNetworkPolicies (mode cluster).
+	Cluster *PolicyFigures             `json:"policies_and_cluster_policies,omitempty"`
+	Raw     map[string][]native.Result `json:"raw,omitempty"`
 }
 
 // PolicyFigures are the medians of the runs.
@@ -62,15 +74,22 @@ type PolicyFigures struct {
 
 // PolicyReport is what `netcube-lab bench policy` writes.
 type PolicyReport struct {
-	Commit     string        `json:"commit"`
-	MeasuredAt time.Time     `json:"measured_at"`
-	Machine    string        `json:"machine"`
-	Command    string        `json:"command"`
-	Runs       int           `json:"runs"`
-	DurationS  float64       `json:"duration_s"`
-	Scale      string        `json:"scale"`
-	Tables     string        `json:"tables"`
-	Points     []PolicyPoint `json:"points"`
+	Commit     string    `json:"commit"`
+	MeasuredAt time.Time `json:"measured_at"`
+	Machine    string    `json:"machine"`
+	Command    string    `json:"command"`
+	Runs       int       `json:"runs"`
+	DurationS  float64   `json:"duration_s"`
+	Scale      string    `json:"scale"`
+	Tables     string    `json:"tables"`
+	// ClusterScale and ClusterTables: the ClusterNetworkPolicies of mode
+	// cluster and node1's tables with them.
+	ClusterScale  string        `json:"cluster_scale,omitempty"`
+	ClusterTables string        `json:"cluster_tables,omitempty"`
+	Points        []PolicyPoint `json:"points"`
+	// KubeNetworkPolicies: what sigs.k8s.io/kube-network-policies did on
+	// node1 in the same session (knp.go).
+	KubeNetworkPolicies *KNPAttempt `json:"kube_network_policies,omitempty"`
 }
 
 // RunPolicy measures the per-packet cost of NetworkPolicy: new connections
@@ -97,8 +116,17 @@ func RunPolicy(cfg PolicyConfig) (*PolicyReport, error) {
 		Machine: fmt.Sprintf("%s (kernel %s, %d CPUs)", host, kernelRelease(), runtime.NumCPU()),
 		Command: fmt.Sprintf("netcube-lab bench policy --runs %d --duration %s", cfg.Runs, cfg.Duration),
 		Scale:   "1,000 NetworkPolicies over 200 pods in 10 namespaces, plus the benchmark's own pods and 2 policies"}
+	name := "pol1"
+	if cfg.ClusterPolicies > 0 {
+		rep.Command += fmt.Sprintf(" --cluster-policies %d", cfg.ClusterPolicies)
+		rep.ClusterScale = fmt.Sprintf("%d Admin-tier and %d Baseline-tier ClusterNetworkPolicies, each selecting the client and the servers", cfg.ClusterPolicies, cfg.ClusterPolicies)
+		name = "cnpbench"
+	}
+	if cfg.KubeNetworkPolicies != "" {
+		rep.Command += " --kube-network-policies"
+	}
 	fmt.Fprintln(cfg.Log, "sandbox up (native routing)")
-	sb, err := upPeer(PodnetConfig{BinDir: cfg.BinDir}, PeerNetcubeNative, "pol1")
+	sb, err := upPeer(PodnetConfig{BinDir: cfg.BinDir}, PeerNetcubeNative, name)
 	if err != nil {
 		return nil, err
 	}
@@ -115,6 +143,13 @@ func RunPolicy(cfg PolicyConfig) (*PolicyReport, error) {
 	// Each node's maps, and the tables with and without the policies.
 	var nodes []nodeTables
 	cl := benchCluster(sb)
+	var withCNPs *policy.Cluster
+	if cfg.ClusterPolicies > 0 {
+		withCNPs = benchCluster(sb)
+		if err := addClusterPolicies(withCNPs, benchClusterPolicies(cfg.ClusterPolicies)); err != nil {
+			return nil, err
+		}
+	}
 	for _, n := range sb.Topology.Nodes {
 		maps, closeMaps, err := datapath.OpenPinnedForWriting(n.PinDir)
 		if err != nil {
@@ -124,17 +159,29 @@ func RunPolicy(cfg PolicyConfig) (*PolicyReport, error) {
 		c := policy.NewCompiler()
 		name := n.Name
 		on := c.Compile(cl, func(p *model.Pod) bool { return p.Node == name }, []netip.Addr{n.IP4, n.IP6})
-		nodes = append(nodes, nodeTables{maps: maps, on: on, off: &policy.Tables{}})
+		nt := nodeTables{maps: maps, on: on, off: &policy.Tables{}}
+		if withCNPs != nil {
+			t0 := time.Now()
+			nt.cluster = policy.NewCompiler().Compile(withCNPs, func(p *model.Pod) bool { return p.Node == name }, []netip.Addr{n.IP4, n.IP6})
+			if n.Name == sb.Topology.Nodes[0].Name {
+				rep.ClusterTables = fmt.Sprintf("node1: %d identities, %d endpoints, %d entries, %d of them the tier sets' (compiled in %.0f ms)",
+					len(nt.cluster.Peers), len(nt.cluster.Endpoints), len(nt.cluster.Entries)+len(nt.cluster.Verdicts), len(nt.cluster.Verdicts), ms(time.Since(t0)))
+			}
+		}
+		nodes = append(nodes, nt)
 		if n.Name == sb.Topology.Nodes[0].Name {
 			rep.Tables = fmt.Sprintf("node1: %d identities, %d endpoints, %d entries", len(on.Peers), len(on.Endpoints), len(on.Entries))
 		}
 	}
-	apply := func(withPolicies bool) error {
+	apply := func(mode string) error {
 		for i := range nodes {
 			n := &nodes[i]
 			want := n.off
-			if withPolicies {
+			switch mode {
+			case "policies", "quiet":
 				want = n.on
+			case "cluster":
+				want = n.cluster
 			}
 			if err := policy.Sync(n.maps, n.have, want); err != nil {
 				return err
@@ -143,7 +190,7 @@ func RunPolicy(cfg PolicyConfig) (*PolicyReport, error) {
 		}
 		return nil
 	}
-	defer apply(false) //nolint:errcheck
+	defer apply("none") //nolint:errcheck
 
 	points := map[string]*PolicyPoint{}
 	var order []string
@@ -153,7 +200,7 @@ func RunPolicy(cfg PolicyConfig) (*PolicyReport, error) {
 	// datapath's verdict events off, new connections only: the events
 	// are one per judged side of a connection).
 	setMode := func(mode string) (restore func() error, err error) {
-		if err := apply(mode != "none"); err != nil {
+		if err := apply(mode); err != nil {
 			return func() error { return nil }, err
 		}
 		if mode != "quiet" {
@@ -176,10 +223,14 @@ func RunPolicy(cfg PolicyConfig) (*PolicyReport, error) {
 		}
 	}
 	modes := []string{"none", "policies", "quiet"}
+	if withCNPs != nil {
+		modes = []string{"none", "policies", "cluster"}
+	}
 	for run := 1; run <= cfg.Runs; run++ {
 		seq := modes
 		if run%2 == 0 {
-			seq = []string{"quiet", "policies", "none"}
+			seq = slices.Clone(modes)
+			slices.Reverse(seq)
 		}
 		for _, t := range all {
 			p, ok := points[t.key]
@@ -235,21 +286,41 @@ func RunPolicy(cfg PolicyConfig) (*PolicyReport, error) {
 			RRP99: med(p.Raw["none rr"], func(r native.Result) float64 { return r.P99 })}
 		p.Policies = PolicyFigures{ConnPerSec: med(p.Raw["policies crr"], func(r native.Result) float64 { return r.PerSec }),
 			RRP99: med(p.Raw["policies rr"], func(r native.Result) float64 { return r.P99 })}
-		for _, f := range []struct {
+		figs := []struct {
 			mode string
 			to   *PolicyFigures
-		}{{"none", &p.None}, {"policies", &p.Policies}} {
+		}{{"none", &p.None}, {"policies", &p.Policies}}
+		if withCNPs != nil {
+			p.Cluster = &PolicyFigures{ConnPerSec: med(p.Raw["cluster crr"], func(r native.Result) float64 { return r.PerSec }),
+				RRP99: med(p.Raw["cluster rr"], func(r native.Result) float64 { return r.P99 })}
+			figs = append(figs, struct {
+				mode string
+				to   *PolicyFigures
+			}{"cluster", p.Cluster})
+		}
+		for _, f := range figs {
 			k := f.mode + " " + p.Family + " " + p.Placement
 			f.to.BPFNsPerConn = float64(bpfPerConn[k].ns) / conns[k]
 			f.to.BPFRunsPerConn = float64(bpfPerConn[k].runs) / conns[k]
 		}
-		q := "quiet " + p.Family + " " + p.Placement
-		p.Policies.BPFNsPerConnQuiet = float64(bpfPerConn[q].ns) / conns[q]
-		p.Policies.ConnPerSecQuiet = med(p.Raw["quiet crr"], func(r native.Result) float64 { return r.PerSec })
+		if q := "quiet " + p.Family + " " + p.Placement; conns[q] > 0 {
+			p.Policies.BPFNsPerConnQuiet = float64(bpfPerConn[q].ns) / conns[q]
+			p.Policies.ConnPerSecQuiet = med(p.Raw["quiet crr"], func(r native.Result) float64 { return r.PerSec })
+		}
 		rep.Points = append(rep.Points, *p)
 	}
+	if cfg.KubeNetworkPolicies != "" {
+		if err := apply("none"); err != nil {
+			return nil, err
+		}
+		rep.KubeNetworkPolicies = tryKNPOnSandbox(cfg, sb, ncperf)
+	}
 	if cfg.OutDir != "" {
-		if err := rep.write(cfg.OutDir); err != nil {
+		write := rep.write
+		if withCNPs != nil {
+			write = rep.writeCluster
+		}
+		if err := write(cfg.OutDir); err != nil {
 			return nil, err
 		}
 	}
@@ -335,6 +406,7 @@ type nodeTables struct {
 	maps    *cube.Maps
 	have    *policy.Tables
 	on, off *policy.Tables
+	cluster *policy.Tables // the policies and the ClusterNetworkPolicies
 }
 
 // benchCluster is policy.ScaleCluster plus the sandbox's benchmark pods in
@@ -346,7 +418,7 @@ func benchCluster(sb *sandbox.Sandbox) *policy.Cluster {
 		names = append(names, n.Name)
 	}
 	cl := policy.ScaleCluster(10, 20, 100, names)
-	cl.SetNamespace("bench", &model.Namespace{Name: "bench"})
+	cl.SetNamespace("bench", &model.Namespace{Name: "bench", Labels: map[string]string{nsNameLabel: "bench"}})
 	add := func(p sandbox.Pod, role string) {
 		id := model.PodID{Namespace: "bench", Name: p.Name}
 		cl.SetPod(id, &model.Pod{ID: id, Labels: map[string]string{"role": role}, Node: p.Node, IPs: []netip.Addr{p.IP4, p.IP6}})
@@ -389,7 +461,7 @@ func (r *PolicyReport) Markdown() string {
 	fmt.Fprintf(&b, "# NetworkPolicy: per-packet cost\n\n")
 	fmt.Fprintf(&b, "Measured at netcube commit `%s` on %s, %s, by `%s` (%d runs of %.0f s per figure, each target measured with no policy, the policies, and the policies without verdict events back to back, the order reversed every other run; medians).\n\n",
 		r.Commit, r.MeasuredAt.Format("2006-01-02"), r.Machine, r.Command, r.Runs, r.DurationS)
-	fmt.Fprintf(&b, "With policies: %s (%s). The client pod is egress-isolated and the servers ingress-isolated, each allowed by one rule, so every new connection is judged on both ends: the peer's identity and the entry lookups. Native code (ncperf), client and server pinned to one CPU. No eBPF policy peer builds here (`sigs.k8s.io/kube-network-policies` is not on the module proxy): the reference is netcube with no policy.\n\n", r.Scale, r.Tables)
+	fmt.Fprintf(&b, "With policies: %s (%s). The client pod is egress-isolated and the servers ingress-isolated, each allowed by one rule, so every new connection is judged on both ends: the peer's identity and the entry lookups. Native code (ncperf), client and server pinned to one CPU. The reference is netcube with no policy (`sigs.k8s.io/kube-network-policies`, on the module proxy, cannot enforce on this kernel: docs/benchmarks/cluster-policy.md).\n\n", r.Scale, r.Tables)
 	fmt.Fprintf(&b, "Targets: new connections/s and request/response p99 within %.0f%% of no policy.\n\n", policyTolerance*100)
 	b.WriteString("| path | conn/s, no policy | conn/s, policies | ratio | target | rr p99 µs, no policy | rr p99 µs, policies | ratio | target | conn/s, policies without verdict events | ratio |\n")
 	b.WriteString("|---|---:|---:|---:|---|---:|---:|---:|---|---:|---:|\n")

@@ -42,6 +42,17 @@ type PolicyLatencyConfig struct {
 	BinDir        string
 	OutDir        string // policy-latency.{json,md} and plots/; "": none
 	Log           io.Writer
+	// ClusterPolicies, when set, are ClusterNetworkPolicy stages,
+	// ascending, after the NetworkPolicy stages (cluster_policy_latency.go);
+	// the report is then cluster-policy-latency.* (and the agent's work
+	// alone is not measured).
+	ClusterPolicies []int
+	// KubeNetworkPolicies: the directory holding kube-network-policies,
+	// run against the same API server at the end (knp.go).
+	KubeNetworkPolicies string
+	// NoOwnCPU skips each stage's second round, the agent on a CPU of
+	// its own.
+	NoOwnCPU bool
 }
 
 // PolicyLatencyReport is what `netcube-lab bench policy-latency` writes.
@@ -57,6 +68,8 @@ type PolicyLatencyReport struct {
 	Points           []PolicyLatencyPoint `json:"points"`
 	// The agent's work per change alone, in process (measurePolicyWork).
 	Work []PolicyWorkPoint `json:"agent_work_alone"`
+	// Cluster: the ClusterNetworkPolicy stages, when run (their own report).
+	Cluster *ClusterPolicyLatencyReport `json:"-"`
 }
 
 // PolicyLatencyPoint is one stage: the figures with Policies policies,
@@ -131,8 +144,14 @@ func RunPolicyLatency(cfg PolicyLatencyConfig) (*PolicyLatencyReport, error) {
 		Command: "netcube-lab bench policy-latency " + strings.Join(os.Args[3:], " "),
 		Scale:   fmt.Sprintf("%d pods in %d namespaces (half the pods on the measured node)", cfg.Namespaces*cfg.PodsPerNS, cfg.Namespaces)}
 
+	if len(cfg.ClusterPolicies) > 0 && (!slices.IsSorted(cfg.ClusterPolicies) || cfg.ClusterPolicies[0] < 1 || cfg.Namespaces < 3) {
+		return nil, fmt.Errorf("cluster policies %v in %d namespaces: want ascending counts, the first at least 1, and 3 namespaces", cfg.ClusterPolicies, cfg.Namespaces)
+	}
 	// The agent's work alone first, before the API server starts.
 	for _, perNS := range cfg.PoliciesPerNS {
+		if len(cfg.ClusterPolicies) > 0 {
+			break // the NetworkPolicy report's
+		}
 		spreads := []policy.ScaleSpread{policy.SpreadSame}
 		if perNS > 10 {
 			spreads = append(spreads, policy.SpreadOther)
@@ -159,6 +178,11 @@ func RunPolicyLatency(cfg PolicyLatencyConfig) (*PolicyLatencyReport, error) {
 	}
 	defer env.Stop()
 	c := env.Client
+	if len(cfg.ClusterPolicies) > 0 {
+		if err := kubeenv.InstallCRDs(env.Config); err != nil {
+			return nil, err
+		}
+	}
 
 	fmt.Fprintf(cfg.Log, "policy-latency: creating %d namespaces and %d pods\n", cfg.Namespaces, cfg.Namespaces*cfg.PodsPerNS)
 	for n := range cfg.Namespaces {
@@ -210,7 +234,7 @@ func RunPolicyLatency(cfg PolicyLatencyConfig) (*PolicyLatencyReport, error) {
 			return nil, err
 		}
 		logChanges(cfg.Log, total, "", pt.PolicyChangeTimes)
-		if numCPU() >= 2 {
+		if numCPU() >= 2 && !cfg.NoOwnCPU {
 			own := &PolicyChangeTimes{}
 			if err := onOwnCPU(env, a, func() error { return measurePolicyChanges(ctx, cfg, c, maps, a, perNS, &edits, own) }); err != nil {
 				return nil, err
@@ -219,6 +243,23 @@ func RunPolicyLatency(cfg PolicyLatencyConfig) (*PolicyLatencyReport, error) {
 			logChanges(cfg.Log, total, " (agent on its own CPU)", *own)
 		}
 		rep.Points = append(rep.Points, pt)
+	}
+	if len(cfg.ClusterPolicies) > 0 {
+		crep := &ClusterPolicyLatencyReport{Commit: rep.Commit, MeasuredAt: rep.MeasuredAt.Format("2006-01-02"), Machine: rep.Machine,
+			Command: rep.Command, Scale: rep.Scale, Changes: cfg.Changes, Base: rep.Points}
+		if err := runClusterPolicyStages(ctx, cfg, env, maps, a, crep); err != nil {
+			return nil, err
+		}
+		if cfg.KubeNetworkPolicies != "" {
+			crep.KubeNetworkPolicies = tryKNPOnAPI(env, cfg.KubeNetworkPolicies, latencyNode, cfg.Log)
+		}
+		rep.Cluster = crep
+		if cfg.OutDir != "" {
+			if err := crep.write(cfg.OutDir); err != nil {
+				return nil, err
+			}
+		}
+		return rep, nil
 	}
 	if cfg.OutDir != "" {
 		if err := rep.write(cfg.OutDir); err != nil {

@@ -312,8 +312,17 @@ func benchPolicy(args []string) error {
 	cfg := bench.PolicyConfig{Log: os.Stdout}
 	fs.IntVar(&cfg.Runs, "runs", 3, "repetitions (medians are reported)")
 	fs.DurationVar(&cfg.Duration, "duration", 3*time.Second, "length of each measurement")
-	fs.StringVar(&cfg.OutDir, "out", "docs/benchmarks", "directory for policy.{json,md} (\"\": none)")
+	fs.StringVar(&cfg.OutDir, "out", "docs/benchmarks", "directory for policy.{json,md}, or cluster-policy.{json,md} with --cluster-policies (\"\": none)")
+	fs.IntVar(&cfg.ClusterPolicies, "cluster-policies", 0, "add the mode NetworkPolicy + this many Admin-tier and as many Baseline-tier ClusterNetworkPolicies (in place of the quiet mode; report cluster-policy.*)")
+	knp := fs.Bool("kube-network-policies", false, "also run sigs.k8s.io/kube-network-policies "+bench.KNPVersion+" on node1 (hack/build-kube-network-policies.sh) and report what it did")
 	_ = fs.Parse(args)
+	if *knp {
+		dir, err := kubeenv.CachedBuild("NETCUBE_KNP_DIR", "build-kube-network-policies.sh")
+		if err != nil {
+			return err
+		}
+		cfg.KubeNetworkPolicies = dir
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return err
@@ -324,6 +333,10 @@ func benchPolicy(args []string) error {
 		return err
 	}
 	fmt.Println()
+	if cfg.ClusterPolicies > 0 {
+		fmt.Print(rep.ClusterMarkdown())
+		return nil
+	}
 	fmt.Print(rep.Markdown())
 	return nil
 }
@@ -337,8 +350,25 @@ func benchPolicyLatency(args []string) error {
 	fs.IntVar(&cfg.PodsPerNS, "pods", 20, "pods per namespace")
 	policies := fs.String("policies", "1,10,100,1000", "NetworkPolicies per namespace: the stages, ascending")
 	fs.IntVar(&cfg.Changes, "changes", 100, "changes timed of each kind, per stage")
-	fs.StringVar(&cfg.OutDir, "out", "docs/benchmarks", "directory for policy-latency.{json,md} (\"\": none)")
+	fs.StringVar(&cfg.OutDir, "out", "docs/benchmarks", "directory for policy-latency.{json,md}, or cluster-policy-latency.{json,md} with --cluster-policies (\"\": none)")
+	ownCPU := fs.Bool("own-cpu", true, "time each stage's changes a second time with the agent on a CPU of its own")
+	cnps := fs.String("cluster-policies", "", "ClusterNetworkPolicy stages after the NetworkPolicy stages, ascending (e.g. 10,100,1000; report cluster-policy-latency.*)")
+	knp := fs.Bool("kube-network-policies", false, "also run sigs.k8s.io/kube-network-policies "+bench.KNPVersion+" against the same API server (hack/build-kube-network-policies.sh)")
 	_ = fs.Parse(args)
+	cfg.NoOwnCPU = !*ownCPU
+	if *cnps != "" {
+		var err error
+		if cfg.ClusterPolicies, err = ints(*cnps); err != nil {
+			return fmt.Errorf("--cluster-policies: %w", err)
+		}
+	}
+	if *knp {
+		dir, err := kubeenv.CachedBuild("NETCUBE_KNP_DIR", "build-kube-network-policies.sh")
+		if err != nil {
+			return err
+		}
+		cfg.KubeNetworkPolicies = dir
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return err
@@ -352,6 +382,10 @@ func benchPolicyLatency(args []string) error {
 		return err
 	}
 	fmt.Println()
+	if rep.Cluster != nil {
+		fmt.Print(rep.Cluster.Markdown())
+		return nil
+	}
 	fmt.Print(rep.Markdown())
 	return nil
 }
