@@ -36,8 +36,9 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 			"probe of a subtest keeps every TCP and UDP probe after it from running. So the tests that stopped at one ran a second time, in the same "+
 			"session, with the suite's SCTP probes not made (a second patch, inert unless `NETCUBE_CNP_SCTP_PROBES=skip` is set: the suite's "+
 			"`PokeServer` logs such a probe and returns): **%d of %d tests passed, %d failed; subtests %d passed, %d failed**, %d SCTP probes not made "+
-			"([below](#the-same-tests-with-sctp-probes-not-made)). The first run is the judge; the second shows what the first could not.\n\n",
-			t2.Passed, t2.Total(), t2.Failed, s2.Passed, s2.Failed, w.probesNotMade())
+			"(%d of those tests, named for SCTP, probe nothing else and so made no probe: [below](#the-same-tests-with-sctp-probes-not-made)). "+
+			"The first run is the judge; the second shows what the first could not.\n\n",
+			t2.Passed, t2.Total(), t2.Failed, s2.Passed, s2.Failed, w.probesNotMade(), w.onlySCTPTests())
 	}
 	fmt.Fprintf(&b, "**%d of %d tests passed**, %d failed, %d %s, %d skipped; subtests: %d passed, %d failed, %d cannot run here, %d skipped. Wall time %s.\n\n",
 		tests.Passed, tests.Total(), tests.Failed, tests.NoSCTP, NoSCTPReason, tests.Skipped,
@@ -131,8 +132,14 @@ func writeWithoutSCTP(b *strings.Builder, w *Report) {
 		for _, s := range t.Subtests {
 			c.add(s.Result)
 		}
-		fmt.Fprintf(b, "| %s | %s | %d | %d | %d | %.1f |\n", t.Name, resultCell(t), c.Passed, c.Failed, t.SCTPProbesNotMade, t.Seconds)
+		result := resultCell(t)
+		if onlySCTP(t) {
+			result = "no probe made: " + result + " says nothing"
+		}
+		fmt.Fprintf(b, "| %s | %s | %d | %d | %d | %.1f |\n", t.Name, result, c.Passed, c.Failed, t.SCTPProbesNotMade, t.Seconds)
 	}
+	b.WriteString("\nThe tests named for SCTP probe nothing but SCTP: in this run they made no probe, and their result says nothing. " +
+		"The programs' verdicts on SCTP under ClusterNetworkPolicy are checked by `TestTiersInTheDatapath` (BPF_PROG_RUN of SCTP INITs).\n")
 	failed := 0
 	for _, t := range w.Tests {
 		for _, f := range leaves(t, Failed) {
@@ -152,6 +159,21 @@ func writeWithoutSCTP(b *strings.Builder, w *Report) {
 			fmt.Fprintf(b, "- %s / %s: %s, %d SCTP probes not made\n", t.Name, Display(s.Name), resultCell(s), s.SCTPProbesNotMade)
 		}
 	}
+}
+
+// onlySCTP: the suite's tests named for SCTP (CNP*Tier{Egress,Ingress}SCTP)
+// probe nothing else, so with SCTP probes not made they probe nothing.
+func onlySCTP(t *Test) bool { return strings.HasSuffix(t.Name, "SCTP") }
+
+// onlySCTPTests counts r's tests named for SCTP.
+func (r *Report) onlySCTPTests() int {
+	n := 0
+	for _, t := range r.Tests {
+		if onlySCTP(t) {
+			n++
+		}
+	}
+	return n
 }
 
 // probesNotMade counts r's SCTP probes not made.
