@@ -215,6 +215,15 @@ func (c *Compiler) namedPorts(ts *tierSet, d Direction, pv peerView) func(yield 
 // with peer pv on proto/port (proto 0: a protocol without ports), and the
 // cluster rule that gave it (nil: NetworkPolicy's, or the default).
 func (c *Compiler) decide(ts *tierSet, d Direction, rules []TierRule, pv peerView, proto model.Proto, port uint16) (bool, *TierRule) {
+	return c.decideBy(ts, d, rules, pv, proto, port, func(r *model.ClusterRule) bool {
+		return c.matchesPeer(r, pv) && c.matchesPort(ts, d, r, pv, proto, port)
+	})
+}
+
+// decideBy is decide with the test of whether a rule matches the
+// connection given (function's answers it from what it chose once).
+func (c *Compiler) decideBy(ts *tierSet, d Direction, rules []TierRule, pv peerView, proto model.Proto, port uint16,
+	matches func(*model.ClusterRule) bool) (bool, *TierRule) {
 	tier := model.AdminTier
 	passed := false
 	for i := range rules {
@@ -226,10 +235,10 @@ func (c *Compiler) decide(ts *tierSet, d Direction, rules []TierRule, pv peerVie
 			}
 			tier, passed = model.BaselineTier, false
 		}
-		if passed || !c.matchesPeer(r.Rule, pv) || !c.matchesPort(ts, d, r.Rule, pv, proto, port) {
+		if passed || !matches(r.Rule) {
 			continue
 		}
-		c.noteConflicts(ts, d, rules, i, pv, proto, port)
+		c.noteConflicts(rules, i, matches)
 		switch r.Rule.Action {
 		case model.Accept:
 			return true, r
@@ -248,7 +257,7 @@ func (c *Compiler) decide(ts *tierSet, d Direction, rules []TierRule, pv peerVie
 // noteConflicts, while compiling, notes the policies after rules[i]'s
 // (which decides) at its tier and priority with a rule that matches the
 // same connection and does something else: the API lets either apply.
-func (c *Compiler) noteConflicts(ts *tierSet, d Direction, rules []TierRule, i int, pv peerView, proto model.Proto, port uint16) {
+func (c *Compiler) noteConflicts(rules []TierRule, i int, matches func(*model.ClusterRule) bool) {
 	if c.tiers.conflictsSeen == nil {
 		return // not compiling (attribution)
 	}
@@ -258,7 +267,7 @@ func (c *Compiler) noteConflicts(ts *tierSet, d Direction, rules []TierRule, i i
 		if o.Policy.Tier != r.Policy.Tier || o.Policy.Priority != r.Policy.Priority {
 			return
 		}
-		if o.Policy != r.Policy && o.Rule.Action != r.Rule.Action && c.matchesPeer(o.Rule, pv) && c.matchesPort(ts, d, o.Rule, pv, proto, port) {
+		if o.Policy != r.Policy && o.Rule.Action != r.Rule.Action && matches(o.Rule) {
 			c.tiers.conflictsSeen[TierConflict{First: r.Policy.Name, Second: o.Policy.Name, Tier: r.Policy.Tier, Priority: r.Policy.Priority}] = struct{}{}
 		}
 	}
@@ -321,13 +330,27 @@ func (f *portFunc) uniform() bool {
 // decided once.
 func (c *Compiler) function(ts *tierSet, d Direction, rules []TierRule, np []Entry, pv peerView) *portFunc {
 	f := &portFunc{}
+	// Only the rules naming pv can decide for it, and decide gives the
+	// same verdict over them alone (the tiers' order is kept): choose
+	// them once, not at every point of the function (a selector's
+	// evaluation was most of a compile: cluster-policy-profile.md).
+	// Their port ranges too, once per protocol.
+	rules = slices.DeleteFunc(slices.Clone(rules), func(r TierRule) bool { return !c.matchesPeer(r.Rule, pv) })
+	ranges := make(map[*model.ClusterRule][][2]uint16, len(rules))
+	var port uint16
+	inRanges := func(r *model.ClusterRule) bool {
+		for _, rg := range ranges[r] {
+			if port >= rg[0] && port <= rg[1] {
+				return true
+			}
+		}
+		return false
+	}
 	for i, proto := range portProtos {
 		bounds := []uint32{0}
 		for _, r := range rules {
-			if !c.matchesPeer(r.Rule, pv) {
-				continue
-			}
-			for _, rg := range c.portRanges(r.Rule, proto, c.namedPorts(ts, d, pv)) {
+			ranges[r.Rule] = c.portRanges(r.Rule, proto, c.namedPorts(ts, d, pv))
+			for _, rg := range ranges[r.Rule] {
 				bounds = append(bounds, uint32(rg[0]), uint32(rg[1])+1)
 			}
 		}
@@ -347,7 +370,8 @@ func (c *Compiler) function(ts *tierSet, d Direction, rules []TierRule, np []Ent
 			if j+1 < len(bounds) && bounds[j+1] <= 65536 {
 				hi = bounds[j+1] - 1
 			}
-			allow, _ := c.decide(ts, d, rules, pv, proto, uint16(b))
+			port = uint16(b)
+			allow, _ := c.decideBy(ts, d, rules, pv, proto, port, inRanges)
 			if n := len(f.protos[i]); n > 0 && f.protos[i][n-1].allow == allow {
 				f.protos[i][n-1].hi = uint16(hi)
 				continue
@@ -355,7 +379,8 @@ func (c *Compiler) function(ts *tierSet, d Direction, rules []TierRule, np []Ent
 			f.protos[i] = append(f.protos[i], span{lo: uint16(b), hi: uint16(hi), allow: allow})
 		}
 	}
-	f.other, _ = c.decide(ts, d, rules, pv, 0, 0)
+	// A protocol without ports: the rules that name no port.
+	f.other, _ = c.decideBy(ts, d, rules, pv, 0, 0, func(r *model.ClusterRule) bool { return len(r.Ports) == 0 })
 	return f
 }
 
