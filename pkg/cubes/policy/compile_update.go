@@ -137,6 +137,50 @@ func (c *Compiler) blocksChange(id model.PolicyID) bool {
 	return false
 }
 
+// TakeClusterPolicies takes the ClusterNetworkPolicies named as the
+// cluster holds them now, and says whether their networks (or their nodes
+// peers' addresses) make or remove a block prefix: then only Compile
+// brings the classes up to date. Otherwise it counts their prefixes as
+// they are now, and the next Update compiles the tier sets they touch.
+func (c *Compiler) TakeClusterPolicies(names []string) (compileAll bool) {
+	if c.t == nil {
+		return true
+	}
+	delta := map[netip.Prefix]int{}
+	now := map[string][]netip.Prefix{}
+	for _, name := range unique(names) {
+		for _, b := range c.tiers.blocks[name] {
+			delta[b]--
+		}
+		if cp := c.cl.ClusterPolicies[name]; cp != nil {
+			now[name] = clusterPolicyBlocks(c.cl, cp)
+			for _, b := range now[name] {
+				delta[b]++
+			}
+		} else {
+			now[name] = nil
+		}
+	}
+	for b, d := range delta {
+		if n := c.blockRefs[b]; (n == 0) != (n+d == 0) {
+			return true
+		}
+	}
+	for b, d := range delta {
+		if c.blockRefs[b] += d; c.blockRefs[b] == 0 {
+			delete(c.blockRefs, b)
+		}
+	}
+	for name, bs := range now {
+		if bs == nil {
+			delete(c.tiers.blocks, name)
+		} else {
+			c.tiers.blocks[name] = bs
+		}
+	}
+	return false
+}
+
 // podChanged compiles pod id as the cluster holds it now, and names the
 // policies and endpoints the change touches.
 func (c *Compiler) podChanged(id model.PodID, u *update) {

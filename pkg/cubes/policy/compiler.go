@@ -260,11 +260,12 @@ func (c *Compiler) Compile(cl *Cluster, local func(*model.Pod) bool, hostAddrs [
 			c.blockRefs[b]++
 		}
 	}
-	// A ClusterNetworkPolicy's networks are blocks too; they change only
-	// with a ClusterNetworkPolicy, which compiles all again (Update never
-	// counts them out).
-	for _, cp := range cl.ClusterPolicies {
-		for _, b := range clusterPolicyBlocks(cl, cp) {
+	// A ClusterNetworkPolicy's networks are blocks too
+	// (TakeClusterPolicies counts them as the policies change).
+	c.tiers.blocks = map[string][]netip.Prefix{}
+	for name, cp := range cl.ClusterPolicies {
+		c.tiers.blocks[name] = clusterPolicyBlocks(cl, cp)
+		for _, b := range c.tiers.blocks[name] {
 			c.blockRefs[b]++
 		}
 	}
@@ -302,6 +303,11 @@ func (c *Compiler) Compile(cl *Cluster, local func(*model.Pod) bool, hostAddrs [
 	}
 	c.t.Warnings = c.warnings()
 	c.warningsChanged = false
+	if old != nil {
+		// The tier sets' entries go on from the last ones: compileTiers
+		// computes again only what changed (diffTables finds it).
+		c.t.Verdicts = maps.Clone(old.Verdicts)
+	}
 	c.compileTiers()
 
 	c.changed = diffTables(old, c.t)

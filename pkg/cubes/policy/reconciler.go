@@ -50,11 +50,15 @@ type Reconciler struct {
 	pendingPods       map[model.PodID]struct{}
 	pendingNamespaces map[string]struct{}
 	pendingPolicies   map[model.PolicyID]struct{}
-	pendingCluster    bool             // a ClusterNetworkPolicy changed: compile all
-	report            *report.Reporter // warnings; nil: logged only
-	warned            map[model.PolicyID]string
-	conflicted        map[string]string // ClusterNetworkPolicies' TierConflicts reported, by name
-	notApplied        map[string]string // ClusterNetworkPolicies not enforced as written, and why, by name (lastgood.go)
+	pendingCluster    bool // a node changed while nodes peers are used: compile all
+	// pendingClusterPolicies: ClusterNetworkPolicies changed (an Update
+	// compiles the tier sets they touch, or a Compile if their networks
+	// make or remove a block).
+	pendingClusterPolicies map[string]struct{}
+	report                 *report.Reporter // warnings; nil: logged only
+	warned                 map[model.PolicyID]string
+	conflicted             map[string]string // ClusterNetworkPolicies' TierConflicts reported, by name
+	notApplied             map[string]string // ClusterNetworkPolicies not enforced as written, and why, by name (lastgood.go)
 	// attributions: PoliciesOf's answers since the last compilation.
 	attributions map[attribKey][]string
 
@@ -79,7 +83,7 @@ func NewReconciler(maps *cube.Maps, node string, hostAddrs []netip.Addr) *Reconc
 	return &Reconciler{
 		maps: maps, node: node, hostAddrs: hostAddrs,
 		cluster: NewCluster(), dirty: make(chan struct{}, 1),
-		compiler: NewCompiler(), pendingPods: map[model.PodID]struct{}{}, pendingNamespaces: map[string]struct{}{},
+		compiler: NewCompiler(), pendingPods: map[model.PodID]struct{}{}, pendingClusterPolicies: map[string]struct{}{}, pendingNamespaces: map[string]struct{}{},
 		pendingPolicies: map[model.PolicyID]struct{}{}, warned: map[model.PolicyID]string{}, conflicted: map[string]string{}, notApplied: map[string]string{}, attributions: map[attribKey][]string{},
 		admission: newAdmission(),
 		syncs: prometheus.NewCounter(prometheus.CounterOpts{Name: "netcube_policy_syncs_total",
@@ -189,12 +193,15 @@ func (r *Reconciler) OnPolicy(key types.NamespacedName, p *model.Policy) {
 }
 
 // OnClusterPolicy takes a ClusterNetworkPolicy (nil: deleted): the next
-// pass compiles all again (its tiers and networks may touch every pod).
-// One not read whole keeps the last good version (lastgood.go).
+// pass compiles the tier sets it touches (all, when its networks change
+// the classes). One not read whole keeps the last good version
+// (lastgood.go).
 func (r *Reconciler) OnClusterPolicy(name string, p *model.ClusterPolicy) {
 	r.mu.Lock()
 	msg, changed := r.takeClusterPolicy(name, p)
-	r.pendingCluster = r.pendingCluster || changed
+	if changed {
+		r.pendingClusterPolicies[name] = struct{}{}
+	}
 	r.mu.Unlock()
 	r.reportClusterPolicy(name, msg)
 	if changed {
@@ -326,13 +333,14 @@ func (r *Reconciler) pass() error {
 		r.mu.Unlock()
 		return nil
 	}
-	if !r.built || r.pendingCluster {
+	if !r.built || r.pendingCluster || r.compiler.TakeClusterPolicies(slices.Collect(maps.Keys(r.pendingClusterPolicies))) {
 		r.compiler.Compile(r.cluster, func(p *model.Pod) bool { return p.Node == r.node }, r.hostAddrs)
 		r.built, r.pendingCluster = true, false
 	} else {
 		r.compiler.Update(slices.Collect(maps.Keys(r.pendingPods)), slices.Collect(maps.Keys(r.pendingNamespaces)),
 			slices.Collect(maps.Keys(r.pendingPolicies)))
 	}
+	clear(r.pendingClusterPolicies)
 	clear(r.pendingPods)
 	clear(r.pendingNamespaces)
 	clear(r.pendingPolicies)

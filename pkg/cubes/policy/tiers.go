@@ -20,10 +20,11 @@ package policy
 // its NetworkPolicy entries do. A pod no ClusterNetworkPolicy selects
 // keeps its NetworkPolicy rule set and pays nothing more.
 //
-// The tier sets are compiled whole after every Compile and Update while
-// some ClusterNetworkPolicy exists (their cost grows with this node's
-// selected rule sets times the identities the rules name); the maps get
-// only what changed.
+// After every Compile and Update while some ClusterNetworkPolicy exists,
+// the tier sets are found again, and each set's function for a peer is
+// computed again only where what it reads changed (tiers_memo.go): a
+// ClusterNetworkPolicy edited costs the sets it selects, a pod relabelled
+// the columns of its classes. The maps get only what changed.
 
 import (
 	"cmp"
@@ -438,9 +439,16 @@ type tierState struct {
 	// peers: every identity a rule may name, for attribution.
 	peers map[Identity]peerView
 	// conflicts: what the last compilation found (noteConflicts), for
-	// Events; conflictsSeen collects them while it runs.
+	// Events; conflictsSeen collects them while a function is computed.
 	conflicts     []TierConflict
 	conflictsSeen map[TierConflict]struct{}
+	// columns: each set's functions as last computed, and what they
+	// were computed from (tiers_memo.go).
+	columns map[columnKey]*tierColumns
+	globals tierGlobals
+	// blocks: each ClusterNetworkPolicy's block prefixes as counted in
+	// blockRefs (TakeClusterPolicies).
+	blocks map[string][]netip.Prefix
 }
 
 // TierConflict is two ClusterNetworkPolicies of one tier and priority
@@ -461,7 +469,7 @@ func (tc TierConflict) String() string {
 // TierConflicts are the conflicts the last compilation found.
 func (c *Compiler) TierConflicts() []TierConflict { return c.tiers.conflicts }
 
-// compileTiers recompiles the tier sets whole and notes what changed.
+// compileTiers brings the tier sets up to date and notes what changed.
 func (c *Compiler) compileTiers() {
 	st := &c.tiers
 	if len(c.cl.ClusterPolicies) == 0 && len(st.endpoints) == 0 && len(c.t.Verdicts) == 0 {
@@ -473,8 +481,6 @@ func (c *Compiler) compileTiers() {
 	cps := slices.SortedFunc(maps.Values(c.cl.ClusterPolicies), tierOrder)
 	sets := map[string]*tierSet{}
 	endpoints := map[netip.Addr]Endpoint{}
-	st.conflictsSeen = map[TierConflict]struct{}{}
-	defer func() { st.conflictsSeen = nil }()
 	for _, ps := range c.pods {
 		if !ps.local || ps.pod.HostNetwork {
 			continue
@@ -521,69 +527,32 @@ func (c *Compiler) compileTiers() {
 		}
 	}
 
-	// The NetworkPolicy entries of the rule sets tier sets stand on.
-	np := map[[2]uint32][]Entry{}
-	for _, ts := range sets {
-		np[[2]uint32{ts.npRS, uint32(Ingress)}] = nil
-		np[[2]uint32{ts.npRS, uint32(Egress)}] = nil
+	// Each set's functions, computed again where their inputs changed
+	// (tiers_memo.go).
+	if st.columns == nil {
+		st.columns = map[columnKey]*tierColumns{}
 	}
-	for e := range c.t.Entries {
-		k := [2]uint32{e.RuleSet, uint32(e.Dir)}
-		if l, ok := np[k]; ok {
-			np[k] = append(l, e)
-		}
+	if c.t.Verdicts == nil {
+		c.t.Verdicts = map[Entry]bool{}
 	}
+	c.notePassInputs()
+	own := c.ownEntries(sets)
 	peers := c.tierPeers()
-	verdicts := map[Entry]bool{}
+	ports := map[Identity][]model.NamedPort{}
+	live := map[columnKey]bool{}
 	st.sets = map[uint32]*tierSet{}
 	for _, ts := range sets {
 		st.sets[ts.id] = ts
 		for _, d := range []Direction{Ingress, Egress} {
-			rules := ts.rules(d)
-			own := np[[2]uint32{ts.npRS, uint32(d)}]
-			if len(rules) == 0 {
-				// NetworkPolicy's alone: its entries, as they are.
-				if ts.npIsolated[dirIndex(d)] {
-					for _, e := range own {
-						e.RuleSet = ts.id
-						verdicts[e] = true
-					}
-				}
-				continue
-			}
-			anyF := c.function(ts, d, rules, own, nobody)
-			emit(verdicts, ts.id, d, AnyPeer, anyF)
-			for _, pv := range peers {
-				if d == Ingress && pv.host {
-					continue // this node's traffic to its pods is always allowed
-				}
-				if !slices.ContainsFunc(rules, func(r TierRule) bool { return !r.Rule.Everyone && c.matchesPeer(r.Rule, pv) }) &&
-					!slices.ContainsFunc(own, func(e Entry) bool { return e.Peer == pv.id }) {
-					continue // as any peer
-				}
-				if f := c.function(ts, d, rules, own, pv); !f.equal(anyF) {
-					emit(verdicts, ts.id, d, pv.id, f)
-				}
-			}
+			c.computeColumns(ts, d, own[[2]uint32{ts.npRS, uint32(d)}], peers, ports)
+			live[columnKey{ts.id, d}] = true
 		}
 	}
+	c.dropColumns(live)
 	st.peers = peers
-	st.conflicts = slices.SortedFunc(maps.Keys(st.conflictsSeen), func(a, b TierConflict) int {
-		return cmp.Or(cmp.Compare(a.First, b.First), cmp.Compare(a.Second, b.Second))
-	})
+	st.conflicts = c.passConflicts()
 
-	// What changed: entries, and the endpoints overridden or given back.
-	for e, v := range verdicts {
-		if old, ok := c.t.Verdicts[e]; !ok || old != v {
-			c.changed.entry(e)
-		}
-	}
-	for e := range c.t.Verdicts {
-		if _, ok := verdicts[e]; !ok {
-			c.changed.entry(e)
-		}
-	}
-	c.t.Verdicts = verdicts
+	// What changed: the endpoints overridden or given back.
 	for a := range st.endpoints {
 		if _, ok := endpoints[a]; !ok {
 			c.refreshAddr(a) // NetworkPolicy's own endpoint, or none

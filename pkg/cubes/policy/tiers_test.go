@@ -317,6 +317,17 @@ func TestTiersAsTheAPIReads(t *testing.T) {
 	if tb.Allows(ra, host[0], model.TCP, 10250) || !tb.Allows(ra, host[0], model.TCP, 22) {
 		t.Fatal("egress Deny to rack=a nodes on 10250: want this node's kubelet port denied, its other ports not")
 	}
+	// The nodes relabelled under the same policy (the reconciler
+	// compiles all on a node's change): this node leaves rack=a and
+	// node2 joins it; then node2 leaves too.
+	cl.SetNode("node1", &model.NodeInfo{Name: "node1", Labels: map[string]string{"rack": "c"}, Addresses: host})
+	cl.SetNode("node2", &model.NodeInfo{Name: "node2", Labels: map[string]string{"rack": "a"}, Addresses: []netip.Addr{other}})
+	checkAgainstOracle(t, c, cl, host, "nodes relabelled")
+	if tb = c.Tables(); !tb.Allows(ra, host[0], model.TCP, 10250) || tb.Allows(ra, other, model.TCP, 10250) || !tb.Allows(ra, other, model.TCP, 22) {
+		t.Fatal("this node moved to rack=c, node2 to rack=a: want this node's 10250 allowed, node2's denied, node2's 22 allowed")
+	}
+	cl.SetNode("node2", &model.NodeInfo{Name: "node2", Labels: map[string]string{"rack": "c"}, Addresses: []netip.Addr{other}})
+	checkAgainstOracle(t, c, cl, host, "nodes relabelled again")
 	cl.SetClusterPolicy(nodes.Name, nil)
 
 	// Everything removed: the tier entries go, the NetworkPolicy stays.
@@ -368,7 +379,7 @@ func TestTiersRandom(t *testing.T) {
 		}
 		return out
 	}
-	denied := 0
+	denied, updated, compiledAll := 0, 0, 0
 	for round := range 300 {
 		cl, host := tierCluster()
 		c := NewCompiler()
@@ -413,7 +424,60 @@ func TestTiersRandom(t *testing.T) {
 		cl.SetNamespace("hufflepuff", &model.Namespace{Name: "hufflepuff", Labels: map[string]string{"conformance-house": "gryffindor"}})
 		c.Update([]model.PodID{moved.ID, added.ID}, []string{"hufflepuff"}, nil)
 		denied += checkTables(t, c, cl, host, fmt.Sprintf("round %d, updated", round))
+		// ClusterNetworkPolicies edited, added and deleted as the
+		// reconciler takes them: the tier sets they touch compiled
+		// again (Update), or all when their networks change a block.
+		for step := range 3 {
+			var names []string
+			for name, old := range cl.ClusterPolicies {
+				if r.IntN(2) == 0 {
+					edited := *old
+					edited.Ingress, edited.Egress = randRules(), randRules()
+					cl.SetClusterPolicy(name, &edited)
+					names = append(names, name)
+				}
+			}
+			if r.IntN(2) == 0 {
+				name := fmt.Sprintf("cnp-new-%d", step)
+				cl.SetClusterPolicy(name, &model.ClusterPolicy{Name: name, Tier: model.AdminTier, Priority: int32(r.IntN(3)),
+					Namespaces: sel("conformance-house=" + houses[r.IntN(4)]), Pods: labels.Everything(), Ingress: randRules(), Egress: randRules()})
+				names = append(names, name)
+			}
+			if victim := fmt.Sprintf("cnp-%d", r.IntN(4)); r.IntN(3) == 0 && cl.ClusterPolicies[victim] != nil {
+				cl.SetClusterPolicy(victim, nil)
+				names = append(names, victim)
+			}
+			if c.TakeClusterPolicies(names) {
+				c.Compile(cl, func(*model.Pod) bool { return true }, host)
+				compiledAll++
+			} else {
+				c.Update(nil, nil, nil)
+				updated++
+			}
+			denied += checkTables(t, c, cl, host, fmt.Sprintf("round %d, ClusterNetworkPolicies %v changed (step %d)", round, names, step))
+		}
+		// A NetworkPolicy's rules edited under the tiers: the columns of
+		// the peers whose NetworkPolicy entries changed compute again.
+		for id, np := range cl.Policies {
+			edited := *np
+			edited.Ingress, edited.Egress = nil, nil
+			for range 1 + r.IntN(2) {
+				rule := model.PolicyRule{Ports: randPorts(true), Peers: randPeers()}
+				if len(rule.Ports) > 0 && rule.Ports[0].Name != "" {
+					rule.Peers = []model.PolicyPeer{{Namespaces: labels.Everything(), Pods: labels.Everything()}}
+				}
+				edited.Ingress, edited.Egress = append(edited.Ingress, rule), append(edited.Egress, rule)
+			}
+			cl.SetPolicy(id, &edited)
+			c.Update(nil, nil, []model.PolicyID{id})
+			denied += checkTables(t, c, cl, host, fmt.Sprintf("round %d, NetworkPolicy %s edited", round, id))
+			break
+		}
 	}
+	if updated == 0 || compiledAll == 0 {
+		t.Fatalf("ClusterNetworkPolicy changes: %d compiled by Update, %d by Compile: both paths must be tried", updated, compiledAll)
+	}
+	t.Logf("ClusterNetworkPolicy changes: %d compiled by Update, %d by Compile", updated, compiledAll)
 	if denied == 0 {
 		t.Fatal("no connection denied in any round: the test tests nothing")
 	}
