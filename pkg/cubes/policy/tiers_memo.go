@@ -189,12 +189,25 @@ func (c *Compiler) computeColumns(ts *tierSet, d Direction, own map[Identity][]E
 		col = &tierColumns{stale: true, peers: map[Identity]*tierColumn{}}
 		st.columns[key] = col
 	}
-	if col.stale || !col.in.equal(&in) {
+	switch edited, ok := editedPolicies(&col.in, &in); {
+	case col.stale || !ok:
 		// Every function computes again; the entries written stay until
 		// they are written again (only what differs is noted).
 		col.in, col.stale, col.any.f = in, false, nil
 		for _, pc := range col.peers {
 			pc.peer = peerInputs{key: "\x00stale"}
+		}
+	case len(edited) > 0:
+		// The same policies, some edited: a peer's function changes only
+		// if an edited policy's rule, before or after, names it (its
+		// verdicts and conflicts come from the rules naming it:
+		// function). Any peer's is computed again: it changes only with
+		// a rule for every peer, which names every peer.
+		col.in, col.any.f = in, nil
+		for id, pc := range col.peers {
+			if pv, ok := peers[id]; !ok || c.namesPeer(edited, pv) {
+				pc.peer = peerInputs{key: "\x00stale"}
+			}
 		}
 	}
 	rules := ts.rules(d)
@@ -218,6 +231,9 @@ func (c *Compiler) computeColumns(ts *tierSet, d Direction, own map[Identity][]E
 		return
 	}
 	if col.any.f == nil {
+		// Any peer's function reads only the rules for every peer, and
+		// NetworkPolicy's entries for any peer: when it changes, every
+		// peer is computed again too (namesPeer).
 		col.any.f, col.any.conflicts = c.tierFunction(ts, d, rules, own, nobody)
 		c.writeEntries(&col.any.entries, emitted(ts.id, d, AnyPeer, col.any.f))
 	}
@@ -228,7 +244,7 @@ func (c *Compiler) computeColumns(ts *tierSet, d Direction, own map[Identity][]E
 		pin := c.peerInputsOf(pv, d, own[id], ports)
 		pc := col.peers[id]
 		if pc != nil && pc.peer.equal(&pin) {
-			continue // any peer's function is the same too: it changes only with the set's inputs, which make every column stale
+			continue
 		}
 		if pc == nil {
 			pc = &tierColumn{}
@@ -246,6 +262,42 @@ func (c *Compiler) computeColumns(ts *tierSet, d Direction, own map[Identity][]E
 			delete(col.peers, id)
 		}
 	}
+}
+
+// editedPolicies says whether b holds what a holds but for some
+// policies edited (the same names in the same order), and which: a's and
+// b's versions of each. ok is false when anything else differs.
+func editedPolicies(a, b *setInputs) (edited []*model.ClusterPolicy, ok bool) {
+	if a.npIsolated != b.npIsolated || len(a.policies) != len(b.policies) || !slices.Equal(a.ports, b.ports) ||
+		!slices.Equal(a.anyOwn, b.anyOwn) {
+		return nil, false
+	}
+	for i, p := range a.policies {
+		q := b.policies[i]
+		if p == q {
+			continue
+		}
+		if p.Name != q.Name || p.Tier != q.Tier || p.Priority != q.Priority {
+			return nil, false // evaluated in another order
+		}
+		edited = append(edited, p, q)
+	}
+	return edited, true
+}
+
+// namesPeer says whether a rule of the policies names peer pv, or names
+// every peer.
+func (c *Compiler) namesPeer(policies []*model.ClusterPolicy, pv peerView) bool {
+	for _, cp := range policies {
+		for _, rs := range [][]model.ClusterRule{cp.Ingress, cp.Egress} {
+			for i := range rs {
+				if c.matchesPeer(&rs[i], pv) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // writePeer writes peer id's entries of tier set rs in direction d: its
