@@ -216,15 +216,16 @@ func (c *Compiler) namedPorts(ts *tierSet, d Direction, pv peerView) func(yield 
 // with peer pv on proto/port (proto 0: a protocol without ports), and the
 // cluster rule that gave it (nil: NetworkPolicy's, or the default).
 func (c *Compiler) decide(ts *tierSet, d Direction, rules []TierRule, pv peerView, proto model.Proto, port uint16) (bool, *TierRule) {
-	return c.decideBy(ts, d, rules, pv, proto, port, func(r *model.ClusterRule) bool {
+	return c.decideBy(ts, d, rules, proto, port, func(r *model.ClusterRule) bool {
 		return c.matchesPeer(r, pv) && c.matchesPort(ts, d, r, pv, proto, port)
-	})
+	}, func() bool { return c.t.allows(ts.npRS, d, pv.id, proto, port) })
 }
 
-// decideBy is decide with the test of whether a rule matches the
-// connection given (function's answers it from what it chose once).
-func (c *Compiler) decideBy(ts *tierSet, d Direction, rules []TierRule, pv peerView, proto model.Proto, port uint16,
-	matches func(*model.ClusterRule) bool) (bool, *TierRule) {
+// decideBy is decide with the tests of whether a rule matches the
+// connection and whether NetworkPolicy allows it given (function answers
+// them from what it chose once).
+func (c *Compiler) decideBy(ts *tierSet, d Direction, rules []TierRule, proto model.Proto, port uint16,
+	matches func(*model.ClusterRule) bool, npAllows func() bool) (bool, *TierRule) {
 	tier := model.AdminTier
 	passed := false
 	for i := range rules {
@@ -232,7 +233,7 @@ func (c *Compiler) decideBy(ts *tierSet, d Direction, rules []TierRule, pv peerV
 		if r.Policy.Tier != tier {
 			// The Admin tier is over: NetworkPolicy, then the Baseline.
 			if ts.npIsolated[dirIndex(d)] {
-				return c.t.allows(ts.npRS, d, pv.id, proto, port), nil
+				return npAllows(), nil
 			}
 			tier, passed = model.BaselineTier, false
 		}
@@ -250,7 +251,7 @@ func (c *Compiler) decideBy(ts *tierSet, d Direction, rules []TierRule, pv peerV
 		}
 	}
 	if tier == model.AdminTier && ts.npIsolated[dirIndex(d)] {
-		return c.t.allows(ts.npRS, d, pv.id, proto, port), nil
+		return npAllows(), nil
 	}
 	return true, nil
 }
@@ -347,7 +348,23 @@ func (c *Compiler) function(ts *tierSet, d Direction, rules []TierRule, np []Ent
 		}
 		return false
 	}
-	for i, proto := range portProtos {
+	// NetworkPolicy's verdict from its entries for pv and any peer (np,
+	// a few), as Tables.allows reads them, without a lookup per point.
+	var proto model.Proto
+	npAllows := func() bool {
+		for _, e := range np {
+			if e.Peer != pv.id && e.Peer != AnyPeer {
+				continue
+			}
+			if e.Proto == 0 && e.PortBits == 0 || proto != 0 && e.Proto == proto && e.PortBits <= 16 &&
+				(e.PortBits == 0 || port&^(1<<(16-e.PortBits)-1) == e.Port) {
+				return true
+			}
+		}
+		return false
+	}
+	for i := range portProtos {
+		proto = portProtos[i]
 		bounds := []uint32{0}
 		for _, r := range rules {
 			ranges[r.Rule] = c.portRanges(r.Rule, proto, c.namedPorts(ts, d, pv))
@@ -372,7 +389,7 @@ func (c *Compiler) function(ts *tierSet, d Direction, rules []TierRule, np []Ent
 				hi = bounds[j+1] - 1
 			}
 			port = uint16(b)
-			allow, _ := c.decideBy(ts, d, rules, pv, proto, port, inRanges)
+			allow, _ := c.decideBy(ts, d, rules, proto, port, inRanges, npAllows)
 			if n := len(f.protos[i]); n > 0 && f.protos[i][n-1].allow == allow {
 				f.protos[i][n-1].hi = uint16(hi)
 				continue
@@ -381,7 +398,8 @@ func (c *Compiler) function(ts *tierSet, d Direction, rules []TierRule, np []Ent
 		}
 	}
 	// A protocol without ports: the rules that name no port.
-	f.other, _ = c.decideBy(ts, d, rules, pv, 0, 0, func(r *model.ClusterRule) bool { return len(r.Ports) == 0 })
+	proto, port = 0, 0
+	f.other, _ = c.decideBy(ts, d, rules, 0, 0, func(r *model.ClusterRule) bool { return len(r.Ports) == 0 }, npAllows)
 	return f
 }
 
@@ -446,6 +464,9 @@ type tierState struct {
 	// were computed from (tiers_memo.go).
 	columns map[columnKey]*tierColumns
 	globals tierGlobals
+	// subjects: which policies select each pod of this node, as last
+	// found (selecting).
+	subjects map[model.PodID]*subjectOf
 	// blocks: each ClusterNetworkPolicy's block prefixes as counted in
 	// blockRefs (TakeClusterPolicies).
 	blocks map[string][]netip.Prefix
@@ -481,17 +502,13 @@ func (c *Compiler) compileTiers() {
 	cps := slices.SortedFunc(maps.Values(c.cl.ClusterPolicies), tierOrder)
 	sets := map[string]*tierSet{}
 	endpoints := map[netip.Addr]Endpoint{}
+	seen := map[model.PodID]bool{}
+	defer func() { maps.DeleteFunc(st.subjects, func(id model.PodID, _ *subjectOf) bool { return !seen[id] }) }()
 	for _, ps := range c.pods {
 		if !ps.local || ps.pod.HostNetwork {
 			continue
 		}
-		nsl := c.cl.nsLabels(ps.pod.ID.Namespace)
-		var sel []*model.ClusterPolicy
-		for _, cp := range cps {
-			if selectsPod(cp, ps.pod, nsl) {
-				sel = append(sel, cp)
-			}
-		}
+		sel := c.selecting(cps, ps.pod, seen)
 		if len(sel) == 0 {
 			continue
 		}

@@ -384,3 +384,40 @@ func (c *Compiler) passConflicts() []TierConflict {
 		return cmp.Or(cmp.Compare(a.First, b.First), cmp.Compare(a.Second, b.Second))
 	})
 }
+
+// subjectOf is whether each policy selects a pod, as last found: a
+// policy's answer holds while the pod, its namespace's labels and the
+// policy are the objects they were.
+type subjectOf struct {
+	pod      *model.Pod
+	nsLabels map[string]string
+	policies []*model.ClusterPolicy // in evaluation order
+	selects  []bool
+}
+
+// selecting are the policies (of cps, in evaluation order) that select
+// pod p, matching again only those that changed since the last pass;
+// seen notes p.
+func (c *Compiler) selecting(cps []*model.ClusterPolicy, p *model.Pod, seen map[model.PodID]bool) []*model.ClusterPolicy {
+	st := &c.tiers
+	if st.subjects == nil {
+		st.subjects = map[model.PodID]*subjectOf{}
+	}
+	seen[p.ID] = true
+	nsl := c.cl.nsLabels(p.ID.Namespace)
+	was := st.subjects[p.ID]
+	if was == nil || was.pod != p || !maps.Equal(was.nsLabels, nsl) || len(was.policies) != len(cps) {
+		was = &subjectOf{pod: p, nsLabels: nsl, policies: make([]*model.ClusterPolicy, len(cps)), selects: make([]bool, len(cps))}
+		st.subjects[p.ID] = was
+	}
+	var out []*model.ClusterPolicy
+	for i, cp := range cps {
+		if was.policies[i] != cp {
+			was.policies[i], was.selects[i] = cp, selectsPod(cp, p, nsl)
+		}
+		if was.selects[i] {
+			out = append(out, cp)
+		}
+	}
+	return out
+}
