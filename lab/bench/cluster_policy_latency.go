@@ -257,8 +257,8 @@ func (r *ClusterPolicyLatencyReport) Markdown() string {
 	}
 	b.WriteString("\n![p99 against the number of ClusterNetworkPolicies](plots/cluster-policy-latency.svg)\n\n")
 	b.WriteString("The agent's figure is its histogram `netcube_policy_sync_seconds` over the stage's changes (interpolated in buckets from 50 µs by factors of √2): " +
-		"with some ClusterNetworkPolicy present the tier sets are compiled whole on every change (docs/cluster-network-policy.md, Limits), so it grows with the " +
-		"policies; the API server, etcd and the probe share this machine's two CPUs with the agent.\n\n")
+		"a change computes again the tier sets' functions whose inputs it changed (pkg/cubes/policy/tiers_memo.go): an edit, those of the peers the edited rules name in the sets " +
+		"the policy selects; a label change, the columns of the pod's old and new identity. The API server, etcd and the probe share this machine's two CPUs with the agent.\n\n")
 	if len(r.Points) > 0 && r.Points[0].OwnCPU != nil {
 		b.WriteString("## The agent on its own CPU\n\nAt each stage, right after the round above, as many changes with the agent bound to the last CPU and the API server, etcd and this benchmark to the others.\n\n")
 		b.WriteString("| ClusterNetworkPolicies | map entries | CNP edit p50 / p99 ms | target | label change p50 / p99 ms | target | agent: compile + map writes p50 / p99 ms | map writes per pass |\n")

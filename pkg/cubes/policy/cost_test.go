@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"fmt"
 	"net/netip"
 	"sort"
 	"testing"
@@ -199,18 +200,57 @@ func sameNodePair(t *testing.T) (dp *datapath.Datapath, client, server netip.Add
 			t.Fatal(err)
 		}
 	}
-	cl := policy.ScaleCluster(10, 20, 100, []string{"node1", "node2"})
-	a0, _ := labels.Parse("app=a0")
-	a1, _ := labels.Parse("app=a1")
-	port := []model.PolicyPort{{Proto: model.TCP, Port: 8080}}
-	out, in := model.PolicyID{Namespace: "ns0", Name: "out"}, model.PolicyID{Namespace: "ns0", Name: "in"}
-	cl.SetPolicy(out, &model.Policy{ID: out, Pods: a0, IsolatesEgress: true, Egress: []model.PolicyRule{{Peers: []model.PolicyPeer{{Pods: a1}}, Ports: port}}})
-	cl.SetPolicy(in, &model.Policy{ID: in, Pods: a1, IsolatesIngress: true, Ingress: []model.PolicyRule{{Peers: []model.PolicyPeer{{Pods: a0}}, Ports: port}}})
-	on = policy.NewCompiler().Compile(cl, func(p *model.Pod) bool { return p.Node == "node1" }, nil)
+	on = policy.NewCompiler().Compile(sameNodeCluster(), func(p *model.Pod) bool { return p.Node == "node1" }, nil)
 	if _, ok := on.Endpoints[server]; !ok {
 		t.Fatal("the receiver is not a policy endpoint of node1: the figure would not be the one printed")
 	}
 	return dp, client, server, on
+}
+
+var (
+	a0, _ = labels.Parse("app=a0")
+	a1, _ = labels.Parse("app=a1")
+)
+
+// sameNodeCluster is the scale cluster with sameNodePair's two
+// NetworkPolicies: app=a0 of ns0 may reach app=a1 on TCP 8080 only.
+func sameNodeCluster() *policy.Cluster {
+	cl := policy.ScaleCluster(10, 20, 100, []string{"node1", "node2"})
+	port := []model.PolicyPort{{Proto: model.TCP, Port: 8080}}
+	out, in := model.PolicyID{Namespace: "ns0", Name: "out"}, model.PolicyID{Namespace: "ns0", Name: "in"}
+	cl.SetPolicy(out, &model.Policy{ID: out, Pods: a0, IsolatesEgress: true, Egress: []model.PolicyRule{{Peers: []model.PolicyPeer{{Pods: a1}}, Ports: port}}})
+	cl.SetPolicy(in, &model.Policy{ID: in, Pods: a1, IsolatesIngress: true, Ingress: []model.PolicyRule{{Peers: []model.PolicyPeer{{Pods: a0}}, Ports: port}}})
+	return cl
+}
+
+// withTiers are sameNodeCluster's tables with 100 Admin-tier and 100
+// Baseline-tier ClusterNetworkPolicies selecting both pods, as `netcube-lab
+// bench policy --cluster-policies 100` puts them: each names the other
+// pod on a port of its own (Pass in the Admin tier, Deny in the
+// Baseline), so NetworkPolicy still decides TCP 8080 and 8081.
+func withTiers(t *testing.T, server netip.Addr) *policy.Tables {
+	t.Helper()
+	cl := sameNodeCluster()
+	both, _ := labels.Parse("app in (a0,a1)")
+	for k := range 200 {
+		tier, action := model.AdminTier, model.Pass
+		if k%2 == 1 {
+			tier, action = model.BaselineTier, model.Deny
+		}
+		ports := []model.PolicyPort{{Proto: model.TCP, Port: uint16(9000 + k)}}
+		name := fmt.Sprintf("cnp-%03d", k)
+		cl.SetClusterPolicy(name, &model.ClusterPolicy{Name: name, Tier: tier, Priority: int32(k), Namespaces: labels.Everything(), Pods: both,
+			Ingress: []model.ClusterRule{{Action: action, Peers: []model.PolicyPeer{{Namespaces: labels.Everything(), Pods: a0}}, Ports: ports}},
+			Egress:  []model.ClusterRule{{Action: action, Peers: []model.PolicyPeer{{Namespaces: labels.Everything(), Pods: a1}}, Ports: ports}}})
+	}
+	tb := policy.NewCompiler().Compile(cl, func(p *model.Pod) bool { return p.Node == "node1" }, nil)
+	if len(tb.Verdicts) == 0 {
+		t.Fatal("no tier set entries: the ClusterNetworkPolicies select neither pod, the figure would not be the one printed")
+	}
+	if _, ok := tb.Endpoints[server]; !ok {
+		t.Fatal("the receiver is not a policy endpoint of node1")
+	}
+	return tb
 }
 
 // eventDrain returns a function that reads every event waiting in dp's
