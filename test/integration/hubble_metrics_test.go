@@ -243,6 +243,14 @@ spec:
 	// The judge: each metric the dashboard queries is there and counted,
 	// or not applicable and absent.
 	final := scrape(t, sb, echoNode)
+	var counted []string
+	for s, v := range final {
+		if strings.HasPrefix(s, "hubble_") {
+			counted = append(counted, fmt.Sprintf("%s %v", s, v))
+		}
+	}
+	sort.Strings(counted)
+	t.Logf("the Hubble metrics of %s:\n%s", echoNode.Name, strings.Join(counted, "\n"))
 	for _, n := range queried {
 		sum, found := hasMetric(final, n)
 		switch {
