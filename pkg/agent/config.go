@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -227,7 +228,7 @@ func Defaults() Config {
 		CNISocket:            cni.DefaultAgentSocket,
 		APISocket:            DefaultAPISocket,
 		HubbleSocket:         DefaultHubbleSocket,
-		HubbleMetrics:        hubblemetrics.Default,
+		HubbleMetrics:        slices.Clone(hubblemetrics.Default),
 		APIContentType:       APIProtobuf,
 		PodSource:            kube.PodsFromAPI,
 		Monitor:              MonitorConfig{Drops: true, Policy: true, Cubes: true},
