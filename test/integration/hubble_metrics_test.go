@@ -268,3 +268,23 @@ spec:
 		}
 	}
 }
+
+// TestHubbleMetricsSwitch: --hubble-metrics=drop serves the drops alone: a
+// refusal is counted (the positive control), the flows are not.
+func TestHubbleMetricsSwitch(t *testing.T) {
+	sb := upWith(t, "hmetricsw", sandbox.Config{AgentArgs: []string{"--hubble-metrics=drop"}})
+	node := sb.Topology.Nodes[0]
+	for _, r := range requests(t, sb, "tcp", net.JoinHostPort(sandbox.EmptyIPs[0], "80"), 2) {
+		refusedFast(t, r)
+	}
+	noBackend := `hubble_drop_total{protocol="TCP",reason="SERVICE_BACKEND_NOT_FOUND"}`
+	testenv.WaitFor(t, 5*time.Second, "the refusals counted on "+node.Name, func() bool {
+		return scrape(t, sb, node)[noBackend] >= 2
+	})
+	m := scrape(t, sb, node)
+	for _, n := range served {
+		if _, found := hasMetric(m, n); found != (n == "hubble_drop_total") {
+			t.Errorf("--hubble-metrics=drop: %s on /metrics: %v", n, found)
+		}
+	}
+}
