@@ -1,5 +1,8 @@
 package hubble
 
+// What package hubble/metrics reads of the conversion from event to flow,
+// so that its counts and the flows hubble observe shows agree.
+
 import (
 	"github.com/netcube/netcube/pkg/cube"
 	"github.com/netcube/netcube/pkg/events"
