@@ -37,6 +37,7 @@ import (
 	"github.com/netcube/netcube/pkg/cube"
 	"github.com/netcube/netcube/pkg/cubes"
 	"github.com/netcube/netcube/pkg/datapath"
+	hubblemetrics "github.com/netcube/netcube/pkg/hubble/metrics"
 	"github.com/netcube/netcube/pkg/k8s"
 	"github.com/netcube/netcube/pkg/lbipam"
 	"github.com/netcube/netcube/pkg/localapi"
@@ -80,6 +81,9 @@ func Run(ctx context.Context, cfg Config) error {
 	settings := cube.Settings{SocketLB: cfg.SocketLB, Cgroup: cfg.Cgroup, LBAlgorithm: cfg.LBAlgorithm, Hollow: hollow}
 	if settings.NodePortLo, settings.NodePortHi, err = ParsePortRange(cfg.NodePortRange); err != nil {
 		return fmt.Errorf("--nodeport-range: %w", err)
+	}
+	if settings.HubbleMetrics, err = hubblemetrics.Parse(cfg.HubbleMetrics); err != nil {
+		return err
 	}
 	if err := checkPodDevice(cfg.PodDevice, hollow); err != nil {
 		return err

@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/netcube/netcube/pkg/cni"
 	"github.com/netcube/netcube/pkg/cubes/ct"
+	hubblemetrics "github.com/netcube/netcube/pkg/hubble/metrics"
 	"github.com/netcube/netcube/pkg/l2announce"
 	"github.com/netcube/netcube/pkg/source/kube"
 )
@@ -162,6 +164,10 @@ type Config struct {
 	// HubbleSocket is where the agent serves Hubble's Observer API (the
 	// hubble CLI: hubble observe --server unix://<it>); "" = off.
 	HubbleSocket string `json:"hubbleSocket,omitempty"`
+	// HubbleMetrics are the Hubble metrics served on /metrics, by
+	// Cilium's names (flow, drop, tcp, policy, port-distribution: package
+	// hubble/metrics); empty = none.
+	HubbleMetrics []string `json:"hubbleMetrics"`
 	// Monitor is what the datapath reports as events (drops are counted
 	// whatever it says).
 	Monitor MonitorConfig `json:"monitor,omitempty"`
@@ -222,6 +228,7 @@ func Defaults() Config {
 		CNISocket:            cni.DefaultAgentSocket,
 		APISocket:            DefaultAPISocket,
 		HubbleSocket:         DefaultHubbleSocket,
+		HubbleMetrics:        slices.Clone(hubblemetrics.Default),
 		APIContentType:       APIProtobuf,
 		PodSource:            kube.PodsFromAPI,
 		Monitor:              MonitorConfig{Drops: true, Policy: true, Cubes: true},

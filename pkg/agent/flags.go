@@ -43,6 +43,7 @@ func clone(c Config) Config {
 	c.NodeInterfaces = slices.Clone(c.NodeInterfaces)
 	c.NoMasquerade = slices.Clone(c.NoMasquerade)
 	c.L2HeartbeatAddrs = slices.Clone(c.L2HeartbeatAddrs)
+	c.HubbleMetrics = slices.Clone(c.HubbleMetrics)
 	return c
 }
 
@@ -80,6 +81,13 @@ func flagSet(name string, cfg *Config) (fs *flag.FlagSet, configFile *string, cl
 	fs.IntVar(&cfg.MTU, "mtu", cfg.MTU, "MTU of pod interfaces (0: the uplinks', less the overlay's overhead with --routing vxlan)")
 	fs.StringVar(&cfg.APISocket, "api-socket", cfg.APISocket, "unix socket of the agent's local API, for the netcube CLI (\"\": off)")
 	fs.StringVar(&cfg.HubbleSocket, "hubble-socket", cfg.HubbleSocket, "unix socket of the Hubble Observer API (hubble observe --server unix://<it>; \"\": off)")
+	fs.Func("hubble-metrics", "Hubble metrics served on /metrics, comma-separated, as Cilium names them (default "+strings.Join(cfg.HubbleMetrics, ",")+"; \"\": none)", func(v string) error {
+		cfg.HubbleMetrics = []string{} // none
+		if v != "" {
+			cfg.HubbleMetrics = strings.Split(v, ",")
+		}
+		return nil
+	})
 	fs.BoolVar(&cfg.Monitor.Drops, "monitor-drops", cfg.Monitor.Drops, "report each dropped packet as an event (drops are counted either way)")
 	fs.BoolVar(&cfg.Monitor.Policy, "monitor-policy", cfg.Monitor.Policy, "report each connection a NetworkPolicy allowed as an event")
 	fs.BoolVar(&cfg.Monitor.Cubes, "monitor-cubes", cfg.Monitor.Cubes, "count the packets and bytes each cube handled (netcube_cube_packets_total, _bytes_total)")

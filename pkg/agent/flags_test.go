@@ -38,6 +38,8 @@ func TestConfigPrecedence(t *testing.T) {
 				// --ct-map-size sizes the table and its per-flow counters.
 				c.MapSizes, c.MetricsBindAddress = map[string]uint32{"lb_services": 1000, "ct_flows": 5, "ct_acct": 5}, "127.0.0.1:1"
 			}},
+		{"Hubble's metrics: some, or none", []string{"--hubble-metrics", "drop,flow"}, func(c *Config) { c.HubbleMetrics = []string{"drop", "flow"} }},
+		{"no Hubble metrics", []string{"--hubble-metrics="}, func(c *Config) { c.HubbleMetrics = []string{} }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			want := Defaults()

@@ -109,6 +109,9 @@ type Settings struct {
 	// HubbleSocket is where the Hubble Observer API serves the events
 	// ("": not served).
 	HubbleSocket string
+	// HubbleMetrics are the Hubble metrics counted of the events
+	// (package hubble/metrics; none: not counted).
+	HubbleMetrics []string
 	// Hollow: the maps are in memory (--datapath=memory, one of many
 	// agents on a machine measuring the control plane): a cube writes
 	// them as ever, and changes nothing on the host (devices, routes,

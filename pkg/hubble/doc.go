@@ -6,5 +6,7 @@
 // request's filters are evaluated here, and a filter this server does not
 // know is refused rather than ignored. The message types are netcube's
 // subset of Hubble's .proto files (api/hubble), generated into flowpb and
-// observerpb.
+// observerpb. Package hubble/metrics counts the same events as Hubble's
+// metrics, reading the conversion here (Flow, DropReason, ObservationPoint,
+// RoutePoint).
 package hubble

@@ -16,6 +16,7 @@ import (
 	"github.com/netcube/netcube/pkg/datapath"
 	"github.com/netcube/netcube/pkg/events"
 	"github.com/netcube/netcube/pkg/hubble"
+	hubblemetrics "github.com/netcube/netcube/pkg/hubble/metrics"
 	"github.com/netcube/netcube/pkg/model"
 )
 
@@ -77,6 +78,14 @@ func (Cube) Start(ctx context.Context, env cube.Env) (cube.Started, error) {
 	m := newMetrics(env.Maps, hub)
 	lost := func() uint64 { return cube.PerCPUSum(env.Maps.Map(MapStats), uint32(datapath.MonStatLost)) }
 	st := cube.Started{Metrics: []prometheus.Collector{m}, API: map[string]http.Handler{APIPath: Handler(hub, lost)}}
+	if len(env.Settings.HubbleMetrics) > 0 {
+		hm, err := hubblemetrics.New(env.Settings.HubbleMetrics)
+		if err != nil {
+			return cube.Started{}, err
+		}
+		hm.Run(ctx, hub)
+		st.Metrics = append(st.Metrics, hm)
+	}
 	km, ok := env.Maps.Map(MapEvents).(interface{ Unwrap() *ebpf.Map })
 	if !ok {
 		return st, nil // maps in memory (tests): no ring buffer to read
