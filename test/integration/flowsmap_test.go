@@ -118,6 +118,8 @@ spec:
 	if !contains(denied.DeniedBy, "default/only-other (NetworkPolicy)") || !contains(denied.Ports, fmt.Sprintf("TCP/%d", sandbox.PodPort)) {
 		t.Errorf("the dropped edge %+v names not the policy default/only-other, or not its port", denied)
 	}
+	svcEdge, _ := edge(g, clientNode, echoService)
+	t.Logf("the client's edges: to the echo Service %+v; to the echo pods %+v (%d nodes, %d edges in all)", svcEdge, denied, len(g.Nodes), len(g.Edges))
 	var echoNode flows.Node
 	for _, n := range g.Nodes {
 		if n.ID == echoPods {
@@ -187,6 +189,7 @@ func checkPage(t *testing.T, url string, nodes, edges int) {
 		}
 	}
 	n, e, rows := headless.Elements(dom, "g", "node"), headless.Elements(dom, "g", "edge"), headless.Elements(dom, "tr", "edge")+headless.Elements(dom, "tr", "edge dropped")
+	t.Logf("%s as chromium renders it: %d nodes, %d edges, %d rows", url, n, e, rows)
 	if n < nodes || e < edges || rows != e {
 		t.Errorf("%s as chromium renders it: %d nodes, %d edges, %d rows of edges; want at least %d nodes and %d edges, a row each", url, n, e, rows, nodes, edges)
 	}
