@@ -31,7 +31,7 @@ func TestVerbs(t *testing.T) {
 		{args: []string{"flows", "map", "-o", "png"}, code: 2, err: `-o "png": want svg, html or json`},
 		{args: []string{"flows", "map", "--duration", "30s"}, code: 2, err: "--duration is for --follow"},
 		{args: []string{"flows", "map", "--serve", "0.0.0.0:8080"}, code: 2, err: `--serve "0.0.0.0:8080": not a loopback address`},
-		{args: []string{"flows", "map", "--tls-client-cert-file", "c.pem", "--server", "unix:///x"}, code: 1, err: "--tls-client-cert-file is given without --tls"},
+		{args: []string{"flows", "map", "--tls-client-cert-file", "c.pem", "--server", "unix:///x"}, code: 2, err: "--tls-client-cert-file is given without --tls"},
 		{args: []string{"flows", "map", "--server", "unix:///nonexistent/hubble.sock"}, code: 1, err: "--server unix:///nonexistent/hubble.sock: no socket at /nonexistent/hubble.sock"},
 		{args: []string{"flows", "map", "--server", "127.0.0.1:1"}, code: 1, err: "--server 127.0.0.1:1: no Hubble server answers"},
 		{args: []string{"flows", "map", "--server", "relay"}, code: 1, err: `--server "relay": want unix:///path or host:port`},

@@ -41,17 +41,34 @@ type window struct {
 	duration time.Duration
 }
 
-// credentials are the connection's: plain, or TLS with the CAs and the
-// client certificate given. A TLS file given without --tls fails: a
-// certificate is not sent over a plain connection by mistake.
-func (s server) credentials() (credentials.TransportCredentials, error) {
+// checkFlags refuses TLS flags that do not go together. A TLS file
+// given without --tls fails: the user meant TLS, and would otherwise get
+// a plain connection.
+func (s server) checkFlags() error {
 	if !s.tls {
-		for flag, v := range map[string]string{"--tls-client-cert-file": s.certFile, "--tls-client-key-file": s.keyFile,
-			"--tls-ca-cert-files": strings.Join(s.caFiles, ","), "--tls-server-name": s.serverName} {
-			if v != "" {
-				return nil, fmt.Errorf("%s is given without --tls", flag)
+		for _, f := range []struct{ flag, v string }{{"--tls-client-cert-file", s.certFile}, {"--tls-client-key-file", s.keyFile},
+			{"--tls-ca-cert-files", strings.Join(s.caFiles, ",")}, {"--tls-server-name", s.serverName}} {
+			if f.v != "" {
+				return fmt.Errorf("%s is given without --tls", f.flag)
 			}
 		}
+		if s.allowInsecure {
+			return errors.New("--tls-allow-insecure is given without --tls")
+		}
+	}
+	if (s.certFile == "") != (s.keyFile == "") {
+		return errors.New("--tls-client-cert-file and --tls-client-key-file go together: give both or neither")
+	}
+	return nil
+}
+
+// credentials are the connection's: plain, or TLS with the CAs and the
+// client certificate given.
+func (s server) credentials() (credentials.TransportCredentials, error) {
+	if err := s.checkFlags(); err != nil {
+		return nil, err
+	}
+	if !s.tls {
 		return insecure.NewCredentials(), nil
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: s.serverName, InsecureSkipVerify: s.allowInsecure}
@@ -68,10 +85,7 @@ func (s server) credentials() (credentials.TransportCredentials, error) {
 		}
 		cfg.RootCAs = pool
 	}
-	switch {
-	case (s.certFile == "") != (s.keyFile == ""):
-		return nil, errors.New("--tls-client-cert-file and --tls-client-key-file go together: give both or neither")
-	case s.certFile != "":
+	if s.certFile != "" {
 		cert, err := tls.LoadX509KeyPair(s.certFile, s.keyFile)
 		if err != nil {
 			return nil, fmt.Errorf("--tls-client-cert-file %s, --tls-client-key-file %s: %w", s.certFile, s.keyFile, err)
@@ -121,8 +135,10 @@ func (s server) flows(ctx context.Context, w window, add func(*observerpb.GetFlo
 		req.Follow = true
 		if w.duration > 0 {
 			req.Until = timestamppb.New(now.Add(w.duration))
+			// The server ends the stream at Until (it looks each second);
+			// the deadline is for one that does not.
 			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, w.duration)
+			ctx, cancel = context.WithTimeout(ctx, w.duration+3*time.Second)
 			defer cancel()
 		}
 	}
@@ -135,7 +151,7 @@ func (s server) flows(ctx context.Context, w window, add func(*observerpb.GetFlo
 		switch {
 		case err == io.EOF:
 			return nil
-		case err != nil && w.follow && ctx.Err() != nil:
+		case err != nil && w.follow && (ctx.Err() != nil || status.Code(err) == codes.DeadlineExceeded):
 			return nil // the duration is up, or interrupted: what came is the map
 		case err != nil:
 			return s.explain(err)

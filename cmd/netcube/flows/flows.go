@@ -141,6 +141,9 @@ func (o *options) check(fs *flag.FlagSet) error {
 	case o.group.Label == "":
 		return fmt.Errorf(`--group-by "": want a label key (app) or "pod"`)
 	}
+	if err := o.srv.checkFlags(); err != nil {
+		return err
+	}
 	if !set["since"] && !set["last"] && !o.win.follow {
 		o.win.since = 5 * time.Minute
 	}

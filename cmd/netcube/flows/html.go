@@ -51,6 +51,9 @@ func HTML(w io.Writer, g Graph, source string, refresh time.Duration) error {
 	names := map[string]string{}
 	for _, n := range g.Nodes {
 		names[n.ID] = n.Name
+		if n.Kind == KindService { // a Service and its pods' workload often share a name
+			names[n.ID] = n.Name + " (Service)"
+		}
 	}
 	var edges []pageEdge
 	for _, e := range g.Edges {

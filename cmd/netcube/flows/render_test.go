@@ -92,7 +92,7 @@ func TestHTMLHasTheMapAndItsEdges(t *testing.T) {
 	}
 	page := b.String()
 	for _, want := range []string{"<svg", `<tr class="edge dropped"><td>default/client</td><td>default/echo</td><td class="n">0</td><td class="n">3</td><td>POLICY_DENIED ×3</td><td>default/echo (NetworkPolicy)</td><td>TCP/8080</td>`,
-		"9 flows, 5 nodes, 3 edges"} {
+		"9 flows, 5 nodes, 3 edges", "<td>default/client</td><td>default/echo (Service)</td>"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page has no %q:\n%s", want, page)
 		}

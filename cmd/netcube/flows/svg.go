@@ -132,7 +132,7 @@ func SVG(g Graph) string {
 		width, height, width, height)
 	b.WriteString(`<defs>`)
 	for id, colour := range map[string]string{"arrow-forwarded": colourForwarded, "arrow-dropped": colourDropped} {
-		fmt.Fprintf(&b, `<marker id="%s" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="8" markerHeight="8" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="%s"/></marker>`, id, colour)
+		fmt.Fprintf(&b, `<marker id="%s" viewBox="0 0 10 10" refX="10" refY="5" markerUnits="userSpaceOnUse" markerWidth="11" markerHeight="11" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="%s"/></marker>`, id, colour)
 	}
 	b.WriteString("</defs>\n")
 	if len(g.Nodes) == 0 {
@@ -159,7 +159,9 @@ func drawNode(b *strings.Builder, n Node, p point) {
 		detail = fmt.Sprintf("%d pods", len(n.Pods))
 	case n.Kind == KindService:
 		detail = "Service"
-	case len(n.IPs) > 0:
+	case len(n.IPs) == 1:
+		detail = n.IPs[0]
+	case len(n.IPs) > 1:
 		detail = fmt.Sprintf("%d addresses", len(n.IPs))
 	}
 	title := strings.Join(append(append([]string{n.Name}, n.Pods...), n.IPs...), "\n")
