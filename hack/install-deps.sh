@@ -25,6 +25,7 @@ packages=(
   git                   # the upgrade test builds an earlier agent from history; reports name their commit
   linux-perf            # perf: the profiles the reports give (docs/benchmarks/*-profile.md)
   bird2                 # bird, birdc: a real BGP router that pkg/bgp's speaker peers with in its tests
+  chromium              # a real browser, headless: renders netcube flows map's page in its tests
   # Part of every Debian system, listed so that every program the project
   # runs is named here (internal/hostdeps checks it):
   bash coreutils mount  # scripts, cat/test/timeout in tests, umount

@@ -1,6 +1,7 @@
 // Command netcube is the operator's CLI for a cluster that runs netcube:
 // what an operator asks of a node's agent and datapath: its BGP sessions
-// and routes (bgp), its live events
+// and routes (bgp), which workloads talk to which Services and pods
+// (flows map), its live events
 // (monitor), the Services it serves (service list), its state (status), what it
 // does with a packet (trace), the policy it enforces for a pod (policy get),
 // and which build it is. Each verb is its own package. The lab's verbs (sandbox, demo, bench, e2e,
@@ -14,6 +15,7 @@ import (
 	"runtime/debug"
 
 	"github.com/netcube/netcube/cmd/netcube/bgp"
+	"github.com/netcube/netcube/cmd/netcube/flows"
 	"github.com/netcube/netcube/cmd/netcube/monitor"
 	"github.com/netcube/netcube/cmd/netcube/policy"
 	"github.com/netcube/netcube/cmd/netcube/service"
@@ -25,6 +27,7 @@ const usage = `netcube: the operator's CLI for netcube, eBPF Service load balanc
 
 Usage:
   netcube bgp peers|routes   the node's BGP sessions (state, prefixes sent and received) and the routes it announces
+  netcube flows map      which workloads talk to which Services and pods, from Hubble's flows: SVG, HTML page, JSON
   netcube monitor        the node's datapath events, live: drops with their reason, policy verdicts, translations
   netcube policy get POD the NetworkPolicy the node's datapath enforces for a pod: isolation, rules, identities
   netcube service list   the Services the node's datapath serves: frontends, backends (works with the agent down)
@@ -51,6 +54,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch verb := args[0]; {
 	case verb == "bgp":
 		return bgp.Run(args[1:], stdout, stderr)
+	case verb == "flows":
+		return flows.Run(args[1:], stdout, stderr)
 	case verb == "monitor":
 		return monitor.Run(args[1:], stdout, stderr)
 	case verb == "policy":
