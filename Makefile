@@ -25,7 +25,7 @@ generate:        ## regenerate the cubes' hook header from the registry, then th
 	$(GO) generate ./pkg/cubes/
 	$(GO) generate ./pkg/datapath/ ./internal/bpftest/
 
-proto:           ## regenerate pkg/hubble/{flowpb,observerpb} from api/hubble (buf and the Go plugins, built from the Go module proxy)
+proto:           ## regenerate pkg/hubble/{flowpb,observerpb,peerpb} from api/hubble (buf and the Go plugins, built from the Go module proxy)
 	bash hack/proto.sh
 
 # The commit the binaries are built from, "-dirty" when the tree has changes
