@@ -25,7 +25,7 @@ generate:        ## regenerate the cubes' hook header from the registry, then th
 	$(GO) generate ./pkg/cubes/
 	$(GO) generate ./pkg/datapath/ ./internal/bpftest/
 
-proto:           ## regenerate pkg/hubble/{flowpb,observerpb} from api/hubble (buf and the Go plugins, built from the Go module proxy)
+proto:           ## regenerate pkg/hubble/{flowpb,observerpb,peerpb} from api/hubble (buf and the Go plugins, built from the Go module proxy)
 	bash hack/proto.sh
 
 # The commit the binaries are built from, "-dirty" when the tree has changes
@@ -35,11 +35,12 @@ BUILD_COMMIT = $$(git rev-parse HEAD 2>/dev/null)$$(git status --porcelain -- ':
 build:
 	$(GO) build -ldflags "-X main.commit=$$(git rev-parse --short=12 HEAD 2>/dev/null) -X github.com/netcube/netcube/lab/bench.builtCommit=$(BUILD_COMMIT)" -o $(BIN)/ ./cmd/... ./lab/cmd/...
 
-images: build     ## the agent's and the pause image as archives (bin/images/), from static builds (and cyclonus's worker, for netcube-lab netpol)
+images: build     ## the agent's, hubble-relay's (cilium's, hack/build-tools.sh) and the pause image as archives (bin/images/), from static builds (and cyclonus's worker, for netcube-lab netpol)
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/static/ ./cmd/netcube-agent ./cmd/netcube-cni ./cmd/netcube-operator ./cmd/netcube
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/static/cyclonus-worker github.com/mattfenwick/cyclonus/cmd/worker
 	mkdir -p $(BIN)/images && $(BIN)/netcube-lab image agent --bin $(BIN)/static --out $(BIN)/images/netcube-agent.tar
 	$(BIN)/netcube-lab image pause --out $(BIN)/images/pause.tar
+	$(BIN)/netcube-lab image hubble-relay --bin "$$(bash hack/build-tools.sh | tail -n 1)" --out $(BIN)/images/hubble-relay.tar
 
 test: deps build tools e2e-tools ## every test: unit, datapath (BPF_PROG_RUN), socket-LB, control plane (real kube-apiserver), sandbox, upstream e2e smoke on real nodes
 	NETCUBE_TOOLS_DIR=$$(bash hack/build-tools.sh 2>/dev/null | tail -n 1) NETCUBE_E2E_DIR=$$(bash hack/build-e2e.sh 2>/dev/null | tail -n 1) \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates pkg/hubble/{flowpb,observerpb} from api/hubble/*.proto with buf
+# Regenerates pkg/hubble/{flowpb,observerpb,peerpb} from api/hubble/*.proto with buf
 # and the protobuf Go plugins, built from the Go module proxy at pinned
 # versions into a cache (the generated code is committed: building netcube
 # needs none of this).
@@ -17,4 +17,4 @@ for t in github.com/bufbuild/buf/cmd/buf@$BUF google.golang.org/protobuf/cmd/pro
 done
 cd "$(dirname "$0")/../api/hubble"
 PATH="$dir:$PATH" buf generate
-echo "proto: regenerated pkg/hubble/flowpb and pkg/hubble/observerpb" >&2
+echo "proto: regenerated pkg/hubble/flowpb, observerpb and peerpb" >&2

@@ -24,3 +24,18 @@ func Agent(binDir string) Spec {
 		Entrypoint: []string{"/usr/local/bin/netcube-agent"},
 	}
 }
+
+// HubbleRelayRef is the hubble-relay image's name, as the Helm chart's
+// default values ask for it (hubble.relay.image).
+const HubbleRelayRef = "ghcr.io/netcube/hubble-relay:1.20.2"
+
+// HubbleRelay is cilium's hubble-relay (built by hack/build-tools.sh, a
+// static binary) as an image, for the chart's hubble.relay Deployment:
+// binDir holds hubble-relay.
+func HubbleRelay(binDir string) Spec {
+	return Spec{
+		Ref:        HubbleRelayRef,
+		Files:      []File{{Source: filepath.Join(binDir, "hubble-relay"), Path: "/usr/local/bin/hubble-relay", Mode: 0o755}},
+		Entrypoint: []string{"/usr/local/bin/hubble-relay"},
+	}
+}

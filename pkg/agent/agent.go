@@ -88,6 +88,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := checkPodDevice(cfg.PodDevice, hollow); err != nil {
 		return err
 	}
+	if err := cfg.Hubble.tcp().Check(); err != nil { // before anything is loaded: fail closed, at once
+		return err
+	}
 	if cfg.UplinkRate != "" {
 		if settings.UplinkRate, err = k8s.ParseBandwidth(cfg.UplinkRate); err != nil {
 			return fmt.Errorf("--uplink-rate: %w", err)
@@ -133,6 +136,9 @@ func Run(ctx context.Context, cfg Config) error {
 
 	m := newMetrics(rep)
 	settings.HubbleSocket = cfg.HubbleSocket
+	settings.HubbleListenAddress, settings.HubbleDisableTLS = cfg.Hubble.ListenAddress, cfg.Hubble.DisableTLS
+	settings.HubbleTLSCertFile, settings.HubbleTLSKeyFile = cfg.Hubble.TLSCertFile, cfg.Hubble.TLSKeyFile
+	settings.HubbleTLSClientCAFiles, settings.ClusterName = cfg.Hubble.TLSClientCAFiles, cfg.ClusterName
 	cs, stop, err := startCubes(ctx, dp, m, cube.Env{Program: dp.Program, Node: node, Settings: settings, Report: rep, Names: &cube.Names{Netns: podnetns.New()}})
 	defer stop()
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/netcube/netcube/pkg/cni"
 	"github.com/netcube/netcube/pkg/cubes/ct"
+	"github.com/netcube/netcube/pkg/hubble"
 	hubblemetrics "github.com/netcube/netcube/pkg/hubble/metrics"
 	"github.com/netcube/netcube/pkg/l2announce"
 	"github.com/netcube/netcube/pkg/source/kube"
@@ -168,6 +169,11 @@ type Config struct {
 	// Cilium's names (flow, drop, tcp, policy, port-distribution: package
 	// hubble/metrics); empty = none.
 	HubbleMetrics []string `json:"hubbleMetrics"`
+	// Hubble is the Hubble server's TCP listener, for hubble-relay.
+	Hubble HubbleConfig `json:"hubble,omitempty"`
+	// ClusterName names the cluster in the TLS server names the Hubble
+	// Peer service tells (<node>.<cluster>.hubble-grpc.cilium.io).
+	ClusterName string `json:"clusterName,omitempty"`
 	// Monitor is what the datapath reports as events (drops are counted
 	// whatever it says).
 	Monitor MonitorConfig `json:"monitor,omitempty"`
@@ -192,6 +198,19 @@ type Config struct {
 	// Conntrack: the timeouts of translated flows and how often timed-out
 	// entries are removed.
 	Conntrack ct.Config `json:"conntrack,omitempty"`
+}
+
+// HubbleConfig is the Hubble server's TCP listener (Cilium's agent flags
+// of the same names): mutual TLS, or plain TCP only with DisableTLS. The
+// default ListenAddress takes effect only once certificates are given
+// (or DisableTLS): an agent without either serves the unix socket alone;
+// any other address without them is an error.
+type HubbleConfig struct {
+	ListenAddress    string   `json:"listenAddress,omitempty"`
+	TLSCertFile      string   `json:"tlsCertFile,omitempty"`
+	TLSKeyFile       string   `json:"tlsKeyFile,omitempty"`
+	TLSClientCAFiles []string `json:"tlsClientCAFiles,omitempty"`
+	DisableTLS       bool     `json:"disableTLS,omitempty"`
 }
 
 // MonitorConfig is what the datapath reports as events: each dropped
@@ -229,6 +248,8 @@ func Defaults() Config {
 		APISocket:            DefaultAPISocket,
 		HubbleSocket:         DefaultHubbleSocket,
 		HubbleMetrics:        slices.Clone(hubblemetrics.Default),
+		Hubble:               HubbleConfig{ListenAddress: hubble.DefaultListenAddress},
+		ClusterName:          hubble.DefaultClusterName,
 		APIContentType:       APIProtobuf,
 		PodSource:            kube.PodsFromAPI,
 		Monitor:              MonitorConfig{Drops: true, Policy: true, Cubes: true},
@@ -271,4 +292,9 @@ func ParsePortRange(s string) (lo, hi uint16, err error) {
 		return 0, 0, fmt.Errorf("port range %q: want lo-hi within 1-65535", s)
 	}
 	return uint16(a), uint16(b), nil
+}
+
+// tcp is the listener c asks for.
+func (c HubbleConfig) tcp() hubble.TCP {
+	return hubble.TCP{Address: c.ListenAddress, CertFile: c.TLSCertFile, KeyFile: c.TLSKeyFile, ClientCAFiles: c.TLSClientCAFiles, DisableTLS: c.DisableTLS}
 }

@@ -44,6 +44,7 @@ func clone(c Config) Config {
 	c.NoMasquerade = slices.Clone(c.NoMasquerade)
 	c.L2HeartbeatAddrs = slices.Clone(c.L2HeartbeatAddrs)
 	c.HubbleMetrics = slices.Clone(c.HubbleMetrics)
+	c.Hubble.TLSClientCAFiles = slices.Clone(c.Hubble.TLSClientCAFiles)
 	return c
 }
 
@@ -88,6 +89,15 @@ func flagSet(name string, cfg *Config) (fs *flag.FlagSet, configFile *string, cl
 		}
 		return nil
 	})
+	fs.StringVar(&cfg.Hubble.ListenAddress, "hubble-listen-address", cfg.Hubble.ListenAddress, "TCP address of the Hubble Observer and Peer APIs, for hubble-relay (\"\": off); mutual TLS, so it needs --hubble-tls-cert-file, --hubble-tls-key-file and --hubble-tls-client-ca-files, or --hubble-disable-tls. The default takes effect only once those are given; another address without them is an error")
+	fs.StringVar(&cfg.Hubble.TLSCertFile, "hubble-tls-cert-file", cfg.Hubble.TLSCertFile, "PEM certificate of the Hubble TCP listener (naming <node>.<cluster>.hubble-grpc.cilium.io, or *.<cluster>.hubble-grpc.cilium.io)")
+	fs.StringVar(&cfg.Hubble.TLSKeyFile, "hubble-tls-key-file", cfg.Hubble.TLSKeyFile, "PEM key of --hubble-tls-cert-file")
+	fs.Func("hubble-tls-client-ca-files", "PEM CA files, comma-separated, that a Hubble client's certificate must be signed by (a client without one is refused)", func(v string) error {
+		cfg.Hubble.TLSClientCAFiles = strings.Split(v, ",")
+		return nil
+	})
+	fs.BoolVar(&cfg.Hubble.DisableTLS, "hubble-disable-tls", cfg.Hubble.DisableTLS, "serve --hubble-listen-address as plain TCP: whoever reaches it reads every flow of the node")
+	fs.StringVar(&cfg.ClusterName, "cluster-name", cfg.ClusterName, "the cluster's name, in the TLS server names the Hubble Peer service tells (<node>.<cluster>.hubble-grpc.cilium.io)")
 	fs.BoolVar(&cfg.Monitor.Drops, "monitor-drops", cfg.Monitor.Drops, "report each dropped packet as an event (drops are counted either way)")
 	fs.BoolVar(&cfg.Monitor.Policy, "monitor-policy", cfg.Monitor.Policy, "report each connection a NetworkPolicy allowed as an event")
 	fs.BoolVar(&cfg.Monitor.Cubes, "monitor-cubes", cfg.Monitor.Cubes, "count the packets and bytes each cube handled (netcube_cube_packets_total, _bytes_total)")

@@ -112,6 +112,15 @@ type Settings struct {
 	// HubbleMetrics are the Hubble metrics counted of the events
 	// (package hubble/metrics; none: not counted).
 	HubbleMetrics []string
+	// HubbleListenAddress, HubbleTLSCertFile, HubbleTLSKeyFile,
+	// HubbleTLSClientCAFiles, HubbleDisableTLS: the Hubble server's TCP
+	// listener (hubble.TCP), which hubble-relay reads; ClusterName names
+	// the cluster in the peers' TLS server names.
+	HubbleListenAddress                 string
+	HubbleTLSCertFile, HubbleTLSKeyFile string
+	HubbleTLSClientCAFiles              []string
+	HubbleDisableTLS                    bool
+	ClusterName                         string
 	// Hollow: the maps are in memory (--datapath=memory, one of many
 	// agents on a machine measuring the control plane): a cube writes
 	// them as ever, and changes nothing on the host (devices, routes,

@@ -187,7 +187,7 @@ func serve(t *testing.T, hub *events.Hub, lost func() uint64) observerpb.Observe
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	socket := filepath.Join(t.TempDir(), "hubble.sock")
-	if err := New(Config{Node: "node1", Hub: hub, Names: names(), DatapathLost: lost}).Serve(ctx, socket); err != nil {
+	if err := New(Config{Node: "node1", Hub: hub, Names: names(), DatapathLost: lost}).Serve(ctx, socket, TCP{}); err != nil {
 		t.Fatal(err)
 	}
 	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()),

@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
@@ -21,6 +22,7 @@ import (
 	"github.com/netcube/netcube/pkg/events"
 	"github.com/netcube/netcube/pkg/hubble/flowpb"
 	"github.com/netcube/netcube/pkg/hubble/observerpb"
+	"github.com/netcube/netcube/pkg/hubble/peerpb"
 )
 
 // Config is what the server serves.
@@ -35,6 +37,9 @@ type Config struct {
 	// for the last N (default 4096).
 	Capacity int
 	Version  string
+	// Peers, if set, is served as Hubble's Peer service beside the
+	// Observer (hubble-relay finds every node's server by it).
+	Peers *Peers
 }
 
 // Server is a Hubble Observer for one node.
@@ -75,42 +80,101 @@ func New(cfg Config) *Server {
 	return &Server{cfg: cfg, started: time.Now(), followers: map[*follower]struct{}{}}
 }
 
-// Serve serves the Observer API (and gRPC health, which hubble status
-// asks first) on a unix socket until ctx ends.
-func (s *Server) Serve(ctx context.Context, socket string) error {
-	if err := os.MkdirAll(filepath.Dir(socket), 0o755); err != nil {
-		return fmt.Errorf("hubble socket: %w", err)
+// Serve serves the Observer API, the Peer service (when Config.Peers is
+// set) and gRPC health (which hubble status asks first) on a unix socket
+// ("": none) and on tcp's listener (when enabled) until ctx ends.
+func (s *Server) Serve(ctx context.Context, socket string, tcp TCP) error {
+	var listeners []net.Listener
+	fail := func(err error) error {
+		for _, l := range listeners {
+			l.Close()
+		}
+		return err
 	}
-	_ = os.Remove(socket) // a previous agent's
-	l, err := net.Listen("unix", socket)
-	if err != nil {
-		return fmt.Errorf("hubble socket: %w", err)
+	if socket != "" {
+		l, err := listenUnix(socket)
+		if err != nil {
+			return err
+		}
+		listeners = append(listeners, l)
 	}
-	if err := os.Chmod(socket, 0o600); err != nil {
-		l.Close()
-		return fmt.Errorf("hubble socket: %w", err)
+	servers := []*grpc.Server{}
+	if len(listeners) == 1 {
+		servers = append(servers, s.grpcServer())
 	}
-	gs := grpc.NewServer()
-	observerpb.RegisterObserverServer(gs, s)
-	hs := health.NewServer()
-	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	hs.SetServingStatus("hubble.server.Observer", healthpb.HealthCheckResponse_SERVING)
-	healthpb.RegisterHealthServer(gs, hs)
+	if tcp.Enabled() {
+		var opts []grpc.ServerOption
+		if !tcp.DisableTLS {
+			tc, err := tcp.TLSConfig()
+			if err != nil {
+				return fail(err)
+			}
+			opts = append(opts, grpc.Creds(credentials.NewTLS(tc)))
+		} else if err := tcp.Check(); err != nil {
+			return fail(err)
+		}
+		l, err := net.Listen("tcp", tcp.Address)
+		if err != nil {
+			return fail(fmt.Errorf("--hubble-listen-address: %w", err))
+		}
+		listeners = append(listeners, l)
+		servers = append(servers, s.grpcServer(opts...))
+		slog.Info("serving the Hubble Observer and Peer APIs over TCP", "address", l.Addr().String(), "tls", !tcp.DisableTLS)
+	}
 	sub := s.cfg.Hub.Subscribe(followBuffer)
 	go func() {
 		for e := range sub.C {
 			s.add(e)
 		}
 	}()
-	go func() { _ = gs.Serve(l) }()
+	for i, gs := range servers {
+		go func() { _ = gs.Serve(listeners[i]) }()
+	}
 	go func() {
 		<-ctx.Done()
-		gs.Stop()
+		for _, gs := range servers {
+			gs.Stop()
+		}
 		sub.Close()
-		_ = os.Remove(socket)
+		if socket != "" {
+			_ = os.Remove(socket)
+		}
 	}()
-	slog.Info("serving the Hubble Observer API", "socket", socket)
+	if socket != "" {
+		slog.Info("serving the Hubble Observer API", "socket", socket)
+	}
 	return nil
+}
+
+// grpcServer serves the Observer, the Peer service and health.
+func (s *Server) grpcServer(opts ...grpc.ServerOption) *grpc.Server {
+	gs := grpc.NewServer(opts...)
+	observerpb.RegisterObserverServer(gs, s)
+	if s.cfg.Peers != nil {
+		peerpb.RegisterPeerServer(gs, s.cfg.Peers)
+	}
+	hs := health.NewServer()
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus("hubble.server.Observer", healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(gs, hs)
+	return gs
+}
+
+// listenUnix listens on socket, only root may connect.
+func listenUnix(socket string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(socket), 0o755); err != nil {
+		return nil, fmt.Errorf("hubble socket: %w", err)
+	}
+	_ = os.Remove(socket) // a previous agent's
+	l, err := net.Listen("unix", socket)
+	if err != nil {
+		return nil, fmt.Errorf("hubble socket: %w", err)
+	}
+	if err := os.Chmod(socket, 0o600); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("hubble socket: %w", err)
+	}
+	return l, nil
 }
 
 // add keeps f and hands it to every follower with room for it.

@@ -19,7 +19,7 @@ Usage:
   netcube-lab cnp [flags]                                                the upstream ClusterNetworkPolicy conformance suite on real nodes
   netcube-lab demo [flags]                                               sandbox + requests to each Service
   netcube-lab bench datapath|sync|compare|podnet|policy|policy-latency   benchmarks (docs/benchmarks)
-  netcube-lab image agent|pause [flags]                                  an image as an archive (no registry)
+  netcube-lab image agent|hubble-relay|pause [flags]                     an image as an archive (no registry)
   netcube-lab pod serve|request|load [flags]                             traffic tools run inside pods
 
 Run 'netcube-lab <command> -h' for a command's flags.

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -100,12 +102,14 @@ func (Cube) Start(ctx context.Context, env cube.Env) (cube.Started, error) {
 		m.count(e)
 		hub.Publish(e)
 	})
-	if s := env.Settings.HubbleSocket; s != "" {
-		srv := hubble.New(hubble.Config{Node: env.Node.Name, Hub: hub, Names: env.Names, DatapathLost: lost})
-		if err := srv.Serve(ctx, s); err != nil {
+	if tcp := HubbleTCP(env.Settings); env.Settings.HubbleSocket != "" || tcp.Enabled() {
+		peers := hubble.NewPeers(hubble.PeersConfig{Port: listenPort(tcp), TLS: tcp.Enabled() && !tcp.DisableTLS, Cluster: env.Settings.ClusterName})
+		srv := hubble.New(hubble.Config{Node: env.Node.Name, Hub: hub, Names: env.Names, DatapathLost: lost, Peers: peers})
+		if err := srv.Serve(ctx, env.Settings.HubbleSocket, tcp); err != nil {
 			_ = rd.Close()
 			return cube.Started{}, err
 		}
+		st.Nodes = peers
 	}
 	slog.Info("monitor", "cubes", env.Settings.MonitorCubes, "drops", env.Settings.MonitorDrops, "policy", env.Settings.MonitorPolicy, "trace", env.Settings.MonitorTrace)
 	st.Stop = func() { _ = rd.Close() }
@@ -238,4 +242,24 @@ func (n *namer) name(e *events.Event) {
 			e.Service = id.String()
 		}
 	}
+}
+
+// HubbleTCP is the Hubble server's TCP listener the settings ask for.
+func HubbleTCP(s cube.Settings) hubble.TCP {
+	return hubble.TCP{Address: s.HubbleListenAddress, CertFile: s.HubbleTLSCertFile, KeyFile: s.HubbleTLSKeyFile,
+		ClientCAFiles: s.HubbleTLSClientCAFiles, DisableTLS: s.HubbleDisableTLS}
+}
+
+// listenPort is the port tcp listens on (what the Peer service tells
+// hubble-relay to dial on every node); 0: no TCP listener.
+func listenPort(tcp hubble.TCP) int {
+	if !tcp.Enabled() {
+		return 0
+	}
+	_, port, err := net.SplitHostPort(tcp.Address)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(port)
+	return n
 }
