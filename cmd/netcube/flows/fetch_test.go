@@ -47,7 +47,7 @@ func startObserver(t *testing.T) observer {
 	srv := hubble.New(hubble.Config{Node: "node1", Hub: o.hub})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	if err := srv.Serve(ctx, o.unix); err != nil {
+	if err := srv.Serve(ctx, o.unix, hubble.TCP{}); err != nil {
 		t.Fatal(err)
 	}
 	caCert, caKey := newCert(t, nil, nil, "test CA")
