@@ -54,12 +54,20 @@ func TestHubbleChart(t *testing.T) {
 	if strings.Contains(string(plain), "hubble-peer") || strings.Contains(string(plain), "hubble-tls") {
 		t.Error("the default values render Hubble's TCP listener")
 	}
-	out, err := helmTemplate(t, "--set", "hubble.enabled=true,hubble.relay.enabled=true")
+	// In a namespace of its own: the API server is shared with tests that
+	// installed the chart, and a dry run of an object that exists says
+	// nothing of the object.
+	const ns = "hubble-chart-test"
+	out, err := helmTemplate(t, "--set", "hubble.enabled=true,hubble.relay.enabled=true,namespace="+ns)
 	if err != nil {
 		t.Fatalf("helm template with hubble: %v\n%s", err, out)
 	}
 	c := env.Client
 	ctx := context.Background()
+	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
 	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
 	secrets := map[string]*corev1.Secret{}
 	services := map[string]*corev1.Service{}
@@ -117,7 +125,7 @@ func TestHubbleChart(t *testing.T) {
 		t.Errorf("hubble-peer leads to port %v, the agents listen on 4244", p.TargetPort)
 	}
 	args := strings.Join(relay.Spec.Template.Spec.Containers[0].Args, " ")
-	for _, want := range []string{"--peer-service=hubble-peer.kube-system.svc:443", "--tls-hubble-client-cert-file=", "--tls-hubble-server-ca-files="} {
+	for _, want := range []string{"--peer-service=hubble-peer." + ns + ".svc:443", "--tls-hubble-client-cert-file=", "--tls-hubble-server-ca-files="} {
 		if !strings.Contains(args, want) {
 			t.Errorf("hubble-relay's args %q lack %q", args, want)
 		}
